@@ -1,0 +1,253 @@
+"""tcjit benchmarks: eager vs torch.compile vs tcjit, in one process.
+
+    make bench                                  # all workloads, table
+    make bench BENCH_ARGS="--only x+1 --output bench.json"
+    PYTHONPATH=python python3 bench/bench.py --json > bench.json   # after make
+    PYTHONPATH=python python3 bench/bench.py --no-inductor
+
+For every workload and every implementation:
+  per call     median of many warmed-up calls (tiny calls are batched so a
+               sample takes >= 1 ms; CUDA is synchronized around each sample)
+  first call   tcjit: tcjit.reset(), then the first call of a fresh function
+               object (trace + compile + run); torch.compile: first call after
+               torch._dynamo.reset(), with an empty Inductor cache directory
+               (as on a cold machine; --inductor-cache keeps the user's cache)
+  GB/s         bytes read + written by the workload / per-call time
+  ratios       tcjit time / eager time and tcjit time / torch.compile time
+               (< 1 means tcjit is faster)
+
+Adding a workload: append a dict to WORKLOADS (name, fn, make_inputs(device),
+bytes(inputs) -> int).  Workloads follow the table in DESIGN.md.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import types
+
+# torch.compile's first call is measured cold: a fresh Inductor cache
+# directory (compiled kernels, FX graphs) per run, set before torch is
+# imported.  --inductor-cache keeps the user's cache (warm first calls).
+if "--inductor-cache" not in sys.argv:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="tcjit-bench-inductor-")
+
+import torch
+
+import tcjit
+
+
+# -- workloads ----------------------------------------------------------------
+
+def pointwise_chain(x, y):
+    return (torch.sin(x) + torch.cos(y)).relu() * 2 + 1
+
+
+def add_one(x):
+    return x + 1
+
+
+def _nbytes(*tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+WORKLOADS = [
+    {
+        "name": "pointwise f32 chain, 4M",
+        "fn": pointwise_chain,
+        "make_inputs": lambda dev: (torch.randn(1 << 22, device=dev),
+                                    torch.randn(1 << 22, device=dev)),
+        # reads x and y, writes one output of the same size
+        "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+    },
+    {
+        "name": "x+1, 1 element (overhead)",
+        "fn": add_one,
+        "make_inputs": lambda dev: (torch.randn(1, device=dev),),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
+]
+
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+# -- measurement --------------------------------------------------------------
+
+def fresh_function(fn):
+    """A new function object with a new code object: nothing cached on it."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+def per_call_seconds(fn, args, sync, budget):
+    for _ in range(5):
+        fn(*args)
+    sync()
+    t0 = time.perf_counter()
+    fn(*args)
+    sync()
+    one = max(time.perf_counter() - t0, 1e-7)
+    inner = max(1, int(1e-3 / one))
+    samples = []
+    deadline = time.perf_counter() + budget
+    while len(samples) < 10 or (time.perf_counter() < deadline and len(samples) < 1000):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn(*args)
+        sync()
+        samples.append((time.perf_counter() - t0) / inner)
+    return statistics.median(samples)
+
+
+def first_call_seconds(fn, args, sync):
+    sync()
+    t0 = time.perf_counter()
+    out = fn(*args)
+    sync()
+    return time.perf_counter() - t0, out
+
+
+def run_workload(w, device, sync, budget, inductor):
+    torch.manual_seed(0)
+    args = w["make_inputs"](device)
+    nbytes = w["bytes"](args)
+    expected = w["fn"](*args)
+    res = {"name": w["name"], "device": device, "bytes": nbytes}
+
+    def record(impl, first, fn):
+        t = per_call_seconds(fn, args, sync, budget)
+        res[impl] = {"per_call_s": t, "first_call_s": first, "gb_per_s": nbytes / t / 1e9}
+
+    record("eager", None, w["fn"])
+
+    try:
+        tcjit.reset()
+        compiled = tcjit.compile(fresh_function(w["fn"]))
+        first, out = first_call_seconds(compiled, args, sync)
+        torch.testing.assert_close(out, expected, **TOL)
+        record("tcjit", first, compiled)
+    except Exception as e:  # report, keep benchmarking the rest
+        res["tcjit"] = {"error": f"{type(e).__name__}: {e}"}
+
+    if inductor:
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(fresh_function(w["fn"]))
+            first, out = first_call_seconds(compiled, args, sync)
+            torch.testing.assert_close(out, expected, **TOL)
+            record("torch.compile", first, compiled)
+        except Exception as e:
+            res["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
+
+    tc = res.get("tcjit", {}).get("per_call_s")
+    for base in ("eager", "torch.compile"):
+        b = res.get(base, {}).get("per_call_s")
+        if tc is not None and b:
+            res[f"tcjit/{base}"] = tc / b
+    return res
+
+
+# -- output -------------------------------------------------------------------
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def print_table(results, out):
+    impls = ["eager", "torch.compile", "tcjit"]
+    w = max(len(r["name"]) for r in results)
+    hdr = f"{'workload':{w}}  {'impl':13} {'per call':>10} {'GB/s':>8} {'first call':>11}"
+    print(hdr, file=out)
+    print("-" * len(hdr), file=out)
+    for r in results:
+        for i, impl in enumerate(impls):
+            if impl not in r:
+                continue
+            m = r[impl]
+            name = r["name"] if i == 0 else ""
+            if "error" in m:
+                print(f"{name:{w}}  {impl:13} error: {m['error']}", file=out)
+                continue
+            print(f"{name:{w}}  {impl:13} {fmt_time(m['per_call_s']):>10} "
+                  f"{m['gb_per_s']:8.3g} {fmt_time(m['first_call_s']):>11}", file=out)
+        ratios = [f"{k} = {r[k]:.2f}" for k in ("tcjit/eager", "tcjit/torch.compile") if k in r]
+        if ratios:
+            print(f"{'':{w}}  " + ", ".join(ratios) + "  (time ratio, < 1: tcjit faster)", file=out)
+    print(file=out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="eager vs torch.compile vs tcjit")
+    ap.add_argument("--only", action="append", metavar="NAME",
+                    help="run workloads whose name contains NAME (repeatable)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--json", action="store_true", help="write JSON to stdout (table to stderr)")
+    ap.add_argument("--output", metavar="FILE", help="also write the JSON to FILE")
+    ap.add_argument("--no-inductor", action="store_true", help="skip torch.compile")
+    ap.add_argument("--inductor-cache", action="store_true",
+                    help="let torch.compile use its on-disk caches (default: a fresh, empty cache)")
+    ap.add_argument("--budget", type=float, default=1.0,
+                    help="seconds of timing per (workload, implementation)")
+    ap.add_argument("--list", action="store_true", help="list workload names")
+    opts = ap.parse_args()
+
+    if opts.list:
+        for w in WORKLOADS:
+            print(w["name"])
+        return
+    if opts.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("bench: --device cuda but torch.cuda.is_available() is False")
+        sync = torch.cuda.synchronize
+    else:
+        def sync():
+            pass
+
+    selected = [w for w in WORKLOADS
+                if not opts.only or any(s.lower() in w["name"].lower() for s in opts.only)]
+    if not selected:
+        sys.exit(f"bench: no workload matches {opts.only}; --list shows the names")
+
+    log = sys.stderr if opts.json else sys.stdout
+    env = {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "device": opts.device,
+        "threads": torch.get_num_threads(),
+        "inductor_cache": "user" if opts.inductor_cache else "fresh",
+    }
+    print(f"torch {env['torch']}, python {env['python']}, {opts.device}, "
+          f"{env['threads']} torch threads", file=log)
+    results = []
+    try:
+        for w in selected:
+            print(f"... {w['name']}", file=log, flush=True)
+            results.append(run_workload(w, opts.device, sync, opts.budget, not opts.no_inductor))
+    finally:
+        if not opts.inductor_cache:
+            shutil.rmtree(os.environ["TORCHINDUCTOR_CACHE_DIR"], ignore_errors=True)
+    print(file=log)
+    print_table(results, log)
+    report = {"env": env, "results": results}
+    if opts.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    if opts.output:
+        with open(opts.output, "w") as fh:
+            json.dump(report, fh, indent=2)
+            fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""tcjit: a JIT compiler for PyTorch programs, written in C.
+
+    import tcjit
+    tcjit.enable()            # compile every frame that works on tensors
+    f = tcjit.compile(f)      # or one function (also a decorator)
+
+See README.md and docs/ for logs (TCJIT_LOGS), config and supported ops.
+"""
+import functools
+import warnings
+
+import torch  # noqa: F401  (the C runtime needs torch imported first)
+
+from . import _C
+from ._backends import Backend, compile_backend as _compile_backend
+from ._logging import init_from_env as _init_logs, set_logs
+from .config import config
+from .graph import Graph, Node
+
+__all__ = ["enable", "disable", "compile", "reset", "counters", "config",
+           "set_logs", "Graph", "Node", "Unsupported", "is_enabled"]
+
+
+class Unsupported(RuntimeError):
+    """Raised under fullgraph=True when a function cannot be compiled whole."""
+
+
+def _warn(message):
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+_AUTO = Backend("auto")
+_C.set_hooks(__import__("tcjit._logging", fromlist=["emit"]).emit,
+             _compile_backend, _warn, _AUTO, Unsupported)
+_init_logs()
+
+
+def enable():
+    """Compile every Python frame that works on tensors from now on."""
+    _C.set_enabled(True)
+
+
+def disable():
+    """Stop compiling new frames under enable(); compile() wrappers keep working."""
+    _C.set_enabled(False)
+
+
+def is_enabled():
+    return _C.is_enabled()
+
+
+def compile(fn=None, *, fullgraph=False, backend="auto"):
+    """Compile one function: ``tcjit.compile(fn)`` or ``@tcjit.compile(...)``.
+
+    backend: "auto" (tcjit's kernels), "eager" (run the traced graph op by op
+    through torch) or a callable ``backend(graph, example_inputs)``
+    returning a callable, like a Dynamo custom backend.  fullgraph=True raises
+    tcjit.Unsupported instead of running unsupported code eagerly.
+    """
+    if fn is None:
+        return functools.partial(compile, fullgraph=fullgraph, backend=backend)
+    compiled = _C.CompiledFunction(fn, Backend(backend, fullgraph))
+    functools.update_wrapper(compiled, fn)
+    return compiled
+
+
+def reset():
+    """Forget every compiled entry and zero the counters."""
+    _C.reset()
+
+
+def counters():
+    """Counts since the last reset(): frames_compiled, cache_hits,
+    cache_misses, recompiles, graphs, kernels_compiled, eager_fallbacks,
+    frames_skipped."""
+    return _C.counters()

@@ -1,0 +1,119 @@
+/* cache.c - co_extra slots holding each code object's tcjit state. */
+#include "cache.h"
+
+static Py_ssize_t extra_index = -1;
+static PyObject *codes_with_state; /* list: every code we attached state to */
+
+void
+tc_entry_free(tc_entry *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    tc_guards_free(e->guards);
+    PyMem_Free(e->input_sources);
+    tc_template_clear(&e->ret);
+    if (e->compiled) {
+        tc_jit_free(e->compiled);
+    }
+    Py_XDECREF(e->backend_fn);
+    Py_XDECREF(e->backend);
+    PyMem_Free(e);
+}
+
+static void
+state_free(void *p)
+{
+    tc_code_state *st = p;
+    if (st == NULL) {
+        return;
+    }
+    tc_entry *e = st->entries;
+    while (e) {
+        tc_entry *next = e->next;
+        tc_entry_free(e);
+        e = next;
+    }
+    PyMem_Free(st);
+}
+
+int
+tc_cache_init(void)
+{
+    extra_index = _PyEval_RequestCodeExtraIndex(state_free);
+    codes_with_state = PyList_New(0);
+    return (extra_index < 0 || codes_with_state == NULL) ? -1 : 0;
+}
+
+tc_code_state *
+tc_code_state_get(PyCodeObject *co)
+{
+    void *p = NULL;
+    if (pyframe_code_get_extra((PyObject *)co, extra_index, &p) < 0) {
+        return NULL;
+    }
+    return p;
+}
+
+/* The first return instruction of the code: when a compiled call fails, we
+ * resume the frame there so CPython unwinds it through its normal return
+ * path, then hand the caller our exception. */
+static void
+find_return(PyCodeObject *co, tc_code_state *st)
+{
+    PyObject *bytes = PyCode_GetCode(co);
+    st->fail_pc = -1;
+    if (bytes == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    const tc_codeunit *code = (const tc_codeunit *)PyBytes_AS_STRING(bytes);
+    int n = (int)(PyBytes_GET_SIZE(bytes) / 2);
+    for (int pc = 0; pc < n; pc += 1 + tc_inline_caches[code[pc] & 0xff]) {
+        int op = code[pc] & 0xff;
+        int prefixed = pc > 0 && (code[pc - 1] & 0xff) == EXTENDED_ARG;
+        if (op == RETURN_VALUE || (op == RETURN_CONST && !prefixed)) {
+            st->fail_pc = pc;
+            st->fail_pushes = op == RETURN_VALUE;
+            break;
+        }
+    }
+    Py_DECREF(bytes);
+}
+
+tc_code_state *
+tc_code_state_create(PyCodeObject *co)
+{
+    tc_code_state *st = PyMem_Calloc(1, sizeof(*st));
+    if (st == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    st->frame_id = -1;
+    find_return(co, st);
+    if (PyList_Append(codes_with_state, (PyObject *)co) < 0
+        || pyframe_code_set_extra((PyObject *)co, extra_index, st) < 0) {
+        PyMem_Free(st);
+        return NULL;
+    }
+    return st;
+}
+
+int
+tc_cache_reset(void)
+{
+    Py_ssize_t n = PyList_GET_SIZE(codes_with_state);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *co = PyList_GET_ITEM(codes_with_state, i);
+        void *p = NULL;
+        if (pyframe_code_get_extra(co, extra_index, &p) < 0) {
+            return -1;
+        }
+        /* Setting the slot does not call the free function: do it here. */
+        if (pyframe_code_set_extra(co, extra_index, NULL) < 0) {
+            return -1;
+        }
+        state_free(p);
+    }
+    return PyList_SetSlice(codes_with_state, 0, n, NULL);
+}

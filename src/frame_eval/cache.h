@@ -1,0 +1,59 @@
+/* cache.h - per-code state and cache entries, kept in co_extra.
+ *
+ * Every code object the hook has seen gets a tc_code_state: either SKIP
+ * (never trace it: no tensors, standard library, torch itself) or a list of
+ * cache entries, most recently hit first.  An entry is what one trace made:
+ * guards, and either compiled code or the decision to run eagerly.
+ */
+#ifndef TCJIT_CACHE_H
+#define TCJIT_CACHE_H
+
+#include "pyframe.h"
+#include "../guards/guards.h"
+#include "../tracer/tracer.h"
+#include "../jit/jit.h"
+
+typedef enum {
+    TC_ENTRY_COMPILED,
+    TC_ENTRY_EAGER
+} tc_entry_kind;
+
+typedef struct tc_entry {
+    struct tc_entry *next;
+    tc_entry_kind kind;
+    int compile_id;           /* n in "frame/n" of the logs */
+    PyObject *backend;        /* the backend it was made for (owned) */
+    int is_auto;              /* backend.is_auto: tcjit's own code generators */
+    tc_guard_set *guards;
+    int ninputs;
+    int *input_sources;
+    int noutputs;
+    tc_template ret;
+    int return_pc;
+    int return_pushes;
+    tc_compiled *compiled;    /* backend "auto" */
+    PyObject *backend_fn;     /* other backends: callable(*inputs) */
+} tc_entry;
+
+typedef struct {
+    int skip;
+    int frame_id;             /* assigned at first compile, for logs */
+    int ncompiles;            /* entries ever made: 1 + recompiles */
+    int limit_hit;            /* recompile limit reached: run eagerly */
+    int fail_pc;              /* a return instruction to unwind through */
+    int fail_pushes;
+    tc_entry *entries;
+} tc_code_state;
+
+int tc_cache_init(void);
+
+/* NULL if the code has no state yet (no exception set), or on error. */
+tc_code_state *tc_code_state_get(PyCodeObject *co);
+tc_code_state *tc_code_state_create(PyCodeObject *co);
+
+void tc_entry_free(tc_entry *e);
+
+/* Drop every code state (tcjit.reset()). */
+int tc_cache_reset(void);
+
+#endif

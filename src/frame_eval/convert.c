@@ -1,0 +1,331 @@
+/* convert.c - turn a fresh frame into a cache entry: trace, optimize the
+ * graph, hand it to a backend, log what happened. */
+#include "eval_frame.h"
+
+#include "../graph/ops.h"
+#include "../graph/schedule.h"
+
+static int next_frame_id;
+
+/* ---- logging helpers ---------------------------------------------------- */
+
+static int
+log_text(unsigned channel, const char *name, char *text)
+{
+    if (text == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    if (tc_log_mask & channel) {
+        rc = tc_log(channel, name, PyUnicode_FromString(text));
+    }
+    free(text);
+    return rc;
+}
+
+static int
+log_graph_break(PyCodeObject *co, const tc_trace *t)
+{
+    if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
+        return 0;
+    }
+    return tc_log(TC_LOG_GRAPH_BREAKS, "graph_breaks", PyUnicode_FromFormat(
+        "Graph break in user code at %U:%d\nReason: Unsupported: %U\n"
+        "User code traceback:\n  File \"%U\", line %d, in %U\n"
+        "Hint: the whole frame runs eagerly for these inputs.",
+        co->co_filename, t->reason_line, t->reason, co->co_filename,
+        t->reason_line, co->co_name));
+}
+
+static int
+log_guards(tc_code_state *st, tc_entry *e)
+{
+    if (!(tc_log_mask & TC_LOG_GUARDS)) {
+        return 0;
+    }
+    PyObject *lines = tc_guards_format(e->guards);
+    PyObject *sep = PyUnicode_FromString("\n  ");
+    PyObject *joined = lines && sep ? PyUnicode_Join(sep, lines) : NULL;
+    Py_XDECREF(lines);
+    Py_XDECREF(sep);
+    if (joined == NULL) {
+        return -1;
+    }
+    return tc_log(TC_LOG_GUARDS, "guards", PyUnicode_FromFormat(
+        "GUARDS [%d/%d]:\n  %U", st->frame_id, e->compile_id, joined));
+}
+
+/* ---- graph description for Python backends ------------------------------ */
+
+static PyObject *
+int64_tuple(const int64_t *v, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+static PyObject *
+scalar_value(const tc_node *n)
+{
+    if (n->kind != TC_NODE_SCALAR) {
+        return Py_NewRef(Py_None);
+    }
+    if (tc_dtype_is_float(n->dtype)) {
+        return PyFloat_FromDouble(n->scalar.f);
+    }
+    if (n->dtype == TC_BOOL) {
+        return PyBool_FromLong((long)n->scalar.i);
+    }
+    return PyLong_FromLongLong(n->scalar.i);
+}
+
+static PyObject *
+node_desc(const tc_node *n)
+{
+    static const char *const kinds[] = {"input", "scalar", "op"};
+    PyObject *ins = PyTuple_New(n->nin);
+    for (int i = 0; ins && i < n->nin; i++) {
+        PyTuple_SET_ITEM(ins, i, PyLong_FromLong(n->in[i]));
+    }
+    PyObject *sizes = int64_tuple(n->layout.sizes, n->layout.ndim);
+    PyObject *strides = int64_tuple(n->layout.strides, n->layout.ndim);
+    PyObject *value = scalar_value(n);
+    PyObject *r = NULL;
+    if (ins && sizes && strides && value) {
+        r = Py_BuildValue(
+            "{s:s,s:s,s:O,s:s,s:O,s:O,s:O,s:i,s:s}", "kind", kinds[n->kind],
+            "op", n->kind == TC_NODE_OP ? tc_ops[n->op].name : "",
+            "inputs", ins, "dtype", tc_dtype_name(n->dtype), "shape", sizes,
+            "stride", strides, "value", value, "input_index", n->input_index,
+            "to_dtype", tc_dtype_name(n->attr_dtype));
+    }
+    Py_XDECREF(ins);
+    Py_XDECREF(sizes);
+    Py_XDECREF(strides);
+    Py_XDECREF(value);
+    return r;
+}
+
+static PyObject *
+graph_desc(const tc_graph *g)
+{
+    PyObject *nodes = PyList_New(g->nnodes);
+    PyObject *outs = PyTuple_New(g->noutputs);
+    for (int i = 0; nodes && i < g->nnodes; i++) {
+        PyObject *d = node_desc(&g->nodes[i]);
+        if (d == NULL) {
+            Py_CLEAR(nodes);
+            break;
+        }
+        PyList_SET_ITEM(nodes, i, d);
+    }
+    for (int i = 0; outs && i < g->noutputs; i++) {
+        PyTuple_SET_ITEM(outs, i, PyLong_FromLong(g->outputs[i]));
+    }
+    PyObject *r = nodes && outs ? Py_BuildValue("{s:i,s:O,s:O}", "ninputs",
+                                                g->ninputs, "nodes", nodes,
+                                                "outputs", outs)
+                                : NULL;
+    Py_XDECREF(nodes);
+    Py_XDECREF(outs);
+    return r;
+}
+
+/* ---- backends -------------------------------------------------------------- */
+
+static int
+compile_auto(tc_entry *e, tc_graph *g)
+{
+    char err[256];
+    tc_plan *plan = tc_schedule(g, err, sizeof(err));
+    if (plan == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);
+        return -1;
+    }
+    char *code = NULL;
+    int want_code = (tc_log_mask & TC_LOG_OUTPUT_CODE) != 0;
+    e->compiled = tc_jit_compile(plan, want_code ? &code : NULL);
+    if (e->compiled == NULL) {
+        free(code);
+        return -1;
+    }
+    tc_stats.kernels_compiled += tc_jit_nkernels(e->compiled);
+    return want_code && code ? log_text(TC_LOG_OUTPUT_CODE, "output_code",
+                                        code) : 0;
+}
+
+static int
+compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
+{
+    tc_frame_view fv;
+    tc_view_of(f, &fv);
+    PyObject *vals[64];
+    PyObject *desc = NULL, *inputs = NULL;
+    if (e->guards->nsources > 64 || tc_guards_fetch(e->guards, &fv, vals) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "too many guard sources");
+        }
+        return -1;
+    }
+    inputs = PyTuple_New(e->ninputs);
+    for (int i = 0; inputs && i < e->ninputs; i++) {
+        PyTuple_SET_ITEM(inputs, i, Py_NewRef(vals[e->input_sources[i]]));
+    }
+    tc_guards_release(e->guards, vals);
+    desc = graph_desc(g);
+    if (inputs && desc) {
+        e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",
+                                              e->backend, desc, text, inputs);
+    }
+    Py_XDECREF(inputs);
+    Py_XDECREF(desc);
+    return e->backend_fn ? 0 : -1;
+}
+
+/* A backend failure is reported as a warning and the frame runs eagerly:
+ * a bug in tcjit's code generation must not take the user's program down. */
+static int
+demote_to_eager(tc_entry *e)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *msg = PyUnicode_FromFormat("tcjit backend failed, running "
+                                         "eagerly: %S", value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (msg == NULL) {
+        return -1;
+    }
+    PyObject *r = PyObject_CallOneArg(tc_hooks.warn, msg);
+    Py_DECREF(msg);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    e->kind = TC_ENTRY_EAGER;
+    return 0;
+}
+
+static int
+compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st)
+{
+    PyCodeObject *co = f->f_code;
+    if (tc_graph_optimize(g) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->noutputs = g->noutputs;
+    char title[256];
+    PyOS_snprintf(title, sizeof(title), "%s [%d/%d]",
+                  PyUnicode_AsUTF8(co->co_name), st->frame_id, e->compile_id);
+    char *text = tc_graph_format(g, title);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = (tc_log_mask & TC_LOG_GRAPH)
+        ? tc_log(TC_LOG_GRAPH, "graph", PyUnicode_FromString(text)) : 0;
+    if (rc == 0) {
+        rc = e->is_auto ? compile_auto(e, g) : compile_python(e, g, f, text);
+        if (rc < 0 && e->is_auto) {
+            rc = demote_to_eager(e);
+        }
+    }
+    free(text);
+    if (rc == 0 && e->kind == TC_ENTRY_COMPILED) {
+        tc_stats.frames_compiled++;
+        tc_stats.graphs++;
+    }
+    return rc;
+}
+
+/* Backend options are read once per compile, never per call. */
+static int
+backend_flag(PyObject *backend, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(backend, name);
+    int r = v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+static int
+raise_fullgraph(PyCodeObject *co, const tc_trace *t)
+{
+    PyObject *msg = PyUnicode_FromFormat(
+        "fullgraph=True: graph break in %U at %U:%d: %U", co->co_name,
+        co->co_filename, t->reason_line, t->reason);
+    if (msg != NULL) {
+        PyErr_SetObject(tc_hooks.unsupported, msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+tc_entry *
+tc_convert_frame(tc_iframe *f, tc_code_state *st, PyObject *backend,
+                 int *skip)
+{
+    tc_trace t;
+    *skip = 0;
+    if (tc_trace_frame(f, &t) < 0) {
+        return NULL;
+    }
+    if (t.status == TC_TRACE_NO_TENSORS) {
+        tc_trace_clear(&t);
+        *skip = 1;
+        return NULL;
+    }
+    tc_entry *e = PyMem_Calloc(1, sizeof(*e));
+    if (e == NULL) {
+        tc_trace_clear(&t);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (st->frame_id < 0) {
+        st->frame_id = next_frame_id++;
+    }
+    e->compile_id = st->ncompiles++;
+    e->backend = Py_NewRef(backend);
+    e->is_auto = backend_flag(backend, "is_auto");
+    int fullgraph = backend_flag(backend, "fullgraph");
+    e->guards = t.guards;
+    t.guards = NULL;
+    e->ninputs = t.graph->ninputs;
+    e->input_sources = t.input_sources;
+    t.input_sources = NULL;
+    e->ret = t.ret;
+    memset(&t.ret, 0, sizeof(t.ret));
+    e->return_pc = t.return_pc;
+    e->return_pushes = t.return_pushes;
+    int rc = (e->is_auto < 0 || fullgraph < 0) ? -1 : 0;
+    if (rc == 0 && t.status == TC_TRACE_EAGER) {
+        e->kind = TC_ENTRY_EAGER;
+        rc = fullgraph ? raise_fullgraph(f->f_code, &t)
+                       : log_graph_break(f->f_code, &t);
+    }
+    else if (rc == 0) {
+        e->kind = TC_ENTRY_COMPILED;
+        rc = compile_entry(e, t.graph, f, st);
+    }
+    if (rc == 0) {
+        rc = log_guards(st, e);
+    }
+    tc_trace_clear(&t);
+    if (rc < 0) {
+        tc_entry_free(e);
+        return NULL;
+    }
+    return e;
+}

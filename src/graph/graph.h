@@ -1,0 +1,127 @@
+/* graph.h - the tensor graph IR: nodes with dtype/shape/stride meta.
+ *
+ * A graph is built by the tracer one node at a time.  Every node knows its
+ * dtype and layout (sizes and strides, in elements) as eager PyTorch would
+ * produce them: the op registry (ops.h) applies torch's type promotion,
+ * broadcasting and TensorIterator's output-stride rule when a node is added,
+ * so the tracer never runs a real op to learn a shape.
+ *
+ * Data flows one way: tracer -> graph -> (schedule.h) kernel plan -> jit.
+ * This header has no Python dependency.
+ */
+#ifndef TCJIT_GRAPH_H
+#define TCJIT_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TC_MAX_DIMS 8
+#define TC_MAX_OP_INPUTS 3
+
+typedef enum {
+    TC_BOOL = 0,
+    TC_U8,
+    TC_I8,
+    TC_I16,
+    TC_I32,
+    TC_I64,
+    TC_F32,
+    TC_F64,
+    TC_NDTYPES
+} tc_dtype;
+
+/* Names as torch spells them ("float32") and as c10::ScalarType does ("Float"). */
+const char *tc_dtype_name(tc_dtype dt);
+const char *tc_dtype_scalar_type_name(tc_dtype dt);
+size_t tc_dtype_size(tc_dtype dt);
+int tc_dtype_is_float(tc_dtype dt);
+int tc_dtype_is_int(tc_dtype dt); /* integral, bool excluded */
+
+typedef struct {
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t strides[TC_MAX_DIMS]; /* in elements */
+} tc_layout;
+
+int64_t tc_layout_numel(const tc_layout *l);
+void tc_layout_contiguous(tc_layout *l); /* fill strides from sizes */
+
+typedef enum {
+    TC_NODE_INPUT,  /* a tensor graph input (placeholder) */
+    TC_NODE_SCALAR, /* a Python number baked into the graph */
+    TC_NODE_OP      /* an op from the registry */
+} tc_node_kind;
+
+typedef struct {
+    tc_node_kind kind;
+    int op;                      /* registry index (TC_NODE_OP) */
+    int nin;
+    int in[TC_MAX_OP_INPUTS];    /* node ids */
+    tc_dtype dtype;
+    tc_layout layout;
+    int wrapped;                 /* Python scalar: lowest promotion priority */
+    union {
+        double f;
+        int64_t i;
+    } scalar;                    /* TC_NODE_SCALAR value (i for ints/bools) */
+    int input_index;             /* TC_NODE_INPUT: position in graph inputs */
+    tc_dtype attr_dtype;         /* TC_NODE_OP "to": target dtype */
+} tc_node;
+
+typedef struct tc_graph {
+    tc_node *nodes;
+    int nnodes, cap;
+    int ninputs;
+    int *outputs;                /* node ids; may repeat, may be inputs */
+    int noutputs;
+} tc_graph;
+
+tc_graph *tc_graph_new(void);
+void tc_graph_free(tc_graph *g);
+
+/* Builders return a node id, or -1 with a message in err (the message says
+ * what is unsupported and is shown to users as a graph-break reason). */
+int tc_graph_input(tc_graph *g, tc_dtype dt, const tc_layout *layout);
+int tc_graph_scalar_float(tc_graph *g, double v);
+int tc_graph_scalar_int(tc_graph *g, int64_t v);
+int tc_graph_scalar_bool(tc_graph *g, int v);
+
+/* Add an op by registry name.  attr_dtype is used by "to" only. */
+int tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
+                tc_dtype attr_dtype, char *err, size_t errlen);
+
+int tc_graph_set_outputs(tc_graph *g, int n, const int *nodes);
+
+/* Dead-code elimination and common-subexpression elimination.  Node ids
+ * change; outputs are remapped.  Returns 0 or -1 on allocation failure. */
+int tc_graph_optimize(tc_graph *g);
+
+/* Number of op nodes (what users see as "ops" of a graph). */
+int tc_graph_op_count(const tc_graph *g);
+
+/* Readable printer (TCJIT_LOGS=graph).  Returns malloc'd text. */
+char *tc_graph_format(const tc_graph *g, const char *title);
+
+/* Result type of torch's promotion over nodes (dim tensors > 0-d tensors >
+ * wrapped Python scalars), as at::native::result_type computes it. */
+tc_dtype tc_promote_nodes(const tc_graph *g, int nin, const int *in);
+
+/* ---- additions (graph stage helpers used by ops.c / schedule.c) ---- */
+
+/* c10::promoteTypes. */
+tc_dtype tc_promote_types(tc_dtype a, tc_dtype b);
+
+/* Output layout of a TensorIterator over operands (broadcast shape, fast
+ * setup, reorder_dimensions), as eager allocates it.  0-d operands take
+ * part as 0-d tensors.  Returns 0, or -1 with torch's broadcast message. */
+int tc_iter_layout(int n, const tc_layout *const *ops, tc_layout *out,
+                   char *err, size_t errlen);
+
+/* "%3 = mul(%2, 0.5)" for an op node, "%x0" / literal otherwise.  malloc'd,
+ * NULL on allocation failure. */
+char *tc_node_format(const tc_graph *g, int id);
+
+/* Python repr() of a float ("0.5", "2.0", "inf", "nan"). */
+void tc_format_double(char *buf, size_t n, double v);
+
+#endif

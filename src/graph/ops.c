@@ -1,0 +1,560 @@
+/* ops.c - the op registry: names, dtype rules and KIR lowerings.
+ *
+ * Semantics follow eager PyTorch (CPU kernels): dtype promotion as
+ * at::native::result_type, NaN propagation of maximum/minimum/clamp, the
+ * same special cases as torch's pow kernel (x**2 = x*x, x**0.5 = sqrt).
+ */
+#include "ops.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define M(dt) (1u << (dt))
+#define MASK_ALL 0xffu
+#define MASK_NOBOOL (MASK_ALL & ~M(TC_BOOL))
+#define MASK_FLOAT (M(TC_F32) | M(TC_F64))
+#define MASK_INTBOOL (MASK_ALL & ~MASK_FLOAT)
+
+/* ---- lowering helpers ------------------------------------------------ */
+
+static int
+un(tc_kbuilder *kb, tc_kop op, tc_dtype dt, int a)
+{
+    return kb_emit(kb, op, dt, a, -1, -1);
+}
+
+static int
+bin(tc_kbuilder *kb, tc_kop op, tc_dtype dt, int a, int b)
+{
+    return kb_emit(kb, op, dt, a, b, -1);
+}
+
+/* The instruction defining v if it is a constant, else NULL. */
+static const tc_kinst *
+const_inst(const tc_kbuilder *kb, int v)
+{
+    if (v < 0 || v >= kb->k->ninsts || kb->k->insts[v].op != KOP_CONST) {
+        return NULL;
+    }
+    return &kb->k->insts[v];
+}
+
+static int
+reciprocal_of(tc_kbuilder *kb, tc_dtype dt, int v)
+{
+    return bin(kb, KOP_DIV, dt, kb_const_i(kb, dt, 1), v);
+}
+
+/* ---- lowerings ------------------------------------------------------- */
+
+#define LOWER(name) \
+    static int name(tc_kbuilder *kb, const int *a, tc_dtype c, tc_dtype out)
+
+/* bool arithmetic is logical: True + True == True, True * False == False */
+LOWER(lower_add)
+{
+    (void)out;
+    return bin(kb, c == TC_BOOL ? KOP_OR : KOP_ADD, c, a[0], a[1]);
+}
+
+LOWER(lower_sub)
+{
+    (void)out;
+    return bin(kb, KOP_SUB, c, a[0], a[1]);
+}
+
+LOWER(lower_mul)
+{
+    (void)out;
+    return bin(kb, c == TC_BOOL ? KOP_AND : KOP_MUL, c, a[0], a[1]);
+}
+
+LOWER(lower_div)
+{
+    (void)out;
+    return bin(kb, KOP_DIV, c, a[0], a[1]);
+}
+
+LOWER(lower_neg)
+{
+    (void)out;
+    return un(kb, KOP_NEG, c, a[0]);
+}
+
+LOWER(lower_abs)
+{
+    (void)out;
+    return c == TC_U8 ? a[0] : un(kb, KOP_ABS, c, a[0]);
+}
+
+LOWER(lower_exp)
+{
+    (void)out;
+    return un(kb, KOP_EXP, c, a[0]);
+}
+
+LOWER(lower_log)
+{
+    (void)out;
+    return un(kb, KOP_LOG, c, a[0]);
+}
+
+LOWER(lower_sqrt)
+{
+    (void)out;
+    return un(kb, KOP_SQRT, c, a[0]);
+}
+
+LOWER(lower_rsqrt)
+{
+    (void)out;
+    return reciprocal_of(kb, c, un(kb, KOP_SQRT, c, a[0]));
+}
+
+LOWER(lower_sin)
+{
+    (void)out;
+    return un(kb, KOP_SIN, c, a[0]);
+}
+
+LOWER(lower_cos)
+{
+    (void)out;
+    return un(kb, KOP_COS, c, a[0]);
+}
+
+LOWER(lower_tanh)
+{
+    (void)out;
+    return un(kb, KOP_TANH, c, a[0]);
+}
+
+/* 1 / (1 + exp(-x)) */
+LOWER(lower_sigmoid)
+{
+    (void)out;
+    int e = un(kb, KOP_EXP, c, un(kb, KOP_NEG, c, a[0]));
+    return reciprocal_of(kb, c, bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), e));
+}
+
+/* where(x < 0, 0, x): NaN stays NaN */
+LOWER(lower_relu)
+{
+    (void)out;
+    int zero = kb_const_i(kb, c, 0);
+    int neg = bin(kb, KOP_LT, TC_BOOL, a[0], zero);
+    return kb_emit(kb, KOP_WHERE, c, neg, zero, a[0]);
+}
+
+LOWER(lower_reciprocal)
+{
+    (void)out;
+    return reciprocal_of(kb, c, a[0]);
+}
+
+LOWER(lower_square)
+{
+    (void)out;
+    return bin(kb, KOP_MUL, c, a[0], a[0]);
+}
+
+/* x**n for integers by square-and-multiply (same result mod 2^bits). */
+static int
+int_pow(tc_kbuilder *kb, tc_dtype c, int x, int64_t n)
+{
+    int result = -1;
+    while (n > 0) {
+        if (n & 1) {
+            result = result < 0 ? x : bin(kb, KOP_MUL, c, result, x);
+        }
+        n >>= 1;
+        if (n) {
+            x = bin(kb, KOP_MUL, c, x, x);
+        }
+    }
+    return result < 0 ? kb_const_i(kb, c, 1) : result;
+}
+
+/* torch's pow kernel special-cases these scalar exponents exactly. */
+static int
+float_pow_const(tc_kbuilder *kb, tc_dtype c, int x, double e)
+{
+    if (e == 0) {
+        return kb_const_i(kb, c, 1);
+    }
+    if (e == 1) {
+        return x;
+    }
+    if (e == 2) {
+        return bin(kb, KOP_MUL, c, x, x);
+    }
+    if (e == 3) {
+        return bin(kb, KOP_MUL, c, bin(kb, KOP_MUL, c, x, x), x);
+    }
+    if (e == 0.5) {
+        return un(kb, KOP_SQRT, c, x);
+    }
+    if (e == -0.5) {
+        return reciprocal_of(kb, c, un(kb, KOP_SQRT, c, x));
+    }
+    if (e == -1) {
+        return reciprocal_of(kb, c, x);
+    }
+    if (e == -2) {
+        return reciprocal_of(kb, c, bin(kb, KOP_MUL, c, x, x));
+    }
+    return -2; /* not special */
+}
+
+LOWER(lower_pow)
+{
+    (void)out;
+    const tc_kinst *e = const_inst(kb, a[1]);
+    if (tc_dtype_is_float(c)) {
+        int v = e ? float_pow_const(kb, c, a[0], e->imm.f) : -2;
+        return v != -2 ? v : bin(kb, KOP_POW, c, a[0], a[1]);
+    }
+    if (!e || e->imm.i < 0 || e->imm.i > 64) {
+        return -1; /* rejected by tc_op_infer_dtypes already */
+    }
+    return int_pow(kb, c, a[0], e->imm.i);
+}
+
+LOWER(lower_maximum)
+{
+    (void)out;
+    return bin(kb, c == TC_BOOL ? KOP_OR : KOP_MAX, c, a[0], a[1]);
+}
+
+LOWER(lower_minimum)
+{
+    (void)out;
+    return bin(kb, c == TC_BOOL ? KOP_AND : KOP_MIN, c, a[0], a[1]);
+}
+
+LOWER(lower_clamp)
+{
+    (void)out;
+    return bin(kb, KOP_MIN, c, bin(kb, KOP_MAX, c, a[0], a[1]), a[2]);
+}
+
+LOWER(lower_where)
+{
+    (void)out;
+    return kb_emit(kb, KOP_WHERE, c, a[0], a[1], a[2]);
+}
+
+LOWER(lower_lt)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_LT, TC_BOOL, a[0], a[1]);
+}
+
+LOWER(lower_le)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_LE, TC_BOOL, a[0], a[1]);
+}
+
+LOWER(lower_gt)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_LT, TC_BOOL, a[1], a[0]);
+}
+
+LOWER(lower_ge)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_LE, TC_BOOL, a[1], a[0]);
+}
+
+LOWER(lower_eq)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_EQ, TC_BOOL, a[0], a[1]);
+}
+
+LOWER(lower_ne)
+{
+    (void)c, (void)out;
+    return bin(kb, KOP_NE, TC_BOOL, a[0], a[1]);
+}
+
+/* and/or/xor/not: bitwise on ints, logical on bool operands */
+LOWER(lower_and)
+{
+    (void)out;
+    return bin(kb, KOP_AND, c, a[0], a[1]);
+}
+
+LOWER(lower_or)
+{
+    (void)out;
+    return bin(kb, KOP_OR, c, a[0], a[1]);
+}
+
+LOWER(lower_xor)
+{
+    (void)out;
+    return bin(kb, KOP_XOR, c, a[0], a[1]);
+}
+
+LOWER(lower_not)
+{
+    (void)out;
+    return un(kb, KOP_NOT, c, a[0]);
+}
+
+LOWER(lower_to)
+{
+    (void)c;
+    return kb_cast(kb, a[0], out);
+}
+
+/* ---- the table ------------------------------------------------------- */
+
+#define PW TC_OPK_POINTWISE
+
+const tc_op_def tc_ops[] = {
+    {"add", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_add, "a + b"},
+    {"sub", 2, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_sub, "a - b"},
+    {"mul", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_mul, "a * b"},
+    {"div", 2, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_div,
+     "true division a / b"},
+    {"neg", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_neg, "-x"},
+    {"abs", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_abs, "|x|"},
+    {"exp", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_exp, "e**x"},
+    {"log", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_log,
+     "natural logarithm"},
+    {"sqrt", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sqrt,
+     "square root"},
+    {"rsqrt", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_rsqrt,
+     "1 / sqrt(x)"},
+    {"sin", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sin, "sine"},
+    {"cos", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_cos, "cosine"},
+    {"tanh", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_tanh,
+     "hyperbolic tangent"},
+    {"sigmoid", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sigmoid,
+     "1 / (1 + exp(-x))"},
+    {"relu", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_relu,
+     "max(x, 0), NaN propagating"},
+    {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_pow,
+     "a ** b (integer: constant exponent 0..64 only)"},
+    {"maximum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
+     "elementwise max, NaN propagating"},
+    {"minimum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
+     "elementwise min, NaN propagating"},
+    {"clamp", 3, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_clamp,
+     "min(max(x, lo), hi), NaN propagating"},
+    {"clamp_min", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
+     "max(x, lo), NaN propagating"},
+    {"clamp_max", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
+     "min(x, hi), NaN propagating"},
+    {"where", 3, PW, TC_PROMOTE_WHERE, MASK_ALL, lower_where,
+     "cond ? a : b"},
+    {"lt", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_lt, "a < b"},
+    {"le", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_le, "a <= b"},
+    {"gt", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_gt, "a > b"},
+    {"ge", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_ge, "a >= b"},
+    {"eq", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_eq, "a == b"},
+    {"ne", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_ne, "a != b"},
+    {"logical_and", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_and,
+     "bool(a) and bool(b)"},
+    {"logical_or", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_or,
+     "bool(a) or bool(b)"},
+    {"logical_xor", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_xor,
+     "bool(a) != bool(b)"},
+    {"logical_not", 1, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_not,
+     "not bool(x)"},
+    {"bitwise_and", 2, PW, TC_PROMOTE_DEFAULT, MASK_INTBOOL, lower_and,
+     "a & b (integers and bool)"},
+    {"bitwise_or", 2, PW, TC_PROMOTE_DEFAULT, MASK_INTBOOL, lower_or,
+     "a | b (integers and bool)"},
+    {"bitwise_xor", 2, PW, TC_PROMOTE_DEFAULT, MASK_INTBOOL, lower_xor,
+     "a ^ b (integers and bool)"},
+    {"bitwise_not", 1, PW, TC_PROMOTE_DEFAULT, MASK_INTBOOL, lower_not,
+     "~x (integers and bool)"},
+    {"to", 1, PW, TC_PROMOTE_CAST, MASK_ALL, lower_to,
+     "cast to a dtype (bool: x != 0)"},
+    {"square", 1, PW, TC_PROMOTE_POW_INT, MASK_NOBOOL, lower_square,
+     "x * x (bool -> int64, as pow(x, 2))"},
+    {"reciprocal", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT,
+     lower_reciprocal, "1 / x"},
+};
+
+const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));
+
+int
+tc_op_lookup(const char *name)
+{
+    for (int i = 0; i < tc_nops; i++) {
+        if (!strcmp(tc_ops[i].name, name)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* ---- dtype inference ------------------------------------------------- */
+
+static int
+fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static tc_dtype
+rule_compute_dtype(const tc_graph *g, const tc_op_def *def, const int *in,
+                   tc_dtype attr)
+{
+    tc_dtype r;
+    switch (def->promote) {
+    case TC_PROMOTE_LOGICAL:
+        return TC_BOOL;
+    case TC_PROMOTE_WHERE:
+        return tc_promote_nodes(g, def->nin - 1, in + 1);
+    case TC_PROMOTE_CAST:
+        (void)attr;
+        return g->nodes[in[0]].dtype;
+    case TC_PROMOTE_INT_TO_FLOAT:
+        r = tc_promote_nodes(g, def->nin, in);
+        return tc_dtype_is_float(r) ? r : TC_F32;
+    case TC_PROMOTE_POW_INT:
+        r = tc_promote_nodes(g, def->nin, in);
+        return r == TC_BOOL ? TC_I64 : r;
+    default:
+        return tc_promote_nodes(g, def->nin, in);
+    }
+}
+
+static tc_dtype
+rule_out_dtype(const tc_op_def *def, tc_dtype compute, tc_dtype attr)
+{
+    switch (def->promote) {
+    case TC_PROMOTE_BOOL_OUT:
+    case TC_PROMOTE_LOGICAL:
+        return TC_BOOL;
+    case TC_PROMOTE_CAST:
+        return attr;
+    default:
+        return compute;
+    }
+}
+
+/* Integer pow lowers to repeated multiplication: needs a constant
+ * non-negative exponent. */
+static int
+check_pow(const tc_graph *g, const int *in, tc_dtype c, char *err,
+          size_t errlen)
+{
+    const tc_node *base = &g->nodes[in[0]], *e = &g->nodes[in[1]];
+    int e_const_int = e->kind == TC_NODE_SCALAR && !tc_dtype_is_float(e->dtype);
+    if (e_const_int && e->scalar.i < 0 && !tc_dtype_is_float(base->dtype)) {
+        return fail(err, errlen,
+                    "Integers to negative integer powers are not allowed.");
+    }
+    if (tc_dtype_is_float(c)) {
+        return 0;
+    }
+    if (!e_const_int || base->kind == TC_NODE_SCALAR || e->scalar.i > 64) {
+        return fail(err, errlen,
+                    "pow on integer tensors is only supported with a "
+                    "constant exponent in 0..64 (tcjit)");
+    }
+    return 0;
+}
+
+static int
+check_sub(const tc_graph *g, const int *in, char *err, size_t errlen)
+{
+    int b0 = g->nodes[in[0]].dtype == TC_BOOL;
+    int b1 = g->nodes[in[1]].dtype == TC_BOOL;
+    if (b0 && b1) {
+        return fail(err, errlen,
+                    "Subtraction, the `-` operator, with two bool tensors is "
+                    "not supported. Use the `^` or `logical_xor()` operator "
+                    "instead.");
+    }
+    if (b0 || b1) {
+        return fail(err, errlen,
+                    "Subtraction, the `-` operator, with a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use the "
+                    "`~` or `logical_not()` operator instead.");
+    }
+    return 0;
+}
+
+/* Errors torch raises with op-specific wording. */
+static int
+check_special(const tc_graph *g, const tc_op_def *def, const int *in,
+              tc_dtype c, char *err, size_t errlen)
+{
+    const char *name = def->name;
+    if (!strcmp(name, "sub")) {
+        return check_sub(g, in, err, errlen);
+    }
+    if (!strcmp(name, "neg") && c == TC_BOOL) {
+        return fail(err, errlen,
+                    "Negation, the `-` operator, on a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use the "
+                    "`~` or `logical_not()` operator instead.");
+    }
+    if (!strcmp(name, "relu") && c == TC_BOOL) {
+        return fail(err, errlen, "Boolean inputs not supported for relu");
+    }
+    if (!strcmp(name, "pow")) {
+        if (c == TC_BOOL) {
+            return fail(err, errlen, "\"pow\" not implemented for 'Bool'");
+        }
+        return check_pow(g, in, c, err, errlen);
+    }
+    if (def->promote == TC_PROMOTE_WHERE && g->nodes[in[0]].dtype != TC_BOOL) {
+        return fail(err, errlen,
+                    "where expected condition to be a boolean tensor, but "
+                    "got a tensor with dtype %s",
+                    tc_dtype_scalar_type_name(g->nodes[in[0]].dtype));
+    }
+    return 0;
+}
+
+int
+tc_op_infer_dtypes(const tc_graph *g, int op, const int *in,
+                   tc_dtype attr_dtype, tc_dtype *compute, tc_dtype *out,
+                   char *err, size_t errlen)
+{
+    const tc_op_def *def = &tc_ops[op];
+    tc_dtype c = rule_compute_dtype(g, def, in, attr_dtype);
+    if (check_special(g, def, in, c, err, errlen) < 0) {
+        return -1;
+    }
+    if (!(def->dtype_mask & (1u << c))) {
+        return fail(err, errlen, "\"%s_cpu\" not implemented for '%s'",
+                    def->name, tc_dtype_scalar_type_name(c));
+    }
+    *compute = c;
+    *out = rule_out_dtype(def, c, attr_dtype);
+    return 0;
+}
+
+tc_dtype
+tc_op_operand_dtype(int op, int k, tc_dtype compute, tc_dtype operand_dtype)
+{
+    switch (tc_ops[op].promote) {
+    case TC_PROMOTE_WHERE:
+        return k == 0 ? TC_BOOL : compute;
+    case TC_PROMOTE_LOGICAL:
+        return TC_BOOL;
+    case TC_PROMOTE_CAST:
+        return operand_dtype;
+    default:
+        return compute;
+    }
+}

@@ -1,0 +1,62 @@
+/* ops.h - the op registry: one table entry per op.
+ *
+ * An entry says everything the pipeline needs to know about an op: arity,
+ * kind, how torch promotes its dtypes, and how to lower one element of it to
+ * kernel IR (kir.h).  Adding an op is one entry in ops.c; docs/ops.md is
+ * generated from the table (tcjit._C.op_table()).
+ */
+#ifndef TCJIT_OPS_H
+#define TCJIT_OPS_H
+
+#include "graph.h"
+#include "kir.h"
+
+typedef enum {
+    TC_OPK_POINTWISE,
+} tc_op_kind;
+
+typedef enum {
+    TC_PROMOTE_DEFAULT,      /* result_type(inputs) */
+    TC_PROMOTE_INT_TO_FLOAT, /* result_type, ints/bool -> float32 (sin, div) */
+    TC_PROMOTE_BOOL_OUT,     /* compute in result_type, produce bool (lt) */
+    TC_PROMOTE_LOGICAL,      /* inputs as bool, produce bool (logical_and) */
+    TC_PROMOTE_WHERE,        /* input 0 is the bool condition, promote 1..2 */
+    TC_PROMOTE_CAST,         /* node's attr_dtype */
+    TC_PROMOTE_POW_INT,      /* result_type(x, <Python int>): bool -> int64
+                                (square is pow(x, 2)) */
+} tc_promote_rule;
+
+/* Lower one element: given KIR values of the inputs already cast to the
+ * op's compute dtype, append instructions to kb and return the value id of
+ * the result (in the node's dtype), or -1. */
+typedef int (*tc_lower_fn)(tc_kbuilder *kb, const int *args, tc_dtype compute,
+                           tc_dtype out);
+
+typedef struct {
+    const char *name;         /* registry name, also torch's function name */
+    int nin;                  /* number of tensor/scalar operands */
+    tc_op_kind kind;
+    tc_promote_rule promote;
+    unsigned dtype_mask;      /* compute dtypes accepted (1u << tc_dtype) */
+    tc_lower_fn lower;
+    const char *doc;          /* one line for docs/ops.md */
+} tc_op_def;
+
+extern const tc_op_def tc_ops[];
+extern const int tc_nops;
+
+int tc_op_lookup(const char *name); /* registry index or -1 */
+
+/* Compute dtype (what operands are cast to before lowering) and output
+ * dtype of op applied to nodes in[0..nin-1]; checks what torch rejects
+ * (dtype_mask, bool negation, ...).  Returns 0, or -1 with a message. */
+int tc_op_infer_dtypes(const tc_graph *g, int op, const int *in,
+                       tc_dtype attr_dtype, tc_dtype *compute, tc_dtype *out,
+                       char *err, size_t errlen);
+
+/* Dtype operand k is cast to before lowering: compute, except the
+ * condition of where (bool), logical ops (bool) and casts (unchanged). */
+tc_dtype tc_op_operand_dtype(int op, int k, tc_dtype compute,
+                             tc_dtype operand_dtype);
+
+#endif

@@ -1,0 +1,735 @@
+/* guards.c - fetching source values and checking guards before a call.
+ *
+ * This runs before every compiled call, so the check path reads tensor
+ * metadata through the cheapest attribute getters torch offers (dtype,
+ * shape, stride(), requires_grad, get_device()) and compares in C.
+ */
+#include "guards.h"
+
+PyObject *tc_torch_module;
+PyObject *tc_tensor_type;
+
+static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
+    *str_get_device, *str_is_cpu;
+static PyObject *fn_is_grad_enabled;
+static PyObject *torch_dtypes[TC_NDTYPES];
+
+static const char *const torch_dtype_names[TC_NDTYPES] = {
+    [TC_BOOL] = "bool", [TC_U8] = "uint8", [TC_I8] = "int8",
+    [TC_I16] = "int16", [TC_I32] = "int32", [TC_I64] = "int64",
+    [TC_F32] = "float32", [TC_F64] = "float64",
+};
+
+int
+tc_guards_init(void)
+{
+    tc_torch_module = PyImport_ImportModule("torch");
+    if (tc_torch_module == NULL) {
+        return -1;
+    }
+    tc_tensor_type = PyObject_GetAttrString(tc_torch_module, "Tensor");
+    fn_is_grad_enabled = PyObject_GetAttrString(tc_torch_module,
+                                                "is_grad_enabled");
+    if (tc_tensor_type == NULL || fn_is_grad_enabled == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        torch_dtypes[i] = PyObject_GetAttrString(tc_torch_module,
+                                                 torch_dtype_names[i]);
+        if (torch_dtypes[i] == NULL) {
+            return -1;
+        }
+    }
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_stride = PyUnicode_InternFromString("stride");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
+    str_get_device = PyUnicode_InternFromString("get_device");
+    str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    if (!str_dtype || !str_shape || !str_stride || !str_requires_grad
+        || !str_get_device || !str_is_cpu) {
+        return -1;
+    }
+    return 0;
+}
+
+int
+tc_dtype_from_torch(PyObject *obj)
+{
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        if (torch_dtypes[i] == obj) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+PyObject *
+tc_dtype_to_torch(tc_dtype dt)
+{
+    return torch_dtypes[dt];
+}
+
+int
+tc_grad_enabled(void)
+{
+    PyObject *r = PyObject_CallNoArgs(fn_is_grad_enabled);
+    if (r == NULL) {
+        return -1;
+    }
+    int on = (r == Py_True);
+    Py_DECREF(r);
+    return on;
+}
+
+/* ---- sources ---------------------------------------------------------- */
+
+tc_guard_set *
+tc_guards_new(void)
+{
+    tc_guard_set *gs = PyMem_Calloc(1, sizeof(*gs));
+    if (gs == NULL) {
+        PyErr_NoMemory();
+    }
+    return gs;
+}
+
+void
+tc_guards_free(tc_guard_set *gs)
+{
+    if (gs == NULL) {
+        return;
+    }
+    for (int i = 0; i < gs->nsources; i++) {
+        Py_XDECREF(gs->sources[i].name);
+    }
+    for (int i = 0; i < gs->nguards; i++) {
+        Py_XDECREF(gs->guards[i].obj);
+        Py_XDECREF(gs->guards[i].tensor.type);
+        Py_XDECREF(gs->guards[i].tensor.dtype);
+    }
+    PyMem_Free(gs->sources);
+    PyMem_Free(gs->guards);
+    PyMem_Free(gs);
+}
+
+static int
+names_equal(PyObject *a, PyObject *b)
+{
+    if (a == NULL || b == NULL) {
+        return a == b;
+    }
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+int
+tc_source_add(tc_guard_set *gs, tc_source_kind kind, int parent,
+              Py_ssize_t index, PyObject *name)
+{
+    for (int i = 0; i < gs->nsources; i++) {
+        tc_source *s = &gs->sources[i];
+        if (s->kind == kind && s->parent == parent && s->index == index
+            && names_equal(s->name, name)) {
+            return i;
+        }
+    }
+    if (gs->nsources == gs->srccap) {
+        int cap = gs->srccap ? 2 * gs->srccap : 8;
+        tc_source *n = PyMem_Realloc(gs->sources, cap * sizeof(*n));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        gs->sources = n;
+        gs->srccap = cap;
+    }
+    tc_source *s = &gs->sources[gs->nsources];
+    s->kind = kind;
+    s->parent = parent;
+    s->index = index;
+    s->name = Py_XNewRef(name);
+    return gs->nsources++;
+}
+
+PyObject *
+tc_source_repr(const tc_guard_set *gs, int src)
+{
+    const tc_source *s = &gs->sources[src];
+    PyObject *parent = NULL, *r = NULL;
+    switch (s->kind) {
+    case TC_SRC_LOCAL:
+        return PyUnicode_FromFormat("L['%U']", s->name);
+    case TC_SRC_GLOBAL:
+        return PyUnicode_FromFormat("G['%U']", s->name);
+    case TC_SRC_CLOSURE:
+        return PyUnicode_FromFormat("C['%U']", s->name);
+    case TC_SRC_ITEM:
+    case TC_SRC_ATTR:
+        parent = tc_source_repr(gs, s->parent);
+        if (parent == NULL) {
+            return NULL;
+        }
+        if (s->kind == TC_SRC_ITEM) {
+            r = PyUnicode_FromFormat("%U[%zd]", parent, s->index);
+        }
+        else {
+            r = PyUnicode_FromFormat("%U.%U", parent, s->name);
+        }
+        Py_DECREF(parent);
+        return r;
+    }
+    Py_UNREACHABLE();
+}
+
+/* The name a TENSOR_MATCH message uses: the bare local name, as Dynamo
+ * prints it, else the full source. */
+static PyObject *
+tensor_name(const tc_guard_set *gs, int src)
+{
+    const tc_source *s = &gs->sources[src];
+    if (s->kind == TC_SRC_LOCAL) {
+        return Py_NewRef(s->name);
+    }
+    return tc_source_repr(gs, src);
+}
+
+/* ---- fetching --------------------------------------------------------- */
+
+static PyObject *
+fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
+{
+    PyObject *v = NULL, *parent;
+    switch (s->kind) {
+    case TC_SRC_LOCAL:
+        v = fv->localsplus[s->index];
+        return Py_XNewRef(v);
+    case TC_SRC_GLOBAL:
+        v = PyDict_GetItemWithError(fv->globals, s->name);
+        if (v == NULL && !PyErr_Occurred()) {
+            v = PyDict_GetItemWithError(fv->builtins, s->name);
+        }
+        return Py_XNewRef(v);
+    case TC_SRC_CLOSURE:
+        if (fv->closure == NULL) {
+            return NULL;
+        }
+        v = PyCell_GET(PyTuple_GET_ITEM(fv->closure, s->index));
+        return Py_XNewRef(v);
+    case TC_SRC_ITEM:
+        parent = vals[s->parent];
+        if (parent == NULL) {
+            return NULL;
+        }
+        if (PyTuple_CheckExact(parent) && s->index < PyTuple_GET_SIZE(parent)) {
+            return Py_NewRef(PyTuple_GET_ITEM(parent, s->index));
+        }
+        if (PyList_CheckExact(parent) && s->index < PyList_GET_SIZE(parent)) {
+            return Py_NewRef(PyList_GET_ITEM(parent, s->index));
+        }
+        return NULL;
+    case TC_SRC_ATTR:
+        parent = vals[s->parent];
+        if (parent == NULL) {
+            return NULL;
+        }
+        v = PyObject_GetAttr(parent, s->name);
+        if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+        }
+        return v;
+    }
+    return NULL;
+}
+
+int
+tc_guards_fetch(const tc_guard_set *gs, const tc_frame_view *fv,
+                PyObject **vals)
+{
+    /* Parents always precede children: sources are interned in the order
+     * the tracer first reads them. */
+    for (int i = 0; i < gs->nsources; i++) {
+        vals[i] = fetch_one(&gs->sources[i], fv, vals);
+        if (vals[i] == NULL && PyErr_Occurred()) {
+            for (int j = 0; j < i; j++) {
+                Py_CLEAR(vals[j]);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+tc_guards_release(const tc_guard_set *gs, PyObject **vals)
+{
+    for (int i = 0; i < gs->nsources; i++) {
+        Py_CLEAR(vals[i]);
+    }
+}
+
+/* ---- tensor metadata -------------------------------------------------- */
+
+static int
+read_int_tuple(PyObject *tup, int64_t *out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tup, i));
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        out[i] = v;
+    }
+    return 0;
+}
+
+static int
+read_device_index(PyObject *t, int *index)
+{
+    PyObject *d = PyObject_CallMethodNoArgs(t, str_get_device);
+    if (d == NULL) {
+        return -1;
+    }
+    *index = (int)PyLong_AsLong(d);
+    Py_DECREF(d);
+    return (*index == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+int
+tc_tensor_read_meta(PyObject *t, tc_tensor_meta *m, tc_dtype *dt)
+{
+    PyObject *dtype = NULL, *shape = NULL, *stride = NULL, *rg = NULL;
+    PyObject *is_cpu = NULL;
+    int rc = -1;
+
+    m->type = (PyObject *)Py_TYPE(t);
+    dtype = PyObject_GetAttr(t, str_dtype);
+    shape = PyObject_GetAttr(t, str_shape);
+    stride = shape ? PyObject_CallMethodNoArgs(t, str_stride) : NULL;
+    rg = PyObject_GetAttr(t, str_requires_grad);
+    if (!dtype || !shape || !stride || !rg
+        || read_device_index(t, &m->device_index) < 0) {
+        goto done;
+    }
+    int code = tc_dtype_from_torch(dtype);
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    rc = 1;
+    if (code < 0 || ndim > TC_MAX_DIMS || !PyTuple_Check(stride)) {
+        goto done;
+    }
+    if (m->device_index < 0) {
+        /* get_device() is -1 for cpu but also for meta and other devices. */
+        is_cpu = PyObject_GetAttr(t, str_is_cpu);
+        if (is_cpu == NULL) {
+            rc = -1;
+            goto done;
+        }
+        if (is_cpu != Py_True) {
+            goto done;
+        }
+    }
+    m->dtype = dtype;
+    m->requires_grad = (rg == Py_True);
+    m->ndim = (int)ndim;
+    if (read_int_tuple(shape, m->sizes, m->ndim) < 0
+        || read_int_tuple(stride, m->strides, m->ndim) < 0) {
+        rc = -1;
+        goto done;
+    }
+    *dt = (tc_dtype)code;
+    rc = 0;
+done:
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(rg);
+    Py_XDECREF(is_cpu);
+    return rc;
+}
+
+/* ---- guard construction ----------------------------------------------- */
+
+static tc_guard *
+guard_append(tc_guard_set *gs, tc_guard_kind kind, int src)
+{
+    for (int i = 0; i < gs->nguards; i++) {
+        if (gs->guards[i].kind == kind && gs->guards[i].source == src) {
+            return NULL; /* already guarded; the caller treats as done */
+        }
+    }
+    if (gs->nguards == gs->gcap) {
+        int cap = gs->gcap ? 2 * gs->gcap : 8;
+        tc_guard *n = PyMem_Realloc(gs->guards, cap * sizeof(*n));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        gs->guards = n;
+        gs->gcap = cap;
+    }
+    tc_guard *g = &gs->guards[gs->nguards++];
+    memset(g, 0, sizeof(*g));
+    g->kind = kind;
+    g->source = src;
+    return g;
+}
+
+#define APPEND_OR_RETURN(g, gs, kind, src)                                   \
+    tc_guard *g = guard_append(gs, kind, src);                               \
+    if (g == NULL) {                                                         \
+        return PyErr_Occurred() ? -1 : 0;                                    \
+    }
+
+int
+tc_guard_type(tc_guard_set *gs, int src, PyObject *value)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_TYPE_MATCH, src);
+    g->obj = Py_NewRef((PyObject *)Py_TYPE(value));
+    return 0;
+}
+
+int
+tc_guard_id(tc_guard_set *gs, int src, PyObject *value)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_ID_MATCH, src);
+    g->obj = Py_NewRef(value);
+    return 0;
+}
+
+int
+tc_guard_equals(tc_guard_set *gs, int src, PyObject *value)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_EQUALS, src);
+    g->obj = Py_NewRef(value);
+    return 0;
+}
+
+int
+tc_guard_length(tc_guard_set *gs, int src, PyObject *value)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_LENGTH, src);
+    g->obj = Py_NewRef((PyObject *)Py_TYPE(value));
+    g->length = PyObject_Length(value);
+    return g->length < 0 ? -1 : 0;
+}
+
+int
+tc_guard_tensor(tc_guard_set *gs, int src, PyObject *tensor)
+{
+    tc_dtype dt;
+    tc_tensor_meta m;
+    int rc = tc_tensor_read_meta(tensor, &m, &dt);
+    if (rc != 0) {
+        if (rc > 0) {
+            PyErr_SetString(PyExc_RuntimeError, "tensor not representable");
+        }
+        return -1;
+    }
+    APPEND_OR_RETURN(g, gs, TC_GUARD_TENSOR_MATCH, src);
+    g->tensor = m;
+    Py_INCREF(m.type);
+    Py_INCREF(m.dtype);
+    return 0;
+}
+
+int
+tc_guard_global_state(tc_guard_set *gs)
+{
+    int on = tc_grad_enabled();
+    if (on < 0) {
+        return -1;
+    }
+    APPEND_OR_RETURN(g, gs, TC_GUARD_GLOBAL_STATE, -1);
+    g->grad_mode = on;
+    return 0;
+}
+
+/* ---- checking ---------------------------------------------------------- */
+
+/* Compare a tuple of ints (torch.Size or stride()) against expected values;
+ * returns the first mismatching index, -1 if equal, -2 on exception. */
+static int
+first_mismatch(PyObject *tup, const int64_t *expect, int n)
+{
+    for (int i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tup, i));
+        if (v == -1 && PyErr_Occurred()) {
+            return -2;
+        }
+        if (v != expect[i]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* 1 pass, 0 fail, -1 exception. */
+static int
+check_tensor(const tc_tensor_meta *m, PyObject *v)
+{
+    if ((PyObject *)Py_TYPE(v) != m->type) {
+        return 0;
+    }
+    PyObject *a = PyObject_GetAttr(v, str_dtype);
+    if (a == NULL) {
+        return -1;
+    }
+    int ok = (a == m->dtype);
+    Py_DECREF(a);
+    if (!ok) {
+        return 0;
+    }
+    a = PyObject_GetAttr(v, str_requires_grad);
+    if (a == NULL) {
+        return -1;
+    }
+    ok = ((a == Py_True) == m->requires_grad);
+    Py_DECREF(a);
+    if (!ok) {
+        return 0;
+    }
+    int dev;
+    if (read_device_index(v, &dev) < 0) {
+        return -1;
+    }
+    if (dev != m->device_index) {
+        return 0;
+    }
+    a = PyObject_GetAttr(v, str_shape);
+    if (a == NULL) {
+        return -1;
+    }
+    int r = PyTuple_GET_SIZE(a) != m->ndim ? 0 : first_mismatch(a, m->sizes,
+                                                                 m->ndim);
+    Py_DECREF(a);
+    if (r != -1) {
+        return r == -2 ? -1 : 0;
+    }
+    a = PyObject_CallMethodNoArgs(v, str_stride);
+    if (a == NULL) {
+        return -1;
+    }
+    r = first_mismatch(a, m->strides, m->ndim);
+    Py_DECREF(a);
+    return r == -1 ? 1 : (r == -2 ? -1 : 0);
+}
+
+/* 1 pass, 0 fail, -1 exception. */
+static int
+check_one(const tc_guard *g, PyObject *v)
+{
+    if (g->kind == TC_GUARD_GLOBAL_STATE) {
+        int on = tc_grad_enabled();
+        return on < 0 ? -1 : on == g->grad_mode;
+    }
+    if (v == NULL) {
+        return 0;
+    }
+    switch (g->kind) {
+    case TC_GUARD_TYPE_MATCH:
+        return (PyObject *)Py_TYPE(v) == g->obj;
+    case TC_GUARD_ID_MATCH:
+        return v == g->obj;
+    case TC_GUARD_EQUALS:
+        if (Py_TYPE(v) != Py_TYPE(g->obj)) {
+            return 0;
+        }
+        return PyObject_RichCompareBool(v, g->obj, Py_EQ);
+    case TC_GUARD_LENGTH:
+        if ((PyObject *)Py_TYPE(v) != g->obj) {
+            return 0;
+        }
+        return PyObject_Length(v) == g->length;
+    case TC_GUARD_TENSOR_MATCH:
+        return check_tensor(&g->tensor, v);
+    default:
+        return 0;
+    }
+}
+
+int
+tc_guards_check(const tc_guard_set *gs, PyObject *const *vals, int *failed)
+{
+    for (int i = 0; i < gs->nguards; i++) {
+        const tc_guard *g = &gs->guards[i];
+        int r = check_one(g, g->source >= 0 ? vals[g->source] : NULL);
+        if (r <= 0) {
+            *failed = i;
+            return r;
+        }
+    }
+    return 1;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+static const char *
+dtype_scalar_name(PyObject *dtype)
+{
+    int code = tc_dtype_from_torch(dtype);
+    return code < 0 ? "?" : tc_dtype_scalar_type_name((tc_dtype)code);
+}
+
+static PyObject *
+tensor_fail_reason(const tc_guard_set *gs, const tc_guard *g, PyObject *v)
+{
+    const tc_tensor_meta *m = &g->tensor;
+    PyObject *name = tensor_name(gs, g->source), *r = NULL;
+    tc_tensor_meta a;
+    tc_dtype dt;
+    if (name == NULL) {
+        return NULL;
+    }
+    if ((PyObject *)Py_TYPE(v) != m->type) {
+        r = PyUnicode_FromFormat("expected type of '%U' to be a tensor type "
+                                 "%s, but found %s", name,
+                                 ((PyTypeObject *)m->type)->tp_name,
+                                 Py_TYPE(v)->tp_name);
+        goto done;
+    }
+    int rc = tc_tensor_read_meta(v, &a, &dt);
+    if (rc < 0) {
+        goto done;
+    }
+    if (rc > 0) {
+        r = PyUnicode_FromFormat("tensor '%U' is not supported by tcjit "
+                                 "(device, dtype or rank)", name);
+    }
+    else if (a.dtype != m->dtype) {
+        r = PyUnicode_FromFormat("tensor '%U' dtype mismatch. expected %s, "
+                                 "actual %s", name, dtype_scalar_name(m->dtype),
+                                 dtype_scalar_name(a.dtype));
+    }
+    else if (a.device_index != m->device_index) {
+        r = PyUnicode_FromFormat("tensor '%U' device mismatch. expected %d, "
+                                 "actual %d", name, m->device_index,
+                                 a.device_index);
+    }
+    else if (a.requires_grad != m->requires_grad) {
+        r = PyUnicode_FromFormat("tensor '%U' requires_grad mismatch. "
+                                 "expected requires_grad=%d", name,
+                                 m->requires_grad);
+    }
+    else if (a.ndim != m->ndim) {
+        r = PyUnicode_FromFormat("tensor '%U' rank mismatch. expected %d, "
+                                 "actual %d", name, m->ndim, a.ndim);
+    }
+    else {
+        for (int i = 0; i < m->ndim && r == NULL; i++) {
+            if (a.sizes[i] != m->sizes[i]) {
+                r = PyUnicode_FromFormat(
+                    "tensor '%U' size mismatch at index %d. expected %lld, "
+                    "actual %lld", name, i, (long long)m->sizes[i],
+                    (long long)a.sizes[i]);
+            }
+        }
+        for (int i = 0; i < m->ndim && r == NULL; i++) {
+            if (a.strides[i] != m->strides[i]) {
+                r = PyUnicode_FromFormat(
+                    "tensor '%U' stride mismatch at index %d. expected %lld, "
+                    "actual %lld", name, i, (long long)m->strides[i],
+                    (long long)a.strides[i]);
+            }
+        }
+    }
+done:
+    Py_DECREF(name);
+    return r;
+}
+
+/* The guard written as code, like Dynamo's guard source lines. */
+static PyObject *
+guard_code(const tc_guard_set *gs, const tc_guard *g)
+{
+    if (g->kind == TC_GUARD_GLOBAL_STATE) {
+        return PyUnicode_FromFormat("GLOBAL_STATE: grad_mode=%s",
+                                    g->grad_mode ? "True" : "False");
+    }
+    PyObject *src = tc_source_repr(gs, g->source), *r = NULL;
+    if (src == NULL) {
+        return NULL;
+    }
+    switch (g->kind) {
+    case TC_GUARD_TYPE_MATCH:
+        r = PyUnicode_FromFormat("type(%U) is %s", src,
+                                 ((PyTypeObject *)g->obj)->tp_name);
+        break;
+    case TC_GUARD_ID_MATCH:
+        r = PyUnicode_FromFormat("%U is %R", src, g->obj);
+        break;
+    case TC_GUARD_EQUALS:
+        r = PyUnicode_FromFormat("%U == %R", src, g->obj);
+        break;
+    case TC_GUARD_LENGTH:
+        r = PyUnicode_FromFormat("len(%U) == %zd", src, g->length);
+        break;
+    case TC_GUARD_TENSOR_MATCH: {
+        const tc_tensor_meta *m = &g->tensor;
+        r = PyUnicode_FromFormat("TENSOR_MATCH %U: %s, %s, requires_grad=%d, "
+                                 "size=[", src, dtype_scalar_name(m->dtype),
+                                 m->device_index < 0 ? "cpu" : "cuda",
+                                 m->requires_grad);
+        for (int i = 0; r && i < m->ndim; i++) {
+            PyObject *t = PyUnicode_FromFormat("%U%s%lld", r, i ? ", " : "",
+                                               (long long)m->sizes[i]);
+            Py_SETREF(r, t);
+        }
+        for (int i = 0; r && i <= m->ndim; i++) {
+            PyObject *t = i == 0
+                ? PyUnicode_FromFormat("%U], stride=[", r)
+                : PyUnicode_FromFormat("%U%s%lld", r, i > 1 ? ", " : "",
+                                       (long long)m->strides[i - 1]);
+            Py_SETREF(r, t);
+        }
+        if (r) {
+            Py_SETREF(r, PyUnicode_FromFormat("%U]", r));
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    Py_DECREF(src);
+    return r;
+}
+
+PyObject *
+tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
+{
+    const tc_guard *g = &gs->guards[i];
+    if (g->kind == TC_GUARD_GLOBAL_STATE) {
+        return PyUnicode_FromFormat("GLOBAL_STATE changed: grad_mode "
+                                    "(expected %s)",
+                                    g->grad_mode ? "True" : "False");
+    }
+    PyObject *v = vals[g->source];
+    if (v == NULL) {
+        PyObject *src = tc_source_repr(gs, g->source);
+        PyObject *r = src ? PyUnicode_FromFormat("%U is not defined", src)
+                          : NULL;
+        Py_XDECREF(src);
+        return r;
+    }
+    if (g->kind == TC_GUARD_TENSOR_MATCH) {
+        return tensor_fail_reason(gs, g, v);
+    }
+    return guard_code(gs, g);
+}
+
+PyObject *
+tc_guards_format(const tc_guard_set *gs)
+{
+    PyObject *lines = PyList_New(0);
+    if (lines == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < gs->nguards; i++) {
+        PyObject *line = guard_code(gs, &gs->guards[i]);
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_XDECREF(line);
+            Py_DECREF(lines);
+            return NULL;
+        }
+        Py_DECREF(line);
+    }
+    return lines;
+}

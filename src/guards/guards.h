@@ -1,0 +1,129 @@
+/* guards.h - sources and guards of one cache entry.
+ *
+ * A *source* says where a value the traced code read comes from: a local
+ * slot, a global name, a closure cell, an item or attribute of another
+ * source.  Sources print the way Dynamo's do (L['x'], G['W'], L['xs'][1]).
+ * A *guard* is a leaf check on the value of one source (or on global state).
+ * Before every compiled call the runtime fetches each source once and runs
+ * the guards in order; the first failure is reported, Dynamo-style, by
+ * TCJIT_LOGS=recompiles.
+ */
+#ifndef TCJIT_GUARDS_H
+#define TCJIT_GUARDS_H
+
+#include <Python.h>
+#include "../graph/graph.h"
+
+typedef enum {
+    TC_SRC_LOCAL,    /* frame local slot `index`, named `name` */
+    TC_SRC_GLOBAL,   /* globals[name], then builtins[name] */
+    TC_SRC_CLOSURE,  /* func.__closure__[index].cell_contents, named `name` */
+    TC_SRC_ITEM,     /* parent[index] of a tuple or list */
+    TC_SRC_ATTR      /* getattr(parent, name) */
+} tc_source_kind;
+
+typedef struct {
+    tc_source_kind kind;
+    int parent;           /* ITEM/ATTR: source id */
+    Py_ssize_t index;
+    PyObject *name;       /* owned str */
+} tc_source;
+
+typedef enum {
+    TC_GUARD_TYPE_MATCH,
+    TC_GUARD_ID_MATCH,
+    TC_GUARD_EQUALS,       /* TYPE_MATCH and value equality */
+    TC_GUARD_TENSOR_MATCH,
+    TC_GUARD_LENGTH,       /* TYPE_MATCH and len() */
+    TC_GUARD_GLOBAL_STATE
+} tc_guard_kind;
+
+typedef struct {
+    PyObject *type;       /* exact type (torch.Tensor, nn.Parameter, ...) */
+    PyObject *dtype;      /* torch.dtype object, compared by identity */
+    int device_index;     /* -1 = cpu */
+    int requires_grad;
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t strides[TC_MAX_DIMS];
+} tc_tensor_meta;
+
+typedef struct {
+    tc_guard_kind kind;
+    int source;           /* -1 for GLOBAL_STATE */
+    PyObject *obj;        /* TYPE_MATCH: type; ID_MATCH: object; EQUALS: value */
+    Py_ssize_t length;    /* LENGTH */
+    int grad_mode;        /* GLOBAL_STATE */
+    tc_tensor_meta tensor;
+} tc_guard;
+
+/* The sources and guards of one cache entry. */
+typedef struct tc_guard_set {
+    tc_source *sources;
+    int nsources, srccap;
+    tc_guard *guards;
+    int nguards, gcap;
+} tc_guard_set;
+
+/* What the runtime needs to fetch source values from a frame. */
+typedef struct {
+    PyObject **localsplus;
+    PyObject *globals;
+    PyObject *builtins;
+    PyObject *closure;    /* tuple of cells or NULL */
+} tc_frame_view;
+
+tc_guard_set *tc_guards_new(void);
+void tc_guards_free(tc_guard_set *gs);
+
+/* Intern a source; returns its id (same id for an equal source), -1 on
+ * error.  name is borrowed. */
+int tc_source_add(tc_guard_set *gs, tc_source_kind kind, int parent,
+                  Py_ssize_t index, PyObject *name);
+
+/* Printable form: L['x'], G['torch'], C['scale'], L['xs'][1], L['m'].w */
+PyObject *tc_source_repr(const tc_guard_set *gs, int src);
+
+/* Guard constructors; values are the real objects seen while tracing.
+ * Adding the same guard twice is a no-op.  Return 0 or -1 (exception). */
+int tc_guard_type(tc_guard_set *gs, int src, PyObject *value);
+int tc_guard_id(tc_guard_set *gs, int src, PyObject *value);
+int tc_guard_equals(tc_guard_set *gs, int src, PyObject *value);
+int tc_guard_length(tc_guard_set *gs, int src, PyObject *value);
+int tc_guard_tensor(tc_guard_set *gs, int src, PyObject *tensor);
+int tc_guard_global_state(tc_guard_set *gs);
+
+/* Read a tensor's metadata (used by the tracer and by TENSOR_MATCH).
+ * Returns 0, 1 if the tensor is not representable (too many dims, unknown
+ * dtype, unsupported device), or -1 with an exception. */
+int tc_tensor_read_meta(PyObject *t, tc_tensor_meta *m, tc_dtype *dt);
+
+/* Fetch every source of gs into vals (new references; NULL where a source is
+ * missing, e.g. an unbound global).  Returns 0, -1 on exception. */
+int tc_guards_fetch(const tc_guard_set *gs, const tc_frame_view *fv,
+                    PyObject **vals);
+void tc_guards_release(const tc_guard_set *gs, PyObject **vals);
+
+/* Run the guards on fetched values: 1 pass, 0 fail, -1 exception.  On fail,
+ * *failed is the index of the first failing guard. */
+int tc_guards_check(const tc_guard_set *gs, PyObject *const *vals,
+                    int *failed);
+
+/* Dynamo-style reason for a failing guard, e.g.
+ * "tensor 'x' size mismatch at index 0. expected 4, actual 8". */
+PyObject *tc_guard_fail_reason(const tc_guard_set *gs, int guard,
+                               PyObject *const *vals);
+
+/* One line per guard for TCJIT_LOGS=guards and explain(). */
+PyObject *tc_guards_format(const tc_guard_set *gs);
+
+/* Module-level torch handles, set once at init. */
+int tc_guards_init(void);
+int tc_grad_enabled(void); /* -1 on exception */
+extern PyObject *tc_torch_module;
+/* torch.dtype object <-> tc_dtype; borrowed references.  -1 if unknown. */
+int tc_dtype_from_torch(PyObject *dtype_obj);
+PyObject *tc_dtype_to_torch(tc_dtype dt);
+extern PyObject *tc_tensor_type;
+
+#endif

@@ -1,0 +1,38 @@
+/* jit.h - CPU code generation with libgccjit and the per-call executor.
+ *
+ * tc_jit_compile turns a kernel plan into machine code: every kernel of the
+ * plan goes into ONE gccjit context (one assembler/linker run), compiled at
+ * -O3 with an -march detected at startup (libgccjit rejects "native").
+ * tc_jit_run executes it for one call: allocates outputs through torch,
+ * splits large kernels across a thread pool, returns the output tensors.
+ */
+#ifndef TCJIT_JIT_H
+#define TCJIT_JIT_H
+
+#include <Python.h>
+#include "../graph/schedule.h"
+
+typedef struct tc_compiled tc_compiled;
+
+/* Takes ownership of plan.  NULL with a Python exception set on failure.
+ * If log_code is non-zero the pseudo-source of every kernel is returned in
+ * *code_text (malloc'd) for TCJIT_LOGS=output_code. */
+tc_compiled *tc_jit_compile(tc_plan *plan, char **code_text);
+void tc_jit_free(tc_compiled *c);
+
+/* inputs: graph inputs (torch.Tensor, borrowed), ninputs of them.
+ * outputs: filled with new references, one per graph output.
+ * Returns 0, or -1 with a Python exception set. */
+int tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
+               PyObject **outputs);
+
+int tc_jit_nkernels(const tc_compiled *c);
+
+/* Called once at module init: imports torch pieces the executor needs,
+ * detects the CPU, starts nothing (the pool starts lazily). */
+int tc_jit_init(void);
+
+/* Compile-time flags chosen for this CPU, e.g. "-O3 -march=x86-64-v3". */
+const char *tc_jit_cflags(void);
+
+#endif

@@ -1,0 +1,243 @@
+/* threadpool.c - persistent pthread pool (see threadpool.h).
+ *
+ * One job runs at a time.  A job is published under the pool mutex with a
+ * new generation number; workers wake, grab chunks from an atomic counter
+ * until none are left, and the last one to finish signals the caller, which
+ * has been grabbing chunks too.  Between jobs workers sleep on a condition
+ * variable, so an idle pool costs nothing.
+ */
+#include "threadpool.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct {
+    tc_task_fn fn;
+    void *ctx;
+    int64_t n, chunk;
+    atomic_llong next;          /* next chunk start */
+    atomic_int active;          /* participants still working */
+} job_t;
+
+static struct {
+    pthread_mutex_t mu;         /* guards everything but the job counters */
+    pthread_cond_t wake;        /* workers: a job or a stop request */
+    pthread_cond_t done;        /* caller: all participants finished */
+    pthread_mutex_t busy;       /* held by the one running parallel_for */
+    pthread_t *workers;
+    int nworkers;               /* started workers */
+    int want;                   /* configured threads, 0 = default */
+    int stop;
+    unsigned long generation;
+    job_t job;
+} pool = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+    .busy = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static int
+default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int
+tc_threadpool_get_threads(void)
+{
+    pthread_mutex_lock(&pool.mu);
+    int n = pool.want > 0 ? pool.want : default_threads();
+    pthread_mutex_unlock(&pool.mu);
+    return n;
+}
+
+/* Grab chunks until the job is exhausted. */
+static void
+run_chunks(job_t *job)
+{
+    for (;;) {
+        int64_t b = atomic_fetch_add(&job->next, job->chunk);
+        if (b >= job->n) {
+            break;
+        }
+        int64_t e = b + job->chunk < job->n ? b + job->chunk : job->n;
+        job->fn(job->ctx, b, e);
+    }
+}
+
+static void
+finish_participant(void)
+{
+    if (atomic_fetch_sub(&pool.job.active, 1) == 1) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_signal(&pool.done);
+        pthread_mutex_unlock(&pool.mu);
+    }
+}
+
+static void *
+worker_main(void *unused)
+{
+    (void)unused;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    seen = pool.generation;
+    for (;;) {
+        while (!pool.stop && pool.generation == seen) {
+            pthread_cond_wait(&pool.wake, &pool.mu);
+        }
+        if (pool.stop) {
+            break;
+        }
+        seen = pool.generation;
+        pthread_mutex_unlock(&pool.mu);
+        run_chunks(&pool.job);
+        finish_participant();
+        pthread_mutex_lock(&pool.mu);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    return NULL;
+}
+
+/* Called with pool.busy held.  Returns the number of running workers. */
+static int
+ensure_started(void)
+{
+    if (pool.workers != NULL) {
+        return pool.nworkers;
+    }
+    int n = (pool.want > 0 ? pool.want : default_threads()) - 1;
+    if (n <= 0) {
+        return 0;
+    }
+    pool.workers = calloc((size_t)n, sizeof(pthread_t));
+    if (pool.workers == NULL) {
+        return 0;
+    }
+    pool.stop = 0;
+    /* Workers block all signals: Python wants them on the main thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = 0;
+    for (; started < n; started++) {
+        if (pthread_create(&pool.workers[started], NULL, worker_main,
+                           NULL) != 0) {
+            break;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pool.nworkers = started;
+    return started;
+}
+
+/* Called with pool.busy held. */
+static void
+stop_workers(void)
+{
+    if (pool.workers == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.stop = 1;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.nworkers; i++) {
+        pthread_join(pool.workers[i], NULL);
+    }
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.nworkers = 0;
+    pool.stop = 0;
+}
+
+void
+tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
+                           void *ctx)
+{
+    if (n <= 0) {
+        return;
+    }
+    if (grain < 1) {
+        grain = 1;
+    }
+    /* A busy pool means a nested or concurrent call: run it here. */
+    if (n <= grain || pthread_mutex_trylock(&pool.busy) != 0) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int nw = ensure_started();
+    if (nw == 0) {
+        pthread_mutex_unlock(&pool.busy);
+        fn(ctx, 0, n);
+        return;
+    }
+    /* About 4 chunks per thread balances load without much overhead. */
+    int64_t chunk = (n + 4 * (nw + 1) - 1) / (4 * (nw + 1));
+    if (chunk < grain) {
+        chunk = grain;
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.job.fn = fn;
+    pool.job.ctx = ctx;
+    pool.job.n = n;
+    pool.job.chunk = chunk;
+    atomic_store(&pool.job.next, 0);
+    atomic_store(&pool.job.active, nw + 1);
+    pool.generation++;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.mu);
+
+    run_chunks(&pool.job);
+    finish_participant();
+    pthread_mutex_lock(&pool.mu);
+    while (atomic_load(&pool.job.active) > 0) {
+        pthread_cond_wait(&pool.done, &pool.mu);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.busy);
+}
+
+void
+tc_threadpool_set_threads(int n)
+{
+    pthread_mutex_lock(&pool.busy);
+    stop_workers();
+    pthread_mutex_lock(&pool.mu);
+    pool.want = n > 0 ? n : 0;
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.busy);
+}
+
+void
+tc_threadpool_shutdown(void)
+{
+    pthread_mutex_lock(&pool.busy);
+    stop_workers();
+    pthread_mutex_unlock(&pool.busy);
+}
+
+/* A forked child has no workers: forget them so they restart lazily. */
+static void
+after_fork_child(void)
+{
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_mutex_init(&pool.busy, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    free(pool.workers);
+    pool.workers = NULL;
+    pool.nworkers = 0;
+    pool.stop = 0;
+}
+
+__attribute__((constructor)) static void
+register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+}

@@ -1,0 +1,285 @@
+/* bindings.c - the table of traceable Python callables.
+ *
+ * Adding a torch function that maps onto a registry op is one line here.
+ */
+#include "bindings.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#define UNARY(path, op) {path, op, TC_CALL_OP, "input"}
+#define BINARY(path, op) {path, op, TC_CALL_OP, "input, other"}
+#define CAST(path, dt) {path, dt, TC_CALL_CAST_TO, "self"}
+
+static const tc_binding_def binding_defs[] = {
+    /* torch.* functions */
+    {"torch.add", "add", TC_CALL_ADD_SUB, "input, other, *, alpha=1"},
+    {"torch.sub", "sub", TC_CALL_ADD_SUB, "input, other, *, alpha=1"},
+    {"torch.subtract", "sub", TC_CALL_ADD_SUB, "input, other, *, alpha=1"},
+    BINARY("torch.mul", "mul"), BINARY("torch.multiply", "mul"),
+    {"torch.div", "div", TC_CALL_DIV, "input, other, *, rounding_mode=None"},
+    {"torch.divide", "div", TC_CALL_DIV, "input, other, *, rounding_mode=None"},
+    BINARY("torch.true_divide", "div"),
+    UNARY("torch.neg", "neg"), UNARY("torch.negative", "neg"),
+    UNARY("torch.abs", "abs"), UNARY("torch.absolute", "abs"),
+    UNARY("torch.exp", "exp"), UNARY("torch.log", "log"),
+    UNARY("torch.sqrt", "sqrt"), UNARY("torch.rsqrt", "rsqrt"),
+    UNARY("torch.sin", "sin"), UNARY("torch.cos", "cos"),
+    UNARY("torch.tanh", "tanh"), UNARY("torch.sigmoid", "sigmoid"),
+    UNARY("torch.relu", "relu"), UNARY("torch.square", "square"),
+    UNARY("torch.reciprocal", "reciprocal"),
+    {"torch.pow", "pow", TC_CALL_OP, "input, exponent"},
+    BINARY("torch.maximum", "maximum"), BINARY("torch.minimum", "minimum"),
+    {"torch.clamp", "clamp", TC_CALL_CLAMP, "input, min=None, max=None"},
+    {"torch.clip", "clamp", TC_CALL_CLAMP, "input, min=None, max=None"},
+    {"torch.clamp_min", "clamp_min", TC_CALL_OP, "input, min"},
+    {"torch.clamp_max", "clamp_max", TC_CALL_OP, "input, max"},
+    {"torch.where", "where", TC_CALL_OP, "condition, input, other"},
+    BINARY("torch.lt", "lt"), BINARY("torch.less", "lt"),
+    BINARY("torch.le", "le"), BINARY("torch.less_equal", "le"),
+    BINARY("torch.gt", "gt"), BINARY("torch.greater", "gt"),
+    BINARY("torch.ge", "ge"), BINARY("torch.greater_equal", "ge"),
+    BINARY("torch.eq", "eq"), BINARY("torch.ne", "ne"),
+    BINARY("torch.not_equal", "ne"),
+    BINARY("torch.logical_and", "logical_and"),
+    BINARY("torch.logical_or", "logical_or"),
+    BINARY("torch.logical_xor", "logical_xor"),
+    UNARY("torch.logical_not", "logical_not"),
+    BINARY("torch.bitwise_and", "bitwise_and"),
+    BINARY("torch.bitwise_or", "bitwise_or"),
+    BINARY("torch.bitwise_xor", "bitwise_xor"),
+    UNARY("torch.bitwise_not", "bitwise_not"),
+    /* Tensor methods: self is the first parameter. */
+    {"Tensor.add", "add", TC_CALL_ADD_SUB, "self, other, *, alpha=1"},
+    {"Tensor.sub", "sub", TC_CALL_ADD_SUB, "self, other, *, alpha=1"},
+    BINARY("Tensor.mul", "mul"),
+    {"Tensor.div", "div", TC_CALL_DIV, "self, other, *, rounding_mode=None"},
+    UNARY("Tensor.neg", "neg"), UNARY("Tensor.abs", "abs"),
+    UNARY("Tensor.exp", "exp"), UNARY("Tensor.log", "log"),
+    UNARY("Tensor.sqrt", "sqrt"), UNARY("Tensor.rsqrt", "rsqrt"),
+    UNARY("Tensor.sin", "sin"), UNARY("Tensor.cos", "cos"),
+    UNARY("Tensor.tanh", "tanh"), UNARY("Tensor.sigmoid", "sigmoid"),
+    UNARY("Tensor.relu", "relu"), UNARY("Tensor.square", "square"),
+    UNARY("Tensor.reciprocal", "reciprocal"),
+    {"Tensor.pow", "pow", TC_CALL_OP, "self, exponent"},
+    BINARY("Tensor.maximum", "maximum"), BINARY("Tensor.minimum", "minimum"),
+    {"Tensor.clamp", "clamp", TC_CALL_CLAMP, "self, min=None, max=None"},
+    {"Tensor.clip", "clamp", TC_CALL_CLAMP, "self, min=None, max=None"},
+    {"Tensor.clamp_min", "clamp_min", TC_CALL_OP, "self, min"},
+    {"Tensor.clamp_max", "clamp_max", TC_CALL_OP, "self, max"},
+    {"Tensor.where", "where", TC_CALL_OP, "condition, self, other"},
+    BINARY("Tensor.lt", "lt"), BINARY("Tensor.le", "le"),
+    BINARY("Tensor.gt", "gt"), BINARY("Tensor.ge", "ge"),
+    BINARY("Tensor.eq", "eq"), BINARY("Tensor.ne", "ne"),
+    BINARY("Tensor.logical_and", "logical_and"),
+    BINARY("Tensor.logical_or", "logical_or"),
+    BINARY("Tensor.logical_xor", "logical_xor"),
+    UNARY("Tensor.logical_not", "logical_not"),
+    BINARY("Tensor.bitwise_and", "bitwise_and"),
+    BINARY("Tensor.bitwise_or", "bitwise_or"),
+    BINARY("Tensor.bitwise_xor", "bitwise_xor"),
+    UNARY("Tensor.bitwise_not", "bitwise_not"),
+    {"Tensor.to", "to", TC_CALL_CAST, "self, dtype"},
+    {"Tensor.type", "to", TC_CALL_CAST, "self, dtype"},
+    CAST("Tensor.float", "float32"), CAST("Tensor.double", "float64"),
+    CAST("Tensor.int", "int32"), CAST("Tensor.long", "int64"),
+    CAST("Tensor.bool", "bool"), CAST("Tensor.short", "int16"),
+    CAST("Tensor.char", "int8"), CAST("Tensor.byte", "uint8"),
+    {"Tensor.size", NULL, TC_CALL_SIZE, "self, dim=None"},
+    {"Tensor.dim", NULL, TC_CALL_DIM, "self"},
+    {"Tensor.ndimension", NULL, TC_CALL_DIM, "self"},
+    {"Tensor.numel", NULL, TC_CALL_NUMEL, "self"},
+    /* torch.nn.functional */
+    {"F.relu", "relu", TC_CALL_NO_INPLACE, "input, inplace=False"},
+    UNARY("F.sigmoid", "sigmoid"), UNARY("F.tanh", "tanh"),
+    /* builtins */
+    UNARY("builtins.abs", "abs"),
+};
+
+#define NBINDINGS ((int)(sizeof(binding_defs) / sizeof(binding_defs[0])))
+
+static tc_binding bindings[NBINDINGS];
+static PyObject *binding_index;   /* {id(callable): index} */
+static PyObject *trusted_modules; /* tuple of modules */
+
+/* Parse a default literal: None, True, False, or a number. */
+static PyObject *
+parse_default(const char *s, size_t n)
+{
+    if (n == 4 && memcmp(s, "None", 4) == 0) {
+        return Py_NewRef(Py_None);
+    }
+    if (n == 4 && memcmp(s, "True", 4) == 0) {
+        return Py_NewRef(Py_True);
+    }
+    if (n == 5 && memcmp(s, "False", 5) == 0) {
+        return Py_NewRef(Py_False);
+    }
+    char buf[32];
+    if (n >= sizeof(buf)) {
+        n = sizeof(buf) - 1;
+    }
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    if (strchr(buf, '.') != NULL) {
+        return PyFloat_FromDouble(atof(buf));
+    }
+    return PyLong_FromLongLong(atoll(buf));
+}
+
+/* "input, other, *, alpha=1" -> names, defaults, keyword-only start.
+ * Parameter names point into the static signature text: each name ends at
+ * ',' '=' or the end, so we copy them into a small static pool. */
+static char name_pool[4096];
+static size_t name_pool_used;
+
+static int
+parse_signature(tc_binding *b)
+{
+    const char *s = b->def->sig;
+    b->nkwonly_from = TC_MAX_PARAMS;
+    while (*s) {
+        while (*s == ' ' || *s == ',') {
+            s++;
+        }
+        if (*s == 0) {
+            break;
+        }
+        if (*s == '*') {
+            b->nkwonly_from = b->nparams;
+            s++;
+            continue;
+        }
+        const char *start = s;
+        while (*s && *s != ',' && *s != '=') {
+            s++;
+        }
+        size_t len = (size_t)(s - start);
+        if (b->nparams == TC_MAX_PARAMS
+            || name_pool_used + len + 1 > sizeof(name_pool)) {
+            PyErr_SetString(PyExc_RuntimeError, "binding table overflow");
+            return -1;
+        }
+        char *name = name_pool + name_pool_used;
+        memcpy(name, start, len);
+        name[len] = 0;
+        name_pool_used += len + 1;
+        b->names[b->nparams] = name;
+        if (*s == '=') {
+            const char *d = ++s;
+            while (*s && *s != ',') {
+                s++;
+            }
+            b->defaults[b->nparams] = parse_default(d, (size_t)(s - d));
+            if (b->defaults[b->nparams] == NULL) {
+                return -1;
+            }
+        }
+        b->nparams++;
+    }
+    return 0;
+}
+
+/* Resolve "torch.sin" / "Tensor.sin" / "F.relu" / "builtins.abs". */
+static PyObject *
+resolve_path(const char *path)
+{
+    const char *dot = strchr(path, '.');
+    char head[32];
+    size_t n = (size_t)(dot - path);
+    memcpy(head, path, n);
+    head[n] = 0;
+    const char *modname = strcmp(head, "Tensor") == 0 ? "torch"
+                        : strcmp(head, "F") == 0 ? "torch.nn.functional"
+                        : head;
+    PyObject *mod = PyImport_ImportModule(modname);
+    if (mod == NULL) {
+        return NULL;
+    }
+    PyObject *owner = mod;
+    if (strcmp(head, "Tensor") == 0) {
+        owner = PyObject_GetAttrString(mod, "Tensor");
+        Py_DECREF(mod);
+        if (owner == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *r = PyObject_GetAttrString(owner, dot + 1);
+    Py_DECREF(owner);
+    return r;
+}
+
+static int
+init_trusted_modules(void)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *F = PyImport_ImportModule("torch.nn.functional");
+    PyObject *math = PyImport_ImportModule("math");
+    if (torch && F && math) {
+        trusted_modules = PyTuple_Pack(3, torch, F, math);
+    }
+    Py_XDECREF(torch);
+    Py_XDECREF(F);
+    Py_XDECREF(math);
+    return trusted_modules ? 0 : -1;
+}
+
+int
+tc_bindings_init(void)
+{
+    binding_index = PyDict_New();
+    if (binding_index == NULL || init_trusted_modules() < 0) {
+        return -1;
+    }
+    for (int i = 0; i < NBINDINGS; i++) {
+        bindings[i].def = &binding_defs[i];
+        if (parse_signature(&bindings[i]) < 0) {
+            return -1;
+        }
+        PyObject *fn = resolve_path(binding_defs[i].path);
+        if (fn == NULL) {
+            /* A torch build without this function: leave it out. */
+            PyErr_Clear();
+            continue;
+        }
+        PyObject *key = PyLong_FromVoidPtr(fn);
+        PyObject *val = PyLong_FromLong(i);
+        int rc = (key && val) ? PyDict_SetItem(binding_index, key, val) : -1;
+        Py_XDECREF(key);
+        Py_XDECREF(val);
+        /* Keep fn alive for the process: its address is the key. */
+        if (rc < 0) {
+            Py_DECREF(fn);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const tc_binding *
+tc_binding_find(PyObject *callable)
+{
+    PyObject *key = PyLong_FromVoidPtr(callable);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *val = PyDict_GetItemWithError(binding_index, key);
+    Py_DECREF(key);
+    if (val == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return &bindings[PyLong_AsLong(val)];
+}
+
+int
+tc_is_trusted_module(PyObject *obj)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted_modules); i++) {
+        if (PyTuple_GET_ITEM(trusted_modules, i) == obj) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,54 @@
+/* bindings.h - which Python callables the tracer understands.
+ *
+ * One table maps torch functions, Tensor methods, torch.nn.functional
+ * functions and a few builtins to a registry op and a signature, written the
+ * way torch documents it ("input, other, *, alpha=1").  The table is
+ * resolved against the live torch module once at init; the tracer then finds
+ * a callable's binding by identity.
+ */
+#ifndef TCJIT_BINDINGS_H
+#define TCJIT_BINDINGS_H
+
+#include <Python.h>
+
+#define TC_MAX_PARAMS 6
+
+/* How the parsed arguments become graph nodes. */
+typedef enum {
+    TC_CALL_OP,        /* every param is an operand of `op`, in order */
+    TC_CALL_ADD_SUB,   /* input, other, alpha: input op alpha*other */
+    TC_CALL_CLAMP,     /* input, min, max: clamp / clamp_min / clamp_max */
+    TC_CALL_CAST,      /* to(dtype): target from the dtype param */
+    TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by `op` name */
+    TC_CALL_NO_INPLACE,/* like OP, but an `inplace` flag must be False */
+    TC_CALL_DIV,       /* input, other, rounding_mode=None */
+    TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
+    TC_CALL_DIM,       /* Tensor.dim() */
+    TC_CALL_NUMEL,     /* Tensor.numel() */
+} tc_call_kind;
+
+typedef struct {
+    const char *path;            /* "torch.sin", "Tensor.sin", "F.relu" */
+    const char *op;              /* registry op name, or dtype for CAST_TO */
+    tc_call_kind call;
+    const char *sig;             /* documented signature */
+} tc_binding_def;
+
+typedef struct {
+    const tc_binding_def *def;
+    int nparams;
+    int nkwonly_from;            /* index of the first keyword-only param */
+    const char *names[TC_MAX_PARAMS];
+    PyObject *defaults[TC_MAX_PARAMS]; /* owned; NULL = required */
+} tc_binding;
+
+int tc_bindings_init(void);
+
+/* The binding for a callable object, or NULL. */
+const tc_binding *tc_binding_find(PyObject *callable);
+
+/* Is this a module whose attributes may be read at trace time without a
+ * guard (torch, torch.nn.functional, math)? */
+int tc_is_trusted_module(PyObject *obj);
+
+#endif

@@ -1,0 +1,1427 @@
+/* tracer.c - the symbolic bytecode interpreter.
+ *
+ * One function per opcode family, dispatched from trace_instruction().  Each
+ * returns OK, or UNSUPPORTED after recording a reason a user can act on
+ * (what, and the line it happened on), or ERROR with a Python exception set
+ * for internal failures.  Nothing here executes tensor code: tensor values
+ * are graph nodes whose metadata the op registry computes.
+ */
+#include "tracer.h"
+
+#include "bindings.h"
+#include "vars.h"
+
+#define OK 0
+#define ERROR (-1)
+#define UNSUPPORTED (-2)
+
+/* Straight-line code only: a budget keeps a constant-condition loop from
+ * unrolling forever. */
+#define INSTRUCTION_BUDGET 20000
+
+typedef struct {
+    tc_iframe *frame;
+    PyCodeObject *co;
+    const tc_codeunit *code;  /* deoptimized code units */
+    int ncode;
+    PyObject *code_bytes;     /* owns code */
+    PyObject *closure;        /* borrowed: func.__closure__ or NULL */
+    int nlocals;              /* co_nlocalsplus */
+    tc_var **locals;          /* NULL = not read yet */
+    tc_var **stack;
+    int sp, stack_cap;
+    PyObject *kwnames;        /* pending KW_NAMES (borrowed from co_consts) */
+    PyObject *global_vars;    /* {name: index into arena} */
+    tc_var_arena arena;
+    tc_trace *out;
+    int pc;                   /* current instruction */
+    int *inputs;
+    int ninputs, inputs_cap;
+    int grad_mode;
+    int touched_tensor;       /* a tensor was read from the frame */
+} tracer;
+
+/* ---- errors --------------------------------------------------------------- */
+
+static int
+unsupported(tracer *T, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (msg == NULL) {
+        return ERROR;
+    }
+    Py_XSETREF(T->out->reason, msg);
+    T->out->reason_line = PyCode_Addr2Line(T->co, T->pc * 2);
+    return UNSUPPORTED;
+}
+
+/* A Python exception raised by something the user's code does (a failing
+ * constant fold, an op the registry rejects): leave it for eager to raise. */
+static int
+unsupported_from_exception(tracer *T, const char *what)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    int rc = unsupported(T, "%s raised %s: %S", what,
+                         ((PyTypeObject *)type)->tp_name,
+                         value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return rc;
+}
+
+/* ---- stack ---------------------------------------------------------------- */
+
+static int
+push(tracer *T, tc_var *v)
+{
+    if (v == NULL) {
+        return ERROR;
+    }
+    if (T->sp == T->stack_cap) {
+        return unsupported(T, "value stack overflow");
+    }
+    T->stack[T->sp++] = v;
+    return OK;
+}
+
+static tc_var *
+pop(tracer *T)
+{
+    return T->sp > 0 ? T->stack[--T->sp] : NULL;
+}
+
+static tc_var *
+peek(tracer *T, int n)
+{
+    return T->sp >= n ? T->stack[T->sp - n] : NULL;
+}
+
+/* ---- wrapping real values ---------------------------------------------- */
+
+static int
+add_input(tracer *T, int source)
+{
+    if (T->ninputs == T->inputs_cap) {
+        int cap = T->inputs_cap ? 2 * T->inputs_cap : 8;
+        int *n = PyMem_Realloc(T->inputs, cap * sizeof(int));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        T->inputs = n;
+        T->inputs_cap = cap;
+    }
+    T->inputs[T->ninputs++] = source;
+    return OK;
+}
+
+static tc_var *wrap_value(tracer *T, PyObject *value, int source, int *rc);
+
+static tc_var *
+wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
+{
+    tc_tensor_meta m;
+    tc_dtype dt;
+    T->touched_tensor = 1;
+    int r = tc_tensor_read_meta(value, &m, &dt);
+    if (r != 0) {
+        *rc = r < 0 ? ERROR : unsupported(T, "a tensor with unsupported "
+                                          "dtype, device or rank > %d",
+                                          TC_MAX_DIMS);
+        return NULL;
+    }
+    if (tc_guard_tensor(T->out->guards, source, value) < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    if (m.requires_grad && T->grad_mode) {
+        *rc = unsupported(T, "an input requires grad while grad mode is on "
+                          "(training is not compiled yet)");
+        return NULL;
+    }
+    tc_layout l;
+    l.ndim = m.ndim;
+    memcpy(l.sizes, m.sizes, sizeof(l.sizes));
+    memcpy(l.strides, m.strides, sizeof(l.strides));
+    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, source);
+    if (v == NULL || add_input(T, source) < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    v->node = tc_graph_input(T->out->graph, dt, &l);
+    if (v->node < 0) {
+        *rc = unsupported(T, "graph input");
+        return NULL;
+    }
+    return v;
+}
+
+static tc_var *
+wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
+{
+    if (tc_guard_length(T->out->guards, source, value) < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+    if (n > 64) {
+        *rc = unsupported(T, "a sequence of %zd items", n);
+        return NULL;
+    }
+    tc_var *items[64];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int src = tc_source_add(T->out->guards, TC_SRC_ITEM, source, i, NULL);
+        if (src < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        items[i] = wrap_value(T, PySequence_Fast_GET_ITEM(value, i), src, rc);
+        if (items[i] == NULL) {
+            return NULL;
+        }
+    }
+    tc_var *v = tc_var_seq(&T->arena, PyTuple_CheckExact(value)
+                           ? TC_VAR_TUPLE : TC_VAR_LIST, (int)n, items);
+    if (v == NULL) {
+        *rc = ERROR;
+    }
+    return v;
+}
+
+static int
+is_python_scalar(PyObject *v)
+{
+    return PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v)
+           || v == Py_None || PyUnicode_CheckExact(v);
+}
+
+static int
+is_known_object(PyObject *v)
+{
+    return PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v)
+           || tc_dtype_from_torch(v) >= 0 || tc_binding_find(v) != NULL;
+}
+
+/* Turn a real value read from `source` into a var, installing the guards
+ * that make the specialization valid. */
+static tc_var *
+wrap_value(tracer *T, PyObject *value, int source, int *rc)
+{
+    tc_guard_set *gs = T->out->guards;
+    tc_var *v;
+    *rc = OK;
+    if (PyObject_TypeCheck(value, (PyTypeObject *)tc_tensor_type)) {
+        return wrap_tensor(T, value, source, rc);
+    }
+    if (is_python_scalar(value)) {
+        if (tc_guard_equals(gs, source, value) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        v = tc_var_const(&T->arena, value, source);
+    }
+    else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
+        return wrap_sequence(T, value, source, rc);
+    }
+    else if (is_known_object(value)) {
+        if (tc_guard_id(gs, source, value) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        v = tc_var_new(&T->arena, TC_VAR_OBJECT, source);
+        if (v) {
+            v->obj = Py_NewRef(value);
+        }
+    }
+    else {
+        v = tc_var_new(&T->arena, TC_VAR_UNKNOWN, source);
+        if (v) {
+            v->obj = Py_NewRef(value);
+        }
+    }
+    if (v == NULL) {
+        *rc = ERROR;
+    }
+    return v;
+}
+
+/* ---- loads and stores ----------------------------------------------------- */
+
+static PyObject *
+local_name(tracer *T, int i)
+{
+    return PyTuple_GET_ITEM(T->co->co_localsplusnames, i);
+}
+
+static int
+is_free_slot(tracer *T, int i)
+{
+    return i >= T->nlocals - T->co->co_nfreevars;
+}
+
+static int
+load_local(tracer *T, int i)
+{
+    if (T->locals[i] != NULL) {
+        return push(T, T->locals[i]);
+    }
+    int rc, src;
+    PyObject *value;
+    if (is_free_slot(T, i)) {
+        int j = i - (T->nlocals - T->co->co_nfreevars);
+        value = T->closure ? PyCell_GET(PyTuple_GET_ITEM(T->closure, j)) : NULL;
+        src = tc_source_add(T->out->guards, TC_SRC_CLOSURE, -1, j,
+                            local_name(T, i));
+    }
+    else {
+        value = T->frame->localsplus[i];
+        src = tc_source_add(T->out->guards, TC_SRC_LOCAL, -1, i,
+                            local_name(T, i));
+    }
+    if (src < 0) {
+        return ERROR;
+    }
+    if (value == NULL) {
+        return unsupported(T, "read of unbound variable '%U'",
+                           local_name(T, i));
+    }
+    tc_var *v = wrap_value(T, value, src, &rc);
+    if (v == NULL) {
+        return rc;
+    }
+    T->locals[i] = v;
+    return push(T, v);
+}
+
+static int
+store_local(tracer *T, int i)
+{
+    if (is_free_slot(T, i)) {
+        return unsupported(T, "write to closure variable '%U' (nonlocal)",
+                           local_name(T, i));
+    }
+    T->locals[i] = pop(T);
+    return OK;
+}
+
+static int
+load_global(tracer *T, PyObject *name)
+{
+    PyObject *cached = PyDict_GetItemWithError(T->global_vars, name);
+    if (cached != NULL) {
+        return push(T, T->arena.vars[PyLong_AsLong(cached)]);
+    }
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
+    PyObject *value = PyDict_GetItemWithError(T->frame->f_globals, name);
+    if (value == NULL && !PyErr_Occurred()) {
+        value = PyDict_GetItemWithError(T->frame->f_builtins, name);
+    }
+    if (value == NULL) {
+        return PyErr_Occurred() ? ERROR
+                                : unsupported(T, "name '%U' is not defined",
+                                              name);
+    }
+    int rc;
+    int src = tc_source_add(T->out->guards, TC_SRC_GLOBAL, -1, 0, name);
+    tc_var *v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    PyObject *idx = PyLong_FromLong(T->arena.n - 1);
+    if (idx == NULL || PyDict_SetItem(T->global_vars, name, idx) < 0) {
+        Py_XDECREF(idx);
+        return ERROR;
+    }
+    Py_DECREF(idx);
+    return push(T, v);
+}
+
+/* Constants: tuples become TUPLE vars so they can be unpacked/indexed. */
+static tc_var *
+const_var(tracer *T, PyObject *value)
+{
+    if (!PyTuple_CheckExact(value)) {
+        if (is_python_scalar(value) || is_known_object(value)) {
+            return tc_var_const(&T->arena, value, -1);
+        }
+        tc_var *v = tc_var_new(&T->arena, TC_VAR_UNKNOWN, -1);
+        if (v) {
+            v->obj = Py_NewRef(value);
+        }
+        return v;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(value);
+    tc_var **items = PyMem_Malloc((n ? n : 1) * sizeof(tc_var *));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    tc_var *v = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = const_var(T, PyTuple_GET_ITEM(value, i));
+        if (items[i] == NULL) {
+            goto done;
+        }
+    }
+    v = tc_var_seq(&T->arena, TC_VAR_TUPLE, (int)n, items);
+done:
+    PyMem_Free(items);
+    return v;
+}
+
+/* ---- tensors: graph nodes -------------------------------------------------- */
+
+/* The graph node for an operand: a tensor, or a Python number baked in as a
+ * wrapped scalar.  Returns -1 after recording a reason. */
+static int
+operand_node(tracer *T, tc_var *v, int *rc)
+{
+    tc_graph *g = T->out->graph;
+    int node = -1;
+    if (v->kind == TC_VAR_TENSOR) {
+        return v->node;
+    }
+    if (v->kind == TC_VAR_CONST && PyBool_Check(v->obj)) {
+        node = tc_graph_scalar_bool(g, v->obj == Py_True);
+    }
+    else if (v->kind == TC_VAR_CONST && PyLong_CheckExact(v->obj)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v->obj, &overflow);
+        if (overflow) {
+            *rc = unsupported(T, "an integer operand that does not fit int64");
+            return -1;
+        }
+        node = tc_graph_scalar_int(g, x);
+    }
+    else if (v->kind == TC_VAR_CONST && PyFloat_CheckExact(v->obj)) {
+        node = tc_graph_scalar_float(g, PyFloat_AS_DOUBLE(v->obj));
+    }
+    else {
+        *rc = unsupported(T, "a tensor op with an operand of type %s",
+                          tc_var_kind_name(v));
+        return -1;
+    }
+    if (node < 0) {
+        *rc = ERROR;
+        PyErr_NoMemory();
+    }
+    return node;
+}
+
+static int
+emit_op(tracer *T, const char *op, int n, tc_var **args, tc_dtype attr)
+{
+    int nodes[TC_MAX_OP_INPUTS], rc = OK, any_tensor = 0;
+    for (int i = 0; i < n; i++) {
+        nodes[i] = operand_node(T, args[i], &rc);
+        if (nodes[i] < 0) {
+            return rc;
+        }
+        any_tensor |= args[i]->kind == TC_VAR_TENSOR;
+    }
+    if (!any_tensor) {
+        return unsupported(T, "torch op '%s' on Python numbers only", op);
+    }
+    char err[256];
+    int node = tc_graph_op(T->out->graph, op, n, nodes, attr, err, sizeof(err));
+    if (node < 0) {
+        return unsupported(T, "%s: %s", op, err);
+    }
+    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, -1);
+    if (v == NULL) {
+        return ERROR;
+    }
+    v->node = node;
+    return push(T, v);
+}
+
+static const tc_node *
+tensor_node(tracer *T, tc_var *v)
+{
+    return &T->out->graph->nodes[v->node];
+}
+
+/* ---- calls ------------------------------------------------------------------ */
+
+static int
+parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
+           PyObject *kwnames, tc_var **params)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    int npos = nargs - nkw;
+    const char *fname = b->def->path;
+    if (npos > b->nparams || npos > b->nkwonly_from) {
+        return unsupported(T, "%s() got %d positional arguments", fname, npos);
+    }
+    memset(params, 0, sizeof(tc_var *) * TC_MAX_PARAMS);
+    for (int i = 0; i < npos; i++) {
+        params[i] = args[i];
+    }
+    for (int k = 0; k < nkw; k++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        int found = -1;
+        for (int i = 0; name && i < b->nparams; i++) {
+            if (strcmp(b->names[i], name) == 0) {
+                found = i;
+            }
+        }
+        if (found < 0 || params[found] != NULL) {
+            return unsupported(T, "%s() with keyword argument '%s'", fname,
+                               name ? name : "?");
+        }
+        params[found] = args[npos + k];
+    }
+    for (int i = 0; i < b->nparams; i++) {
+        if (params[i] == NULL) {
+            if (b->defaults[i] == NULL) {
+                return unsupported(T, "%s() missing argument '%s'", fname,
+                                   b->names[i]);
+            }
+            params[i] = tc_var_const(&T->arena, b->defaults[i], -1);
+            if (params[i] == NULL) {
+                return ERROR;
+            }
+        }
+    }
+    return OK;
+}
+
+static int
+is_const(tc_var *v, PyObject *value)
+{
+    if (v->kind != TC_VAR_CONST) {
+        return 0;
+    }
+    if (v->obj == value) {
+        return 1;
+    }
+    int eq = PyObject_RichCompareBool(v->obj, value, Py_EQ);
+    if (eq < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return eq && Py_TYPE(v->obj) != &PyBool_Type;
+}
+
+static int
+call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
+{
+    tc_var *other = p[1], *alpha = p[2];
+    PyObject *one = PyLong_FromLong(1);
+    int plain = one && is_const(alpha, one);
+    Py_XDECREF(one);
+    if (!plain) {
+        if (alpha->kind != TC_VAR_CONST
+            || !(PyLong_CheckExact(alpha->obj)
+                 || PyFloat_CheckExact(alpha->obj))) {
+            return unsupported(T, "%s() with a non-number alpha",
+                               b->def->path);
+        }
+        tc_var *mul_args[2] = {other, alpha};
+        int rc = emit_op(T, "mul", 2, mul_args, TC_F32);
+        if (rc != OK) {
+            return rc;
+        }
+        other = pop(T);
+    }
+    tc_var *args[2] = {p[0], other};
+    return emit_op(T, b->def->op, 2, args, TC_F32);
+}
+
+static int
+call_clamp(tracer *T, tc_var **p)
+{
+    int has_min = !(p[1]->kind == TC_VAR_CONST && p[1]->obj == Py_None);
+    int has_max = !(p[2]->kind == TC_VAR_CONST && p[2]->obj == Py_None);
+    if (has_min && has_max) {
+        return emit_op(T, "clamp", 3, p, TC_F32);
+    }
+    if (!has_min && !has_max) {
+        return unsupported(T, "clamp() with neither min nor max");
+    }
+    tc_var *args[2] = {p[0], has_min ? p[1] : p[2]};
+    return emit_op(T, has_min ? "clamp_min" : "clamp_max", 2, args, TC_F32);
+}
+
+static int
+dtype_by_name(const char *name)
+{
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        if (strcmp(tc_dtype_name((tc_dtype)i), name) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* x.to(dtype) returns x itself when nothing changes, as eager does. */
+static int
+call_cast(tracer *T, tc_var *self, int dt)
+{
+    if (self->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "cast of a non-tensor");
+    }
+    if (dt < 0) {
+        return unsupported(T, "Tensor.to() with something other than a "
+                           "dtype");
+    }
+    if (tensor_node(T, self)->dtype == (tc_dtype)dt) {
+        return push(T, self);
+    }
+    tc_var *args[1] = {self};
+    return emit_op(T, "to", 1, args, (tc_dtype)dt);
+}
+
+static int
+call_meta(tracer *T, const tc_binding *b, tc_var **p)
+{
+    if (p[0]->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "%s on a non-tensor", b->def->path);
+    }
+    const tc_layout *l = &tensor_node(T, p[0])->layout;
+    PyObject *r = NULL;
+    if (b->def->call == TC_CALL_DIM) {
+        r = PyLong_FromLong(l->ndim);
+    }
+    else if (b->def->call == TC_CALL_NUMEL) {
+        r = PyLong_FromLongLong(tc_layout_numel(l));
+    }
+    else if (p[1]->kind == TC_VAR_CONST && PyLong_CheckExact(p[1]->obj)) {
+        long d = PyLong_AsLong(p[1]->obj);
+        if (d < -l->ndim || d >= l->ndim) {
+            return unsupported(T, "Tensor.size(%ld) out of range", d);
+        }
+        r = PyLong_FromLongLong(l->sizes[d < 0 ? d + l->ndim : d]);
+    }
+    else {
+        tc_var *items[TC_MAX_DIMS];
+        for (int i = 0; i < l->ndim; i++) {
+            PyObject *s = PyLong_FromLongLong(l->sizes[i]);
+            items[i] = s ? tc_var_const(&T->arena, s, -1) : NULL;
+            Py_XDECREF(s);
+            if (items[i] == NULL) {
+                return ERROR;
+            }
+        }
+        return push(T, tc_var_seq(&T->arena, TC_VAR_TUPLE, l->ndim, items));
+    }
+    if (r == NULL) {
+        return ERROR;
+    }
+    tc_var *v = tc_var_const(&T->arena, r, -1);
+    Py_DECREF(r);
+    return push(T, v);
+}
+
+static int
+call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    tc_var *p[TC_MAX_PARAMS];
+    int rc = parse_args(T, b, args, nargs, kwnames, p);
+    if (rc != OK) {
+        return rc;
+    }
+    switch (b->def->call) {
+    case TC_CALL_OP:
+        return emit_op(T, b->def->op, b->nparams, p, TC_F32);
+    case TC_CALL_ADD_SUB:
+        return call_add_sub(T, b, p);
+    case TC_CALL_DIV:
+        if (!(p[2]->kind == TC_VAR_CONST && p[2]->obj == Py_None)) {
+            return unsupported(T, "div() with a rounding_mode");
+        }
+        return emit_op(T, "div", 2, p, TC_F32);
+    case TC_CALL_CLAMP:
+        return call_clamp(T, p);
+    case TC_CALL_CAST:
+        return call_cast(T, p[0], p[1]->obj ? tc_dtype_from_torch(p[1]->obj)
+                                            : -1);
+    case TC_CALL_CAST_TO:
+        return call_cast(T, p[0], dtype_by_name(b->def->op));
+    case TC_CALL_NO_INPLACE:
+        if (!(p[1]->kind == TC_VAR_CONST && p[1]->obj == Py_False)) {
+            return unsupported(T, "%s(inplace=True) mutates its input",
+                               b->def->path);
+        }
+        return emit_op(T, b->def->op, 1, p, TC_F32);
+    case TC_CALL_SIZE:
+    case TC_CALL_DIM:
+    case TC_CALL_NUMEL:
+        return call_meta(T, b, p);
+    }
+    return unsupported(T, "call kind");
+}
+
+static int
+all_const(tc_var **args, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (args[i]->kind != TC_VAR_CONST) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Builtins that are pure on Python scalars: fold them. */
+static int
+fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
+                  PyObject *kwnames)
+{
+    static const char *const pure[] = {"abs", "min", "max", "float", "int",
+                                       "bool", "round", "len", "pow", NULL};
+    if (!PyCFunction_Check(fn) || kwnames != NULL || !all_const(args, n)) {
+        return UNSUPPORTED;
+    }
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    PyObject *mod = ((PyCFunctionObject *)fn)->m_module;
+    if (mod == NULL || !PyUnicode_Check(mod)
+        || !PyUnicode_CompareWithASCIIString(mod, "builtins") == 0) {
+        return UNSUPPORTED;
+    }
+    int ok = 0;
+    for (int i = 0; pure[i]; i++) {
+        ok |= strcmp(pure[i], name) == 0;
+    }
+    if (!ok || n > 4) {
+        return UNSUPPORTED;
+    }
+    PyObject *argv[4];
+    for (int i = 0; i < n; i++) {
+        argv[i] = args[i]->obj;
+    }
+    PyObject *r = PyObject_Vectorcall(fn, argv, n, NULL);
+    if (r == NULL) {
+        return unsupported_from_exception(T, name);
+    }
+    tc_var *v = tc_var_const(&T->arena, r, -1);
+    Py_DECREF(r);
+    return push(T, v);
+}
+
+static PyObject *
+callable_name(PyObject *fn)
+{
+    PyObject *name = PyObject_GetAttrString(fn, "__qualname__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyObject_Repr(fn);
+    }
+    return name;
+}
+
+static int
+op_call(tracer *T, int argc)
+{
+    PyObject *kwnames = T->kwnames;
+    T->kwnames = NULL;
+    if (T->sp < argc + 2) {
+        return unsupported(T, "malformed call stack");
+    }
+    tc_var **argv = &T->stack[T->sp - argc];
+    tc_var *x = peek(T, argc + 1), *y = peek(T, argc + 2);
+    tc_var *callable = x;
+    int nargs = argc;
+    if (y->kind != TC_VAR_NULL) {
+        callable = y;     /* method call: x is self */
+        argv--;
+        nargs++;
+    }
+    tc_var *args[16];
+    if (nargs > 16) {
+        return unsupported(T, "call with %d arguments", nargs);
+    }
+    memcpy(args, argv, nargs * sizeof(tc_var *));
+    T->sp -= argc + 2;
+    if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_CONST
+        && callable->kind != TC_VAR_UNKNOWN) {
+        return unsupported(T, "call of a %s value", tc_var_kind_name(callable));
+    }
+    PyObject *fn = callable->obj;
+    const tc_binding *b = tc_binding_find(fn);
+    if (b != NULL) {
+        return call_binding(T, b, args, nargs, kwnames);
+    }
+    int rc = fold_builtin_call(T, fn, args, nargs, kwnames);
+    if (rc != UNSUPPORTED || T->out->reason != NULL) {
+        return rc;
+    }
+    PyObject *name = callable_name(fn);
+    if (name == NULL) {
+        return ERROR;
+    }
+    rc = unsupported(T, "call to %U (not a traceable torch op)", name);
+    Py_DECREF(name);
+    return rc;
+}
+
+/* ---- attributes ------------------------------------------------------------ */
+
+static int
+tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
+{
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)tc_tensor_type, name);
+    const tc_binding *b = descr ? tc_binding_find(descr) : NULL;
+    if (method && b != NULL) {
+        tc_var *d = tc_var_new(&T->arena, TC_VAR_OBJECT, -1);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->obj = Py_NewRef(descr);
+        return push(T, d) ? ERROR : push(T, self);
+    }
+    const tc_node *n = tensor_node(T, self);
+    PyObject *r = NULL;
+    if (PyUnicode_CompareWithASCIIString(name, "dtype") == 0) {
+        r = Py_NewRef(tc_dtype_to_torch(n->dtype));
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "ndim") == 0) {
+        r = PyLong_FromLong(n->layout.ndim);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "shape") == 0) {
+        if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+            return ERROR;
+        }
+        tc_var *items[TC_MAX_DIMS];
+        for (int i = 0; i < n->layout.ndim; i++) {
+            PyObject *s = PyLong_FromLongLong(n->layout.sizes[i]);
+            items[i] = s ? tc_var_const(&T->arena, s, -1) : NULL;
+            Py_XDECREF(s);
+            if (items[i] == NULL) {
+                return ERROR;
+            }
+        }
+        return push(T, tc_var_seq(&T->arena, TC_VAR_TUPLE, n->layout.ndim,
+                                  items));
+    }
+    else {
+        return unsupported(T, "Tensor.%U", name);
+    }
+    if (r == NULL) {
+        return ERROR;
+    }
+    if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+        Py_DECREF(r);
+        return ERROR;
+    }
+    tc_var *v = tc_var_const(&T->arena, r, -1);
+    Py_DECREF(r);
+    return push(T, v);
+}
+
+/* Attribute of a module: torch's own modules are trusted (like Dynamo, we
+ * do not guard torch.sin); other modules' attributes are guarded values. */
+static int
+module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
+{
+    PyObject *value = PyObject_GetAttr(mod->obj, name);
+    if (value == NULL) {
+        return unsupported_from_exception(T, "module attribute");
+    }
+    int rc = OK;
+    tc_var *v;
+    if (tc_is_trusted_module(mod->obj)) {
+        v = const_var(T, value);
+        if (v && v->kind == TC_VAR_CONST && !is_python_scalar(value)) {
+            v->kind = TC_VAR_OBJECT;
+        }
+        if (v == NULL) {
+            rc = ERROR;
+        }
+    }
+    else {
+        int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0,
+                                name);
+        v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
+        if (src < 0) {
+            rc = ERROR;
+        }
+    }
+    Py_DECREF(value);
+    if (v == NULL) {
+        return rc;
+    }
+    if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return push(T, v);
+}
+
+static int
+op_load_attr(tracer *T, PyObject *name, int method)
+{
+    tc_var *owner = pop(T);
+    if (owner == NULL) {
+        return unsupported(T, "malformed attribute load");
+    }
+    if (owner->kind == TC_VAR_TENSOR) {
+        return tensor_attr(T, owner, name, method);
+    }
+    if (owner->kind == TC_VAR_OBJECT && PyModule_Check(owner->obj)
+        && owner->source >= 0) {
+        return module_attr(T, owner, name, method);
+    }
+    if (owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj)) {
+        return module_attr(T, owner, name, method);
+    }
+    return unsupported(T, "attribute '%U' of a %s", name,
+                       tc_var_kind_name(owner));
+}
+
+/* ---- operators -------------------------------------------------------------- */
+
+static const char *
+binary_op_name(int nb)
+{
+    switch (nb) {
+    case NB_ADD: return "add";
+    case NB_SUBTRACT: return "sub";
+    case NB_MULTIPLY: return "mul";
+    case NB_TRUE_DIVIDE: return "div";
+    case NB_POWER: return "pow";
+    case NB_AND: return "bitwise_and";
+    case NB_OR: return "bitwise_or";
+    case NB_XOR: return "bitwise_xor";
+    default: return NULL;
+    }
+}
+
+static PyObject *
+fold_binary(int nb, PyObject *a, PyObject *b)
+{
+    switch (nb % NB_INPLACE_ADD) {
+    case NB_ADD: return PyNumber_Add(a, b);
+    case NB_SUBTRACT: return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY: return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER: return PyNumber_Remainder(a, b);
+    case NB_POWER: return PyNumber_Power(a, b, Py_None);
+    case NB_AND: return PyNumber_And(a, b);
+    case NB_OR: return PyNumber_Or(a, b);
+    case NB_XOR: return PyNumber_Xor(a, b);
+    case NB_LSHIFT: return PyNumber_Lshift(a, b);
+    case NB_RSHIFT: return PyNumber_Rshift(a, b);
+    default:
+        PyErr_SetString(PyExc_TypeError, "unsupported operator");
+        return NULL;
+    }
+}
+
+static int
+push_folded(tracer *T, PyObject *r, const char *what)
+{
+    if (r == NULL) {
+        return unsupported_from_exception(T, what);
+    }
+    tc_var *v = tc_var_const(&T->arena, r, -1);
+    Py_DECREF(r);
+    return push(T, v);
+}
+
+static int
+op_binary(tracer *T, int nb)
+{
+    tc_var *b = pop(T), *a = pop(T);
+    if (a == NULL || b == NULL) {
+        return unsupported(T, "malformed binary op");
+    }
+    if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
+        return push_folded(T, fold_binary(nb, a->obj, b->obj), "operator");
+    }
+    if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "operator on %s and %s", tc_var_kind_name(a),
+                           tc_var_kind_name(b));
+    }
+    if (nb >= NB_INPLACE_ADD) {
+        return unsupported(T, "in-place operator on a tensor (mutation is "
+                           "not traced yet)");
+    }
+    const char *op = binary_op_name(nb);
+    if (op == NULL) {
+        return unsupported(T, "tensor operator #%d (matmul, floor division, "
+                           "remainder and shifts are not supported yet)", nb);
+    }
+    tc_var *args[2] = {a, b};
+    return emit_op(T, op, 2, args, TC_F32);
+}
+
+static int
+op_compare(tracer *T, int cmp)
+{
+    static const char *const names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+    tc_var *b = pop(T), *a = pop(T);
+    if (a == NULL || b == NULL || cmp < 0 || cmp > 5) {
+        return unsupported(T, "malformed comparison");
+    }
+    if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
+        return push_folded(T, PyObject_RichCompare(a->obj, b->obj, cmp),
+                           "comparison");
+    }
+    if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "comparison of %s and %s", tc_var_kind_name(a),
+                           tc_var_kind_name(b));
+    }
+    tc_var *args[2] = {a, b};
+    return emit_op(T, names[cmp], 2, args, TC_F32);
+}
+
+static int
+op_unary(tracer *T, int opcode)
+{
+    tc_var *a = pop(T);
+    if (a == NULL) {
+        return unsupported(T, "malformed unary op");
+    }
+    if (a->kind == TC_VAR_CONST) {
+        PyObject *r = opcode == UNARY_NEGATIVE ? PyNumber_Negative(a->obj)
+                    : opcode == UNARY_INVERT ? PyNumber_Invert(a->obj)
+                    : PyBool_FromLong(!PyObject_IsTrue(a->obj));
+        return push_folded(T, r, "unary operator");
+    }
+    if (a->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "unary operator on %s", tc_var_kind_name(a));
+    }
+    if (opcode == UNARY_NOT) {
+        return unsupported(T, "'not' on a tensor (data-dependent)");
+    }
+    return emit_op(T, opcode == UNARY_NEGATIVE ? "neg" : "bitwise_not", 1, &a,
+                   TC_F32);
+}
+
+/* ---- sequences --------------------------------------------------------------- */
+
+static int
+op_build(tracer *T, tc_var_kind kind, int n)
+{
+    if (T->sp < n) {
+        return unsupported(T, "malformed build");
+    }
+    T->sp -= n;
+    return push(T, tc_var_seq(&T->arena, kind, n, &T->stack[T->sp]));
+}
+
+static int
+op_unpack(tracer *T, int n)
+{
+    tc_var *seq = pop(T);
+    if (seq == NULL || (seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)) {
+        return unsupported(T, "unpacking a %s",
+                           seq ? tc_var_kind_name(seq) : "?");
+    }
+    if (seq->nitems != n) {
+        return unsupported(T, "unpacking %d values into %d names",
+                           seq->nitems, n);
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (push(T, seq->items[i]) < 0) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
+static int
+op_list_extend(tracer *T)
+{
+    tc_var *src = pop(T), *list = pop(T);
+    if (src == NULL || list == NULL || list->kind != TC_VAR_LIST
+        || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
+        return unsupported(T, "list.extend of a non-sequence");
+    }
+    tc_var *items[128];
+    if (list->nitems + src->nitems > 128) {
+        return unsupported(T, "list too long");
+    }
+    memcpy(items, list->items, list->nitems * sizeof(tc_var *));
+    memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
+    return push(T, tc_var_seq(&T->arena, TC_VAR_LIST,
+                              list->nitems + src->nitems, items));
+}
+
+static int
+op_subscr(tracer *T)
+{
+    tc_var *idx = pop(T), *seq = pop(T);
+    if (seq == NULL || idx == NULL) {
+        return unsupported(T, "malformed subscript");
+    }
+    if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
+        && idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {
+        long i = PyLong_AsLong(idx->obj);
+        if (i < 0) {
+            i += seq->nitems;
+        }
+        if (i < 0 || i >= seq->nitems) {
+            return unsupported(T, "index out of range");
+        }
+        return push(T, seq->items[i]);
+    }
+    return unsupported(T, "subscript of a %s (tensor indexing is not "
+                       "supported yet)", tc_var_kind_name(seq));
+}
+
+/* ---- control flow -------------------------------------------------------------- */
+
+/* Truth value of a var known at trace time: 1/0, or -2 if data-dependent. */
+static int
+static_truth(tracer *T, tc_var *v)
+{
+    if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT) {
+        int r = PyObject_IsTrue(v->obj);
+        if (r < 0) {
+            PyErr_Clear();
+            return -2;
+        }
+        return r;
+    }
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        return v->nitems > 0;
+    }
+    (void)T;
+    return -2;
+}
+
+static int
+op_jump(tracer *T, tc_jump_kind kind, int target, int *next)
+{
+    if (kind == TC_JUMP_ALWAYS) {
+        *next = target;
+        return OK;
+    }
+    tc_var *v = peek(T, 1);
+    if (v == NULL) {
+        return unsupported(T, "malformed jump");
+    }
+    int taken;
+    if (kind == TC_JUMP_POP_IF_NONE || kind == TC_JUMP_POP_IF_NOT_NONE) {
+        int is_none = v->kind == TC_VAR_CONST && v->obj == Py_None;
+        taken = (kind == TC_JUMP_POP_IF_NONE) == is_none;
+    }
+    else {
+        int t = static_truth(T, v);
+        if (t == -2) {
+            return unsupported(T, "data-dependent branch on a %s value",
+                               tc_var_kind_name(v));
+        }
+        int on_true = kind == TC_JUMP_POP_IF_TRUE
+                      || kind == TC_JUMP_IF_TRUE_OR_POP;
+        taken = on_true == t;
+    }
+    int keep = taken && (kind == TC_JUMP_IF_FALSE_OR_POP
+                         || kind == TC_JUMP_IF_TRUE_OR_POP);
+    if (!keep) {
+        pop(T);
+    }
+    if (taken) {
+        *next = target;
+    }
+    return OK;
+}
+
+/* ---- return -------------------------------------------------------------------- */
+
+static int
+build_template(tracer *T, tc_var *v, tc_template *t, int **outs, int *nouts)
+{
+    memset(t, 0, sizeof(*t));
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+        t->kind = TC_TMPL_OUTPUT;
+        for (int i = 0; i < *nouts; i++) {
+            if ((*outs)[i] == v->node) {
+                t->index = i;
+                return OK;
+            }
+        }
+        int *n = PyMem_Realloc(*outs, (*nouts + 1) * sizeof(int));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        *outs = n;
+        n[*nouts] = v->node;
+        t->index = (*nouts)++;
+        return OK;
+    case TC_VAR_CONST:
+    case TC_VAR_OBJECT:
+        t->kind = TC_TMPL_CONST;
+        t->obj = Py_NewRef(v->obj);
+        return OK;
+    case TC_VAR_TUPLE:
+    case TC_VAR_LIST:
+        t->kind = v->kind == TC_VAR_TUPLE ? TC_TMPL_TUPLE : TC_TMPL_LIST;
+        t->items = PyMem_Calloc(v->nitems ? v->nitems : 1, sizeof(tc_template));
+        if (t->items == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        t->n = v->nitems;
+        for (int i = 0; i < v->nitems; i++) {
+            int rc = build_template(T, v->items[i], &t->items[i], outs, nouts);
+            if (rc != OK) {
+                return rc;
+            }
+        }
+        return OK;
+    default:
+        return unsupported(T, "returning a %s value", tc_var_kind_name(v));
+    }
+}
+
+static int
+op_return(tracer *T, tc_var *v, int pushes)
+{
+    int *outs = NULL, nouts = 0;
+    int rc = build_template(T, v, &T->out->ret, &outs, &nouts);
+    if (rc == OK && tc_graph_set_outputs(T->out->graph, nouts, outs) < 0) {
+        PyErr_NoMemory();
+        rc = ERROR;
+    }
+    PyMem_Free(outs);
+    T->out->return_pc = T->pc;
+    T->out->return_pushes = pushes;
+    return rc;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------- */
+
+#define DONE 1  /* returned from the frame */
+
+static int
+trace_instruction(tracer *T, int opcode, int oparg, int *next)
+{
+    PyCodeObject *co = T->co;
+    tc_var *v;
+    int target;
+    tc_jump_kind jk = pyframe_jump(opcode, oparg, *next, &target);
+    if (jk != TC_JUMP_NONE) {
+        return op_jump(T, jk, target, next);
+    }
+    switch (opcode) {
+    case NOP:
+    case RESUME:
+    case MAKE_CELL:
+    case COPY_FREE_VARS:
+    case PRECALL:
+        return OK;
+    case LOAD_FAST:
+    case LOAD_FAST_CHECK:
+    case LOAD_DEREF:
+        return load_local(T, oparg);
+    case STORE_FAST:
+    case STORE_DEREF:
+        return store_local(T, oparg);
+    case LOAD_CONST:
+        return push(T, const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg)));
+    case LOAD_GLOBAL:
+        if ((oparg & 1)
+            && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+            return ERROR;
+        }
+        return load_global(T, PyTuple_GET_ITEM(co->co_names, oparg >> 1));
+    case LOAD_ATTR:
+    case LOAD_METHOD:
+        return op_load_attr(T, PyTuple_GET_ITEM(co->co_names,
+                                                TC_LOAD_ATTR_NAME(oparg)),
+                            TC_LOAD_ATTR_IS_METHOD(opcode, oparg));
+    case PUSH_NULL:
+        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1));
+    case KW_NAMES:
+        T->kwnames = PyTuple_GET_ITEM(co->co_consts, oparg);
+        return OK;
+    case CALL:
+        return op_call(T, oparg);
+    case BINARY_OP:
+        return op_binary(T, oparg);
+    case COMPARE_OP:
+        return op_compare(T, TC_COMPARE_OP_ARG(oparg));
+    case UNARY_NEGATIVE:
+    case UNARY_INVERT:
+    case UNARY_NOT:
+        return op_unary(T, opcode);
+    case BUILD_TUPLE:
+        return op_build(T, TC_VAR_TUPLE, oparg);
+    case BUILD_LIST:
+        return op_build(T, TC_VAR_LIST, oparg);
+    case LIST_EXTEND:
+        return oparg == 1 ? op_list_extend(T)
+                          : unsupported(T, "list.extend deep in the stack");
+    case UNPACK_SEQUENCE:
+        return op_unpack(T, oparg);
+    case BINARY_SUBSCR:
+        return op_subscr(T);
+    case POP_TOP:
+        return pop(T) ? OK : unsupported(T, "malformed stack");
+    case COPY:
+        v = peek(T, oparg);
+        return v ? push(T, v) : unsupported(T, "malformed stack");
+    case SWAP:
+        if (T->sp < oparg) {
+            return unsupported(T, "malformed stack");
+        }
+        v = T->stack[T->sp - 1];
+        T->stack[T->sp - 1] = T->stack[T->sp - oparg];
+        T->stack[T->sp - oparg] = v;
+        return OK;
+    case RETURN_VALUE:
+        v = pop(T);
+        return v ? op_return(T, v, 1) : unsupported(T, "malformed stack");
+    case RETURN_CONST:
+        v = const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg));
+        return v ? op_return(T, v, 0) : ERROR;
+    default: {
+        PyObject *opname = NULL, *dis = PyImport_ImportModule("dis");
+        if (dis != NULL) {
+            PyObject *names = PyObject_GetAttrString(dis, "opname");
+            opname = names ? PySequence_GetItem(names, opcode) : NULL;
+            Py_XDECREF(names);
+            Py_DECREF(dis);
+        }
+        PyErr_Clear();
+        int rc = unsupported(T, "bytecode %S is not supported yet",
+                             opname ? opname : Py_None);
+        Py_XDECREF(opname);
+        return rc;
+    }
+    }
+}
+
+static int
+run(tracer *T)
+{
+    int pc = 0, budget = INSTRUCTION_BUDGET;
+    while (pc < T->ncode) {
+        if (--budget == 0) {
+            return unsupported(T, "more than %d instructions traced "
+                               "(a long loop?)", INSTRUCTION_BUDGET);
+        }
+        T->pc = pc;
+        int opcode = T->code[pc] & 0xff, oparg = T->code[pc] >> 8;
+        while (opcode == EXTENDED_ARG) {
+            pc++;
+            opcode = T->code[pc] & 0xff;
+            oparg = (oparg << 8) | (T->code[pc] >> 8);
+        }
+        int next = pc + 1 + tc_inline_caches[opcode];
+        int rc = trace_instruction(T, opcode, oparg, &next);
+        if (rc != OK) {
+            return rc;
+        }
+        if (opcode == RETURN_VALUE || opcode == RETURN_CONST) {
+            return DONE;
+        }
+        pc = next;
+    }
+    return unsupported(T, "fell off the end of the code");
+}
+
+/* ---- entry point ---------------------------------------------------------------- */
+
+static int
+tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
+{
+    memset(T, 0, sizeof(*T));
+    memset(t, 0, sizeof(*t));
+    T->frame = f;
+    T->co = f->f_code;
+    T->out = t;
+    T->nlocals = T->co->co_nlocalsplus;
+    PyObject *func = pyframe_func(f);
+    T->closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
+    T->code_bytes = PyCode_GetCode(T->co);
+    T->global_vars = PyDict_New();
+    T->stack_cap = T->co->co_stacksize + 1;
+    T->locals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_var *));
+    T->stack = PyMem_Calloc(T->stack_cap, sizeof(tc_var *));
+    t->graph = tc_graph_new();
+    t->guards = tc_guards_new();
+    if (!T->code_bytes || !T->global_vars || !T->locals || !T->stack
+        || !t->graph || !t->guards) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        return ERROR;
+    }
+    T->code = (const tc_codeunit *)PyBytes_AS_STRING(T->code_bytes);
+    T->ncode = (int)(PyBytes_GET_SIZE(T->code_bytes) / 2);
+    T->grad_mode = tc_grad_enabled();
+    if (T->grad_mode < 0 || tc_guard_global_state(t->guards) < 0) {
+        return ERROR;
+    }
+    return OK;
+}
+
+static void
+tracer_fini(tracer *T)
+{
+    tc_var_arena_clear(&T->arena);
+    Py_XDECREF(T->code_bytes);
+    Py_XDECREF(T->global_vars);
+    PyMem_Free(T->locals);
+    PyMem_Free(T->stack);
+    PyMem_Free(T->inputs);
+}
+
+int
+tc_trace_frame(tc_iframe *f, tc_trace *t)
+{
+    tracer T;
+    int rc = tracer_init(&T, f, t);
+    if (rc == OK) {
+        rc = run(&T);
+    }
+    if (rc == ERROR && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        rc = unsupported_from_exception(&T, "tracing");
+    }
+    if (rc == ERROR) {
+        tracer_fini(&T);
+        tc_trace_clear(t);
+        return -1;
+    }
+    if (rc == UNSUPPORTED) {
+        t->status = T.touched_tensor ? TC_TRACE_EAGER : TC_TRACE_NO_TENSORS;
+    }
+    else if (T.ninputs == 0 && tc_graph_op_count(t->graph) == 0) {
+        t->status = TC_TRACE_NO_TENSORS;
+    }
+    else {
+        t->status = TC_TRACE_COMPILED;
+        t->input_sources = T.inputs;
+        T.inputs = NULL;
+    }
+    tracer_fini(&T);
+    return 0;
+}
+
+void
+tc_template_clear(tc_template *t)
+{
+    Py_CLEAR(t->obj);
+    for (int i = 0; i < t->n; i++) {
+        tc_template_clear(&t->items[i]);
+    }
+    PyMem_Free(t->items);
+    t->items = NULL;
+    t->n = 0;
+}
+
+void
+tc_trace_clear(tc_trace *t)
+{
+    tc_graph_free(t->graph);
+    tc_guards_free(t->guards);
+    PyMem_Free(t->input_sources);
+    tc_template_clear(&t->ret);
+    Py_CLEAR(t->reason);
+    memset(t, 0, sizeof(*t));
+}

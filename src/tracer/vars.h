@@ -1,0 +1,47 @@
+/* vars.h - symbolic values of the tracer (Dynamo's VariableTrackers).
+ *
+ * Every value on the symbolic stack or in a symbolic local is a tc_var.  A
+ * var knows its kind, its graph node (tensors), the Python object it stands
+ * for (constants and known objects) and, when it was read from the frame,
+ * its guard source.  Vars live in an arena owned by one trace and are
+ * immutable once built, so the stack and locals can share them freely.
+ */
+#ifndef TCJIT_VARS_H
+#define TCJIT_VARS_H
+
+#include <Python.h>
+
+typedef enum {
+    TC_VAR_NULL,     /* the NULL marker of CPython's call protocol */
+    TC_VAR_TENSOR,   /* a graph node */
+    TC_VAR_CONST,    /* int, float, bool, None, str, torch.dtype, ... */
+    TC_VAR_TUPLE,
+    TC_VAR_LIST,
+    TC_VAR_OBJECT,   /* a module, function or method descriptor we know */
+    TC_VAR_UNKNOWN   /* anything else: using it is unsupported */
+} tc_var_kind;
+
+typedef struct tc_var {
+    tc_var_kind kind;
+    int source;              /* guard source id, -1 if computed */
+    int node;                /* TENSOR: graph node id */
+    PyObject *obj;           /* CONST/OBJECT/UNKNOWN: owned reference */
+    int nitems;              /* TUPLE/LIST */
+    struct tc_var **items;
+} tc_var;
+
+typedef struct {
+    tc_var **vars;
+    int n, cap;
+} tc_var_arena;
+
+tc_var *tc_var_new(tc_var_arena *a, tc_var_kind kind, int source);
+tc_var *tc_var_const(tc_var_arena *a, PyObject *value, int source);
+tc_var *tc_var_seq(tc_var_arena *a, tc_var_kind kind, int n,
+                   tc_var *const *items);
+void tc_var_arena_clear(tc_var_arena *a);
+
+/* "a tensor", "an int", "<module 'math'>" for unsupported-reasons. */
+const char *tc_var_kind_name(const tc_var *v);
+
+#endif
