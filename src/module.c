@@ -106,7 +106,13 @@ static PyMemberDef cf_members[] = {
     {NULL}
 };
 
+static PyGetSetDef cf_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL},
+    {NULL}
+};
+
 static PyType_Slot cf_slots[] = {
+    {Py_tp_getset, cf_getset},
     {Py_tp_new, cf_new},
     {Py_tp_dealloc, cf_dealloc},
     {Py_tp_traverse, cf_traverse},

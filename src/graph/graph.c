@@ -181,31 +181,6 @@ layout_is_channels_last_contiguous(const tc_layout *l, int ndim_wanted)
     return 1;
 }
 
-/* is_channels_last_strides_2d_s4 / _3d_s5 (suggest_memory_format). */
-static int
-layout_strides_like_channels_last(const tc_layout *l)
-{
-    const int *order = channels_last_order(l->ndim);
-    if (!order || l->strides[1] == 0) {
-        return 0;
-    }
-    int64_t min = 0;
-    for (int i = 0; i < l->ndim; i++) {
-        int d = order[i];
-        if (l->sizes[d] == 0 || l->strides[d] < min) {
-            return 0;
-        }
-        if (d == 0 && min == l->strides[1]) {
-            return 0;
-        }
-        min = l->strides[d];
-        if (l->sizes[d] > 1) {
-            min *= l->sizes[d];
-        }
-    }
-    return 1;
-}
-
 /* get_channels_last_strides_2d / _3d (no clamping of zero sizes). */
 static void
 layout_channels_last(tc_layout *l)
@@ -256,18 +231,48 @@ layout_is_non_overlapping_and_dense(const tc_layout *l)
     return 1;
 }
 
-/* Layout of x.to(other_dtype): empty_like with preserve_format. */
+/* at::infer_dense_strides: keep the input's dim order (same insertion sort
+ * as TensorIterator, stride-0 dims ambiguous), dense strides. */
+static void
+infer_dense_strides(const tc_layout *src, tc_layout *out)
+{
+    int n = src->ndim, perm[TC_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        perm[i] = n - 1 - i;
+    }
+    for (int i = 1; i < n; i++) {
+        int dim1 = i;
+        for (int dim0 = i - 1; dim0 >= 0; dim0--) {
+            int64_t s0 = src->strides[perm[dim0]], s1 = src->strides[perm[dim1]];
+            int c = 0;
+            if (s0 != 0 && s1 != 0) {
+                c = s0 < s1 ? -1 : s0 > s1 ? 1
+                    : src->sizes[perm[dim0]] > src->sizes[perm[dim1]];
+            }
+            if (c > 0) {
+                int t = perm[dim0];
+                perm[dim0] = perm[dim1];
+                perm[dim1] = t;
+                dim1 = dim0;
+            } else if (c < 0) {
+                break;
+            }
+        }
+    }
+    int64_t cur = 1;
+    for (int i = 0; i < n; i++) {
+        out->strides[perm[i]] = cur;
+        cur *= src->sizes[perm[i]] > 1 ? src->sizes[perm[i]] : 1;
+    }
+}
+
+/* Layout of x.to(other_dtype): empty_like(x) with preserve_format. */
 static void
 layout_after_to(const tc_layout *src, tc_layout *out)
 {
     *out = *src;
-    if (layout_is_non_overlapping_and_dense(src)) {
-        return;
-    }
-    if (layout_strides_like_channels_last(src)) {
-        layout_channels_last(out);
-    } else {
-        tc_layout_contiguous(out);
+    if (!layout_is_non_overlapping_and_dense(src)) {
+        infer_dense_strides(src, out);
     }
 }
 
@@ -1040,11 +1045,14 @@ char *
 tc_graph_format(const tc_graph *g, const char *title)
 {
     strbuf b = {0};
-    int width = 2;
-    char tmp[32];
+    int width = 0;
     for (int i = 0; i < g->nnodes; i++) {
-        int w = snprintf(tmp, sizeof(tmp), "%%%d", i) + 1;
-        width = w > width ? w : width;
+        const tc_node *n = &g->nodes[i];
+        char tmp[32];
+        int w = n->kind == TC_NODE_INPUT
+                    ? snprintf(tmp, sizeof(tmp), "%%x%d", n->input_index)
+                    : snprintf(tmp, sizeof(tmp), "%%%d", i);
+        width = n->kind != TC_NODE_SCALAR && w > width ? w : width;
     }
     sb_printf(&b, "graph %s (%d inputs, %d ops):\n", title ? title : "",
               g->ninputs, tc_graph_op_count(g));

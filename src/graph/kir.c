@@ -314,6 +314,21 @@ kp_index(kbuf *b, const tc_kernel *k, const tc_karg *a)
     }
 }
 
+/* Shortest text that reads back as the same float ("0.1", "2.0"). */
+static void
+format_float(char *buf, size_t n, float v)
+{
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) {
+            break;
+        }
+    }
+    if (!strpbrk(buf, ".e")) {
+        strncat(buf, ".0", n - strlen(buf) - 1);
+    }
+}
+
 static void
 kp_const(kbuf *b, const tc_kinst *in)
 {
@@ -323,9 +338,12 @@ kp_const(kbuf *b, const tc_kinst *in)
             kp(b, "NAN");
         } else if (isinf(in->imm.f)) {
             kp(b, in->imm.f < 0 ? "-INFINITY" : "INFINITY");
+        } else if (in->dtype == TC_F32) {
+            format_float(num, sizeof(num), (float)in->imm.f);
+            kp(b, "%sf", num);
         } else {
             tc_format_double(num, sizeof(num), in->imm.f);
-            kp(b, "%s%s", num, in->dtype == TC_F32 ? "f" : "");
+            kp(b, "%s", num);
         }
     } else if (in->dtype == TC_BOOL) {
         kp(b, in->imm.i ? "true" : "false");

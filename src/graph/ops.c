@@ -212,6 +212,9 @@ LOWER(lower_pow)
 {
     (void)out;
     const tc_kinst *e = const_inst(kb, a[1]);
+    if (c == TC_BOOL) { /* x ** True is x, x ** False is True */
+        return !e ? -1 : e->imm.i ? a[0] : kb_const_i(kb, c, 1);
+    }
     if (tc_dtype_is_float(c)) {
         int v = e ? float_pow_const(kb, c, a[0], e->imm.f) : -2;
         return v != -2 ? v : bin(kb, KOP_POW, c, a[0], a[1]);
@@ -340,7 +343,7 @@ const tc_op_def tc_ops[] = {
      "1 / (1 + exp(-x))"},
     {"relu", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_relu,
      "max(x, 0), NaN propagating"},
-    {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_pow,
+    {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_pow,
      "a ** b (integer: constant exponent 0..64 only)"},
     {"maximum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "elementwise max, NaN propagating"},
@@ -511,10 +514,16 @@ check_special(const tc_graph *g, const tc_op_def *def, const int *in,
         return fail(err, errlen, "Boolean inputs not supported for relu");
     }
     if (!strcmp(name, "pow")) {
-        if (c == TC_BOOL) {
+        /* bool ** Python bool is special-cased by torch (fill / copy) */
+        if (c == TC_BOOL && g->nodes[in[1]].kind != TC_NODE_SCALAR) {
             return fail(err, errlen, "\"pow\" not implemented for 'Bool'");
         }
-        return check_pow(g, in, c, err, errlen);
+        return c == TC_BOOL ? 0 : check_pow(g, in, c, err, errlen);
+    }
+    if (!strncmp(name, "clamp", 5) && c == TC_BOOL &&
+        g->nodes[in[1]].kind == TC_NODE_SCALAR) {
+        return fail(err, errlen, "\"%s_scalar_cpu\" not implemented for "
+                    "'Bool'", name);
     }
     if (def->promote == TC_PROMOTE_WHERE && g->nodes[in[0]].dtype != TC_BOOL) {
         return fail(err, errlen,

@@ -1372,6 +1372,24 @@ tracer_fini(tracer *T)
     PyMem_Free(T->inputs);
 }
 
+/* Does the frame receive a tensor argument?  Such a frame is not "tensor
+ * free" even if tracing stopped before reading it. */
+static int
+has_tensor_argument(tc_iframe *f)
+{
+    PyCodeObject *co = f->f_code;
+    int nargs = co->co_argcount + co->co_kwonlyargcount
+                + !!(co->co_flags & CO_VARARGS)
+                + !!(co->co_flags & CO_VARKEYWORDS);
+    for (int i = 0; i < nargs && i < co->co_nlocalsplus; i++) {
+        PyObject *v = f->localsplus[i];
+        if (v && PyObject_TypeCheck(v, (PyTypeObject *)tc_tensor_type)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int
 tc_trace_frame(tc_iframe *f, tc_trace *t)
 {
@@ -1389,7 +1407,8 @@ tc_trace_frame(tc_iframe *f, tc_trace *t)
         return -1;
     }
     if (rc == UNSUPPORTED) {
-        t->status = T.touched_tensor ? TC_TRACE_EAGER : TC_TRACE_NO_TENSORS;
+        t->status = T.touched_tensor || has_tensor_argument(f)
+                    ? TC_TRACE_EAGER : TC_TRACE_NO_TENSORS;
     }
     else if (T.ninputs == 0 && tc_graph_op_count(t->graph) == 0) {
         t->status = TC_TRACE_NO_TENSORS;

@@ -1,0 +1,992 @@
+/* test_graph.c - standalone tests of src/graph (no Python needed).
+ *
+ * Expected dtypes, layouts and error messages come from eager PyTorch via
+ * gen_test_graph_cases.py (test_graph_cases.h); numeric expectations of the
+ * lowerings were computed with torch and are checked by a small KIR
+ * interpreter.  Build and run:
+ *
+ *   gcc -std=gnu11 -Wall -Wextra -g -Isrc/graph tests/c/test_graph.c \
+ *       src/graph/graph.c src/graph/ops.c src/graph/kir.c \
+ *       src/graph/schedule.c -lm -o /tmp/test_graph && /tmp/test_graph
+ */
+#include "graph.h"
+#include "kir.h"
+#include "ops.h"
+#include "schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                               \
+    do {                                                               \
+        checks++;                                                      \
+        if (!(cond)) {                                                 \
+            failures++;                                                \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                \
+            printf(__VA_ARGS__);                                       \
+            printf("\n");                                              \
+        }                                                              \
+    } while (0)
+
+/* ---- generated cases ------------------------------------------------- */
+
+typedef struct {
+    char kind; /* 't' tensor, 'f' float, 'i' int, 'b' bool (Python numbers) */
+    tc_dtype dt;
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t strides[TC_MAX_DIMS];
+    double v;
+} operand;
+
+typedef struct {
+    const char *op;
+    int nin;
+    operand in[3];
+    tc_dtype attr;
+    int ok;
+    tc_dtype dt;
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t strides[TC_MAX_DIMS];
+    const char *err; /* torch's message, NULL: tcjit rejects, torch doesn't */
+} op_case;
+
+typedef struct {
+    int kind; /* 1 dim tensor, 0 0-d tensor, 2 wrapped Python number */
+    tc_dtype dt;
+} promo_operand;
+
+typedef struct {
+    promo_operand a, b;
+    tc_dtype expected;
+} promo_case;
+
+static const op_case op_cases[] = {
+#include "test_graph_cases.h"
+};
+
+static const promo_case promo_cases[] = {
+#include "test_graph_promo.h"
+};
+
+static int
+add_operand(tc_graph *g, const operand *o)
+{
+    tc_layout l;
+    switch (o->kind) {
+    case 'f':
+        return tc_graph_scalar_float(g, o->v);
+    case 'i':
+        return tc_graph_scalar_int(g, (int64_t)o->v);
+    case 'b':
+        return tc_graph_scalar_bool(g, o->v != 0);
+    default:
+        l.ndim = o->ndim;
+        memcpy(l.sizes, o->sizes, sizeof(l.sizes));
+        memcpy(l.strides, o->strides, sizeof(l.strides));
+        return tc_graph_input(g, o->dt, &l);
+    }
+}
+
+static void
+describe_case(const op_case *c, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "%s(", c->op);
+    for (int k = 0; k < c->nin && len < n; k++) {
+        const operand *o = &c->in[k];
+        if (o->kind != 't') {
+            len += (size_t)snprintf(buf + len, n - len, "%s%c:%g", k ? ", " : "",
+                                    o->kind, o->v);
+            continue;
+        }
+        len += (size_t)snprintf(buf + len, n - len, "%s%s[", k ? ", " : "",
+                                tc_dtype_name(o->dt));
+        for (int d = 0; d < o->ndim && len < n; d++) {
+            len += (size_t)snprintf(buf + len, n - len, "%s%lld@%lld",
+                                    d ? "," : "", (long long)o->sizes[d],
+                                    (long long)o->strides[d]);
+        }
+        len += (size_t)snprintf(buf + len, n - len, "]");
+    }
+    if (len < n) {
+        snprintf(buf + len, n - len, ") to=%s", tc_dtype_name(c->attr));
+    }
+}
+
+static void
+check_op_case(const op_case *c)
+{
+    tc_graph *g = tc_graph_new();
+    int in[3];
+    char err[512] = "", what[256];
+    for (int k = 0; k < c->nin; k++) {
+        in[k] = add_operand(g, &c->in[k]);
+    }
+    int id = tc_graph_op(g, c->op, c->nin, in, c->attr, err, sizeof(err));
+    describe_case(c, what, sizeof(what));
+    if (!c->ok) {
+        CHECK(id < 0, "%s: expected error '%s'", what,
+              c->err ? c->err : "(tcjit unsupported)");
+        if (id < 0 && c->err) {
+            CHECK(!strcmp(err, c->err), "%s: message\n  got  '%s'\n  want '%s'",
+                  what, err, c->err);
+        }
+        tc_graph_free(g);
+        return;
+    }
+    CHECK(id >= 0, "%s: unexpected error: %s", what, err);
+    if (id >= 0) {
+        const tc_node *n = &g->nodes[id];
+        int same = n->dtype == c->dt && n->layout.ndim == c->ndim;
+        for (int d = 0; same && d < c->ndim; d++) {
+            same = n->layout.sizes[d] == c->sizes[d] &&
+                   n->layout.strides[d] == c->strides[d];
+        }
+        char got[128] = "", want[128] = "";
+        for (int d = 0; d < n->layout.ndim; d++) {
+            snprintf(got + strlen(got), sizeof(got) - strlen(got), "%lld@%lld ",
+                     (long long)n->layout.sizes[d],
+                     (long long)n->layout.strides[d]);
+        }
+        for (int d = 0; d < c->ndim; d++) {
+            snprintf(want + strlen(want), sizeof(want) - strlen(want),
+                     "%lld@%lld ", (long long)c->sizes[d],
+                     (long long)c->strides[d]);
+        }
+        CHECK(same, "%s: got %s [%s] want %s [%s]", what,
+              tc_dtype_name(n->dtype), got, tc_dtype_name(c->dt), want);
+    }
+    tc_graph_free(g);
+}
+
+static void
+test_op_cases(void)
+{
+    int n = (int)(sizeof(op_cases) / sizeof(op_cases[0]));
+    for (int i = 0; i < n; i++) {
+        check_op_case(&op_cases[i]);
+    }
+    printf("op cases: %d\n", n);
+}
+
+static int
+promo_node(tc_graph *g, const promo_operand *o)
+{
+    tc_layout l = {1, {4}, {1}};
+    tc_layout z = {0, {0}, {0}};
+    if (o->kind == 1) {
+        return tc_graph_input(g, o->dt, &l);
+    }
+    if (o->kind == 0) {
+        return tc_graph_input(g, o->dt, &z);
+    }
+    if (o->dt == TC_BOOL) {
+        return tc_graph_scalar_bool(g, 1);
+    }
+    if (o->dt == TC_I64) {
+        return tc_graph_scalar_int(g, 3);
+    }
+    return tc_graph_scalar_float(g, 1.5);
+}
+
+static void
+test_promotion(void)
+{
+    int n = (int)(sizeof(promo_cases) / sizeof(promo_cases[0]));
+    for (int i = 0; i < n; i++) {
+        const promo_case *c = &promo_cases[i];
+        tc_graph *g = tc_graph_new();
+        int in[2] = {promo_node(g, &c->a), promo_node(g, &c->b)};
+        tc_dtype r = tc_promote_nodes(g, 2, in);
+        CHECK(r == c->expected, "result_type(%d:%s, %d:%s) = %s, want %s",
+              c->a.kind, tc_dtype_name(c->a.dt), c->b.kind,
+              tc_dtype_name(c->b.dt), tc_dtype_name(r),
+              tc_dtype_name(c->expected));
+        tc_graph_free(g);
+    }
+    /* promote_types spot checks */
+    CHECK(tc_promote_types(TC_U8, TC_I8) == TC_I16, "u8+i8");
+    CHECK(tc_promote_types(TC_BOOL, TC_U8) == TC_U8, "bool+u8");
+    CHECK(tc_promote_types(TC_I64, TC_F32) == TC_F32, "i64+f32");
+    CHECK(tc_promote_types(TC_F32, TC_F64) == TC_F64, "f32+f64");
+    printf("promotion cases: %d\n", n);
+}
+
+static void
+test_dtype_names(void)
+{
+    static const char *names[] = {"bool", "uint8", "int8", "int16",
+                                  "int32", "int64", "float32", "float64"};
+    static const char *st[] = {"Bool", "Byte", "Char", "Short",
+                               "Int", "Long", "Float", "Double"};
+    static const size_t sizes[] = {1, 1, 1, 2, 4, 8, 4, 8};
+    for (int d = 0; d < TC_NDTYPES; d++) {
+        CHECK(!strcmp(tc_dtype_name(d), names[d]), "name %d", d);
+        CHECK(!strcmp(tc_dtype_scalar_type_name(d), st[d]), "st name %d", d);
+        CHECK(tc_dtype_size(d) == sizes[d], "size %d", d);
+        CHECK(tc_dtype_is_float(d) == (d >= TC_F32), "is_float %d", d);
+        CHECK(tc_dtype_is_int(d) == (d >= TC_U8 && d <= TC_I64), "is_int %d", d);
+    }
+}
+
+static void
+test_registry(void)
+{
+    static const char *names[] = {
+        "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt",
+        "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "pow", "maximum",
+        "minimum", "clamp", "clamp_min", "clamp_max", "where", "lt", "le",
+        "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor",
+        "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+        "bitwise_not", "to", "square", "reciprocal"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        int op = tc_op_lookup(names[i]);
+        CHECK(op >= 0 && tc_ops[op].lower && tc_ops[op].doc,
+              "op %s missing", names[i]);
+    }
+    CHECK(tc_op_lookup("nope") < 0, "unknown op found");
+}
+
+/* ---- graph building helpers ------------------------------------------ */
+
+static int
+input(tc_graph *g, tc_dtype dt, int ndim, const int64_t *sizes,
+      const int64_t *strides)
+{
+    tc_layout l;
+    l.ndim = ndim;
+    memcpy(l.sizes, sizes, sizeof(int64_t) * ndim);
+    if (strides) {
+        memcpy(l.strides, strides, sizeof(int64_t) * ndim);
+    } else {
+        tc_layout_contiguous(&l);
+    }
+    return tc_graph_input(g, dt, &l);
+}
+
+static int
+op(tc_graph *g, const char *name, int a, int b, int c)
+{
+    int in[3] = {a, b, c};
+    int n = c >= 0 ? 3 : b >= 0 ? 2 : 1;
+    char err[256] = "";
+    int id = tc_graph_op(g, name, n, in, TC_F32, err, sizeof(err));
+    CHECK(id >= 0, "op %s failed: %s", name, err);
+    return id;
+}
+
+static int
+cast(tc_graph *g, int a, tc_dtype dt)
+{
+    char err[256] = "";
+    int id = tc_graph_op(g, "to", 1, &a, dt, err, sizeof(err));
+    CHECK(id >= 0, "to failed: %s", err);
+    return id;
+}
+
+/* ---- unsupported / tcjit-specific errors ----------------------------- */
+
+static void
+test_errors(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s[1] = {4};
+    char err[256] = "";
+    int xi = input(g, TC_I32, 1, s, NULL);
+    int yi = input(g, TC_I32, 1, s, NULL);
+    int in[2] = {xi, yi};
+    CHECK(tc_graph_op(g, "pow", 2, in, TC_F32, err, sizeof(err)) < 0,
+          "int ** int tensor must be unsupported");
+    CHECK(strstr(err, "tcjit") != NULL, "pow message: %s", err);
+    in[1] = tc_graph_scalar_int(g, 65);
+    CHECK(tc_graph_op(g, "pow", 2, in, TC_F32, err, sizeof(err)) < 0,
+          "int ** 65 must be unsupported");
+    CHECK(tc_graph_op(g, "frobnicate", 2, in, TC_F32, err, sizeof(err)) < 0,
+          "unknown op accepted");
+    CHECK(strstr(err, "frobnicate") != NULL, "unknown op message: %s", err);
+    CHECK(tc_graph_op(g, "add", 1, in, TC_F32, err, sizeof(err)) < 0,
+          "wrong arity accepted");
+    /* same-dtype cast is the input itself (eager returns self) */
+    CHECK(cast(g, xi, TC_I32) == xi, "to(same dtype) should alias");
+    tc_layout big = {9, {1}, {1}};
+    CHECK(tc_graph_input(g, TC_F32, &big) < 0, "ndim 9 accepted");
+    tc_graph_free(g);
+}
+
+/* ---- optimize + format ------------------------------------------------ */
+
+static void
+test_optimize_format(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s0[2] = {1000, 64}, s1[1] = {64};
+    int x0 = input(g, TC_F32, 2, s0, NULL);
+    int x1 = input(g, TC_F32, 1, s1, NULL);
+    int c1 = op(g, "cos", x1, -1, -1);
+    int h1 = tc_graph_scalar_float(g, 0.5);
+    int m1 = op(g, "mul", c1, h1, -1);
+    int dead = op(g, "sin", x0, -1, -1);
+    int c2 = op(g, "cos", x1, -1, -1);        /* CSE with c1 */
+    int h2 = tc_graph_scalar_float(g, 0.5);  /* CSE with h1 */
+    int m2 = op(g, "mul", c2, h2, -1);        /* CSE with m1 */
+    int a = op(g, "add", m2, x0, -1);
+    int t = tc_graph_scalar_bool(g, 1);
+    int w = op(g, "where", op(g, "gt", a, tc_graph_scalar_int(g, 2), -1), a, t);
+    (void)dead, (void)m1;
+    int outs[3] = {a, w, x1};
+    CHECK(tc_graph_set_outputs(g, 3, outs) == 0, "set_outputs");
+    CHECK(tc_graph_op_count(g) == 8, "op count before: %d",
+          tc_graph_op_count(g));
+    CHECK(tc_graph_optimize(g) == 0, "optimize");
+    CHECK(tc_graph_op_count(g) == 5, "op count after: %d",
+          tc_graph_op_count(g));
+    CHECK(g->ninputs == 2 && g->nodes[0].kind == TC_NODE_INPUT &&
+              g->nodes[1].input_index == 1,
+          "inputs kept");
+    char *text = tc_graph_format(g, "f");
+    const char *want =
+        "graph f (2 inputs, 5 ops):\n"
+        "  %x0 : f32[1000, 64] stride (64, 1) = input[0]\n"
+        "  %x1 : f32[64] stride (1,) = input[1]\n"
+        "  %2  : f32[64] = cos(%x1)\n"
+        "  %4  : f32[64] = mul(%2, 0.5)\n"
+        "  %5  : f32[1000, 64] = add(%4, %x0)\n"
+        "  %8  : b8[1000, 64] = gt(%5, 2)\n"
+        "  %9  : f32[1000, 64] = where(%8, %5, True)\n"
+        "  return (%5, %9, %x1)\n";
+    CHECK(text && !strcmp(text, want), "format:\n%s\nwant:\n%s", text, want);
+    free(text);
+    /* optimizing twice changes nothing */
+    int before = g->nnodes;
+    CHECK(tc_graph_optimize(g) == 0 && g->nnodes == before, "idempotent");
+    char *nf = tc_node_format(g, 4);
+    CHECK(nf && !strcmp(nf, "%4 = mul(%2, 0.5)"), "node format %s", nf);
+    free(nf);
+    tc_graph_free(g);
+}
+
+/* ---- KIR interpreter (for checking lowerings and plans) --------------- */
+
+typedef union {
+    double f;
+    int64_t i;
+} val;
+
+static int64_t
+wrap(tc_dtype dt, int64_t v)
+{
+    switch (dt) {
+    case TC_BOOL: return v != 0;
+    case TC_U8: return (uint8_t)v;
+    case TC_I8: return (int8_t)v;
+    case TC_I16: return (int16_t)v;
+    case TC_I32: return (int32_t)v;
+    default: return v;
+    }
+}
+
+static val
+norm(tc_dtype dt, val v)
+{
+    if (dt == TC_F32) {
+        v.f = (float)v.f;
+    } else if (!tc_dtype_is_float(dt)) {
+        v.i = wrap(dt, v.i);
+    }
+    return v;
+}
+
+static val
+do_cast(tc_dtype from, tc_dtype to, val v)
+{
+    val r;
+    int ff = tc_dtype_is_float(from), tf = tc_dtype_is_float(to);
+    if (to == TC_BOOL) {
+        r.i = ff ? v.f != 0 : v.i != 0;
+    } else if (ff && tf) {
+        r.f = v.f;
+    } else if (ff) {
+        r.i = isfinite(v.f) ? (int64_t)v.f : 0;
+    } else if (tf) {
+        r.f = (double)v.i;
+    } else {
+        r.i = v.i;
+    }
+    return norm(to, r);
+}
+
+static double
+nan_max(double a, double b, int is_max)
+{
+    if (isnan(a) || isnan(b)) {
+        return NAN;
+    }
+    return is_max ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+static val
+eval_float(const tc_kinst *in, val a, val b, int *handled)
+{
+    val r;
+    *handled = 1;
+    switch (in->op) {
+    case KOP_NEG: r.f = -a.f; break;
+    case KOP_ABS: r.f = fabs(a.f); break;
+    case KOP_SQRT: r.f = sqrt(a.f); break;
+    case KOP_EXP: r.f = exp(a.f); break;
+    case KOP_LOG: r.f = log(a.f); break;
+    case KOP_SIN: r.f = sin(a.f); break;
+    case KOP_COS: r.f = cos(a.f); break;
+    case KOP_TANH: r.f = tanh(a.f); break;
+    case KOP_ADD: r.f = a.f + b.f; break;
+    case KOP_SUB: r.f = a.f - b.f; break;
+    case KOP_MUL: r.f = a.f * b.f; break;
+    case KOP_DIV: r.f = a.f / b.f; break;
+    case KOP_POW: r.f = pow(a.f, b.f); break;
+    case KOP_MAX: r.f = nan_max(a.f, b.f, 1); break;
+    case KOP_MIN: r.f = nan_max(a.f, b.f, 0); break;
+    default: *handled = 0; r.f = 0;
+    }
+    return r;
+}
+
+static val
+eval_int(const tc_kinst *in, val a, val b)
+{
+    val r;
+    switch (in->op) {
+    case KOP_NEG: r.i = -a.i; break;
+    case KOP_ABS: r.i = a.i < 0 ? -a.i : a.i; break;
+    case KOP_NOT: r.i = in->dtype == TC_BOOL ? !a.i : ~a.i; break;
+    case KOP_ADD: r.i = a.i + b.i; break;
+    case KOP_SUB: r.i = a.i - b.i; break;
+    case KOP_MUL: r.i = (int64_t)((uint64_t)a.i * (uint64_t)b.i); break;
+    case KOP_MAX: r.i = a.i > b.i ? a.i : b.i; break;
+    case KOP_MIN: r.i = a.i < b.i ? a.i : b.i; break;
+    case KOP_AND: r.i = a.i & b.i; break;
+    case KOP_OR: r.i = a.i | b.i; break;
+    case KOP_XOR: r.i = a.i ^ b.i; break;
+    default: r.i = 0x7eadbeef;
+    }
+    return r;
+}
+
+static val
+eval_compare(const tc_kinst *in, tc_dtype dt, val a, val b)
+{
+    val r;
+    int fl = tc_dtype_is_float(dt);
+    switch (in->op) {
+    case KOP_LT: r.i = fl ? a.f < b.f : a.i < b.i; break;
+    case KOP_LE: r.i = fl ? a.f <= b.f : a.i <= b.i; break;
+    case KOP_EQ: r.i = fl ? a.f == b.f : a.i == b.i; break;
+    default: r.i = fl ? a.f != b.f : a.i != b.i; break;
+    }
+    return r;
+}
+
+static int64_t
+arg_offset(const tc_kernel *k, int arg, const int64_t *idx)
+{
+    int64_t off = 0;
+    for (int d = 0; d < k->ndim; d++) {
+        off += idx[d] * k->args[arg].strides[d];
+    }
+    return off;
+}
+
+static void
+eval_point(const tc_kernel *k, val **bufs, const int64_t *idx, val *v)
+{
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        val a = in->a >= 0 ? v[in->a] : (val){0};
+        val b = in->b >= 0 ? v[in->b] : (val){0};
+        tc_dtype adt = in->a >= 0 ? k->insts[in->a].dtype : in->dtype;
+        int handled = 0;
+        if (in->op == KOP_CONST) {
+            val c;
+            memcpy(&c, &in->imm, sizeof(c));
+            v[i] = norm(in->dtype, c);
+        } else if (in->op == KOP_LOAD) {
+            v[i] = bufs[k->args[in->arg].buffer][arg_offset(k, in->arg, idx)];
+        } else if (in->op == KOP_STORE) {
+            bufs[k->args[in->arg].buffer][arg_offset(k, in->arg, idx)] = a;
+        } else if (in->op == KOP_CAST) {
+            v[i] = do_cast(adt, in->dtype, a);
+        } else if (in->op == KOP_WHERE) {
+            v[i] = a.i ? b : v[in->c];
+        } else if (in->op >= KOP_LT && in->op <= KOP_NE) {
+            v[i] = eval_compare(in, adt, a, b);
+        } else {
+            if (tc_dtype_is_float(in->dtype)) {
+                v[i] = eval_float(in, a, b, &handled);
+            }
+            if (!handled) {
+                v[i] = eval_int(in, a, b);
+            }
+            v[i] = norm(in->dtype, v[i]);
+        }
+    }
+}
+
+static void
+run_kernel(const tc_kernel *k, val **bufs)
+{
+    int64_t idx[TC_MAX_DIMS] = {0};
+    val *v = calloc(k->ninsts + 1, sizeof(val));
+    for (int64_t e = 0; e < k->numel; e++) {
+        eval_point(k, bufs, idx, v);
+        for (int d = k->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < k->sizes[d]) {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    free(v);
+}
+
+static int64_t
+storage_extent(const tc_layout *l)
+{
+    int64_t n = 1;
+    for (int d = 0; d < l->ndim; d++) {
+        if (l->sizes[d] == 0) {
+            return 1;
+        }
+        n += (l->sizes[d] - 1) * l->strides[d];
+    }
+    return n;
+}
+
+/* Run a plan; inputs as contiguous arrays of val; returns output j's
+ * buffer (caller frees bufs via free_bufs). */
+static val **
+run_plan(const tc_plan *p, val *const *inputs)
+{
+    val **bufs = calloc(p->nbuffers, sizeof(val *));
+    for (int b = 0; b < p->nbuffers; b++) {
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            int64_t n = storage_extent(&p->buffers[b].layout);
+            bufs[b] = malloc(sizeof(val) * n);
+            memcpy(bufs[b], inputs[p->buffers[b].index], sizeof(val) * n);
+        } else {
+            bufs[b] = calloc(storage_extent(&p->buffers[b].layout), sizeof(val));
+        }
+    }
+    for (int k = 0; k < p->nkernels; k++) {
+        run_kernel(&p->kernels[k], bufs);
+    }
+    return bufs;
+}
+
+static void
+free_bufs(const tc_plan *p, val **bufs)
+{
+    for (int b = 0; b < p->nbuffers; b++) {
+        free(bufs[b]);
+    }
+    free(bufs);
+}
+
+/* ---- numeric lowering checks ----------------------------------------- */
+
+#define N8 8
+static const double xf[N8] = {-2, -0.5, 0, NAN, INFINITY, 3, -INFINITY, 0.25};
+
+typedef struct {
+    const char *name;
+    tc_dtype dt;
+    double want[N8];
+} expect;
+
+static int
+same_value(double got, double want)
+{
+    if (isnan(want)) {
+        return isnan(got);
+    }
+    if (isinf(want)) {
+        return got == want;
+    }
+    return fabs(got - want) <= 1e-6 * (1 + fabs(want));
+}
+
+/* Schedule g (one output), run it on inputs, compare output 0. */
+static void
+check_numeric(tc_graph *g, val *const *inputs, const expect *e, int n)
+{
+    char err[256] = "";
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "%s: schedule failed: %s", e->name, err);
+    if (!p) {
+        return;
+    }
+    int ob = p->output_buffer[0];
+    CHECK(p->buffers[ob].dtype == e->dt, "%s: dtype %s want %s", e->name,
+          tc_dtype_name(p->buffers[ob].dtype), tc_dtype_name(e->dt));
+    val **bufs = run_plan(p, inputs);
+    for (int i = 0; i < n; i++) {
+        val v = bufs[ob][i];
+        double got = tc_dtype_is_float(e->dt) ? v.f : (double)v.i;
+        CHECK(same_value(got, e->want[i]), "%s[%d] = %g, want %g", e->name, i,
+              got, e->want[i]);
+    }
+    free_bufs(p, bufs);
+    tc_plan_free(p);
+}
+
+typedef int (*build_fn)(tc_graph *g, int x);
+
+static int b_relu(tc_graph *g, int x) { return op(g, "relu", x, -1, -1); }
+static int b_clamp(tc_graph *g, int x)
+{
+    return op(g, "clamp", x, tc_graph_scalar_int(g, -1),
+              tc_graph_scalar_int(g, 1));
+}
+static int b_clamp_min(tc_graph *g, int x)
+{
+    return op(g, "clamp_min", x, tc_graph_scalar_int(g, 0), -1);
+}
+static int b_sigmoid(tc_graph *g, int x) { return op(g, "sigmoid", x, -1, -1); }
+static int b_pow2(tc_graph *g, int x)
+{
+    return op(g, "pow", x, tc_graph_scalar_int(g, 2), -1);
+}
+static int b_pow05(tc_graph *g, int x)
+{
+    return op(g, "pow", x, tc_graph_scalar_float(g, 0.5), -1);
+}
+static int b_powm1(tc_graph *g, int x)
+{
+    return op(g, "pow", x, tc_graph_scalar_int(g, -1), -1);
+}
+static int b_pow3(tc_graph *g, int x)
+{
+    return op(g, "pow", x, tc_graph_scalar_float(g, 3.0), -1);
+}
+static int b_pow0(tc_graph *g, int x)
+{
+    return op(g, "pow", x, tc_graph_scalar_int(g, 0), -1);
+}
+static int b_rsqrt(tc_graph *g, int x) { return op(g, "rsqrt", x, -1, -1); }
+static int b_recip(tc_graph *g, int x) { return op(g, "reciprocal", x, -1, -1); }
+static int b_where(tc_graph *g, int x)
+{
+    int c = op(g, "lt", x, tc_graph_scalar_int(g, 0), -1);
+    return op(g, "where", c, x, tc_graph_scalar_float(g, 2.0));
+}
+static int b_gt(tc_graph *g, int x)
+{
+    return op(g, "gt", x, tc_graph_scalar_float(g, 0.25), -1);
+}
+static int b_ge(tc_graph *g, int x)
+{
+    return op(g, "ge", x, tc_graph_scalar_float(g, 0.25), -1);
+}
+
+static void
+test_float_lowerings(void)
+{
+    static const struct {
+        build_fn fn;
+        expect e;
+    } cases[] = {
+        {b_relu, {"relu", TC_F32, {0, 0, 0, NAN, INFINITY, 3, 0, 0.25}}},
+        {b_clamp, {"clamp", TC_F32, {-1, -0.5, 0, NAN, 1, 1, -1, 0.25}}},
+        {b_clamp_min, {"clamp_min", TC_F32, {0, 0, 0, NAN, INFINITY, 3, 0, 0.25}}},
+        {b_sigmoid, {"sigmoid", TC_F32, {0.11920291930437088, 0.3775406777858734,
+                                         0.5, NAN, 1, 0.9525741338729858, 0,
+                                         0.562176525592804}}},
+        {b_pow2, {"pow2", TC_F32, {4, 0.25, 0, NAN, INFINITY, 9, INFINITY, 0.0625}}},
+        {b_pow05, {"pow05", TC_F32, {NAN, NAN, 0, NAN, INFINITY, 1.7320507764816284,
+                                     NAN, 0.5}}},
+        {b_powm1, {"powm1", TC_F32, {-0.5, -2, INFINITY, NAN, 0, 0.3333333432674408,
+                                     -0.0, 4}}},
+        {b_pow3, {"pow3", TC_F32, {-8, -0.125, 0, NAN, INFINITY, 27, -INFINITY,
+                                   0.015625}}},
+        {b_pow0, {"pow0", TC_F32, {1, 1, 1, 1, 1, 1, 1, 1}}},
+        {b_rsqrt, {"rsqrt", TC_F32, {NAN, NAN, INFINITY, NAN, 0, 0.5773502588272095,
+                                     NAN, 2}}},
+        {b_recip, {"recip", TC_F32, {-0.5, -2, INFINITY, NAN, 0, 0.3333333432674408,
+                                     -0.0, 4}}},
+        {b_where, {"where", TC_F32, {-2, -0.5, 2, 2, 2, 2, -INFINITY, 2}}},
+        {b_gt, {"gt", TC_BOOL, {0, 0, 0, 0, 1, 1, 0, 0}}},
+        {b_ge, {"ge", TC_BOOL, {0, 0, 0, 0, 1, 1, 0, 1}}},
+    };
+    int64_t s[1] = {N8};
+    val xv[N8];
+    for (int i = 0; i < N8; i++) {
+        xv[i].f = (float)xf[i];
+    }
+    val *inputs[1] = {xv};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        tc_graph *g = tc_graph_new();
+        int x = input(g, TC_F32, 1, s, NULL);
+        int y = cases[c].fn(g, x);
+        tc_graph_set_outputs(g, 1, &y);
+        check_numeric(g, inputs, &cases[c].e, N8);
+        tc_graph_free(g);
+    }
+}
+
+/* Two-input integer/bool programs on 4 elements. */
+static void
+check_int_program(const char *name, tc_dtype adt, const int64_t *a,
+                  tc_dtype bdt, const int64_t *b, const char *opname,
+                  int scalar, int64_t sv, tc_dtype want_dt,
+                  const double *want)
+{
+    int64_t s[1] = {4};
+    val av[4], bv[4];
+    for (int i = 0; i < 4; i++) {
+        av[i].i = a[i];
+        bv[i].i = b ? b[i] : 0;
+    }
+    val *inputs[2] = {av, bv};
+    tc_graph *g = tc_graph_new();
+    int x = input(g, adt, 1, s, NULL);
+    int y = input(g, bdt, 1, s, NULL);
+    int r;
+    if (scalar) {
+        r = op(g, opname, x, tc_graph_scalar_int(g, sv), -1);
+    } else if (b) {
+        r = op(g, opname, x, y, -1);
+    } else {
+        r = op(g, opname, x, -1, -1);
+    }
+    tc_graph_set_outputs(g, 1, &r);
+    expect e = {name, want_dt, {0}};
+    memcpy(e.want, want, sizeof(double) * 4);
+    check_numeric(g, inputs, &e, 4);
+    tc_graph_free(g);
+}
+
+static void
+test_int_lowerings(void)
+{
+    static const int64_t u[4] = {250, 3, 0, 128};
+    static const int64_t i32[4] = {-3, 2, 7, -1};
+    static const int64_t bb[4] = {1, 0, 1, 0}, cc[4] = {1, 1, 0, 0};
+    check_int_program("u8add", TC_U8, u, TC_U8, NULL, "add", 1, 10, TC_U8,
+                      (double[]){4, 13, 10, 138});
+    check_int_program("u8neg", TC_U8, u, TC_U8, NULL, "neg", 0, 0, TC_U8,
+                      (double[]){6, 253, 0, 128});
+    check_int_program("u8sub", TC_U8, u, TC_U8, NULL, "sub", 1, 300, TC_U8,
+                      (double[]){206, 215, 212, 84});
+    check_int_program("i32pow3", TC_I32, i32, TC_I32, NULL, "pow", 1, 3,
+                      TC_I32, (double[]){-27, 8, 343, -1});
+    check_int_program("i32pow5", TC_I32, i32, TC_I32, NULL, "pow", 1, 5,
+                      TC_I32, (double[]){-243, 32, 16807, -1});
+    check_int_program("i32pow0", TC_I32, i32, TC_I32, NULL, "pow", 1, 0,
+                      TC_I32, (double[]){1, 1, 1, 1});
+    check_int_program("i32div", TC_I32, i32, TC_I32, NULL, "div", 1, 2,
+                      TC_F32, (double[]){-1.5, 1, 3.5, -0.5});
+    check_int_program("i32relu", TC_I32, i32, TC_I32, NULL, "relu", 0, 0,
+                      TC_I32, (double[]){0, 2, 7, 0});
+    check_int_program("i32abs", TC_I32, i32, TC_I32, NULL, "abs", 0, 0,
+                      TC_I32, (double[]){3, 2, 7, 1});
+    check_int_program("bnot", TC_I32, i32, TC_I32, NULL, "bitwise_not", 0, 0,
+                      TC_I32, (double[]){2, -3, -8, 0});
+    check_int_program("badd", TC_BOOL, bb, TC_BOOL, cc, "add", 0, 0, TC_BOOL,
+                      (double[]){1, 1, 1, 0});
+    check_int_program("bmul", TC_BOOL, bb, TC_BOOL, cc, "mul", 0, 0, TC_BOOL,
+                      (double[]){1, 0, 0, 0});
+    check_int_program("bsq", TC_BOOL, bb, TC_BOOL, NULL, "square", 0, 0,
+                      TC_I64, (double[]){1, 0, 1, 0});
+    check_int_program("bxor", TC_BOOL, bb, TC_BOOL, cc, "bitwise_xor", 0, 0,
+                      TC_BOOL, (double[]){0, 1, 1, 0});
+    check_int_program("lxor", TC_I32, i32, TC_BOOL, bb, "logical_xor", 0, 0,
+                      TC_BOOL, (double[]){0, 1, 0, 1});
+    check_int_program("lnot", TC_I32, i32, TC_BOOL, NULL, "logical_not", 0, 0,
+                      TC_BOOL, (double[]){0, 0, 0, 0});
+    check_int_program("bmax", TC_BOOL, bb, TC_BOOL, cc, "maximum", 0, 0,
+                      TC_BOOL, (double[]){1, 1, 1, 0});
+    check_int_program("bnotb", TC_BOOL, bb, TC_BOOL, NULL, "bitwise_not", 0, 0,
+                      TC_BOOL, (double[]){0, 1, 0, 1});
+}
+
+/* ---- schedule -------------------------------------------------------- */
+
+static int
+count_insts(const tc_kernel *k, tc_kop kop)
+{
+    int n = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        n += k->insts[i].op == kop;
+    }
+    return n;
+}
+
+/* cos(x1) * 0.5 is broadcast over 1000 rows: stored once as a temp. */
+static void
+test_schedule_temp(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s0[2] = {1000, 64}, s1[1] = {64};
+    int x0 = input(g, TC_F32, 2, s0, NULL);
+    int x1 = input(g, TC_F32, 1, s1, NULL);
+    int c = op(g, "cos", x1, -1, -1);
+    int m = op(g, "mul", c, tc_graph_scalar_float(g, 0.5), -1);
+    int a = op(g, "add", m, x0, -1);
+    int outs[2] = {a, x1};
+    tc_graph_set_outputs(g, 2, outs);
+    char err[256] = "";
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "schedule: %s", err);
+    if (!p) {
+        tc_graph_free(g);
+        return;
+    }
+    CHECK(p->nkernels == 2, "nkernels %d", p->nkernels);
+    CHECK(p->nbuffers == 4, "nbuffers %d", p->nbuffers);
+    CHECK(p->buffers[0].kind == TC_BUF_INPUT && p->buffers[1].kind == TC_BUF_INPUT,
+          "input buffers");
+    CHECK(p->output_buffer[1] == 1, "output 1 is input buffer 1");
+    const tc_buffer *ob = &p->buffers[p->output_buffer[0]];
+    CHECK(ob->kind == TC_BUF_OUTPUT && ob->index == a, "output buffer");
+    const tc_kernel *k0 = &p->kernels[0], *k1 = &p->kernels[1];
+    CHECK(p->buffers[k0->args[0].buffer].kind == TC_BUF_TEMP, "k0 stores temp");
+    CHECK(k0->ndim == 1 && k0->sizes[0] == 64 && k0->numel == 64, "k0 dims");
+    CHECK(!strcmp(k0->desc, "%2 = cos(%x1); %4 = mul(%2, 0.5)"), "k0 desc %s",
+          k0->desc);
+    /* the temp is broadcast over rows: the two dims cannot be merged */
+    CHECK(k1->ndim == 2 && k1->sizes[0] == 1000 && k1->sizes[1] == 64,
+          "k1 dims: ndim %d", k1->ndim);
+    CHECK(k1->nargs == 3 && count_insts(k1, KOP_COS) == 0, "k1 loads temp");
+    char *src = tc_kernel_format(k0);
+    const char *want =
+        "void k0(float *out0, const float *in0) {   // %2 = cos(%x1); %4 = "
+        "mul(%2, 0.5)\n"
+        "  for (int64_t i0 = 0; i0 < 64; i0++) {\n"
+        "    float v0 = in0[i0];\n"
+        "    float v1 = cos(v0);\n"
+        "    float v2 = 0.5f;\n"
+        "    float v3 = v1 * v2;\n"
+        "    out0[i0] = v3;\n"
+        "  }\n"
+        "}\n";
+    CHECK(src && !strcmp(src, want), "kernel format:\n%s\nwant:\n%s", src, want);
+    free(src);
+    tc_plan_free(p);
+    tc_graph_free(g);
+}
+
+/* Broadcast input strides, loop order from the output, one arg per buffer,
+ * several stores in one kernel, non-coalescable dims. */
+static void
+test_schedule_layouts(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s0[2] = {4, 3}, st0[2] = {1, 4}; /* randn(3,4).t() */
+    int64_t s1[2] = {4, 1};
+    int x = input(g, TC_F32, 2, s0, st0);
+    int y = input(g, TC_I64, 2, s1, NULL);
+    int a = op(g, "add", x, tc_graph_scalar_int(g, 1), -1); /* stride (1,4) */
+    int b = op(g, "mul", x, y, -1);
+    int c = op(g, "sin", cast(g, y, TC_F32), -1, -1);       /* [4,1] */
+    int outs[3] = {a, b, c};
+    tc_graph_set_outputs(g, 3, outs);
+    CHECK(g->nodes[a].layout.strides[0] == 1 &&
+              g->nodes[a].layout.strides[1] == 4,
+          "x.t()+1 strides");
+    char err[256] = "";
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "schedule: %s", err);
+    if (!p) {
+        tc_graph_free(g);
+        return;
+    }
+    CHECK(p->nkernels == 2, "nkernels %d", p->nkernels);
+    const tc_kernel *k = &p->kernels[0];
+    /* out a, out b, in x, in y: loop over dims (1, 0) of [4,3] */
+    CHECK(k->nargs == 4, "nargs %d", k->nargs);
+    CHECK(k->ndim == 2 && k->sizes[0] == 3 && k->sizes[1] == 4,
+          "loop sizes %d: %lld %lld", k->ndim, (long long)k->sizes[0],
+          (long long)k->sizes[1]);
+    CHECK(count_insts(k, KOP_STORE) == 2, "two stores");
+    int ya = -1;
+    for (int i = 0; i < k->nargs; i++) {
+        ya = k->args[i].buffer == 1 ? i : ya;
+    }
+    CHECK(ya >= 0 && k->args[ya].strides[0] == 0 && k->args[ya].strides[1] == 1,
+          "y broadcast strides");
+    /* numeric check of the whole plan */
+    val xv[12], yv[4];
+    for (int i = 0; i < 12; i++) {
+        xv[i].f = i; /* storage of the (3,4) tensor */
+    }
+    for (int i = 0; i < 4; i++) {
+        yv[i].i = i + 1;
+    }
+    val *inputs[2] = {xv, yv};
+    val **bufs = run_plan(p, inputs);
+    const tc_buffer *bb = &p->buffers[p->output_buffer[1]];
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 3; j++) {
+            double xe = j * 4 + i, got;
+            got = bufs[p->output_buffer[0]][i * 1 + j * 4].f;
+            CHECK(got == xe + 1, "a[%d,%d]=%g", i, j, got);
+            got = bufs[p->output_buffer[1]][i * bb->layout.strides[0] +
+                                            j * bb->layout.strides[1]].f;
+            CHECK(got == xe * (i + 1), "b[%d,%d]=%g", i, j, got);
+        }
+        double got = bufs[p->output_buffer[2]][i].f;
+        CHECK(fabs(got - (float)sin(i + 1)) < 1e-6, "c[%d]=%g", i, got);
+    }
+    free_bufs(p, bufs);
+    tc_plan_free(p);
+    tc_graph_free(g);
+}
+
+/* Empty tensors still get a kernel; 0-d graphs get ndim 0. */
+static void
+test_schedule_edge(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s0[2] = {0, 3};
+    int x = input(g, TC_F32, 2, s0, NULL);
+    int z = input(g, TC_F64, 0, s0, NULL);
+    int a = op(g, "exp", x, -1, -1);
+    int b = op(g, "mul", z, tc_graph_scalar_float(g, 2.5), -1);
+    int outs[2] = {a, b};
+    tc_graph_set_outputs(g, 2, outs);
+    char err[256] = "";
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "schedule: %s", err);
+    if (p) {
+        CHECK(p->nkernels == 2, "nkernels %d", p->nkernels);
+        CHECK(p->kernels[0].numel == 0, "empty kernel numel");
+        CHECK(p->kernels[1].ndim == 0 && p->kernels[1].numel == 1, "0-d kernel");
+        CHECK(p->buffers[p->output_buffer[1]].dtype == TC_F64, "0-d dtype");
+        char *src = tc_kernel_format(&p->kernels[1]);
+        CHECK(src && strstr(src, "out0[0] = "), "0-d format:\n%s", src);
+        free(src);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+}
+
+int
+main(void)
+{
+    test_dtype_names();
+    test_registry();
+    test_promotion();
+    test_op_cases();
+    test_errors();
+    test_optimize_format();
+    test_float_lowerings();
+    test_int_lowerings();
+    test_schedule_temp();
+    test_schedule_layouts();
+    test_schedule_edge();
+    printf("%d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
