@@ -1,0 +1,126 @@
+"""Shared fixtures and helpers for the tcjit pytest suite.
+
+Every compiled result is compared against eager PyTorch with ``check_same``:
+values (torch.testing.assert_close; exact for integer/bool dtypes), dtype,
+shape, type of containers, Python constants, and (unless told otherwise)
+strides.
+"""
+import logging
+
+import pytest
+import torch
+
+import tcjit
+
+
+_CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold")
+
+
+@pytest.fixture(autouse=True)
+def _tcjit_isolation():
+    """Each test starts and ends with no compiled code, no logs, tcjit off
+    and the default config, so tests do not depend on each other."""
+    saved = {k: getattr(tcjit.config, k) for k in _CONFIG_KEYS}
+    tcjit.disable()
+    tcjit.reset()
+    tcjit.set_logs("")
+    try:
+        yield
+    finally:
+        tcjit.disable()
+        tcjit.reset()
+        tcjit.set_logs("")
+        for k, v in saved.items():
+            setattr(tcjit.config, k, v)
+
+
+@pytest.fixture
+def tcjit_logs(caplog):
+    """``tcjit_logs("recompiles")`` turns channels on and returns caplog."""
+    def enable(spec):
+        tcjit.set_logs(spec)
+        caplog.set_level(logging.INFO, logger="tcjit")
+        return caplog
+    return enable
+
+
+def log_messages(caplog, channel):
+    """Messages of one channel (logger ``tcjit.<channel>``)."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == f"tcjit.{channel}"]
+
+
+def counters():
+    return dict(tcjit.counters())
+
+
+def check_same(actual, expected, *, strides=True, path="out"):
+    """Compare a compiled result with eager's, recursively."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), \
+            f"{path}: expected a tensor, got {type(actual).__name__}"
+        assert actual.dtype == expected.dtype, \
+            f"{path}: dtype {actual.dtype} != eager {expected.dtype}"
+        assert actual.shape == expected.shape, \
+            f"{path}: shape {tuple(actual.shape)} != eager {tuple(expected.shape)}"
+        assert actual.device == expected.device, f"{path}: device"
+        assert actual.requires_grad == expected.requires_grad, \
+            f"{path}: requires_grad {actual.requires_grad} != eager"
+        if strides and expected.numel() > 0:
+            assert actual.stride() == expected.stride(), \
+                f"{path}: strides {actual.stride()} != eager {expected.stride()}"
+        if expected.dtype.is_floating_point or expected.dtype.is_complex:
+            torch.testing.assert_close(actual.detach(), expected.detach(),
+                                       equal_nan=True, msg=lambda m: f"{path}: {m}")
+        else:
+            torch.testing.assert_close(actual, expected, rtol=0, atol=0,
+                                       msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected), \
+            f"{path}: container {type(actual).__name__} != eager {type(expected).__name__}"
+        assert len(actual) == len(expected), f"{path}: length"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            check_same(a, e, strides=strides, path=f"{path}[{i}]")
+    elif isinstance(expected, dict):
+        assert type(actual) is type(expected) and actual.keys() == expected.keys()
+        for k in expected:
+            check_same(actual[k], expected[k], strides=strides, path=f"{path}[{k!r}]")
+    else:
+        assert type(actual) is type(expected), \
+            f"{path}: {type(actual).__name__} != eager {type(expected).__name__}"
+        if isinstance(expected, float) and expected != expected:
+            assert actual != actual
+        else:
+            assert actual == expected, f"{path}: {actual!r} != eager {expected!r}"
+
+
+def clone_args(args):
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def run_both(fn, *args, strides=True, backend="auto", calls=2):
+    """Run fn eagerly and compiled (``calls`` times: the first call compiles,
+    later ones run the cached code); compare each result with eager's and
+    check that the inputs were not modified.  If eager raises, the compiled
+    function must raise exactly the same exception type.  Returns the
+    compiled function."""
+    compiled = tcjit.compile(fn, backend=backend)
+    saved = clone_args(args)
+    try:
+        expected = fn(*args)
+    except Exception as e:  # noqa: BLE001 - any eager error must be mirrored
+        for _ in range(calls):
+            with pytest.raises(Exception) as info:
+                compiled(*args)
+            assert type(info.value) is type(e), (
+                f"eager raised {type(e).__name__}: {e}; tcjit raised "
+                f"{type(info.value).__name__}: {info.value}")
+        return compiled
+    for i in range(calls):
+        actual = compiled(*args)
+        check_same(actual, expected, strides=strides, path=f"call{i}")
+    for a, s in zip(args, saved):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(a, s, rtol=0, atol=0, equal_nan=True,
+                                       msg="an input was modified")
+    return compiled
