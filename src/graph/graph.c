@@ -492,6 +492,7 @@ node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
     n->dtype = dt;
     n->input_index = -1;
     n->attr_dtype = dt;
+    n->view_base = -1;
     for (int i = 0; i < TC_MAX_OP_INPUTS; i++) {
         n->in[i] = -1;
     }
@@ -639,6 +640,11 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         layout_after_to(&g->nodes[in[0]].layout, out);
         return 0;
     }
+    if (!strcmp(def->name, "contiguous")) {
+        *out = g->nodes[in[0]].layout;
+        tc_layout_contiguous(out);
+        return 0;
+    }
     if (!strcmp(def->name, "pow") && is_wrapped_scalar(g, in[0]) &&
         !is_wrapped_scalar(g, in[1])) {
         /* pow(Scalar, Tensor) allocates a contiguous output */
@@ -677,6 +683,11 @@ tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
         return -1;
     }
     const tc_op_def *def = &tc_ops[op];
+    if (def->kind != TC_OPK_POINTWISE) {
+        set_err(err, errlen, "tcjit does not support the op '%s' through "
+                "tc_graph_op (use the view / reduction builders)", opname);
+        return -1;
+    }
     if (nin != def->nin) {
         set_err(err, errlen, "%s expects %d operands, got %d", opname,
                 def->nin, nin);
@@ -763,6 +774,13 @@ nodes_equal(const tc_node *a, const tc_node *b)
         a->attr_dtype != b->attr_dtype) {
         return 0;
     }
+    /* views and reductions differ by their attributes (layout, offset,
+     * reduced dims), pointwise nodes never do for equal inputs */
+    if (a->red_mask != b->red_mask || a->keepdim != b->keepdim ||
+        a->offset != b->offset || !layout_same_sizes(&a->layout, &b->layout) ||
+        !layout_same_strides(&a->layout, &b->layout)) {
+        return 0;
+    }
     return memcmp(a->in, b->in, sizeof(int) * a->nin) == 0;
 }
 
@@ -779,6 +797,11 @@ node_hash(const tc_node *n)
     } else {
         for (int k = 0; k < n->nin; k++) {
             parts[5] = parts[5] * 1000003u + (uint64_t)n->in[k];
+        }
+        parts[6] = (uint64_t)n->red_mask * 31u + (uint64_t)n->keepdim;
+        parts[7] = (uint64_t)n->offset;
+        for (int d = 0; d < n->layout.ndim; d++) {
+            parts[7] = parts[7] * 1000003u + (uint64_t)n->layout.strides[d];
         }
     }
     for (int i = 0; i < 8; i++) {
@@ -867,6 +890,9 @@ tc_graph_optimize(tc_graph *g)
         tc_node nd = g->nodes[i];
         for (int k = 0; k < nd.nin; k++) {
             nd.in[k] = live[nd.in[k]];
+        }
+        if (nd.view_base >= 0) {
+            nd.view_base = live[canon[nd.view_base]];
         }
         live[i] = m;
         g->nodes[m++] = nd;
@@ -992,6 +1018,21 @@ sb_rhs(strbuf *b, const tc_graph *g, const tc_node *n)
     if (tc_ops[n->op].promote == TC_PROMOTE_CAST) {
         sb_printf(b, ", %s", tc_dtype_name(n->attr_dtype));
     }
+    if (tc_ops[n->op].kind == TC_OPK_REDUCTION) {
+        const tc_layout *x = &g->nodes[n->in[0]].layout;
+        int first = 1;
+        sb_printf(b, ", dims=[");
+        for (int d = 0; d < x->ndim; d++) {
+            if (n->red_mask & (1u << d)) {
+                sb_printf(b, "%s%d", first ? "" : ", ", d);
+                first = 0;
+            }
+        }
+        sb_printf(b, "]%s", n->keepdim ? ", keepdim" : "");
+    }
+    if (tc_ops[n->op].kind == TC_OPK_VIEW && n->offset) {
+        sb_printf(b, ", offset=%lld", (long long)n->offset);
+    }
     sb_printf(b, ")");
 }
 
@@ -1068,4 +1109,1222 @@ tc_graph_format(const tc_graph *g, const char *title)
     }
     sb_printf(&b, "%s)\n", g->noutputs == 1 ? "," : "");
     return sb_finish(&b);
+}
+
+/* ---- views ------------------------------------------------------------
+ *
+ * Layouts follow ATen's view functions (TensorShape.cpp): strides of the
+ * view are derived from the strides of the source, the storage offset
+ * accumulates.  Each view also records its logical index map onto in[0]
+ * (graph.h) so the scheduler can recompute an unmaterialized producer
+ * under the view's indexing.
+ */
+
+static int
+wrap_dim(int64_t dim, int ndim, int *out, char *err, size_t errlen)
+{
+    int n = ndim > 0 ? ndim : 1;
+    if (dim < -n || dim >= n) {
+        set_err(err, errlen, "Dimension out of range (expected to be in "
+                "range of [%d, %d], but got %lld)", -n, n - 1,
+                (long long)dim);
+        return -1;
+    }
+    *out = (int)(dim < 0 ? dim + n : dim);
+    return 0;
+}
+
+static void
+sb_shape(char *buf, size_t n, const int64_t *v, int nd)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < nd && len < n; d++) {
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? ", " : "",
+                                (long long)v[d]);
+    }
+    if (len < n) {
+        snprintf(buf + len, n - len, "]");
+    }
+}
+
+static int
+check_node(const tc_graph *g, int x, const char *what, char *err,
+           size_t errlen)
+{
+    if (x < 0 || x >= g->nnodes || g->nodes[x].kind == TC_NODE_SCALAR) {
+        set_err(err, errlen, "%s: operand %d is not a tensor node", what, x);
+        return -1;
+    }
+    return 0;
+}
+
+/* A view node of x: caller fills layout, offset delta and the map. */
+static void
+view_init(const tc_graph *g, tc_node *n, const char *op, int x)
+{
+    const tc_node *src = &g->nodes[x];
+    node_init(n, TC_NODE_OP, src->dtype);
+    n->op = tc_op_lookup(op);
+    n->nin = 1;
+    n->in[0] = x;
+    n->attr_dtype = src->dtype;
+    n->wrapped = 0;
+    int is_view = src->kind == TC_NODE_OP &&
+                  tc_ops[src->op].kind == TC_OPK_VIEW;
+    n->view_base = is_view ? src->view_base : x;
+    n->offset = is_view ? src->offset : 0;
+    n->vmap_affine = 1;
+    for (int d = 0; d < TC_MAX_DIMS; d++) {
+        n->vsrc[d] = -1;
+    }
+}
+
+static int
+push_view(tc_graph *g, tc_node *n, char *err, size_t errlen)
+{
+    int id = push_node(g, n);
+    if (id < 0) {
+        set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
+int
+tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims, char *err,
+                 size_t errlen)
+{
+    if (check_node(g, x, "permute", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    if (n != l->ndim) {
+        set_err(err, errlen, "permute(sparse_coo): number of dimensions in "
+                "the tensor input does not match the length of the desired "
+                "ordering of dimensions i.e. input.dim() = %d is not equal "
+                "to len(dims) = %d", l->ndim, n);
+        return -1;
+    }
+    tc_node v;
+    view_init(g, &v, "permute", x);
+    unsigned seen = 0;
+    v.layout.ndim = n;
+    for (int i = 0; i < n; i++) {
+        int d;
+        if (wrap_dim(dims[i], l->ndim, &d, err, errlen) < 0) {
+            return -1;
+        }
+        if (seen & (1u << d)) {
+            set_err(err, errlen, "permute(): duplicate dims are not allowed.");
+            return -1;
+        }
+        seen |= 1u << d;
+        v.layout.sizes[i] = l->sizes[d];
+        v.layout.strides[i] = l->strides[d];
+        v.vsrc[i] = d;
+        v.vcoef[i] = 1;
+    }
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_transpose(tc_graph *g, int x, int64_t d0, int64_t d1, char *err,
+                   size_t errlen)
+{
+    if (check_node(g, x, "transpose", err, errlen) < 0) {
+        return -1;
+    }
+    int nd = g->nodes[x].layout.ndim, a, b;
+    if (wrap_dim(d0, nd, &a, err, errlen) < 0 ||
+        wrap_dim(d1, nd, &b, err, errlen) < 0) {
+        return -1;
+    }
+    if (nd == 0) {
+        return x; /* transpose of a 0-d tensor is itself (a view) */
+    }
+    int64_t perm[TC_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        perm[d] = d;
+    }
+    perm[a] = b;
+    perm[b] = a;
+    return tc_graph_permute(g, x, nd, perm, err, errlen);
+}
+
+int
+tc_graph_t(tc_graph *g, int x, char *err, size_t errlen)
+{
+    if (check_node(g, x, "t", err, errlen) < 0) {
+        return -1;
+    }
+    int nd = g->nodes[x].layout.ndim;
+    if (nd > 2) {
+        set_err(err, errlen, "t() expects a tensor with <= 2 dimensions, but "
+                "self is %dD", nd);
+        return -1;
+    }
+    if (nd < 2) {
+        return x;
+    }
+    return tc_graph_transpose(g, x, 0, 1, err, errlen);
+}
+
+int
+tc_graph_unsqueeze(tc_graph *g, int x, int64_t dim, char *err, size_t errlen)
+{
+    if (check_node(g, x, "unsqueeze", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (l->ndim >= TC_MAX_DIMS) {
+        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        return -1;
+    }
+    if (wrap_dim(dim, l->ndim + 1, &d, err, errlen) < 0) {
+        return -1;
+    }
+    tc_node v;
+    view_init(g, &v, "unsqueeze", x);
+    v.layout.ndim = l->ndim + 1;
+    for (int i = 0, j = 0; i < l->ndim + 1; i++) {
+        if (i == d) {
+            v.layout.sizes[i] = 1;
+            v.layout.strides[i] = d >= l->ndim ? 1
+                                  : l->sizes[d] * l->strides[d];
+            continue;
+        }
+        v.layout.sizes[i] = l->sizes[j];
+        v.layout.strides[i] = l->strides[j];
+        v.vsrc[i] = j++;
+        v.vcoef[i] = 1;
+    }
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_squeeze(tc_graph *g, int x, int n, const int64_t *dims, char *err,
+                 size_t errlen)
+{
+    if (check_node(g, x, "squeeze", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    unsigned mask = 0;
+    for (int i = 0; i < n; i++) {
+        int d;
+        if (wrap_dim(dims[i], l->ndim, &d, err, errlen) < 0) {
+            return -1;
+        }
+        mask |= 1u << d;
+    }
+    tc_node v;
+    view_init(g, &v, "squeeze", x);
+    int k = 0;
+    for (int d = 0; d < l->ndim; d++) {
+        int drop = l->sizes[d] == 1 && (n < 0 || (mask & (1u << d)));
+        if (drop) {
+            continue;
+        }
+        v.layout.sizes[k] = l->sizes[d];
+        v.layout.strides[k] = l->strides[d];
+        v.vsrc[k] = d;
+        v.vcoef[k++] = 1;
+    }
+    v.layout.ndim = k;
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
+                size_t errlen)
+{
+    if (check_node(g, x, "expand", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    char want[160], have[160];
+    sb_shape(want, sizeof(want), sizes, n);
+    sb_shape(have, sizeof(have), l->sizes, l->ndim);
+    if (n < l->ndim) {
+        set_err(err, errlen, "expand(torch.%sTensor{%s}, size=%s): the number "
+                "of sizes provided (%d) must be greater or equal to the "
+                "number of dimensions in the tensor (%d)",
+                tc_dtype_scalar_type_name(g->nodes[x].dtype), have, want, n,
+                l->ndim);
+        return -1;
+    }
+    if (n > TC_MAX_DIMS) {
+        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        return -1;
+    }
+    tc_node v;
+    view_init(g, &v, "expand", x);
+    v.layout.ndim = n;
+    for (int i = n - 1; i >= 0; i--) {
+        int d = i - (n - l->ndim);
+        int64_t sz = sizes[i];
+        if (d < 0) {
+            if (sz < 0) {
+                set_err(err, errlen, "The expanded size of the tensor (%lld) "
+                        "isn't allowed in a leading, non-existing dimension "
+                        "%d", (long long)sz, i);
+                return -1;
+            }
+            v.layout.sizes[i] = sz;
+            v.layout.strides[i] = 0;
+            continue;
+        }
+        if (sz == -1) {
+            sz = l->sizes[d];
+        }
+        if (l->sizes[d] == sz) {
+            v.layout.sizes[i] = sz;
+            v.layout.strides[i] = l->strides[d];
+            v.vsrc[i] = d;
+            v.vcoef[i] = 1;
+        } else if (l->sizes[d] == 1) {
+            if (sz < 0) {
+                set_err(err, errlen, "The expanded size of the tensor (%lld) "
+                        "must be non-negative", (long long)sz);
+                return -1;
+            }
+            v.layout.sizes[i] = sz;
+            v.layout.strides[i] = 0;
+        } else {
+            set_err(err, errlen, "The expanded size of the tensor (%lld) must "
+                    "match the existing size (%lld) at non-singleton "
+                    "dimension %d.  Target sizes: %s.  Tensor sizes: %s",
+                    (long long)sz, (long long)l->sizes[d], i, want, have);
+            return -1;
+        }
+    }
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_select(tc_graph *g, int x, int64_t dim, int64_t index, char *err,
+                size_t errlen)
+{
+    if (check_node(g, x, "select", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (l->ndim == 0) {
+        set_err(err, errlen, "select() cannot be applied to a 0-dim tensor.");
+        return -1;
+    }
+    if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
+        return -1;
+    }
+    if (index < -l->sizes[d] || index >= l->sizes[d]) {
+        char have[160];
+        sb_shape(have, sizeof(have), l->sizes, l->ndim);
+        set_err(err, errlen, "select(): index %lld out of range for tensor of "
+                "size %s at dimension %d", (long long)index, have, d);
+        return -1;
+    }
+    if (index < 0) {
+        index += l->sizes[d];
+    }
+    tc_node v;
+    view_init(g, &v, "select", x);
+    v.offset += index * l->strides[d];
+    v.voff[d] = index;
+    int k = 0;
+    for (int i = 0; i < l->ndim; i++) {
+        if (i == d) {
+            continue;
+        }
+        v.layout.sizes[k] = l->sizes[i];
+        v.layout.strides[k] = l->strides[i];
+        v.vsrc[k] = i;
+        v.vcoef[k++] = 1;
+    }
+    v.layout.ndim = k;
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_slice(tc_graph *g, int x, int64_t dim, const int64_t *start,
+               const int64_t *stop, int64_t step, char *err, size_t errlen)
+{
+    if (check_node(g, x, "slice", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (l->ndim == 0) {
+        set_err(err, errlen, "slice() cannot be applied to a 0-dim tensor.");
+        return -1;
+    }
+    if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
+        return -1;
+    }
+    if (step <= 0) {
+        set_err(err, errlen, "slice step must be positive");
+        return -1;
+    }
+    int64_t size = l->sizes[d];
+    int64_t a = start ? *start : 0, b = stop ? *stop : INT64_MAX;
+    /* at::native::slice normalisation */
+    if (a < 0) {
+        a += size;
+    }
+    if (b < 0) {
+        b += size;
+    }
+    a = a < 0 ? 0 : a >= size ? size : a;
+    b = b < a ? a : b >= size ? size : b;
+    tc_node v;
+    view_init(g, &v, "slice", x);
+    v.layout = *l;
+    v.layout.sizes[d] = (b - a + step - 1) / step;
+    v.layout.strides[d] = l->strides[d] * step;
+    v.offset += a * l->strides[d];
+    for (int i = 0; i < l->ndim; i++) {
+        v.vsrc[i] = i;
+        v.vcoef[i] = i == d ? step : 1;
+    }
+    v.voff[d] = a;
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_narrow(tc_graph *g, int x, int64_t dim, int64_t start,
+                int64_t length, char *err, size_t errlen)
+{
+    if (check_node(g, x, "narrow", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (l->ndim == 0) {
+        set_err(err, errlen, "narrow() cannot be applied to a 0-dim tensor.");
+        return -1;
+    }
+    if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
+        return -1;
+    }
+    if (length < 0) {
+        set_err(err, errlen, "narrow(): length must be non-negative.");
+        return -1;
+    }
+    int64_t size = l->sizes[d];
+    if (start < -size || start > size) {
+        set_err(err, errlen, "start out of range (expected to be in range of "
+                "[%lld, %lld], but got %lld)", (long long)-size,
+                (long long)size, (long long)start);
+        return -1;
+    }
+    if (start < 0) {
+        start += size;
+    }
+    if (start + length > size) {
+        set_err(err, errlen, "start (%lld) + length (%lld) exceeds dimension "
+                "size (%lld).", (long long)start, (long long)length,
+                (long long)size);
+        return -1;
+    }
+    int64_t stop = start + length;
+    return tc_graph_slice(g, x, d, &start, &stop, 1, err, errlen);
+}
+
+/* at::infer_size_dv: resolve one -1. */
+static int
+infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
+           size_t errlen)
+{
+    int64_t prod = 1;
+    int infer = -1;
+    char shape[200];
+    for (int i = 0; i < n; i++) {
+        if (in[i] == -1) {
+            if (infer >= 0) {
+                set_err(err, errlen, "only one dimension can be inferred");
+                return -1;
+            }
+            infer = i;
+        } else if (in[i] >= 0) {
+            prod *= in[i];
+        } else {
+            set_err(err, errlen, "invalid shape dimension %lld",
+                    (long long)in[i]);
+            return -1;
+        }
+        out[i] = in[i];
+    }
+    sb_shape(shape, sizeof(shape), in, n);
+    if (numel == prod || (infer >= 0 && prod > 0 && numel % prod == 0)) {
+        if (infer >= 0) {
+            if (prod == 0) {
+                set_err(err, errlen, "cannot reshape tensor of 0 elements "
+                        "into shape %s because the unspecified dimension "
+                        "size -1 can be any value and is ambiguous", shape);
+                return -1;
+            }
+            out[infer] = numel / prod;
+        }
+        return 0;
+    }
+    if (infer >= 0 && prod == 0 && numel == 0) {
+        set_err(err, errlen, "cannot reshape tensor of 0 elements into shape "
+                "%s because the unspecified dimension size -1 can be any "
+                "value and is ambiguous", shape);
+        return -1;
+    }
+    set_err(err, errlen, "shape '%s' is invalid for input of size %lld",
+            shape, (long long)numel);
+    return -1;
+}
+
+/* at::detail::computeStride: 0 and strides of the view, or -1. */
+static int
+compute_stride(const tc_layout *old, const int64_t *shape, int n,
+               int64_t *st)
+{
+    int64_t numel = tc_layout_numel(old);
+    if (numel == 0 && old->ndim == n &&
+        !memcmp(old->sizes, shape, sizeof(int64_t) * n)) {
+        memcpy(st, old->strides, sizeof(int64_t) * n);
+        return 0;
+    }
+    if (numel == 0 || old->ndim == 0) {
+        for (int d = n - 1; d >= 0; d--) {
+            st[d] = d == n - 1 ? 1 : (shape[d + 1] > 1 ? shape[d + 1] : 1) *
+                                         st[d + 1];
+        }
+        return 0;
+    }
+    int view_d = n - 1;
+    int64_t chunk = old->strides[old->ndim - 1], tnumel = 1, vnumel = 1;
+    for (int td = old->ndim - 1; td >= 0; td--) {
+        tnumel *= old->sizes[td];
+        if (td == 0 || (old->sizes[td - 1] != 1 &&
+                        old->strides[td - 1] != tnumel * chunk)) {
+            while (view_d >= 0 && (vnumel < tnumel || shape[view_d] == 1)) {
+                st[view_d] = vnumel * chunk;
+                vnumel *= shape[view_d];
+                view_d--;
+            }
+            if (vnumel != tnumel) {
+                return -1;
+            }
+            if (td > 0) {
+                chunk = old->strides[td - 1];
+                tnumel = 1;
+                vnumel = 1;
+            }
+        }
+    }
+    return view_d == -1 ? 0 : -1;
+}
+
+/* Logical map of a reshape view: affine when every group of old dims with
+ * equal product is a single old dim split into new dims. */
+static void
+reshape_map(tc_node *v, const tc_layout *old)
+{
+    const tc_layout *nw = &v->layout;
+    int i = 0, j = 0;
+    if (tc_layout_numel(old) == 0) {
+        v->vmap_affine = 0;
+        return;
+    }
+    while (i < old->ndim || j < nw->ndim) {
+        if (i < old->ndim && old->sizes[i] == 1) {
+            i++;
+            continue;
+        }
+        if (j < nw->ndim && nw->sizes[j] == 1) {
+            j++;
+            continue;
+        }
+        if (i >= old->ndim || j >= nw->ndim) {
+            break;
+        }
+        int i0 = i, j0 = j;
+        int64_t po = old->sizes[i++], pn = nw->sizes[j++];
+        while (po != pn) {
+            if (po < pn) {
+                po *= old->sizes[i++];
+            } else {
+                pn *= nw->sizes[j++];
+            }
+        }
+        int nold = 0;
+        for (int k = i0; k < i; k++) {
+            nold += old->sizes[k] != 1;
+        }
+        if (nold != 1) {
+            v->vmap_affine = 0;
+            return;
+        }
+        int src = i0;
+        while (old->sizes[src] == 1) {
+            src++;
+        }
+        int64_t c = 1;
+        for (int k = j - 1; k >= j0; k--) {
+            if (nw->sizes[k] != 1) {
+                v->vsrc[k] = src;
+                v->vcoef[k] = c;
+                c *= nw->sizes[k];
+            }
+        }
+    }
+}
+
+static int
+make_view(tc_graph *g, int x, int n, const int64_t *sizes, int copy_ok,
+          char *err, size_t errlen)
+{
+    if (check_node(g, x, copy_ok ? "reshape" : "view", err, errlen) < 0) {
+        return -1;
+    }
+    if (n > TC_MAX_DIMS) {
+        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int64_t shape[TC_MAX_DIMS], st[TC_MAX_DIMS];
+    if (infer_size(sizes, n, tc_layout_numel(l), shape, err, errlen) < 0) {
+        return -1;
+    }
+    if (compute_stride(l, shape, n, st) < 0) {
+        if (!copy_ok) {
+            set_err(err, errlen, "view size is not compatible with input "
+                    "tensor's size and stride (at least one dimension spans "
+                    "across two contiguous subspaces). Use .reshape(...) "
+                    "instead.");
+            return -1;
+        }
+        int c = tc_graph_op(g, "contiguous", 1, &x, TC_F32, err, errlen);
+        if (c < 0) {
+            return -1;
+        }
+        return make_view(g, c, n, shape, 0, err, errlen);
+    }
+    tc_node v;
+    view_init(g, &v, "view", x);
+    v.layout.ndim = n;
+    memcpy(v.layout.sizes, shape, sizeof(int64_t) * n);
+    memcpy(v.layout.strides, st, sizeof(int64_t) * n);
+    reshape_map(&v, &g->nodes[x].layout);
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_view(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
+              size_t errlen)
+{
+    return make_view(g, x, n, sizes, 0, err, errlen);
+}
+
+int
+tc_graph_reshape(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
+                 size_t errlen)
+{
+    return make_view(g, x, n, sizes, 1, err, errlen);
+}
+
+int
+tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end, char *err,
+                 size_t errlen)
+{
+    if (check_node(g, x, "flatten", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int a, b;
+    if (wrap_dim(start, l->ndim, &a, err, errlen) < 0 ||
+        wrap_dim(end, l->ndim, &b, err, errlen) < 0) {
+        return -1;
+    }
+    if (a > b) {
+        set_err(err, errlen, "flatten() has invalid args: start_dim cannot "
+                "come after end_dim");
+        return -1;
+    }
+    if (l->ndim == 0) {
+        int64_t one = 1;
+        return tc_graph_reshape(g, x, 1, &one, err, errlen);
+    }
+    if (a == b) {
+        return x;
+    }
+    int64_t shape[TC_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < l->ndim; d++) {
+        if (d <= a || d > b) {
+            shape[k++] = l->sizes[d];
+        } else {
+            shape[k - 1] *= l->sizes[d];
+        }
+    }
+    return tc_graph_reshape(g, x, k, shape, err, errlen);
+}
+
+int
+tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
+                   const int64_t *sizes, char *err, size_t errlen)
+{
+    if (check_node(g, x, "unflatten", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
+        return -1;
+    }
+    if (n == 0) {
+        set_err(err, errlen, "unflatten: sizes must be non-empty");
+        return -1;
+    }
+    if (l->ndim - 1 + n > TC_MAX_DIMS) {
+        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        return -1;
+    }
+    int64_t part[TC_MAX_DIMS], shape[TC_MAX_DIMS];
+    char tmp[8];
+    if (infer_size(sizes, n, l->sizes[d], part, tmp, sizeof(tmp)) < 0) {
+        char s[200];
+        sb_shape(s, sizeof(s), sizes, n);
+        set_err(err, errlen, "unflatten: Provided sizes %s don't multiply up "
+                "to the size of dim %d (%lld) in the input tensor", s, d,
+                (long long)l->sizes[d]);
+        return -1;
+    }
+    int k = 0;
+    for (int i = 0; i < l->ndim; i++) {
+        if (i == d) {
+            for (int j = 0; j < n; j++) {
+                shape[k++] = part[j];
+            }
+        } else {
+            shape[k++] = l->sizes[i];
+        }
+    }
+    return tc_graph_view(g, x, k, shape, err, errlen);
+}
+
+/* ---- reductions -------------------------------------------------------
+ *
+ * Primitive reductions (sum prod amax amin argmax argmin any all) are one
+ * node each; mean, var, std, logsumexp, norm, softmax, log_softmax,
+ * layer_norm and rms_norm decompose into primitives plus pointwise ops, so
+ * the scheduler only sees accumulators and elementwise math.
+ */
+
+static int
+resolve_dims_dup(const tc_layout *l, const tc_reduce_args *a, unsigned *mask,
+                 int allow_dup, char *err, size_t errlen);
+
+static int
+resolve_dims(const tc_layout *l, const tc_reduce_args *a, unsigned *mask,
+             char *err, size_t errlen)
+{
+    return resolve_dims_dup(l, a, mask, 0, err, errlen);
+}
+
+static int
+resolve_dims_dup(const tc_layout *l, const tc_reduce_args *a, unsigned *mask,
+                 int allow_dup, char *err, size_t errlen)
+{
+    *mask = 0;
+    if (a->ndims <= 0) {
+        *mask = l->ndim ? (1u << l->ndim) - 1 : 0;
+        return 0;
+    }
+    for (int i = 0; i < a->ndims; i++) {
+        int d;
+        if (wrap_dim(a->dims[i], l->ndim, &d, err, errlen) < 0) {
+            return -1;
+        }
+        if (!allow_dup && (*mask & (1u << d) || (l->ndim == 0 && i > 0))) {
+            set_err(err, errlen, "dim %d appears multiple times in the list "
+                    "of dims", d);
+            return -1;
+        }
+        *mask |= l->ndim ? 1u << d : 0;
+    }
+    return 0;
+}
+
+static int64_t
+reduced_numel(const tc_layout *l, unsigned mask)
+{
+    int64_t n = 1;
+    for (int d = 0; d < l->ndim; d++) {
+        n *= (mask & (1u << d)) ? l->sizes[d] : 1;
+    }
+    return n;
+}
+
+static int
+reduce_node(tc_graph *g, const char *op, int x, unsigned mask, int keepdim,
+            tc_dtype out, char *err, size_t errlen)
+{
+    const tc_layout *l = &g->nodes[x].layout;
+    tc_node n;
+    node_init(&n, TC_NODE_OP, out);
+    n.op = tc_op_lookup(op);
+    n.nin = 1;
+    n.in[0] = x;
+    n.red_mask = mask;
+    n.keepdim = keepdim;
+    int k = 0;
+    for (int d = 0; d < l->ndim; d++) {
+        if (!(mask & (1u << d))) {
+            n.layout.sizes[k++] = l->sizes[d];
+        } else if (keepdim) {
+            n.layout.sizes[k++] = 1;
+        }
+    }
+    n.layout.ndim = k;
+    tc_layout_contiguous(&n.layout); /* eager allocates reductions so */
+    int id = push_node(g, &n);
+    if (id < 0) {
+        set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
+/* Pointwise helpers for decompositions (errors propagate as -1). */
+static int
+pw(tc_graph *g, const char *name, int a, int b, char *err, size_t errlen)
+{
+    int in[2] = {a, b};
+    if (a < 0 || (b < 0 && b != -2)) {
+        return -1;
+    }
+    return tc_graph_op(g, name, b == -2 ? 1 : 2, in, TC_F32, err, errlen);
+}
+
+#define PW1(name, a) pw(g, name, a, -2, err, errlen)
+#define PW2(name, a, b) pw(g, name, a, b, err, errlen)
+
+static int
+cast_node(tc_graph *g, int x, tc_dtype dt, char *err, size_t errlen)
+{
+    if (x < 0) {
+        return -1;
+    }
+    return tc_graph_op(g, "to", 1, &x, dt, err, errlen);
+}
+
+/* "amax(): Expected reduction dim ..." checks of max-like reductions. */
+static int
+check_nonempty(const tc_layout *l, unsigned mask, int all, const char *name,
+               char *err, size_t errlen)
+{
+    if (all && tc_layout_numel(l) == 0) {
+        set_err(err, errlen, "%s(): Expected reduction dim to be specified "
+                "for input.numel() == 0.%s", name,
+                strncmp(name, "arg", 3) ? " Specify the reduction dim with "
+                "the 'dim' argument." : "");
+        return -1;
+    }
+    for (int d = 0; d < l->ndim; d++) {
+        if ((mask & (1u << d)) && l->sizes[d] == 0) {
+            set_err(err, errlen, "%s(): Expected reduction dim %d to have "
+                    "non-zero size.", name, d);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int
+float_only(const tc_graph *g, int x, const char *msg, char *err,
+           size_t errlen)
+{
+    tc_dtype dt = g->nodes[x].dtype;
+    if (!tc_dtype_is_float(dt)) {
+        set_err(err, errlen, msg, tc_dtype_scalar_type_name(dt));
+        return -1;
+    }
+    return 0;
+}
+
+static int
+reduce_mean(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
+            size_t errlen)
+{
+    const tc_layout *l = &g->nodes[x].layout;
+    int64_t n = reduced_numel(l, mask);
+    int s = reduce_node(g, "sum", x, mask, keepdim, g->nodes[x].dtype, err,
+                        errlen);
+    return PW2("div", s, tc_graph_scalar_int(g, n));
+}
+
+/* squeeze dims of mask from a keepdim result (view). */
+static int
+squeeze_mask(tc_graph *g, int x, unsigned mask, int ndim, char *err,
+             size_t errlen)
+{
+    int64_t dims[TC_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (mask & (1u << d)) {
+            dims[n++] = d;
+        }
+    }
+    return n ? tc_graph_squeeze(g, x, n, dims, err, errlen) : x;
+}
+
+static int
+reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
+           int is_std, char *err, size_t errlen)
+{
+    const tc_layout *l = &g->nodes[x].layout;
+    double n = (double)reduced_numel(l, mask) - corr;
+    int m = reduce_mean(g, x, mask, 1, err, errlen);
+    int d = PW2("sub", x, m);
+    int ss = d < 0 ? -1 : reduce_node(g, "sum", PW2("mul", d, d), mask,
+                                      keepdim, g->nodes[x].dtype, err,
+                                      errlen);
+    int v = PW2("div", ss, tc_graph_scalar_float(g, n > 0 ? n : 0));
+    return is_std ? PW1("sqrt", v) : v;
+}
+
+static int
+reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
+                 size_t errlen)
+{
+    if (!tc_dtype_is_float(g->nodes[x].dtype)) {
+        x = cast_node(g, x, TC_F32, err, errlen);
+        if (x < 0) {
+            return -1;
+        }
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    tc_dtype dt = g->nodes[x].dtype;
+    if (reduced_numel(l, mask) == 0 || tc_layout_numel(l) == 0) {
+        int s = reduce_node(g, "sum", PW1("exp", x), mask, keepdim, dt, err,
+                            errlen);
+        return PW1("log", s);
+    }
+    /* at::logsumexp: maxes with +-inf replaced by 0 */
+    int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
+    int inf = PW2("eq", PW1("abs", m), tc_graph_scalar_float(g, INFINITY));
+    int in[3] = {inf, tc_graph_scalar_float(g, 0.0), m};
+    int mz = inf < 0 ? -1 : tc_graph_op(g, "where", 3, in, TC_F32, err,
+                                        errlen);
+    int e = PW1("exp", PW2("sub", x, mz));
+    int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, keepdim, dt, err,
+                                     errlen);
+    int ms = keepdim || mz < 0 ? mz : squeeze_mask(g, mz, mask, l->ndim, err,
+                                                   errlen);
+    return PW2("add", PW1("log", s), ms);
+}
+
+int
+tc_graph_reduce(tc_graph *g, const char *name, int x,
+                const tc_reduce_args *a, char *err, size_t errlen)
+{
+    if (check_node(g, x, name, err, errlen) < 0) {
+        return -1;
+    }
+    unsigned mask;
+    int all = a->ndims <= 0;
+    const tc_layout *l = &g->nodes[x].layout;
+    tc_dtype dt = g->nodes[x].dtype;
+    int is_arg = !strcmp(name, "argmax") || !strcmp(name, "argmin");
+    if (is_arg && a->ndims > 1) {
+        set_err(err, errlen, "%s: dim must be a single int or None", name);
+        return -1;
+    }
+    /* torch checks max-like reductions for bool / empty dims before the
+     * dims themselves (range in order, then duplicates) */
+    if (is_arg && dt == TC_BOOL) {
+        set_err(err, errlen, "%s(): does not support bool input", name);
+        return -1;
+    }
+    if (!strcmp(name, "amax") || !strcmp(name, "amin") || is_arg ||
+        !strcmp(name, "max") || !strcmp(name, "min")) {
+        if (all && check_nonempty(l, 0, 1, name, err, errlen) < 0) {
+            return -1;
+        }
+        for (int i = 0; i < a->ndims; i++) {
+            tc_reduce_args one = *a;
+            one.ndims = 1;
+            one.dims[0] = a->dims[i];
+            if (resolve_dims_dup(l, &one, &mask, 1, err, errlen) < 0) {
+                return -1;
+            }
+            for (int d = 0; d < l->ndim; d++) {
+                if ((mask & (1u << d)) && l->sizes[d] == 0) {
+                    set_err(err, errlen, "%s(): Expected reduction dim %lld "
+                            "to have non-zero size.", name,
+                            is_arg ? (long long)d : (long long)a->dims[i]);
+                    return -1;
+                }
+            }
+        }
+    }
+    if (resolve_dims(l, a, &mask, err, errlen) < 0) {
+        return -1;
+    }
+    int kd = a->keepdim;
+    if (!strcmp(name, "sum") || !strcmp(name, "prod")) {
+        if (a->has_dtype) {
+            x = cast_node(g, x, a->dtype, err, errlen);
+            dt = a->dtype;
+        } else if (!tc_dtype_is_float(dt)) {
+            dt = TC_I64;
+        }
+        return x < 0 ? -1 : reduce_node(g, name, x, mask, kd, dt, err, errlen);
+    }
+    if (!strcmp(name, "mean")) {
+        if (a->has_dtype && !tc_dtype_is_float(a->dtype)) {
+            set_err(err, errlen, "mean(): could not infer output dtype. "
+                    "Optional dtype must be either a floating point or "
+                    "complex dtype. Got: %s",
+                    tc_dtype_scalar_type_name(a->dtype));
+            return -1;
+        }
+        if (a->has_dtype) {
+            x = cast_node(g, x, a->dtype, err, errlen);
+        } else if (float_only(g, x, "mean(): could not infer output dtype. "
+                              "Input dtype must be either a floating point "
+                              "or complex dtype. Got: %s", err, errlen) < 0) {
+            return -1;
+        }
+        return x < 0 ? -1 : reduce_mean(g, x, mask, kd, err, errlen);
+    }
+    if (!strcmp(name, "amax") || !strcmp(name, "amin") ||
+        !strcmp(name, "max") || !strcmp(name, "min")) {
+        int is_max = name[1] == 'm' ? name[2] == 'a' : name[1] == 'a';
+        if (check_nonempty(l, mask, all, name, err, errlen) < 0) {
+            return -1;
+        }
+        return reduce_node(g, is_max ? "amax" : "amin", x, mask, kd, dt, err,
+                           errlen);
+    }
+    if (is_arg) {
+        if (dt == TC_BOOL) {
+            set_err(err, errlen, "%s(): does not support bool input", name);
+            return -1;
+        }
+        if (check_nonempty(l, mask, all, name, err, errlen) < 0) {
+            return -1;
+        }
+        return reduce_node(g, name, x, mask, kd, TC_I64, err, errlen);
+    }
+    if (!strcmp(name, "any") || !strcmp(name, "all")) {
+        return reduce_node(g, name, x, mask, kd, dt == TC_U8 ? TC_U8 : TC_BOOL,
+                           err, errlen);
+    }
+    if (!strcmp(name, "var") || !strcmp(name, "std")) {
+        if (float_only(g, x, "std and var only support floating point and "
+                       "complex dtypes%.0s", err, errlen) < 0) {
+            return -1;
+        }
+        return reduce_var(g, x, mask, kd, a->correction, name[0] == 's', err,
+                          errlen);
+    }
+    if (!strcmp(name, "logsumexp")) {
+        return reduce_logsumexp(g, x, mask, kd, err, errlen);
+    }
+    if (!strcmp(name, "norm")) {
+        if (float_only(g, x, "linalg.vector_norm: Expected a floating point "
+                       "or complex tensor as input. Got %s", err,
+                       errlen) < 0) {
+            return -1;
+        }
+        if (a->has_dtype && !tc_dtype_is_float(a->dtype)) {
+            set_err(err, errlen, "linalg.vector_norm: dtype should be floating "
+                    "point or complex, but got %s",
+                    tc_dtype_scalar_type_name(a->dtype));
+            return -1;
+        }
+        if (a->has_dtype) {
+            x = cast_node(g, x, a->dtype, err, errlen);
+            if (x < 0) {
+                return -1;
+            }
+        }
+        dt = g->nodes[x].dtype;
+        if (a->p == 1) {
+            return reduce_node(g, "sum", PW1("abs", x), mask, kd, dt, err,
+                               errlen);
+        }
+        if (a->p == 2) {
+            int sq = PW2("mul", x, x);
+            int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, dt, err,
+                                              errlen);
+            return PW1("sqrt", s);
+        }
+        set_err(err, errlen, "tcjit supports norm with p=1 or p=2 only");
+        return -1;
+    }
+    set_err(err, errlen, "tcjit does not support the reduction '%s'", name);
+    return -1;
+}
+
+int
+tc_graph_max_dim(tc_graph *g, int is_max, int x, int64_t dim, int keepdim,
+                 int *values, int *indices, char *err, size_t errlen)
+{
+    const char *name = is_max ? "max" : "min";
+    if (check_node(g, x, name, err, errlen) < 0) {
+        return -1;
+    }
+    tc_reduce_args a = {1, {dim}, keepdim, 0, TC_F32, 1, 2};
+    const tc_layout *l = &g->nodes[x].layout;
+    unsigned mask;
+    if (resolve_dims(l, &a, &mask, err, errlen) < 0 ||
+        check_nonempty(l, mask, 0, name, err, errlen) < 0) {
+        return -1;
+    }
+    *values = reduce_node(g, is_max ? "amax" : "amin", x, mask, keepdim,
+                          g->nodes[x].dtype, err, errlen);
+    *indices = reduce_node(g, is_max ? "argmax" : "argmin", x, mask, keepdim,
+                           TC_I64, err, errlen);
+    return *values < 0 || *indices < 0 ? -1 : *values;
+}
+
+int
+tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
+                 tc_dtype dtype, int log, char *err, size_t errlen)
+{
+    if (check_node(g, x, log ? "log_softmax" : "softmax", err, errlen) < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[x].layout;
+    int d;
+    if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
+        return -1;
+    }
+    if (has_dtype) {
+        x = cast_node(g, x, dtype, err, errlen);
+        if (x < 0) {
+            return -1;
+        }
+        l = &g->nodes[x].layout;
+    }
+    tc_dtype dt = g->nodes[x].dtype;
+    if (!tc_dtype_is_float(dt)) {
+        set_err(err, errlen, "\"%ssoftmax_%skernel_impl\" not implemented for "
+                "'%s'", log ? "log_" : "",
+                l->ndim == 0 || d == l->ndim - 1 ? "lastdim_" : "",
+                tc_dtype_scalar_type_name(dt));
+        return -1;
+    }
+    unsigned mask = l->ndim ? 1u << d : 0;
+    if (tc_layout_numel(l) == 0) {
+        return PW1("contiguous", x);
+    }
+    int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
+    int sh = PW2("sub", x, m);
+    int e = PW1("exp", sh);
+    int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, 1, dt, err, errlen);
+    int r = log ? PW2("sub", sh, PW1("log", s)) : PW2("div", e, s);
+    if (r >= 0 && !layout_is_contiguous(&g->nodes[r].layout)) {
+        r = PW1("contiguous", r); /* eager softmax output is contiguous */
+    }
+    return r;
+}
+
+static int
+check_norm_shape(const tc_graph *g, int x, int n, const int64_t *shape,
+                 int rms, unsigned *mask, char *err, size_t errlen)
+{
+    const tc_layout *l = &g->nodes[x].layout;
+    if (n < 1) {
+        set_err(err, errlen, "Expected normalized_shape to be at least "
+                "1-dimensional, i.e., containing at least one element, but "
+                "got normalized_shape = []");
+        return -1;
+    }
+    int ok = n <= l->ndim;
+    for (int i = 0; ok && i < n; i++) {
+        ok = l->sizes[l->ndim - n + i] == shape[i];
+    }
+    if (!ok) {
+        char s[200], in[200], star[210];
+        sb_shape(s, sizeof(s), shape, n);
+        sb_shape(in, sizeof(in), l->sizes, l->ndim);
+        snprintf(star, sizeof(star), "[*%s%s", rms ? "" : ", ", s + 1);
+        set_err(err, errlen, "Given normalized_shape=%s, expected input with "
+                "shape %s, but got input of size%s", s, star, in);
+        return -1;
+    }
+    *mask = 0;
+    for (int i = 0; i < n; i++) {
+        *mask |= 1u << (l->ndim - n + i);
+    }
+    return 0;
+}
+
+int
+tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
+                    int weight, int bias, double eps, char *err,
+                    size_t errlen)
+{
+    unsigned mask;
+    if (check_node(g, x, "layer_norm", err, errlen) < 0 ||
+        check_norm_shape(g, x, n, shape, 0, &mask, err, errlen) < 0) {
+        return -1;
+    }
+    if (!tc_dtype_is_float(g->nodes[x].dtype)) {
+        set_err(err, errlen, "\"LayerNormKernelImpl\" not implemented for "
+                "'%s'", tc_dtype_scalar_type_name(g->nodes[x].dtype));
+        return -1;
+    }
+    int mean = reduce_mean(g, x, mask, 1, err, errlen);
+    int xc = PW2("sub", x, mean);
+    int var = xc < 0 ? -1 : reduce_mean(g, PW2("mul", xc, xc), mask, 1, err,
+                                        errlen);
+    int rstd = PW1("rsqrt", PW2("add", var, tc_graph_scalar_float(g, eps)));
+    int y = PW2("mul", xc, rstd);
+    if (weight >= 0) {
+        y = PW2("mul", y, weight);
+    }
+    if (bias >= 0) {
+        y = PW2("add", y, bias);
+    }
+    if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {
+        y = PW1("contiguous", y); /* eager layer_norm output is contiguous */
+    }
+    return y;
+}
+
+int
+tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
+                  int weight, int has_eps, double eps, char *err,
+                  size_t errlen)
+{
+    unsigned mask;
+    if (check_node(g, x, "rms_norm", err, errlen) < 0) {
+        return -1;
+    }
+    if (n >= 1 && g->nodes[x].layout.ndim == 0) {
+        set_err(err, errlen, "Input tensor must have at least 1 dimensions, "
+                "but got 0");
+        return -1;
+    }
+    if (check_norm_shape(g, x, n, shape, 1, &mask, err, errlen) < 0) {
+        return -1;
+    }
+    tc_dtype dt = g->nodes[x].dtype;
+    if (!tc_dtype_is_float(dt)) {
+        set_err(err, errlen, "\"rms_norm\" not implemented for '%s'",
+                tc_dtype_scalar_type_name(dt));
+        return -1;
+    }
+    if (!has_eps) {
+        eps = dt == TC_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
+    }
+    int ms = reduce_mean(g, PW2("mul", x, x), mask, 1, err, errlen);
+    int r = PW1("rsqrt", PW2("add", ms, tc_graph_scalar_float(g, eps)));
+    int y = PW2("mul", x, r);
+    if (weight >= 0) {
+        y = PW2("mul", y, weight);
+    }
+    if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {
+        y = PW1("contiguous", y); /* eager rms_norm output is contiguous */
+    }
+    return y;
 }

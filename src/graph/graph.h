@@ -66,6 +66,26 @@ typedef struct {
     } scalar;                    /* TC_NODE_SCALAR value (i for ints/bools) */
     int input_index;             /* TC_NODE_INPUT: position in graph inputs */
     tc_dtype attr_dtype;         /* TC_NODE_OP "to": target dtype */
+    /* ---- additions: views and reductions (defaults 0 / -1, so nodes
+     * built by the older builders are unaffected) ---- */
+    /* Views (registry kind TC_OPK_VIEW): layout is the view's sizes and
+     * strides exactly as eager computes them; storage position of element
+     * i is offset + sum(i[d] * strides[d]) in the storage of view_base (the
+     * first non-view node of the chain: an input, whose data pointer is the
+     * origin, or a computed node, whose eager layout is the origin). */
+    int64_t offset;              /* elements, relative to view_base */
+    int view_base;               /* node id, -1 for non-views */
+    /* Logical index map view -> in[0] when it is affine (everything but a
+     * reshape that merges dims): src[d] = voff[d] + sum over view dims e
+     * with vsrc[e] == d of vcoef[e] * i[e]. */
+    int vmap_affine;
+    int vsrc[TC_MAX_DIMS];       /* -1: view dim e does not index in[0] */
+    int64_t vcoef[TC_MAX_DIMS];
+    int64_t voff[TC_MAX_DIMS];
+    /* Reductions (registry kind TC_OPK_REDUCTION): bit d set = dim d of
+     * in[0] is reduced; keepdim as in torch. */
+    unsigned red_mask;
+    int keepdim;
 } tc_node;
 
 typedef struct tc_graph {
@@ -123,5 +143,77 @@ char *tc_node_format(const tc_graph *g, int id);
 
 /* Python repr() of a float ("0.5", "2.0", "inf", "nan"). */
 void tc_format_double(char *buf, size_t n, double v);
+
+/* ---- views (eager layouts, no copies) ------------------------------- *
+ * Every builder returns a node id (possibly x itself when torch returns
+ * self, e.g. flatten(x, 1, 1)) or -1 with torch's error message.  dims may
+ * be negative (wrapped as torch does; a 0-d tensor accepts 0 and -1). */
+int tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims,
+                     char *err, size_t errlen);
+int tc_graph_transpose(tc_graph *g, int x, int64_t d0, int64_t d1,
+                       char *err, size_t errlen);
+int tc_graph_t(tc_graph *g, int x, char *err, size_t errlen);
+int tc_graph_unsqueeze(tc_graph *g, int x, int64_t dim, char *err,
+                       size_t errlen);
+/* n < 0: squeeze all size-1 dims; else only those of dims[0..n-1]. */
+int tc_graph_squeeze(tc_graph *g, int x, int n, const int64_t *dims,
+                     char *err, size_t errlen);
+/* sizes may contain -1 (keep). */
+int tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes,
+                    char *err, size_t errlen);
+int tc_graph_select(tc_graph *g, int x, int64_t dim, int64_t index,
+                    char *err, size_t errlen);
+/* start / stop NULL = None; step > 0 (aten::slice). */
+int tc_graph_slice(tc_graph *g, int x, int64_t dim, const int64_t *start,
+                   const int64_t *stop, int64_t step, char *err,
+                   size_t errlen);
+int tc_graph_narrow(tc_graph *g, int x, int64_t dim, int64_t start,
+                    int64_t length, char *err, size_t errlen);
+/* view: error (torch's) when computeStride fails.  reshape: a view when
+ * possible, else a contiguous copy ("contiguous" node) viewed.  sizes may
+ * hold one -1. */
+int tc_graph_view(tc_graph *g, int x, int n, const int64_t *sizes,
+                  char *err, size_t errlen);
+int tc_graph_reshape(tc_graph *g, int x, int n, const int64_t *sizes,
+                     char *err, size_t errlen);
+int tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end,
+                     char *err, size_t errlen);
+int tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
+                       const int64_t *sizes, char *err, size_t errlen);
+
+/* ---- reductions ------------------------------------------------------ */
+
+typedef struct {
+    int ndims;                   /* <= 0: all dims (dim=None or dim=[]) */
+    int64_t dims[TC_MAX_DIMS];   /* may be negative */
+    int keepdim;
+    int has_dtype;               /* dtype= given */
+    tc_dtype dtype;
+    double correction;           /* var / std (torch default 1) */
+    double p;                    /* norm: 1 or 2 */
+} tc_reduce_args;
+
+/* name: sum prod mean amax amin max min (all dims) argmax argmin any all
+ * var std logsumexp norm.  Primitive reductions (sum prod amax amin argmax
+ * argmin any all) become one node; the others decompose into primitives
+ * and pointwise ops.  argmax/argmin: ndims 0 = flattened (dim=None), else
+ * exactly one dim. */
+int tc_graph_reduce(tc_graph *g, const char *name, int x,
+                    const tc_reduce_args *a, char *err, size_t errlen);
+/* torch.max(x, dim) / torch.min: values and indices (amax/argmax). */
+int tc_graph_max_dim(tc_graph *g, int is_max, int x, int64_t dim,
+                     int keepdim, int *values, int *indices, char *err,
+                     size_t errlen);
+/* softmax / log_softmax(x, dim, dtype=None). */
+int tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
+                     tc_dtype dtype, int log, char *err, size_t errlen);
+/* layer_norm(x, normalized_shape, weight=-1, bias=-1, eps). */
+int tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
+                        int weight, int bias, double eps, char *err,
+                        size_t errlen);
+/* rms_norm(x, normalized_shape, weight=-1, eps=None -> finfo.eps). */
+int tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
+                      int weight, int has_eps, double eps, char *err,
+                      size_t errlen);
 
 #endif

@@ -17,10 +17,14 @@
 static int
 kop_arity(tc_kop op)
 {
-    if (op == KOP_CONST || op == KOP_LOAD) {
+    if (op == KOP_CONST || op == KOP_LOAD || op == KOP_ACC) {
         return 0;
     }
+    if (op == KOP_ACC_UPDATE) {
+        return 2;
+    }
     if (op == KOP_STORE || op == KOP_CAST || op == KOP_BITCAST ||
+        op == KOP_ACC_RESULT ||
         (op >= KOP_NEG && op <= KOP_NOT)) {
         return 1;
     }
@@ -77,7 +81,7 @@ kb_emit(tc_kbuilder *kb, tc_kop op, tc_dtype dt, int a, int b, int c)
 int
 kb_load(tc_kbuilder *kb, int arg, tc_dtype dt)
 {
-    for (int i = 0; i < kb->k->ninsts; i++) {
+    for (int i = kb->region_start; i < kb->k->ninsts; i++) {
         const tc_kinst *p = &kb->k->insts[i];
         if (p->op == KOP_LOAD && p->arg == arg && p->dtype == dt) {
             return i;
@@ -125,7 +129,7 @@ wrap_int(tc_dtype dt, int64_t v)
 static int
 find_const(const tc_kbuilder *kb, const tc_kinst *want)
 {
-    for (int i = kb->k->ninsts - 1; i >= 0; i--) {
+    for (int i = kb->k->ninsts - 1; i >= kb->region_start; i--) {
         const tc_kinst *p = &kb->k->insts[i];
         if (p->op == KOP_CONST && p->dtype == want->dtype &&
             memcmp(&p->imm, &want->imm, sizeof(p->imm)) == 0) {
@@ -209,13 +213,46 @@ kb_cast(tc_kbuilder *kb, int v, tc_dtype to)
             return r;
         }
     }
-    for (int i = kb->k->ninsts - 1; i > v; i--) {
+    for (int i = kb->k->ninsts - 1; i > v && i >= kb->region_start; i--) {
         const tc_kinst *p = &kb->k->insts[i];
         if (p->op == KOP_CAST && p->a == v && p->dtype == to) {
             return i;
         }
     }
     return kb_emit(kb, KOP_CAST, to, v, -1, -1);
+}
+
+int
+kb_acc(tc_kbuilder *kb, tc_acc_kind kind, tc_dtype dt)
+{
+    int v = kb_emit(kb, KOP_ACC, dt, -1, -1, -1);
+    if (v >= 0) {
+        kb->k->insts[v].imm.i = kind;
+    }
+    return v;
+}
+
+int
+kb_acc_update(tc_kbuilder *kb, int acc, int v)
+{
+    if (acc < 0 || acc >= kb->k->ninsts || kb->k->insts[acc].op != KOP_ACC) {
+        return -1;
+    }
+    return kb_emit(kb, KOP_ACC_UPDATE, kb->k->insts[acc].dtype, acc, v, -1);
+}
+
+int
+kb_acc_result(tc_kbuilder *kb, int acc, int component)
+{
+    if (acc < 0 || acc >= kb->k->ninsts || kb->k->insts[acc].op != KOP_ACC) {
+        return -1;
+    }
+    tc_dtype dt = component ? TC_I64 : kb->k->insts[acc].dtype;
+    int v = kb_emit(kb, KOP_ACC_RESULT, dt, acc, -1, -1);
+    if (v >= 0) {
+        kb->k->insts[v].imm.i = component;
+    }
+    return v;
 }
 
 void
@@ -297,19 +334,23 @@ static void
 kp_index(kbuf *b, const tc_kernel *k, const tc_karg *a)
 {
     int any = 0;
-    for (int d = 0; d < k->ndim; d++) {
+    for (int d = 0; d < k->ndim + k->nred; d++) {
+        char c = d < k->ndim ? 'i' : 'r';
+        int di = d < k->ndim ? d : d - k->ndim;
         if (a->strides[d] == 0) {
             continue;
         }
         kp(b, "%s", any ? " + " : "");
         if (a->strides[d] == 1) {
-            kp(b, "i%d", d);
+            kp(b, "%c%d", c, di);
         } else {
-            kp(b, "i%d*%lld", d, (long long)a->strides[d]);
+            kp(b, "%c%d*%lld", c, di, (long long)a->strides[d]);
         }
         any = 1;
     }
-    if (!any) {
+    if (a->offset) {
+        kp(b, "%s%lld", any ? " + " : "", (long long)a->offset);
+    } else if (!any) {
         kp(b, "0");
     }
 }
@@ -456,13 +497,64 @@ kp_signature(kbuf *b, const tc_kernel *k)
     kp(b, "\n");
 }
 
+static const char *const acc_names[TC_ACC_NKINDS] = {
+    "sum", "prod", "max", "min", "argmax", "argmin", "any", "all"};
+
+static const char *
+acc_name(int64_t kind)
+{
+    return kind >= 0 && kind < TC_ACC_NKINDS ? acc_names[kind] : "?";
+}
+
+/* Accumulator instructions as C-like statements. */
 static void
-kp_body(kbuf *b, const tc_kernel *k, int indent)
+kp_acc(kbuf *b, const tc_kernel *k, int i)
+{
+    const tc_kinst *in = &k->insts[i];
+    if (in->op == KOP_ACC) {
+        kp(b, "acc_%s<%s> v%d;\n", acc_name(in->imm.i), ctype(in->dtype), i);
+        return;
+    }
+    const tc_kinst *acc = &k->insts[in->a];
+    if (in->op == KOP_ACC_RESULT) {
+        kp(b, "%s v%d = v%d.%s;\n", ctype(in->dtype), i, in->a,
+           in->imm.i ? "index" : "value");
+        return;
+    }
+    switch (acc->imm.i) {
+    case TC_ACC_SUM:
+        kp(b, "v%d += v%d;\n", in->a, in->b);
+        break;
+    case TC_ACC_PROD:
+        kp(b, "v%d *= v%d;\n", in->a, in->b);
+        break;
+    case TC_ACC_ANY:
+        kp(b, "v%d |= v%d;\n", in->a, in->b);
+        break;
+    case TC_ACC_ALL:
+        kp(b, "v%d &= v%d;\n", in->a, in->b);
+        break;
+    case TC_ACC_ARGMAX:
+    case TC_ACC_ARGMIN:
+        kp(b, "v%d.update(v%d, r);\n", in->a, in->b);
+        break;
+    default:
+        kp(b, "v%d = %s(v%d, v%d);\n", in->a, acc_name(acc->imm.i), in->a,
+           in->b);
+    }
+}
+
+static void
+kp_range(kbuf *b, const tc_kernel *k, int from, int to, int indent)
 {
     char name[16];
-    for (int i = 0; i < k->ninsts; i++) {
+    for (int i = from; i < to; i++) {
         const tc_kinst *in = &k->insts[i];
         kp(b, "%*s", indent, "");
+        if (in->op >= KOP_ACC && in->op <= KOP_ACC_RESULT) {
+            kp_acc(b, k, i);
+            continue;
+        }
         if (in->op == KOP_STORE) {
             arg_name(k, in->arg, name, sizeof(name));
             kp(b, "%s[", name);
@@ -476,16 +568,59 @@ kp_body(kbuf *b, const tc_kernel *k, int indent)
     }
 }
 
+static void
+kp_reduction(kbuf *b, const tc_kernel *k)
+{
+    for (int d = 0; d < k->ndim; d++) {
+        kp(b, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++)%s\n", 2 * (d + 1),
+           "", d, d, (long long)k->sizes[d], d, d == k->ndim - 1 ? " {" : "");
+    }
+    int ind = 2 * (k->ndim + 1), prev = 0;
+    for (int p = 0; p < k->nphases; p++) {
+        kp_range(b, k, prev, k->phases[p].begin, ind);
+        kp(b, "%*s// phase %d: r = ", ind, "", p);
+        for (int j = 0; j < k->nred; j++) {
+            kp(b, "%sr%d", j ? "*" : "", j);
+        }
+        kp(b, "%s (%lld points)\n", k->nred ? "" : "0", (long long)k->red_numel);
+        for (int j = 0; j < k->nred; j++) {
+            kp(b, "%*sfor (int64_t r%d = 0; r%d < %lld; r%d++)%s\n",
+               ind + 2 * j, "", j, j, (long long)k->sizes[k->ndim + j], j,
+               j == k->nred - 1 ? " {" : "");
+        }
+        if (k->nred == 0) {
+            kp(b, "%*s{\n", ind, "");
+        }
+        int bi = ind + 2 * (k->nred ? k->nred : 1);
+        kp_range(b, k, k->phases[p].begin, k->phases[p].end, bi);
+        kp(b, "%*s}\n", bi - 2, "");
+        prev = k->phases[p].end;
+    }
+    kp_range(b, k, prev, k->ninsts, ind);
+    if (k->ndim > 0) {
+        kp(b, "%*s}\n", 2 * k->ndim, "");
+    }
+}
+
 char *
 tc_kernel_format(const tc_kernel *k)
 {
     kbuf b = {0};
     kp_signature(&b, k);
+    if (k->nphases > 0) {
+        kp_reduction(&b, k);
+        kp(&b, "}\n");
+        if (b.failed) {
+            free(b.s);
+            return NULL;
+        }
+        return b.s;
+    }
     for (int d = 0; d < k->ndim; d++) {
         kp(&b, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++)%s\n", 2 * (d + 1),
            "", d, d, (long long)k->sizes[d], d, d == k->ndim - 1 ? " {" : "");
     }
-    kp_body(&b, k, 2 * (k->ndim + 1));
+    kp_range(&b, k, 0, k->ninsts, 2 * (k->ndim + 1));
     if (k->ndim > 0) {
         kp(&b, "%*s}\n", 2 * k->ndim, "");
     }

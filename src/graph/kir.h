@@ -28,8 +28,46 @@ typedef enum {
     KOP_SHL, KOP_SHR,             /* integer shifts (arithmetic SHR) */
     /* ternary */
     KOP_WHERE,                    /* a ? b : c, a is TC_BOOL */
+    /* reductions (additions; see "Reduction kernels" below) */
+    KOP_ACC,                      /* declare an accumulator: imm.i = kind */
+    KOP_ACC_UPDATE,               /* a = KOP_ACC id, b = value */
+    KOP_ACC_RESULT,               /* a = KOP_ACC id, imm.i = component */
     KOP_COUNT
 } tc_kop;
+
+/* Accumulator kinds (KOP_ACC imm.i).  The accumulator dtype is the
+ * KOP_ACC's dtype; KOP_ACC_UPDATE's value b has that dtype too.
+ *   kind      identity     update(acc, x)              components
+ *   SUM       0            acc + x                     0: value
+ *   PROD      1            acc * x                     0: value
+ *   MAX       -inf / min   NaN-propagating max (bool: or)   0: value
+ *   MIN       +inf / max   NaN-propagating min (bool: and)  0: value
+ *   ARGMAX    (-inf, -1)   (x > v or x is NaN and v is not) ? (x, r) : (v, i)
+ *                          i.e. first maximum, first NaN wins (torch CPU)
+ *                                                      0: value, 1: index
+ *   ARGMIN    (+inf, -1)   same with <                 0: value, 1: index
+ *   ANY       false        acc | x   (bool)            0: value
+ *   ALL       true         acc & x   (bool)            0: value
+ * Integer/float identities of MAX/MIN are the dtype's lowest/highest value
+ * (-inf/+inf for floats, false/true for bool).  r is the linear index of
+ * the current point of the reduction domain (row-major over the kernel's
+ * reduction dims, see below).  Component 0 has the accumulator dtype,
+ * component 1 (index) is TC_I64; KOP_ACC_RESULT's dtype says which.
+ * Combining partial accumulators (threads, vector lanes, blocks) must use
+ * the same rule: SUM/PROD add/multiply partials; MAX/MIN NaN-propagating;
+ * ARGMAX/ARGMIN pick the larger (smaller) value, NaN over non-NaN, and the
+ * smaller index on ties (so the result equals a sequential scan). */
+typedef enum {
+    TC_ACC_SUM,
+    TC_ACC_PROD,
+    TC_ACC_MAX,
+    TC_ACC_MIN,
+    TC_ACC_ARGMAX,
+    TC_ACC_ARGMIN,
+    TC_ACC_ANY,
+    TC_ACC_ALL,
+    TC_ACC_NKINDS
+} tc_acc_kind;
 
 typedef struct {
     tc_kop op;
@@ -46,9 +84,20 @@ typedef struct {
 typedef struct {
     int buffer;                       /* index into tc_plan.buffers */
     tc_dtype dtype;
-    int64_t strides[TC_MAX_DIMS];     /* elements per step of each loop dim */
+    int64_t strides[TC_MAX_DIMS];     /* elements per step of each loop dim
+                                         (outer dims, then reduction dims) */
     int is_output;
+    int64_t offset;                   /* addition: elements added to every
+                                         address (views with a storage
+                                         offset); 0 for older plans */
 } tc_karg;
+
+#define TC_KIR_MAX_PHASES 8
+
+/* Body of one reduction pass: insts[begin, end). */
+typedef struct {
+    int begin, end;
+} tc_kphase;
 
 typedef struct {
     char name[32];
@@ -60,12 +109,79 @@ typedef struct {
     int ninsts;
     tc_kinst *insts;
     char *desc;                       /* graph nodes it implements (malloc'd) */
+    /* ---- additions: reduction kernels (all 0 for pointwise kernels) ---- */
+    int nred;                         /* reduction loop dims, after the ndim
+                                         outer dims: sizes[ndim + j] */
+    int64_t red_numel;                /* product of the reduction sizes */
+    int nphases;                      /* 0: pointwise kernel */
+    tc_kphase phases[TC_KIR_MAX_PHASES];
 } tc_kernel;
+
+/* ---- Reduction kernels ---------------------------------------------------
+ *
+ * A kernel with nphases == 0 is pointwise: for every point of the ndim
+ * loop dims, run insts[0, ninsts) (as before).  numel = product of sizes.
+ *
+ * A kernel with nphases > 0 computes "for each outer point: reduce over
+ * the reduction domain, then an epilogue", possibly in several passes over
+ * the same row (softmax = max pass, sum pass, write pass):
+ *
+ *   for each outer point i (loop dims 0..ndim-1; numel of them):
+ *       pre_0
+ *       for each reduction point r (dims ndim..ndim+nred-1, row-major):
+ *           body_0
+ *       pre_1
+ *       for each reduction point r: body_1
+ *       ...
+ *       post
+ *
+ * where body_p = insts[phases[p].begin, phases[p].end), pre_0 =
+ * insts[0, phases[0].begin), pre_p = insts[phases[p-1].end,
+ * phases[p].begin) and post = insts[phases[nphases-1].end, ninsts).  The
+ * regions tile insts[] in this order.  numel is the number of outer points
+ * and red_numel = product of the nred reduction sizes (1 if nred == 0: the
+ * bodies then run once per outer point; 0 if a reduction size is 0: the
+ * bodies never run and accumulators keep their identity).
+ *
+ * Visibility: a value defined in a pre/post region is a per-row scalar,
+ * usable by every later instruction (later pre/post regions and bodies).
+ * A value defined in body_p is per reduction point and usable only inside
+ * body_p.  LOAD/STORE in a pre/post region use only the outer indices: the
+ * scheduler guarantees their strides on the reduction dims are 0.  A STORE
+ * inside a body writes one element per reduction point (softmax's output).
+ *
+ * Accumulators: KOP_ACC appears in pre_p and belongs to phase p; it is
+ * updated (KOP_ACC_UPDATE, possibly several times) only inside body_p and
+ * read (KOP_ACC_RESULT) only in pre/post regions after body_p.  An ACC
+ * value is not an ordinary operand: only ACC_UPDATE and ACC_RESULT name
+ * it.  The emitter may reorder the reduction points of a body freely (split
+ * across vector lanes, threads or a thread block, then combine partials as
+ * tc_acc_kind says): float SUM must accumulate in the ACC dtype with
+ * several partial sums (blocked or pairwise, e.g. 8-16 lanes) rather than
+ * one sequential chain, so float32 sums of long rows stay accurate.
+ * Everything else in a body is elementwise and order-independent.
+ *
+ * CPU (libgccjit): run the outer loop over [begin, end) of the outer
+ * points as today (ranges split over the thread pool); each phase is an
+ * inner loop nest over the reduction dims.  PTX: one block (or warp) per
+ * outer point; each thread runs body_p for a strided subset of r, then a
+ * block reduction (warp shuffles + shared memory) combines every ACC of
+ * phase p and broadcasts the result; pre/post scalar code is computed by
+ * every thread (it is cheap and keeps values in registers); a STORE in a
+ * pre/post region is done by one thread.
+ *
+ * The kernel's reduction dims always follow the reduced dims of the graph
+ * reductions in their logical order (adjacent dims may be merged), so
+ * ARGMAX's index r is torch's index within the reduced dims.
+ */
 
 /* Builder used by op lowerings (ops.c) and decomposition passes. */
 typedef struct tc_kbuilder {
     tc_kernel *k;
     int cap;
+    int region_start;  /* addition: reuse (loads, casts, constants) only of
+                          instructions at or after this id (the current
+                          reduction region); 0 for pointwise kernels */
 } tc_kbuilder;
 
 int kb_emit(tc_kbuilder *kb, tc_kop op, tc_dtype dt, int a, int b, int c);
@@ -76,6 +192,11 @@ int kb_cast(tc_kbuilder *kb, int v, tc_dtype to); /* no-op if same dtype */
  * STORE of value v into slot arg.  Return the instruction id or -1. */
 int kb_load(tc_kbuilder *kb, int arg, tc_dtype dt);
 int kb_store(tc_kbuilder *kb, int arg, int v);
+
+/* Additions: accumulators (see "Reduction kernels").  Return ids or -1. */
+int kb_acc(tc_kbuilder *kb, tc_acc_kind kind, tc_dtype dt);
+int kb_acc_update(tc_kbuilder *kb, int acc, int v);
+int kb_acc_result(tc_kbuilder *kb, int acc, int component);
 
 void tc_kernel_clear(tc_kernel *k);
 

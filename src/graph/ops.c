@@ -310,6 +310,13 @@ LOWER(lower_not)
     return un(kb, KOP_NOT, c, a[0]);
 }
 
+/* contiguous copy (reshape of a non-viewable tensor) */
+LOWER(lower_copy)
+{
+    (void)c, (void)kb, (void)out;
+    return a[0];
+}
+
 LOWER(lower_to)
 {
     (void)c;
@@ -319,6 +326,8 @@ LOWER(lower_to)
 /* ---- the table ------------------------------------------------------- */
 
 #define PW TC_OPK_POINTWISE
+#define VW TC_OPK_VIEW
+#define RD TC_OPK_REDUCTION
 
 const tc_op_def tc_ops[] = {
     {"add", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_add, "a + b"},
@@ -385,6 +394,40 @@ const tc_op_def tc_ops[] = {
      "x * x (bool -> int64, as pow(x, 2))"},
     {"reciprocal", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT,
      lower_reciprocal, "1 / x"},
+    {"contiguous", 1, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_copy,
+     "copy into a contiguous tensor (reshape of a non-viewable input)"},
+    /* views: layout-only nodes (graph.h), read through index arithmetic */
+    {"permute", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: permute / transpose / t"},
+    {"unsqueeze", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: insert a size-1 dim"},
+    {"squeeze", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: drop size-1 dims"},
+    {"expand", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: broadcast size-1 dims (stride 0)"},
+    {"select", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: x[..., i, ...]"},
+    {"slice", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: x[..., a:b:s, ...] / narrow"},
+    {"view", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: view / reshape / flatten / unflatten without a copy"},
+    /* primitive reductions: one accumulator each (kir.h KOP_ACC) */
+    {"sum", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "sum over dims (ints and bool -> int64)"},
+    {"prod", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "product over dims (ints and bool -> int64)"},
+    {"amax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "max over dims, NaN propagating"},
+    {"amin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "min over dims, NaN propagating"},
+    {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "index of the first max (first NaN) -> int64"},
+    {"argmin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "index of the first min (first NaN) -> int64"},
+    {"any", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "logical or over dims (bool; uint8 stays uint8)"},
+    {"all", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "logical and over dims (bool; uint8 stays uint8)"},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -13,6 +13,8 @@
 
 typedef enum {
     TC_OPK_POINTWISE,
+    TC_OPK_VIEW,      /* layout-only: no lowering; see tc_node view fields */
+    TC_OPK_REDUCTION, /* one accumulator over tc_node.red_mask dims */
 } tc_op_kind;
 
 typedef enum {

@@ -2,9 +2,19 @@
  *
  * Materialized nodes (graph outputs, and temporaries that are cheaper to
  * store once than to recompute per broadcast element) are grouped by their
- * sizes; each group is one kernel whose body recomputes every other node it
- * needs in registers.  Loop dims follow the memory order of the first stored
- * output and are coalesced when every argument allows it.
+ * sizes and iteration domain; each group is one kernel whose body
+ * recomputes every other node it needs in registers.  Loop dims follow the
+ * memory order of the first stored output and are coalesced when every
+ * argument allows it.
+ *
+ * Index arithmetic: every value is generated under an affine map from the
+ * kernel's iteration domain to the node's logical index (imap).  Pointwise
+ * operands get the broadcast map, views compose their own map (graph.h),
+ * reductions map their reduced dims onto the kernel's reduction dims.  A
+ * load composes the map with the buffer's strides, so views and broadcasts
+ * cost nothing.  When a map cannot be built (a reshape that merges dims of
+ * a computed node, a reduction whose rows do not line up with the kernel's)
+ * the offending node is materialized and scheduling starts again.
  */
 #include "schedule.h"
 #include "ops.h"
@@ -13,6 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define RETRY (-2) /* scheduling must restart: see sched.retry_* */
+
+typedef struct {
+    int ndim;                                /* node dims */
+    int64_t coef[TC_MAX_DIMS][TC_MAX_DIMS];  /* [node dim][domain dim] */
+    int64_t off[TC_MAX_DIMS];
+} imap;
 
 typedef struct {
     const tc_graph *g;
@@ -25,6 +43,11 @@ typedef struct {
     int ngroups;
     int *group_rep;  /* group -> its first member (sizes) */
     int *order;      /* groups in execution order */
+    int *group_red;  /* group -> its primary reduction node, or -1 */
+    /* persistent across retries */
+    char *force_mat; /* materialize this node (a temporary) */
+    char *solo;      /* this materialized node gets a group of its own */
+    int retry_node, retry_solo;
 } sched;
 
 static int
@@ -45,7 +68,34 @@ oom(sched *s)
     return serr(s, "out of memory while scheduling");
 }
 
+static int
+retry(sched *s, int node, int solo)
+{
+    s->retry_node = node;
+    s->retry_solo = solo;
+    return RETRY;
+}
+
 /* ---- analysis -------------------------------------------------------- */
+
+static int
+op_kind(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_OP ? (int)tc_ops[n->op].kind : -1;
+}
+
+static int
+is_view(const tc_graph *g, int id)
+{
+    return op_kind(g, id) == TC_OPK_VIEW;
+}
+
+static int
+is_reduction(const tc_graph *g, int id)
+{
+    return op_kind(g, id) == TC_OPK_REDUCTION;
+}
 
 static void
 mark_live(sched *s)
@@ -127,19 +177,40 @@ plan_input_buffers(sched *s)
     return 0;
 }
 
+/* Graph outputs that are views of computed nodes need their base stored
+ * (with its eager layout, which the view's strides index into). */
+static void
+mark_view_output_bases(const sched *s, char *base_out)
+{
+    const tc_graph *g = s->g;
+    for (int j = 0; j < g->noutputs; j++) {
+        int id = g->outputs[j];
+        if (is_view(g, id) && g->nodes[g->nodes[id].view_base].kind ==
+                                  TC_NODE_OP) {
+            base_out[g->nodes[id].view_base] = 1;
+        }
+    }
+}
+
 static int
 plan_op_buffers(sched *s)
 {
     const tc_graph *g = s->g;
-    int64_t *maxc = calloc(g->nnodes, sizeof(int64_t));
-    if (!maxc) {
+    int64_t *maxc = calloc(g->nnodes + 1, sizeof(int64_t));
+    char *has_red = calloc(g->nnodes + 1, 1);
+    char *base_out = calloc(g->nnodes + 1, 1);
+    if (!maxc || !has_red || !base_out) {
+        free(maxc), free(has_red), free(base_out);
         return oom(s);
     }
+    mark_view_output_bases(s, base_out);
     for (int i = 0; i < g->nnodes; i++) {
         const tc_node *n = &g->nodes[i];
         int64_t numel = tc_layout_numel(&n->layout);
-        for (int k = 0; s->live[i] && k < n->nin; k++) {
-            if (maxc[n->in[k]] < numel) {
+        has_red[i] = is_reduction(g, i);
+        for (int k = 0; k < n->nin; k++) {
+            has_red[i] |= has_red[n->in[k]];
+            if (s->live[i] && maxc[n->in[k]] < numel) {
                 maxc[n->in[k]] = numel;
             }
         }
@@ -147,12 +218,15 @@ plan_op_buffers(sched *s)
     int rc = 0;
     for (int i = 0; i < g->nnodes && rc == 0; i++) {
         const tc_node *n = &g->nodes[i];
-        if (!s->live[i] || n->kind != TC_NODE_OP) {
+        if (!s->live[i] || n->kind != TC_NODE_OP || is_view(g, i)) {
             continue;
         }
-        if (is_graph_output(g, i)) {
+        if (is_graph_output(g, i) || base_out[i]) {
             rc = add_buffer(s, TC_BUF_OUTPUT, i, n->dtype, &n->layout);
-        } else if (wants_temp(g, i, maxc)) {
+        } else if (s->force_mat[i]) {
+            rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &n->layout);
+        } else if (!is_reduction(g, i) && !has_red[i] &&
+                   wants_temp(g, i, maxc)) {
             tc_layout l = n->layout;
             tc_layout_contiguous(&l);
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &l);
@@ -162,7 +236,7 @@ plan_op_buffers(sched *s)
         s->buf_of[i] = rc;
         rc = rc < 0 ? -1 : 0;
     }
-    free(maxc);
+    free(maxc), free(has_red), free(base_out);
     return rc;
 }
 
@@ -171,18 +245,31 @@ plan_outputs(sched *s)
 {
     const tc_graph *g = s->g;
     tc_plan *p = s->p;
-    p->output_buffer = malloc(sizeof(int) * (g->noutputs ? g->noutputs : 1));
-    if (!p->output_buffer) {
+    int n = g->noutputs ? g->noutputs : 1;
+    p->output_buffer = malloc(sizeof(int) * n);
+    p->outputs = calloc(n, sizeof(tc_output_desc));
+    if (!p->output_buffer || !p->outputs) {
         return oom(s);
     }
     p->noutputs = g->noutputs;
     for (int j = 0; j < g->noutputs; j++) {
         int id = g->outputs[j];
-        if (g->nodes[id].kind == TC_NODE_SCALAR) {
+        const tc_node *nd = &g->nodes[id];
+        if (nd->kind == TC_NODE_SCALAR) {
             return serr(s, "graph output %d is a Python number, not a tensor",
                         j);
         }
-        p->output_buffer[j] = s->buf_of[id];
+        tc_output_desc *o = &p->outputs[j];
+        if (is_view(g, id)) {
+            o->buffer = s->buf_of[nd->view_base];
+            o->is_view = 1;
+            o->layout = nd->layout;
+            o->offset = nd->offset;
+        } else {
+            o->buffer = s->buf_of[id];
+            o->layout = p->buffers[o->buffer].layout;
+        }
+        p->output_buffer[j] = o->buffer;
     }
     return 0;
 }
@@ -193,29 +280,98 @@ is_materialized_op(const sched *s, int id)
     return s->g->nodes[id].kind == TC_NODE_OP && s->buf_of[id] >= 0;
 }
 
+/* First reduction computed inline under id (depth first), or -1. */
+static int
+find_reduction(const sched *s, int id, char *seen)
+{
+    const tc_graph *g = s->g;
+    if (seen[id]) {
+        return -1;
+    }
+    seen[id] = 1;
+    if (is_reduction(g, id)) {
+        return id;
+    }
+    for (int k = 0; k < g->nodes[id].nin; k++) {
+        int x = g->nodes[id].in[k];
+        if (g->nodes[x].kind != TC_NODE_OP || is_materialized_op(s, x)) {
+            continue;
+        }
+        int r = find_reduction(s, x, seen);
+        if (r >= 0) {
+            return r;
+        }
+    }
+    return -1;
+}
+
+static int
+same_sizes(const tc_layout *a, const tc_layout *b)
+{
+    return a->ndim == b->ndim &&
+           !memcmp(a->sizes, b->sizes, sizeof(int64_t) * a->ndim);
+}
+
+/* Primary reduction of member i (the kernel's iteration domain is its
+ * input's shape), -1 for a pointwise kernel, RETRY if i's shape is neither
+ * the domain nor the reduction's row shape. */
+static int
+member_reduction(sched *s, int i, char *seen)
+{
+    const tc_graph *g = s->g;
+    memset(seen, 0, g->nnodes + 1);
+    int r = find_reduction(s, i, seen);
+    if (r < 0) {
+        return -1;
+    }
+    const tc_layout *l = &g->nodes[i].layout;
+    if (same_sizes(l, &g->nodes[g->nodes[r].in[0]].layout) ||
+        same_sizes(l, &g->nodes[r].layout)) {
+        return r;
+    }
+    return retry(s, r, 0);
+}
+
 static int
 make_groups(sched *s)
 {
     const tc_graph *g = s->g;
+    char *seen = malloc(g->nnodes + 1);
+    if (!seen) {
+        return oom(s);
+    }
     for (int i = 0; i < g->nnodes; i++) {
         if (!is_materialized_op(s, i)) {
             continue;
         }
+        int r = member_reduction(s, i, seen);
+        if (r == RETRY) {
+            free(seen);
+            return RETRY;
+        }
         const tc_layout *l = &g->nodes[i].layout;
         int grp = -1;
-        for (int q = 0; q < s->ngroups && grp < 0; q++) {
-            const tc_layout *r = &g->nodes[s->group_rep[q]].layout;
-            if (r->ndim == l->ndim &&
-                !memcmp(r->sizes, l->sizes, sizeof(int64_t) * l->ndim)) {
-                grp = q;
+        for (int q = 0; q < s->ngroups && grp < 0 && !s->solo[i]; q++) {
+            int rep = s->group_rep[q], rq = s->group_red[q];
+            if (s->solo[rep] || !same_sizes(&g->nodes[rep].layout, l) ||
+                (rq < 0) != (r < 0)) {
+                continue;
             }
+            if (r >= 0 && (g->nodes[rq].red_mask != g->nodes[r].red_mask ||
+                           !same_sizes(&g->nodes[g->nodes[rq].in[0]].layout,
+                                       &g->nodes[g->nodes[r].in[0]].layout))) {
+                continue;
+            }
+            grp = q;
         }
         if (grp < 0) {
             grp = s->ngroups++;
             s->group_rep[grp] = i;
+            s->group_red[grp] = r;
         }
         s->group_of[i] = grp;
     }
+    free(seen);
     return 0;
 }
 
@@ -282,35 +438,353 @@ order_groups(sched *s)
 /* ---- kernel generation ----------------------------------------------- */
 
 typedef struct {
+    int node;
+    imap map;
+    int value;      /* emitted value, or level (analysis) */
+    int persistent; /* defined outside a reduction body */
+} centry;
+
+typedef struct {
+    centry *v;
+    int n, cap;
+} cache;
+
+typedef struct {
+    int node;
+    imap map;       /* domain -> the reduction's output index */
+    int body;       /* phase whose body updates it */
+    int acc;        /* KOP_ACC id */
+} redinfo;
+
+typedef struct {
     sched *s;
     int group;
     tc_kernel *k;
     tc_kbuilder kb;
-    int *val;        /* node -> value id, -1 if not computed yet */
-    int *slot_of;    /* buffer -> argument slot, -1 */
-    char *used;      /* op nodes this kernel implements */
+    int ndom;                         /* iteration domain dims */
+    int64_t dom[TC_MAX_DIMS];
+    int nred;                         /* domain dims that are reduced ... */
+    int red_dims[TC_MAX_DIMS];        /* ... in logical order */
+    unsigned red_mask;                /* over domain dims */
+    int64_t (*full)[TC_MAX_DIMS];     /* slot -> strides over domain dims */
+    int *slot_key;                    /* slot -> buffer */
+    cache vals, levels;
+    redinfo *reds;
+    int nreds;
+    int in_body;
+    char *used;                       /* op nodes this kernel implements */
 } kgen;
 
 static int
-arg_slot(kgen *kg, int buffer, int is_output)
+map_eq(const imap *a, const imap *b, int ndom)
 {
-    if (kg->slot_of[buffer] >= 0) {
-        return kg->slot_of[buffer];
+    if (a->ndim != b->ndim) {
+        return 0;
     }
-    tc_karg *a = &kg->k->args[kg->k->nargs];
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->off[d] != b->off[d] ||
+            memcmp(a->coef[d], b->coef[d], sizeof(int64_t) * ndom)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static centry *
+cache_find(kgen *kg, cache *c, int node, const imap *m)
+{
+    for (int i = c->n - 1; i >= 0; i--) {
+        if (c->v[i].node == node && map_eq(&c->v[i].map, m, kg->ndom)) {
+            return &c->v[i];
+        }
+    }
+    return NULL;
+}
+
+static int
+cache_put(kgen *kg, cache *c, int node, const imap *m, int value,
+          int persistent)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 32;
+        centry *v = realloc(c->v, sizeof(centry) * cap);
+        if (!v) {
+            return oom(kg->s);
+        }
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n].node = node;
+    c->v[c->n].map = *m;
+    c->v[c->n].value = value;
+    c->v[c->n].persistent = persistent;
+    c->n++;
+    return 0;
+}
+
+/* Drop values defined inside a reduction body (not visible afterwards). */
+static void
+cache_drop_local(cache *c)
+{
+    int m = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (c->v[i].persistent) {
+            c->v[m++] = c->v[i];
+        }
+    }
+    c->n = m;
+}
+
+/* The node's value does not vary along the reduction dims. */
+static int
+is_rowscalar(const kgen *kg, const imap *m)
+{
+    for (int d = 0; d < m->ndim; d++) {
+        for (int j = 0; j < kg->nred; j++) {
+            /* size-1 reduction dims only ever take index 0 */
+            if (m->coef[d][kg->red_dims[j]] && kg->dom[kg->red_dims[j]] != 1) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Map of pointwise operand x of a node with layout nl under map m. */
+static void
+operand_map(const tc_layout *xl, const tc_layout *nl, const imap *m,
+            imap *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ndim = xl->ndim;
+    for (int xd = 0; xd < xl->ndim; xd++) {
+        int nd = xd + nl->ndim - xl->ndim;
+        if (xl->sizes[xd] == 1) {
+            continue; /* broadcast: index 0 */
+        }
+        memcpy(out->coef[xd], m->coef[nd], sizeof(out->coef[xd]));
+        out->off[xd] = m->off[nd];
+    }
+}
+
+/* Map of a view's source under the view's map m. */
+static void
+view_source_map(const tc_node *v, const tc_layout *src, const imap *m,
+                imap *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->ndim = src->ndim;
+    for (int d = 0; d < src->ndim; d++) {
+        out->off[d] = v->voff[d];
+    }
+    for (int e = 0; e < v->layout.ndim; e++) {
+        int d = v->vsrc[e];
+        if (d < 0) {
+            continue;
+        }
+        for (int j = 0; j < TC_MAX_DIMS; j++) {
+            out->coef[d][j] += v->vcoef[e] * m->coef[e][j];
+        }
+        out->off[d] += v->vcoef[e] * m->off[e];
+    }
+}
+
+/* Map of a reduction's input: kept dims from m, reduced dim j of the input
+ * onto the kernel's reduction dim j.  RETRY (materialize it) when the
+ * reduction's rows do not line up with the kernel's. */
+static int
+reduction_input_map(kgen *kg, int id, const imap *m, imap *out)
+{
+    const tc_graph *g = kg->s->g;
+    const tc_node *r = &g->nodes[id];
+    const tc_layout *xl = &g->nodes[r->in[0]].layout;
+    int nr = 0;
+    for (int d = 0; d < xl->ndim; d++) {
+        nr += (r->red_mask >> d) & 1;
+    }
+    int ok = is_rowscalar(kg, m) && nr == kg->nred;
+    for (int d = 0, j = 0; ok && d < xl->ndim; d++) {
+        if (r->red_mask & (1u << d)) {
+            ok = xl->sizes[d] == kg->dom[kg->red_dims[j++]];
+        }
+    }
+    if (!ok) {
+        return retry(kg->s, id, kg->s->buf_of[id] >= 0);
+    }
+    memset(out, 0, sizeof(*out));
+    out->ndim = xl->ndim;
+    for (int d = 0, j = 0, k = 0; d < xl->ndim; d++) {
+        if (r->red_mask & (1u << d)) {
+            out->coef[d][kg->red_dims[j++]] = 1;
+            k += r->keepdim;
+        } else {
+            memcpy(out->coef[d], m->coef[k], sizeof(out->coef[d]));
+            out->off[d] = m->off[k++];
+        }
+    }
+    return 0;
+}
+
+/* Node id read from a buffer in this kernel: an input, or a node stored by
+ * another kernel. */
+static int
+is_leaf(const kgen *kg, int id)
+{
+    const sched *s = kg->s;
+    return s->g->nodes[id].kind == TC_NODE_INPUT ||
+           (is_materialized_op(s, id) && s->group_of[id] != kg->group);
+}
+
+static int
+arg_slot(kgen *kg, int buffer, int is_output, const int64_t *full,
+         int64_t offset)
+{
+    tc_kernel *k = kg->k;
+    for (int a = 0; a < k->nargs; a++) {
+        if (kg->slot_key[a] == buffer && k->args[a].is_output == is_output &&
+            k->args[a].offset == offset &&
+            !memcmp(kg->full[a], full, sizeof(int64_t) * kg->ndom)) {
+            return a;
+        }
+    }
+    tc_karg *a = &k->args[k->nargs];
     memset(a, 0, sizeof(*a));
     a->buffer = buffer;
     a->dtype = kg->s->p->buffers[buffer].dtype;
     a->is_output = is_output;
-    kg->slot_of[buffer] = kg->k->nargs;
-    return kg->k->nargs++;
+    a->offset = offset;
+    kg->slot_key[k->nargs] = buffer;
+    memset(kg->full[k->nargs], 0, sizeof(kg->full[0]));
+    memcpy(kg->full[k->nargs], full, sizeof(int64_t) * kg->ndom);
+    return k->nargs++;
 }
 
-static int gen_node(kgen *kg, int id);
+/* Slot of buffer seen through strides/offset (elements) under map m. */
+static int
+mapped_slot(kgen *kg, int buffer, int is_output, const int64_t *strides,
+            int64_t offset, const imap *m)
+{
+    int64_t full[TC_MAX_DIMS] = {0};
+    for (int d = 0; d < m->ndim; d++) {
+        for (int e = 0; e < kg->ndom; e++) {
+            full[e] += strides[d] * m->coef[d][e];
+        }
+        offset += strides[d] * m->off[d];
+    }
+    return arg_slot(kg, buffer, is_output, full, offset);
+}
+
+static int
+leaf_load(kgen *kg, int id, const imap *m)
+{
+    const sched *s = kg->s;
+    const tc_node *n = &s->g->nodes[id];
+    int slot;
+    if (is_view(s->g, id)) {
+        slot = mapped_slot(kg, s->buf_of[n->view_base], 0, n->layout.strides,
+                           n->offset, m);
+    } else {
+        slot = mapped_slot(kg, s->buf_of[id], 0,
+                           s->p->buffers[s->buf_of[id]].layout.strides, 0, m);
+    }
+    return kb_load(&kg->kb, slot, n->dtype);
+}
+
+/* A view reads its base in place when the base is a buffer here. */
+static int
+view_is_leaf(const kgen *kg, int id)
+{
+    return is_view(kg->s->g, id) && is_leaf(kg, kg->s->g->nodes[id].view_base);
+}
+
+static redinfo *
+find_red(kgen *kg, int id, const imap *m)
+{
+    for (int i = 0; i < kg->nreds; i++) {
+        if (kg->reds[i].node == id && map_eq(&kg->reds[i].map, m, kg->ndom)) {
+            return &kg->reds[i];
+        }
+    }
+    return NULL;
+}
+
+/* ---- analysis pass: reductions of this kernel and their phases -------- */
+
+static int level_of(kgen *kg, int id, const imap *m);
+
+static int
+view_step(kgen *kg, int id, const imap *m, imap *src)
+{
+    const tc_graph *g = kg->s->g;
+    const tc_node *n = &g->nodes[id];
+    if (!n->vmap_affine) {
+        int base = n->view_base;
+        return retry(kg->s, base, kg->s->buf_of[base] >= 0);
+    }
+    view_source_map(n, &g->nodes[n->in[0]].layout, m, src);
+    return 0;
+}
+
+/* Phase from which the value of id under m is available: 0 for anything
+ * not depending on a reduction, body + 1 for a reduction. */
+static int
+level_of(kgen *kg, int id, const imap *m)
+{
+    const tc_graph *g = kg->s->g;
+    const tc_node *n = &g->nodes[id];
+    if (n->kind != TC_NODE_OP || is_leaf(kg, id) || view_is_leaf(kg, id)) {
+        return 0;
+    }
+    centry *c = cache_find(kg, &kg->levels, id, m);
+    if (c) {
+        return c->value;
+    }
+    int lv = 0;
+    imap sub;
+    if (is_view(g, id)) {
+        lv = view_step(kg, id, m, &sub);
+        lv = lv < 0 ? lv : level_of(kg, n->in[0], &sub);
+    } else if (is_reduction(g, id)) {
+        int body = reduction_input_map(kg, id, m, &sub);
+        body = body < 0 ? body : level_of(kg, n->in[0], &sub);
+        if (body < 0) {
+            return body;
+        }
+        redinfo *r = realloc(kg->reds, sizeof(redinfo) * (kg->nreds + 1));
+        if (!r) {
+            return oom(kg->s);
+        }
+        kg->reds = r;
+        r[kg->nreds].node = id;
+        r[kg->nreds].map = *m;
+        r[kg->nreds].body = body;
+        r[kg->nreds].acc = -1;
+        kg->nreds++;
+        lv = body + 1;
+    } else {
+        for (int k = 0; k < n->nin && lv >= 0; k++) {
+            const tc_node *x = &g->nodes[n->in[k]];
+            if (x->kind == TC_NODE_SCALAR) {
+                continue;
+            }
+            operand_map(&x->layout, &n->layout, m, &sub);
+            int l = level_of(kg, n->in[k], &sub);
+            lv = l < 0 ? l : (l > lv ? l : lv);
+        }
+    }
+    if (lv >= 0 && cache_put(kg, &kg->levels, id, m, lv, 1) < 0) {
+        return -1;
+    }
+    return lv;
+}
+
+/* ---- emission -------------------------------------------------------- */
+
+static int gen_node(kgen *kg, int id, const imap *m);
 
 /* Operand id as dtype dt: scalars become constants of dt directly. */
 static int
-gen_operand(kgen *kg, int id, tc_dtype dt)
+gen_operand(kgen *kg, int id, const imap *m, tc_dtype dt)
 {
     const tc_node *n = &kg->s->g->nodes[id];
     if (n->kind == TC_NODE_SCALAR) {
@@ -323,11 +797,11 @@ gen_operand(kgen *kg, int id, tc_dtype dt)
         }
         return v;
     }
-    return kb_cast(&kg->kb, gen_node(kg, id), dt);
+    return kb_cast(&kg->kb, gen_node(kg, id, m), dt);
 }
 
 static int
-gen_op(kgen *kg, int id)
+gen_op(kgen *kg, int id, const imap *m)
 {
     sched *s = kg->s;
     const tc_node *n = &s->g->nodes[id];
@@ -339,9 +813,11 @@ gen_op(kgen *kg, int id)
         return -1;
     }
     for (int k = 0; k < n->nin; k++) {
-        tc_dtype dt = tc_op_operand_dtype(n->op, k, compute,
-                                          s->g->nodes[n->in[k]].dtype);
-        if ((args[k] = gen_operand(kg, n->in[k], dt)) < 0) {
+        const tc_node *x = &s->g->nodes[n->in[k]];
+        tc_dtype dt = tc_op_operand_dtype(n->op, k, compute, x->dtype);
+        imap sub;
+        operand_map(&x->layout, &n->layout, m, &sub);
+        if ((args[k] = gen_operand(kg, n->in[k], &sub, dt)) < 0) {
             return -1;
         }
     }
@@ -354,119 +830,392 @@ gen_op(kgen *kg, int id)
     return v;
 }
 
+static tc_acc_kind
+acc_kind(const char *op)
+{
+    static const char *const names[TC_ACC_NKINDS] = {
+        "sum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"};
+    for (int i = 0; i < TC_ACC_NKINDS; i++) {
+        if (!strcmp(op, names[i])) {
+            return (tc_acc_kind)i;
+        }
+    }
+    return TC_ACC_SUM;
+}
+
+static tc_dtype
+acc_dtype(const tc_graph *g, const tc_node *r)
+{
+    switch (acc_kind(tc_ops[r->op].name)) {
+    case TC_ACC_ANY:
+    case TC_ACC_ALL:
+        return TC_BOOL;
+    case TC_ACC_ARGMAX:
+    case TC_ACC_ARGMIN:
+        return g->nodes[r->in[0]].dtype;
+    default:
+        return r->dtype;
+    }
+}
+
 static int
-gen_node(kgen *kg, int id)
+gen_reduction(kgen *kg, int id, const imap *m)
+{
+    const tc_graph *g = kg->s->g;
+    const tc_node *n = &g->nodes[id];
+    redinfo *r = find_red(kg, id, m);
+    if (!r || r->acc < 0) {
+        return serr(kg->s, "internal: reduction %%%d not planned", id);
+    }
+    tc_acc_kind kind = acc_kind(tc_ops[n->op].name);
+    int comp = kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+    kg->used[id] = 1;
+    return kb_cast(&kg->kb, kb_acc_result(&kg->kb, r->acc, comp), n->dtype);
+}
+
+static int
+gen_node(kgen *kg, int id, const imap *m)
 {
     sched *s = kg->s;
     const tc_node *n = &s->g->nodes[id];
-    if (kg->val[id] >= 0) {
-        return kg->val[id];
+    centry *c = cache_find(kg, &kg->vals, id, m);
+    if (c) {
+        return c->value;
     }
     int v;
-    if (n->kind == TC_NODE_INPUT ||
-        (is_materialized_op(s, id) && s->group_of[id] != kg->group)) {
-        v = kb_load(&kg->kb, arg_slot(kg, s->buf_of[id], 0), n->dtype);
+    imap sub;
+    if (n->kind == TC_NODE_INPUT || is_leaf(kg, id) || view_is_leaf(kg, id)) {
+        v = leaf_load(kg, id, m);
+    } else if (is_view(s->g, id)) {
+        v = view_step(kg, id, m, &sub) < 0 ? -1
+                                            : gen_node(kg, n->in[0], &sub);
+        kg->used[id] = v >= 0;
+    } else if (is_reduction(s->g, id)) {
+        v = gen_reduction(kg, id, m);
     } else if (n->kind == TC_NODE_OP) {
-        v = gen_op(kg, id);
+        v = gen_op(kg, id, m);
     } else {
         v = -1;
     }
-    kg->val[id] = v;
+    if (v >= 0 && cache_put(kg, &kg->vals, id, m, v, !kg->in_body) < 0) {
+        return -1;
+    }
     return v;
 }
 
-/* Strides of buffer b broadcast into the kernel domain dom (right aligned;
- * 0 where the buffer has size 1 and the domain does not, or no dim). */
-static void
-domain_strides(const tc_layout *b, const tc_layout *dom, int64_t *st)
-{
-    int off = dom->ndim - b->ndim;
-    for (int d = 0; d < dom->ndim; d++) {
-        int bd = d - off;
-        int bcast = bd < 0 || (b->sizes[bd] == 1 && dom->sizes[d] != 1);
-        st[d] = bcast ? 0 : b->strides[bd];
-    }
-}
-
-/* Domain dims slowest first, by the strides of the first output (or of the
- * first member if the group stores only temporaries). */
-static void
-loop_order(const kgen *kg, const tc_layout *dom, int *perm)
-{
-    const tc_plan *p = kg->s->p;
-    const tc_layout *ref = NULL;
-    for (int a = 0; a < kg->k->nargs && !ref; a++) {
-        const tc_buffer *b = &p->buffers[kg->k->args[a].buffer];
-        if (kg->k->args[a].is_output && b->kind == TC_BUF_OUTPUT) {
-            ref = &b->layout;
-        }
-    }
-    if (!ref) {
-        ref = &p->buffers[kg->k->args[0].buffer].layout;
-    }
-    for (int i = 0; i < dom->ndim; i++) {
-        int j = i;
-        perm[i] = i;
-        while (j > 0 && ref->strides[perm[j - 1]] < ref->strides[perm[j]]) {
-            int t = perm[j - 1];
-            perm[j - 1] = perm[j];
-            perm[j] = t;
-            j--;
-        }
-    }
-}
-
-/* Loop dim outer (already placed) and domain dim inner can be one loop if
- * every argument steps over inner exactly once per step of outer. */
+/* Emit (in the current pre region) every row scalar that the body rooted
+ * at id under m needs, so bodies only do per-element work. */
 static int
-can_merge(const tc_kernel *k, int outer, int64_t inner_size, int inner,
-          int64_t (*full)[TC_MAX_DIMS])
+hoist(kgen *kg, int id, const imap *m, cache *seen)
 {
+    const tc_graph *g = kg->s->g;
+    const tc_node *n = &g->nodes[id];
+    if (n->kind == TC_NODE_SCALAR || cache_find(kg, seen, id, m)) {
+        return 0;
+    }
+    if (cache_put(kg, seen, id, m, 0, 1) < 0) {
+        return -1;
+    }
+    if (is_rowscalar(kg, m)) {
+        return gen_node(kg, id, m) < 0 ? -1 : 0;
+    }
+    if (n->kind != TC_NODE_OP || is_leaf(kg, id) || view_is_leaf(kg, id)) {
+        return 0;
+    }
+    imap sub;
+    if (is_view(g, id)) {
+        return view_step(kg, id, m, &sub) < 0 ? -1
+                                               : hoist(kg, n->in[0], &sub, seen);
+    }
+    for (int k = 0; k < n->nin; k++) {
+        const tc_node *x = &g->nodes[n->in[k]];
+        operand_map(&x->layout, &n->layout, m, &sub);
+        if (hoist(kg, n->in[k], &sub, seen) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Domain of the group: the primary reduction's input shape (reduced dims
+ * marked), or the members' shape for pointwise kernels. */
+static void
+set_domain(kgen *kg)
+{
+    const tc_graph *g = kg->s->g;
+    int r = kg->s->group_red[kg->group];
+    const tc_layout *l = r >= 0 ? &g->nodes[g->nodes[r].in[0]].layout
+                                : &g->nodes[kg->s->group_rep[kg->group]].layout;
+    kg->ndom = l->ndim;
+    memcpy(kg->dom, l->sizes, sizeof(int64_t) * l->ndim);
+    kg->red_mask = r >= 0 ? g->nodes[r].red_mask : 0;
+    kg->nred = 0;
+    for (int d = 0; d < l->ndim; d++) {
+        if (kg->red_mask & (1u << d)) {
+            kg->red_dims[kg->nred++] = d;
+        }
+    }
+}
+
+/* Map from the domain to member id: identity when it has the domain's
+ * shape, else the primary reduction's row (kept dims). */
+static void
+member_map(const kgen *kg, int id, imap *m)
+{
+    const tc_graph *g = kg->s->g;
+    const tc_layout *l = &g->nodes[id].layout;
+    int r = kg->s->group_red[kg->group];
+    memset(m, 0, sizeof(*m));
+    m->ndim = l->ndim;
+    if (r < 0 || (l->ndim == kg->ndom &&
+                  !memcmp(l->sizes, kg->dom, sizeof(int64_t) * kg->ndom))) {
+        for (int d = 0; d < l->ndim; d++) {
+            m->coef[d][d] = r >= 0 && kg->dom[d] == 1 ? 0 : 1;
+        }
+        return;
+    }
+    for (int d = 0, k = 0; d < kg->ndom; d++) {
+        if (kg->red_mask & (1u << d)) {
+            k += g->nodes[r].keepdim;
+        } else {
+            m->coef[k++][d] = 1;
+        }
+    }
+}
+
+static int
+member_store(kgen *kg, int id, const imap *m)
+{
+    const sched *s = kg->s;
+    int b = s->buf_of[id];
+    int slot = mapped_slot(kg, b, 1, s->p->buffers[b].layout.strides, 0, m);
+    int v = gen_node(kg, id, m);
+    if (v < 0 || kb_store(&kg->kb, slot, v) < 0) {
+        return s->err && s->err[0] ? -1 : oom(kg->s);
+    }
+    return 0;
+}
+
+static void
+begin_region(kgen *kg, int in_body)
+{
+    kg->kb.region_start = kg->k->ninsts;
+    kg->in_body = in_body;
+    cache_drop_local(&kg->vals);
+}
+
+static int
+gen_phases(kgen *kg, const int *members, const imap *maps,
+           const int *levels, int nm, int nphases)
+{
+    tc_kernel *k = kg->k;
+    for (int p = 0; p < nphases; p++) {
+        cache seen = {0};
+        begin_region(kg, 0);
+        int rc = 0;
+        for (int i = 0; i < kg->nreds && rc == 0; i++) {
+            redinfo *r = &kg->reds[i];
+            if (r->body != p) {
+                continue;
+            }
+            const tc_node *n = &kg->s->g->nodes[r->node];
+            r->acc = kb_acc(&kg->kb, acc_kind(tc_ops[n->op].name),
+                            acc_dtype(kg->s->g, n));
+            imap sub;
+            rc = r->acc < 0 ? oom(kg->s)
+                 : reduction_input_map(kg, r->node, &r->map, &sub) < 0 ? -1
+                 : hoist(kg, n->in[0], &sub, &seen);
+        }
+        for (int i = 0; i < nm && rc == 0; i++) {
+            if (levels[i] == p && !is_rowscalar(kg, &maps[i])) {
+                rc = hoist(kg, members[i], &maps[i], &seen);
+            }
+        }
+        free(seen.v);
+        if (rc < 0) {
+            return -1;
+        }
+        k->phases[p].begin = k->ninsts;
+        begin_region(kg, 1);
+        for (int i = 0; i < kg->nreds; i++) {
+            redinfo *r = &kg->reds[i];
+            if (r->body != p) {
+                continue;
+            }
+            const tc_node *n = &kg->s->g->nodes[r->node];
+            imap sub;
+            reduction_input_map(kg, r->node, &r->map, &sub);
+            int v = kb_cast(&kg->kb, gen_node(kg, n->in[0], &sub),
+                            kg->k->insts[r->acc].dtype);
+            if (v < 0 || kb_acc_update(&kg->kb, r->acc, v) < 0) {
+                return kg->s->err && kg->s->err[0] ? -1 : oom(kg->s);
+            }
+        }
+        for (int i = 0; i < nm; i++) {
+            if (levels[i] == p && !is_rowscalar(kg, &maps[i]) &&
+                member_store(kg, members[i], &maps[i]) < 0) {
+                return -1;
+            }
+        }
+        k->phases[p].end = k->ninsts;
+    }
+    k->nphases = nphases;
+    begin_region(kg, 0);
+    return 0;
+}
+
+static int
+gen_body(kgen *kg)
+{
+    const sched *s = kg->s;
+    const tc_graph *g = s->g;
+    int nm = 0, rc = -1, nphases = 0;
+    int *members = malloc(sizeof(int) * (g->nnodes + 1));
+    int *levels = malloc(sizeof(int) * (g->nnodes + 1));
+    imap *maps = malloc(sizeof(imap) * (g->nnodes + 1));
+    if (!members || !levels || !maps) {
+        oom(kg->s);
+        goto done;
+    }
+    /* outputs first in the argument list */
+    for (int i = 0; i < g->nnodes; i++) {
+        if (is_materialized_op(s, i) && s->group_of[i] == kg->group) {
+            int b = s->buf_of[i];
+            members[nm] = i;
+            member_map(kg, i, &maps[nm]);
+            mapped_slot(kg, b, 1, s->p->buffers[b].layout.strides, 0,
+                        &maps[nm]);
+            nm++;
+        }
+    }
+    for (int i = 0; i < nm; i++) {
+        if ((levels[i] = level_of(kg, members[i], &maps[i])) < 0) {
+            rc = levels[i];
+            goto done;
+        }
+        if (!is_rowscalar(kg, &maps[i]) && levels[i] + 1 > nphases) {
+            nphases = levels[i] + 1;
+        }
+    }
+    for (int i = 0; i < kg->nreds; i++) {
+        if (kg->reds[i].body + 1 > nphases) {
+            nphases = kg->reds[i].body + 1;
+        }
+        if (kg->reds[i].body >= TC_KIR_MAX_PHASES) {
+            rc = retry(kg->s, kg->reds[i].node, 0);
+            goto done;
+        }
+    }
+    if (nphases > TC_KIR_MAX_PHASES) {
+        rc = serr(kg->s, "tcjit: more than %d passes over a row",
+                  TC_KIR_MAX_PHASES);
+        goto done;
+    }
+    if (kg->nreds == 0) {
+        nphases = 0; /* pointwise kernel */
+    }
+    if (nphases && gen_phases(kg, members, maps, levels, nm, nphases) < 0) {
+        goto done;
+    }
+    for (int i = 0; i < nm; i++) {
+        if ((!nphases || is_rowscalar(kg, &maps[i])) &&
+            member_store(kg, members[i], &maps[i]) < 0) {
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(members);
+    free(levels);
+    free(maps);
+    return rc;
+}
+
+/* Loop dims outer (already placed at loop index li) and domain dim d can
+ * be one loop if every argument steps over d exactly once per step of
+ * outer. */
+static int
+can_merge(const kgen *kg, int li, int64_t inner_size, int d)
+{
+    const tc_kernel *k = kg->k;
     for (int a = 0; a < k->nargs; a++) {
-        if (k->args[a].strides[outer] != full[a][inner] * inner_size) {
+        if (k->args[a].strides[li] != kg->full[a][d] * inner_size) {
             return 0;
         }
     }
     return 1;
 }
 
-/* Permute, drop size-1 dims, coalesce; fill k->sizes and arg strides. */
+/* Place domain dims perm[0..n) as loops starting at loop index first:
+ * drop size-1 dims, coalesce.  Returns the number of loops. */
 static int
-build_loops(kgen *kg, const tc_layout *dom)
+place_loops(kgen *kg, const int *perm, int n, int first)
 {
     tc_kernel *k = kg->k;
-    int perm[TC_MAX_DIMS], nd = 0;
-    int64_t (*full)[TC_MAX_DIMS] = calloc(k->nargs + 1, sizeof(*full));
-    if (!full) {
-        return oom(kg->s);
-    }
-    for (int a = 0; a < k->nargs; a++) {
-        domain_strides(&kg->s->p->buffers[k->args[a].buffer].layout, dom,
-                       full[a]);
-    }
-    loop_order(kg, dom, perm);
-    for (int i = 0; i < dom->ndim; i++) {
+    int nd = 0;
+    for (int i = 0; i < n; i++) {
         int d = perm[i];
-        if (dom->sizes[d] == 1) {
+        if (kg->dom[d] == 1) {
             continue;
         }
-        if (nd > 0 && can_merge(k, nd - 1, dom->sizes[d], d, full)) {
-            k->sizes[nd - 1] *= dom->sizes[d];
+        if (nd > 0 && can_merge(kg, first + nd - 1, kg->dom[d], d)) {
+            k->sizes[first + nd - 1] *= kg->dom[d];
             for (int a = 0; a < k->nargs; a++) {
-                k->args[a].strides[nd - 1] = full[a][d];
+                k->args[a].strides[first + nd - 1] = kg->full[a][d];
             }
             continue;
         }
-        k->sizes[nd] = dom->sizes[d];
+        k->sizes[first + nd] = kg->dom[d];
         for (int a = 0; a < k->nargs; a++) {
-            k->args[a].strides[nd] = full[a][d];
+            k->args[a].strides[first + nd] = kg->full[a][d];
         }
         nd++;
     }
-    free(full);
-    k->ndim = nd;
-    k->numel = tc_layout_numel(dom);
-    return 0;
+    return nd;
+}
+
+/* Outer dims slowest first, by the strides of the first stored output (or
+ * of the first argument); reduction dims innermost in logical order. */
+static void
+build_loops(kgen *kg)
+{
+    tc_kernel *k = kg->k;
+    const tc_plan *p = kg->s->p;
+    int ref = 0, perm[TC_MAX_DIMS], no = 0;
+    for (int a = k->nargs - 1; a >= 0; a--) {
+        if (k->args[a].is_output && p->buffers[k->args[a].buffer].kind ==
+                                        TC_BUF_OUTPUT) {
+            ref = a;
+        }
+    }
+    const int64_t *rs = k->nargs ? kg->full[ref] : NULL;
+    for (int d = 0; d < kg->ndom; d++) {
+        if (kg->red_mask & (1u << d)) {
+            continue;
+        }
+        int j = no;
+        perm[no++] = d;
+        while (j > 0 && rs[perm[j - 1]] < rs[perm[j]]) {
+            int t = perm[j - 1];
+            perm[j - 1] = perm[j];
+            perm[j] = t;
+            j--;
+        }
+    }
+    for (int a = 0; a < k->nargs; a++) {
+        memset(k->args[a].strides, 0, sizeof(k->args[a].strides));
+    }
+    k->ndim = place_loops(kg, perm, no, 0);
+    k->nred = place_loops(kg, kg->red_dims, kg->nred, k->ndim);
+    k->numel = 1;
+    k->red_numel = 1;
+    for (int d = 0; d < kg->ndom; d++) {
+        if (kg->red_mask & (1u << d)) {
+            k->red_numel *= kg->dom[d];
+        } else {
+            k->numel *= kg->dom[d];
+        }
+    }
 }
 
 static int
@@ -508,54 +1257,42 @@ build_desc(kgen *kg)
 }
 
 static int
-gen_body(kgen *kg)
-{
-    const tc_graph *g = kg->s->g;
-    /* outputs first in the argument list */
-    for (int i = 0; i < g->nnodes; i++) {
-        if (is_materialized_op(kg->s, i) && kg->s->group_of[i] == kg->group) {
-            arg_slot(kg, kg->s->buf_of[i], 1);
-        }
-    }
-    for (int i = 0; i < g->nnodes; i++) {
-        if (!is_materialized_op(kg->s, i) || kg->s->group_of[i] != kg->group) {
-            continue;
-        }
-        int v = gen_node(kg, i);
-        if (v < 0 || kb_store(&kg->kb, kg->slot_of[kg->s->buf_of[i]], v) < 0) {
-            return kg->s->err && kg->s->err[0] ? -1 : oom(kg->s);
-        }
-    }
-    return 0;
-}
-
-static int
 gen_kernel(sched *s, int q, tc_kernel *k, int index)
 {
     const tc_graph *g = s->g;
-    kgen kg = {s, q, k, {k, 0}, NULL, NULL, NULL};
-    int rc = -1;
-    kg.val = malloc(sizeof(int) * (g->nnodes + 1));
-    kg.slot_of = malloc(sizeof(int) * (s->p->nbuffers + 1));
+    kgen kg;
+    memset(&kg, 0, sizeof(kg));
+    kg.s = s;
+    kg.group = q;
+    kg.k = k;
+    kg.kb.k = k;
+    int rc = -1, maxargs = s->p->nbuffers + 2 * g->nnodes + 1;
     kg.used = calloc(g->nnodes + 1, 1);
-    k->args = calloc(s->p->nbuffers + 1, sizeof(tc_karg));
-    if (!kg.val || !kg.slot_of || !kg.used || !k->args) {
+    kg.full = calloc(maxargs, sizeof(*kg.full));
+    kg.slot_key = calloc(maxargs, sizeof(int));
+    k->args = calloc(maxargs, sizeof(tc_karg));
+    if (!kg.used || !kg.full || !kg.slot_key || !k->args) {
         oom(s);
         goto done;
     }
-    memset(kg.val, -1, sizeof(int) * g->nnodes);
-    memset(kg.slot_of, -1, sizeof(int) * s->p->nbuffers);
     snprintf(k->name, sizeof(k->name), "k%d", index);
-    if (gen_body(&kg) < 0 ||
-        build_loops(&kg, &g->nodes[s->group_rep[q]].layout) < 0 ||
-        build_desc(&kg) < 0) {
+    set_domain(&kg);
+    if ((rc = gen_body(&kg)) < 0) {
+        goto done;
+    }
+    rc = -1;
+    build_loops(&kg);
+    if (build_desc(&kg) < 0) {
         goto done;
     }
     rc = 0;
 done:
-    free(kg.val);
-    free(kg.slot_of);
     free(kg.used);
+    free(kg.full);
+    free(kg.slot_key);
+    free(kg.vals.v);
+    free(kg.levels.v);
+    free(kg.reds);
     return rc;
 }
 
@@ -573,6 +1310,7 @@ tc_plan_free(tc_plan *p)
     free(p->kernels);
     free(p->buffers);
     free(p->output_buffer);
+    free(p->outputs);
     free(p);
 }
 
@@ -584,13 +1322,15 @@ sched_alloc(sched *s)
     s->buf_of = malloc(sizeof(int) * n);
     s->group_of = malloc(sizeof(int) * n);
     s->group_rep = malloc(sizeof(int) * n);
+    s->group_red = malloc(sizeof(int) * n);
     s->order = malloc(sizeof(int) * n);
     if (!s->live || !s->buf_of || !s->group_of || !s->group_rep ||
-        !s->order) {
+        !s->group_red || !s->order) {
         return oom(s);
     }
     memset(s->buf_of, -1, sizeof(int) * n);
     memset(s->group_of, -1, sizeof(int) * n);
+    s->ngroups = 0;
     return 0;
 }
 
@@ -601,7 +1341,10 @@ sched_free(sched *s)
     free(s->buf_of);
     free(s->group_of);
     free(s->group_rep);
+    free(s->group_red);
     free(s->order);
+    s->live = s->buf_of = s->group_of = NULL;
+    s->group_rep = s->group_red = s->order = NULL;
 }
 
 static int
@@ -614,9 +1357,27 @@ gen_kernels(sched *s)
     }
     for (int i = 0; i < s->ngroups; i++) {
         p->nkernels = i + 1; /* so tc_plan_free clears a partial kernel */
-        if (gen_kernel(s, s->order[i], &p->kernels[i], i) < 0) {
-            return -1;
+        int rc = gen_kernel(s, s->order[i], &p->kernels[i], i);
+        if (rc < 0) {
+            return rc;
         }
+    }
+    return 0;
+}
+
+static int
+schedule_once(sched *s)
+{
+    s->p = calloc(1, sizeof(tc_plan));
+    if (!s->p || sched_alloc(s) < 0) {
+        return oom(s);
+    }
+    mark_live(s);
+    int rc;
+    if ((rc = plan_input_buffers(s)) < 0 || (rc = plan_op_buffers(s)) < 0 ||
+        (rc = plan_outputs(s)) < 0 || (rc = make_groups(s)) < 0 ||
+        (rc = order_groups(s)) < 0 || (rc = gen_kernels(s)) < 0) {
+        return rc;
     }
     return 0;
 }
@@ -624,25 +1385,47 @@ gen_kernels(sched *s)
 tc_plan *
 tc_schedule(const tc_graph *g, char *err, size_t errlen)
 {
-    sched s = {g, NULL, err, errlen, NULL, NULL, NULL, 0, NULL, NULL};
+    sched s;
+    memset(&s, 0, sizeof(s));
+    s.g = g;
+    s.err = err;
+    s.errlen = errlen;
     if (err && errlen) {
         err[0] = '\0';
     }
-    s.p = calloc(1, sizeof(tc_plan));
-    if (!s.p || sched_alloc(&s) < 0) {
+    s.force_mat = calloc(g->nnodes + 1, 1);
+    s.solo = calloc(g->nnodes + 1, 1);
+    if (!s.force_mat || !s.solo) {
         oom(&s);
         goto error;
     }
-    mark_live(&s);
-    if (plan_input_buffers(&s) < 0 || plan_op_buffers(&s) < 0 ||
-        plan_outputs(&s) < 0 || make_groups(&s) < 0 || order_groups(&s) < 0 ||
-        gen_kernels(&s) < 0) {
-        goto error;
+    /* each retry materializes (or isolates) one more node */
+    for (int attempt = 0; attempt <= 2 * g->nnodes + 1; attempt++) {
+        int rc = schedule_once(&s);
+        if (rc == 0) {
+            sched_free(&s);
+            free(s.force_mat);
+            free(s.solo);
+            return s.p;
+        }
+        sched_free(&s);
+        tc_plan_free(s.p);
+        s.p = NULL;
+        if (rc != RETRY) {
+            goto error;
+        }
+        char *flag = s.retry_solo ? s.solo : s.force_mat;
+        if (flag[s.retry_node]) {
+            serr(&s, "internal: cannot schedule node %%%d", s.retry_node);
+            goto error;
+        }
+        flag[s.retry_node] = 1;
     }
-    sched_free(&s);
-    return s.p;
+    serr(&s, "internal: scheduling did not converge");
 error:
     sched_free(&s);
     tc_plan_free(s.p);
+    free(s.force_mat);
+    free(s.solo);
     return NULL;
 }

@@ -230,6 +230,51 @@ emit_sincos(tbuf *t, int x, int is_cos)
     return bits(t, F, put(t, KOP_XOR, I, bits(t, I, yf), sbit, -1));
 }
 
+/* ---- sin / cos, CPU fast path -----------------------------------------
+ * For |x| <= 8192 only: Cody-Waite by pi in float32, pi split into three
+ * 11-bit pieces plus a float tail; q (a multiple of 1/2, < 2^12) times a
+ * piece is exact, so the reduction is good to ~2^-50 where it matters
+ * (near zeros of the result); then sin(r), |r| <= pi/2, as
+ * r + r^3 Q(r^2) with a fitted float Q (relative error 9e-9).  Pure
+ * float32, about a third of the float64 path's work.  Inputs it cannot
+ * handle set *flag, and the backend reruns such blocks with the exact
+ * path above (see tc_kernel_decompose_transcendentals_cpu).  NaN gives NaN
+ * here and is not flagged; inf is flagged. */
+static int
+emit_sincos_fast(tbuf *t, int x, int is_cos, int *flag)
+{
+    static const double pi_parts[4] = {0x1.92p+1, 0x1.fb4p-11, 0x1.444p-23,
+                                       0x1.68c234p-38};
+    static const double q4[4] = {-0x1.55554cp-3, 0x1.110ed4p-7,
+                                 -0x1.9f6feep-13, 0x1.5dbceep-19};
+    int big = cmp(t, KOP_LT, kf(t, F, 8192.0), put(t, KOP_ABS, F, x, -1, -1));
+    *flag = *flag < 0 ? big : put(t, KOP_OR, B, *flag, big, -1);
+    int q = mul(t, F, x, kf(t, F, 0.318309886183790672));
+    if (is_cos) {
+        /* cos(x) = sin(x + pi/2): q odd multiples of 1/2 -> pi (k + 1/2) */
+        q = put(t, KOP_RINT, F, sub(t, F, q, kf(t, F, 0.5)), -1, -1);
+        q = add(t, F, q, kf(t, F, 0.5));
+    }
+    else {
+        q = put(t, KOP_RINT, F, q, -1, -1);
+    }
+    int r = x;
+    for (int j = 0; j < 4; j++) {
+        r = sub(t, F, r, mul(t, F, q, kf(t, F, pi_parts[j])));
+    }
+    int z = mul(t, F, r, r);
+    int y = add(t, F, r, mul(t, F, mul(t, F, r, z), horner(t, F, z, q4, 4)));
+    /* sin(x) = (-1)^k sin(r) with x = k pi + r; for cos x = (k+1/2) pi + r
+     * gives cos(x) = (-1)^(k+1) sin(r) */
+    int kk = conv(t, I, is_cos ? sub(t, F, q, kf(t, F, 0.5)) : q);
+    if (is_cos) {
+        kk = add(t, I, kk, ki(t, I, 1));
+    }
+    int sbit = put(t, KOP_SHL, I, put(t, KOP_AND, I, kk, ki(t, I, 1), -1),
+                   ki(t, I, 31), -1);
+    return bits(t, F, put(t, KOP_XOR, I, bits(t, I, y), sbit, -1));
+}
+
 /* ---- tanh ---------------------------------------------------------------
  * |x| < 0.625: x + x^3 Q(x^2), Q fitted (relative error 4e-9), exact near
  * 0.  Otherwise 1 - 2 / (e^{2|x|} + 1) with |x| clamped at 9.5 where tanh
@@ -254,8 +299,11 @@ emit_tanh(tbuf *t, int x)
 }
 
 static int
-expand(tbuf *t, tc_kop op, int x)
+expand(tbuf *t, tc_kop op, int x, int *flag)
 {
+    if (flag != NULL && (op == KOP_SIN || op == KOP_COS)) {
+        return emit_sincos_fast(t, x, op == KOP_COS, flag);
+    }
     switch (op) {
     case KOP_EXP:
         return emit_exp(t, x);
@@ -280,10 +328,16 @@ is_decomposed(const tc_kinst *in)
            || in->op == KOP_COS || in->op == KOP_TANH;
 }
 
-int
-tc_kernel_decompose_transcendentals(tc_kernel *k)
+/* Rewrites k; with flag != NULL sin/cos take the fast path and *flag
+ * gets the id of a TC_BOOL value, true where the fast result is invalid
+ * (-1 when the kernel has no sin/cos). */
+static int
+decompose(tc_kernel *k, int *flag)
 {
     int any = 0;
+    if (flag != NULL) {
+        *flag = -1;
+    }
     for (int i = 0; i < k->ninsts; i++) {
         any |= is_decomposed(&k->insts[i]);
     }
@@ -291,14 +345,18 @@ tc_kernel_decompose_transcendentals(tc_kernel *k)
         return 0;
     }
     int *map = malloc(sizeof(int) * (size_t)k->ninsts);
+    int *start = malloc(sizeof(int) * (size_t)(k->ninsts + 1));
     tbuf t = {0};
-    if (map == NULL) {
+    if (map == NULL || start == NULL) {
+        free(map);
+        free(start);
         return -1;
     }
     for (int i = 0; i < k->ninsts && !t.failed; i++) {
         const tc_kinst *in = &k->insts[i];
+        start[i] = t.n; /* reduction phase boundaries move with insts */
         if (is_decomposed(in)) {
-            map[i] = expand(&t, in->op, map[in->a]);
+            map[i] = expand(&t, in->op, map[in->a], flag);
             continue;
         }
         int r = put(&t, in->op, in->dtype, -1, -1, -1);
@@ -314,10 +372,29 @@ tc_kernel_decompose_transcendentals(tc_kernel *k)
     free(map);
     if (t.failed) {
         free(t.v);
+        free(start);
         return -1;
     }
+    start[k->ninsts] = t.n;
+    for (int p = 0; p < k->nphases; p++) {
+        k->phases[p].begin = start[k->phases[p].begin];
+        k->phases[p].end = start[k->phases[p].end];
+    }
+    free(start);
     free(k->insts);
     k->insts = t.v;
     k->ninsts = t.n;
     return 0;
+}
+
+int
+tc_kernel_decompose_transcendentals(tc_kernel *k)
+{
+    return decompose(k, NULL);
+}
+
+int
+tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag)
+{
+    return decompose(k, flag);
 }

@@ -3,11 +3,15 @@
  * Expected dtypes, layouts and error messages come from eager PyTorch via
  * gen_test_graph_cases.py (test_graph_cases.h); numeric expectations of the
  * lowerings were computed with torch and are checked by a small KIR
- * interpreter.  Build and run:
+ * interpreter (which also runs reduction kernels: phases, accumulators,
+ * argument offsets).  Views, reductions and normalizations are checked
+ * against eager by gen_test_graph_rv.py (test_graph_rv.h: layouts, storage
+ * offsets, dtypes, torch's error messages and values).  Build and run:
  *
  *   gcc -std=gnu11 -Wall -Wextra -g -Isrc/graph tests/c/test_graph.c \
  *       src/graph/graph.c src/graph/ops.c src/graph/kir.c \
- *       src/graph/schedule.c -lm -o /tmp/test_graph && /tmp/test_graph
+ *       src/graph/schedule.c src/graph/transcendental.c -lm \
+ *       -o /tmp/test_graph && /tmp/test_graph
  */
 #include "graph.h"
 #include "kir.h"
@@ -493,23 +497,179 @@ eval_compare(const tc_kinst *in, tc_dtype dt, val a, val b)
 static int64_t
 arg_offset(const tc_kernel *k, int arg, const int64_t *idx)
 {
-    int64_t off = 0;
-    for (int d = 0; d < k->ndim; d++) {
+    int64_t off = k->args[arg].offset;
+    for (int d = 0; d < k->ndim + k->nred; d++) {
         off += idx[d] * k->args[arg].strides[d];
     }
     return off;
 }
 
-static void
-eval_point(const tc_kernel *k, val **bufs, const int64_t *idx, val *v)
+/* Accumulator state; float sums keep 8 partial lanes (blocked order, as
+ * kir.h asks emitters to do) combined pairwise at the end. */
+#define LANES 8
+typedef struct {
+    val lane[LANES];
+    val v;
+    int64_t index;
+} accst;
+
+static int
+is_nan_val(tc_dtype dt, val v)
 {
-    for (int i = 0; i < k->ninsts; i++) {
+    return tc_dtype_is_float(dt) && isnan(v.f);
+}
+
+static int
+val_less(tc_dtype dt, val a, val b)
+{
+    return tc_dtype_is_float(dt) ? a.f < b.f : a.i < b.i;
+}
+
+static void
+acc_init(accst *s, int kind, tc_dtype dt)
+{
+    val z;
+    int fl = tc_dtype_is_float(dt);
+    memset(s, 0, sizeof(*s));
+    s->index = -1;
+    switch (kind) {
+    case TC_ACC_PROD:
+        z.i = 1;
+        if (fl) {
+            z.f = 1;
+        }
+        break;
+    case TC_ACC_MAX:
+    case TC_ACC_ARGMAX:
+        if (fl) {
+            z.f = -INFINITY;
+        } else {
+            z.i = dt == TC_BOOL ? 0 : INT64_MIN;
+        }
+        break;
+    case TC_ACC_MIN:
+    case TC_ACC_ARGMIN:
+        if (fl) {
+            z.f = INFINITY;
+        } else {
+            z.i = dt == TC_BOOL ? 1 : INT64_MAX;
+        }
+        break;
+    case TC_ACC_ALL:
+        z.i = 1;
+        break;
+    default:
+        z.i = 0;
+        if (fl) {
+            z.f = 0;
+        }
+    }
+    for (int l = 0; l < LANES; l++) {
+        s->lane[l] = z;
+    }
+    s->v = z;
+}
+
+static void
+acc_update(accst *s, int kind, tc_dtype dt, val x, int64_t r)
+{
+    val *l = &s->lane[r % LANES];
+    int fl = tc_dtype_is_float(dt);
+    switch (kind) {
+    case TC_ACC_SUM:
+        if (fl) {
+            l->f += x.f;
+        } else {
+            l->i = (int64_t)((uint64_t)l->i + (uint64_t)x.i);
+        }
+        *l = norm(dt, *l);
+        break;
+    case TC_ACC_PROD:
+        if (fl) {
+            l->f *= x.f;
+        } else {
+            l->i = (int64_t)((uint64_t)l->i * (uint64_t)x.i);
+        }
+        *l = norm(dt, *l);
+        break;
+    case TC_ACC_ANY:
+        s->v.i |= x.i != 0;
+        break;
+    case TC_ACC_ALL:
+        s->v.i &= x.i != 0;
+        break;
+    case TC_ACC_MAX:
+    case TC_ACC_MIN:
+        if (is_nan_val(dt, s->v)) {
+            break;
+        }
+        if (is_nan_val(dt, x) ||
+            (kind == TC_ACC_MAX ? val_less(dt, s->v, x)
+                                : val_less(dt, x, s->v))) {
+            s->v = x;
+        }
+        break;
+    default: /* ARGMAX / ARGMIN: first max, first NaN */
+        if (s->index >= 0 && is_nan_val(dt, s->v)) {
+            break;
+        }
+        if (s->index < 0 || is_nan_val(dt, x) ||
+            (kind == TC_ACC_ARGMAX ? val_less(dt, s->v, x)
+                                   : val_less(dt, x, s->v))) {
+            s->v = x;
+            s->index = r;
+        }
+    }
+}
+
+static val
+acc_result(accst *s, int kind, tc_dtype dt, int comp)
+{
+    val r;
+    if (comp) {
+        r.i = s->index < 0 ? 0 : s->index;
+        return r;
+    }
+    if (kind != TC_ACC_SUM && kind != TC_ACC_PROD) {
+        return s->v;
+    }
+    val t[LANES];
+    memcpy(t, s->lane, sizeof(t));
+    for (int w = LANES / 2; w >= 1; w /= 2) {
+        for (int l = 0; l < w; l++) {
+            if (tc_dtype_is_float(dt)) {
+                t[l].f = kind == TC_ACC_SUM ? t[l].f + t[l + w].f
+                                            : t[l].f * t[l + w].f;
+            } else {
+                t[l].i = kind == TC_ACC_SUM
+                             ? (int64_t)((uint64_t)t[l].i + (uint64_t)t[l + w].i)
+                             : (int64_t)((uint64_t)t[l].i * (uint64_t)t[l + w].i);
+            }
+            t[l] = norm(dt, t[l]);
+        }
+    }
+    return t[0];
+}
+
+static void
+eval_range(const tc_kernel *k, val **bufs, const int64_t *idx, val *v,
+           accst *accs, int64_t rlin, int from, int to)
+{
+    for (int i = from; i < to; i++) {
         const tc_kinst *in = &k->insts[i];
         val a = in->a >= 0 ? v[in->a] : (val){0};
         val b = in->b >= 0 ? v[in->b] : (val){0};
         tc_dtype adt = in->a >= 0 ? k->insts[in->a].dtype : in->dtype;
         int handled = 0;
-        if (in->op == KOP_CONST) {
+        if (in->op == KOP_ACC) {
+            acc_init(&accs[i], (int)in->imm.i, in->dtype);
+        } else if (in->op == KOP_ACC_UPDATE) {
+            acc_update(&accs[in->a], (int)k->insts[in->a].imm.i, in->dtype, b,
+                       rlin);
+        } else if (in->op == KOP_ACC_RESULT) {
+            v[i] = acc_result(&accs[in->a], (int)k->insts[in->a].imm.i,
+                              k->insts[in->a].dtype, (int)in->imm.i);
+        } else if (in->op == KOP_CONST) {
             val c;
             memcpy(&c, &in->imm, sizeof(c));
             v[i] = norm(in->dtype, c);
@@ -535,13 +695,69 @@ eval_point(const tc_kernel *k, val **bufs, const int64_t *idx, val *v)
     }
 }
 
+/* Structural checks of the region rules of kir.h. */
+static void
+check_regions(const tc_kernel *k)
+{
+    int region = -1; /* -1 pre/post, p >= 0 body p */
+    int *where = calloc(k->ninsts + 1, sizeof(int));
+    for (int i = 0; i < k->ninsts; i++) {
+        region = -1;
+        for (int p = 0; p < k->nphases; p++) {
+            if (i >= k->phases[p].begin && i < k->phases[p].end) {
+                region = p;
+            }
+        }
+        where[i] = region;
+        const tc_kinst *in = &k->insts[i];
+        int ops[3] = {in->a, in->b, in->c};
+        for (int j = 0; j < 3; j++) {
+            if (ops[j] < 0) {
+                continue;
+            }
+            int ok = where[ops[j]] == -1 || where[ops[j]] == region;
+            if (in->op == KOP_ACC_UPDATE && j == 0) {
+                ok = region >= 0;
+            }
+            CHECK(ok, "%s: inst %d uses v%d from another body", k->name, i,
+                  ops[j]);
+        }
+        if ((in->op == KOP_LOAD || in->op == KOP_STORE) && region < 0) {
+            for (int d = k->ndim; d < k->ndim + k->nred; d++) {
+                CHECK(k->args[in->arg].strides[d] == 0,
+                      "%s: row load/store %d varies along r", k->name, i);
+            }
+        }
+    }
+    free(where);
+}
+
 static void
 run_kernel(const tc_kernel *k, val **bufs)
 {
     int64_t idx[TC_MAX_DIMS] = {0};
     val *v = calloc(k->ninsts + 1, sizeof(val));
+    accst *accs = calloc(k->ninsts + 1, sizeof(accst));
+    check_regions(k);
     for (int64_t e = 0; e < k->numel; e++) {
-        eval_point(k, bufs, idx, v);
+        int prev = 0;
+        for (int p = 0; p < k->nphases; p++) {
+            eval_range(k, bufs, idx, v, accs, 0, prev, k->phases[p].begin);
+            for (int64_t r = 0; r < k->red_numel; r++) {
+                int64_t rem = r;
+                for (int d = k->ndim + k->nred - 1; d >= k->ndim; d--) {
+                    idx[d] = rem % k->sizes[d];
+                    rem /= k->sizes[d];
+                }
+                eval_range(k, bufs, idx, v, accs, r, k->phases[p].begin,
+                           k->phases[p].end);
+            }
+            for (int d = k->ndim; d < k->ndim + k->nred; d++) {
+                idx[d] = 0;
+            }
+            prev = k->phases[p].end;
+        }
+        eval_range(k, bufs, idx, v, accs, 0, prev, k->ninsts);
         for (int d = k->ndim - 1; d >= 0; d--) {
             if (++idx[d] < k->sizes[d]) {
                 break;
@@ -550,6 +766,7 @@ run_kernel(const tc_kernel *k, val **bufs)
         }
     }
     free(v);
+    free(accs);
 }
 
 static int64_t
@@ -973,6 +1190,569 @@ test_schedule_edge(void)
     tc_graph_free(g);
 }
 
+/* ---- views and reductions against eager (test_graph_rv.h) ------------ */
+
+#define NONE_I INT64_MIN
+
+typedef struct {
+    const char *op;
+    tc_dtype dt;
+    int ndim;
+    int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
+    int nargs;
+    int64_t args[TC_MAX_DIMS];
+    int keepdim, has_dtype;
+    tc_dtype dtype;
+    double fparam;
+    int ok;
+    const char *err;
+    tc_dtype odt;
+    int ondim;
+    int64_t osizes[TC_MAX_DIMS], ostrides[TC_MAX_DIMS], ooffset;
+    int nvals;
+    const double *vals;
+} rv_case;
+
+static const rv_case rv_cases[] = {
+#include "test_graph_rv.h"
+};
+
+/* Same formula as storage_value() in gen_test_graph_rv.py. */
+static val
+storage_value(int64_t s, tc_dtype dt)
+{
+    val v;
+    if (dt == TC_BOOL) {
+        v.i = s % 3 == 0;
+    } else if (tc_dtype_is_float(dt)) {
+        v.f = (double)((s * 7919) % 23 - 11) / 4.0;
+    } else {
+        v.i = (s * 37) % 11 - 5 + (dt == TC_U8 ? 5 : 0);
+    }
+    return v;
+}
+
+static int
+build_rv(tc_graph *g, const rv_case *c, int x, char *err, size_t n)
+{
+    const char *op = c->op;
+    const int64_t *a = c->args;
+    if (!strcmp(op, "permute")) {
+        return tc_graph_permute(g, x, c->nargs, a, err, n);
+    }
+    if (!strcmp(op, "transpose")) {
+        return tc_graph_transpose(g, x, a[0], a[1], err, n);
+    }
+    if (!strcmp(op, "t")) {
+        return tc_graph_t(g, x, err, n);
+    }
+    if (!strcmp(op, "unsqueeze")) {
+        return tc_graph_unsqueeze(g, x, a[0], err, n);
+    }
+    if (!strcmp(op, "squeeze_all")) {
+        return tc_graph_squeeze(g, x, -1, NULL, err, n);
+    }
+    if (!strcmp(op, "squeeze")) {
+        return tc_graph_squeeze(g, x, c->nargs, a, err, n);
+    }
+    if (!strcmp(op, "expand")) {
+        return tc_graph_expand(g, x, c->nargs, a, err, n);
+    }
+    if (!strcmp(op, "select")) {
+        return tc_graph_select(g, x, a[0], a[1], err, n);
+    }
+    if (!strcmp(op, "slice")) {
+        return tc_graph_slice(g, x, a[0], a[1] == NONE_I ? NULL : &a[1],
+                              a[2] == NONE_I ? NULL : &a[2], a[3], err, n);
+    }
+    if (!strcmp(op, "narrow")) {
+        return tc_graph_narrow(g, x, a[0], a[1], a[2], err, n);
+    }
+    if (!strcmp(op, "view")) {
+        return tc_graph_view(g, x, c->nargs, a, err, n);
+    }
+    if (!strcmp(op, "reshape")) {
+        return tc_graph_reshape(g, x, c->nargs, a, err, n);
+    }
+    if (!strcmp(op, "flatten")) {
+        return tc_graph_flatten(g, x, a[0], a[1], err, n);
+    }
+    if (!strcmp(op, "unflatten")) {
+        return tc_graph_unflatten(g, x, a[0], c->nargs - 1, a + 1, err, n);
+    }
+    if (!strcmp(op, "softmax") || !strcmp(op, "log_softmax")) {
+        return tc_graph_softmax(g, x, a[0], c->has_dtype, c->dtype,
+                                op[0] == 'l', err, n);
+    }
+    if (!strcmp(op, "layer_norm")) {
+        return tc_graph_layer_norm(g, x, c->nargs, a, -1, -1, c->fparam, err,
+                                   n);
+    }
+    if (!strcmp(op, "rms_norm")) {
+        return tc_graph_rms_norm(g, x, c->nargs, a, -1, 0, 0, err, n);
+    }
+    if (!strncmp(op, "max_dim", 7) || !strncmp(op, "min_dim", 7)) {
+        int v, i;
+        if (tc_graph_max_dim(g, op[1] == 'a', x, a[0], c->keepdim, &v, &i, err,
+                             n) < 0) {
+            return -1;
+        }
+        return strstr(op, "_idx") ? i : v;
+    }
+    tc_reduce_args ra;
+    memset(&ra, 0, sizeof(ra));
+    ra.ndims = c->nargs;
+    memcpy(ra.dims, a, sizeof(ra.dims));
+    ra.keepdim = c->keepdim;
+    ra.has_dtype = c->has_dtype;
+    ra.dtype = c->dtype;
+    ra.correction = c->fparam;
+    char name[32];
+    snprintf(name, sizeof(name), "%s", op);
+    char *us = strstr(name, "_nan");
+    if (us) {
+        *us = '\0';
+        ra.ndims = c->nargs;
+    }
+    if (!strcmp(name, "norm1") || !strcmp(name, "norm2")) {
+        ra.p = name[4] - '0';
+        name[4] = '\0';
+    }
+    if (!strcmp(name, "max_all") || !strcmp(name, "min_all")) {
+        name[3] = '\0';
+    }
+    return tc_graph_reduce(g, name, x, &ra, err, n);
+}
+
+/* Value of logical element e (row-major) of graph output j. */
+static val
+output_value(const tc_plan *p, val **bufs, int j, int64_t e)
+{
+    const tc_output_desc *o = &p->outputs[j];
+    const tc_layout *l = &o->layout;
+    int64_t off = o->offset;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        off += (e % l->sizes[d]) * l->strides[d];
+        e /= l->sizes[d];
+    }
+    return bufs[o->buffer][off];
+}
+
+static int
+close_enough(tc_dtype dt, double got, double want)
+{
+    if (isnan(want)) {
+        return isnan(got);
+    }
+    if (isinf(want)) {
+        return got == want;
+    }
+    if (!tc_dtype_is_float(dt)) {
+        return got == want;
+    }
+    double tol = dt == TC_F32 ? 2e-5 : 1e-11;
+    return fabs(got - want) <= tol * (1 + fabs(want));
+}
+
+static int rv_numeric_checked, rv_kernels;
+
+static void
+check_rv_case(const rv_case *c, int index)
+{
+    tc_graph *g = tc_graph_new();
+    tc_layout l;
+    char err[512] = "", what[64];
+    l.ndim = c->ndim;
+    memcpy(l.sizes, c->sizes, sizeof(l.sizes));
+    memcpy(l.strides, c->strides, sizeof(l.strides));
+    snprintf(what, sizeof(what), "rv case %d (%s)", index, c->op);
+    int x = tc_graph_input(g, c->dt, &l);
+    int id = build_rv(g, c, x, err, sizeof(err));
+    if (!c->ok) {
+        CHECK(id < 0, "%s: expected error '%s'", what, c->err);
+        if (id < 0 && c->err) {
+            CHECK(!strcmp(err, c->err), "%s: message\n  got  '%s'\n  want '%s'",
+                  what, err, c->err);
+        }
+        tc_graph_free(g);
+        return;
+    }
+    CHECK(id >= 0, "%s: unexpected error: %s", what, err);
+    if (id < 0) {
+        tc_graph_free(g);
+        return;
+    }
+    const tc_node *n = &g->nodes[id];
+    int same = n->dtype == c->odt && n->layout.ndim == c->ondim;
+    for (int d = 0; same && d < c->ondim; d++) {
+        same = n->layout.sizes[d] == c->osizes[d] &&
+               (n->layout.strides[d] == c->ostrides[d] || c->osizes[d] < 2);
+    }
+    int viewlike = n->kind != TC_NODE_OP || tc_ops[n->op].kind == TC_OPK_VIEW;
+    CHECK(same, "%s: layout/dtype differs from eager (%s nd %d)", what,
+          tc_dtype_name(n->dtype), n->layout.ndim);
+    CHECK(!viewlike || n->offset == c->ooffset || c->ooffset == 0 ||
+              n->kind == TC_NODE_INPUT,
+          "%s: offset %lld want %lld", what, (long long)n->offset,
+          (long long)c->ooffset);
+    if (viewlike && n->kind == TC_NODE_OP) {
+        CHECK(n->offset == c->ooffset, "%s: offset %lld want %lld", what,
+              (long long)n->offset, (long long)c->ooffset);
+    }
+    /* numerics: schedule with the result as the only output */
+    tc_graph_set_outputs(g, 1, &id);
+    CHECK(tc_graph_optimize(g) == 0, "%s: optimize", what);
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "%s: schedule failed: %s", what, err);
+    if (!p) {
+        tc_graph_free(g);
+        return;
+    }
+    for (int k = 0; k < p->nkernels; k++) {
+        char *src = tc_kernel_format(&p->kernels[k]);
+        CHECK(src != NULL, "%s: format", what);
+        free(src);
+    }
+    rv_kernels += p->nkernels;
+    int64_t ext = storage_extent(&l);
+    val *xs = malloc(sizeof(val) * ext);
+    for (int64_t e = 0; e < ext; e++) {
+        xs[e] = storage_value(e, c->dt);
+    }
+    val *inputs[1] = {xs};
+    val **bufs = run_plan(p, inputs);
+    int64_t cnt = tc_layout_numel(&p->outputs[0].layout);
+    CHECK(cnt == c->nvals, "%s: %lld values, want %d", what, (long long)cnt,
+          c->nvals);
+    for (int64_t e = 0; e < cnt && e < c->nvals; e++) {
+        val v = output_value(p, bufs, 0, e);
+        double got = tc_dtype_is_float(c->odt) ? v.f : (double)v.i;
+        CHECK(close_enough(c->odt, got, c->vals[e]), "%s: [%lld] = %.9g, "
+              "want %.9g", what, (long long)e, got, c->vals[e]);
+    }
+    rv_numeric_checked++;
+    free_bufs(p, bufs);
+    free(xs);
+    tc_plan_free(p);
+    tc_graph_free(g);
+}
+
+static void
+test_rv_cases(void)
+{
+    int n = (int)(sizeof(rv_cases) / sizeof(rv_cases[0]));
+    for (int i = 0; i < n; i++) {
+        check_rv_case(&rv_cases[i], i);
+    }
+    printf("view/reduction cases: %d (%d run numerically, %d kernels)\n", n,
+           rv_numeric_checked, rv_kernels);
+}
+
+/* ---- structure of reduction / view plans ----------------------------- */
+
+static tc_plan *
+plan_of(tc_graph *g, int nout, const int *outs)
+{
+    char err[256] = "";
+    tc_graph_set_outputs(g, nout, outs);
+    tc_plan *p = tc_schedule(g, err, sizeof(err));
+    CHECK(p != NULL, "schedule: %s", err);
+    return p;
+}
+
+static void
+test_schedule_rowwise(void)
+{
+    char err[256] = "";
+    int64_t s2[2] = {4, 37}, w1[1] = {37};
+    /* softmax: one kernel, three passes (max, sum, write) */
+    tc_graph *g = tc_graph_new();
+    int x = input(g, TC_F32, 2, s2, NULL);
+    int y = tc_graph_softmax(g, x, -1, 0, TC_F32, 0, err, sizeof(err));
+    tc_plan *p = plan_of(g, 1, &y);
+    if (p) {
+        const tc_kernel *k = &p->kernels[0];
+        CHECK(p->nkernels == 1, "softmax kernels %d", p->nkernels);
+        CHECK(k->nphases == 3 && k->ndim == 1 && k->nred == 1 &&
+                  k->numel == 4 && k->red_numel == 37,
+              "softmax phases %d ndim %d nred %d", k->nphases, k->ndim,
+              k->nred);
+        CHECK(count_insts(k, KOP_ACC) == 2 && count_insts(k, KOP_STORE) == 1,
+              "softmax accs");
+        /* polynomial exp keeps the phase structure (boundaries remapped) */
+        tc_kernel dk = *k;
+        dk.insts = malloc(sizeof(tc_kinst) * k->ninsts);
+        memcpy(dk.insts, k->insts, sizeof(tc_kinst) * k->ninsts);
+        CHECK(tc_kernel_decompose_transcendentals(&dk) == 0 &&
+                  count_insts(&dk, KOP_EXP) == 0 && dk.ninsts > k->ninsts,
+              "decompose softmax");
+        for (int i = 0; i < dk.ninsts; i++) {
+            if (dk.insts[i].op == KOP_ACC_UPDATE || dk.insts[i].op == KOP_STORE) {
+                int in = 0;
+                for (int q = 0; q < dk.nphases; q++) {
+                    in |= i >= dk.phases[q].begin && i < dk.phases[q].end;
+                }
+                CHECK(in, "decomposed inst %d left its body", i);
+            }
+        }
+        check_regions(&dk);
+        free(dk.insts);
+        char *src = tc_kernel_format(k);
+        CHECK(src && strstr(src, "acc_max<float>") && strstr(src, "// phase 2") &&
+                  strstr(src, "for (int64_t r0 = 0; r0 < 37; r0++)"),
+              "softmax format:\n%s", src);
+        free(src);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* layer_norm with weight and bias: one kernel */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    int w = input(g, TC_F32, 1, w1, NULL), b = input(g, TC_F32, 1, w1, NULL);
+    y = tc_graph_layer_norm(g, x, 1, w1, w, b, 1e-5, err, sizeof(err));
+    CHECK(y >= 0, "layer_norm: %s", err);
+    p = plan_of(g, 1, &y);
+    if (p) {
+        CHECK(p->nkernels == 1 && p->kernels[0].nphases == 3,
+              "layer_norm kernels %d phases %d", p->nkernels,
+              p->kernels[0].nphases);
+        /* numerics: x storage values, w = 2, b = 0.5 */
+        val xv[148], wv[37], bv[37];
+        for (int i = 0; i < 148; i++) {
+            xv[i] = storage_value(i, TC_F32);
+        }
+        for (int i = 0; i < 37; i++) {
+            wv[i].f = 2;
+            bv[i].f = 0.5;
+        }
+        val *ins[3] = {xv, wv, bv};
+        val **bufs = run_plan(p, ins);
+        for (int r = 0; r < 4; r++) {
+            double m = 0, v = 0;
+            for (int i = 0; i < 37; i++) {
+                m += xv[r * 37 + i].f / 37;
+            }
+            for (int i = 0; i < 37; i++) {
+                v += (xv[r * 37 + i].f - m) * (xv[r * 37 + i].f - m) / 37;
+            }
+            for (int i = 0; i < 37; i++) {
+                double want = (xv[r * 37 + i].f - m) / sqrt(v + 1e-5) * 2 + 0.5;
+                double got = output_value(p, bufs, 0, r * 37 + i).f;
+                CHECK(fabs(got - want) < 1e-5, "ln[%d,%d] %g want %g", r, i,
+                      got, want);
+            }
+        }
+        free_bufs(p, bufs);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* sum(relu(x) * 2, 1) + 1: producers in the loop, epilogue after */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    int r = op(g, "mul", op(g, "relu", x, -1, -1), tc_graph_scalar_int(g, 2),
+               -1);
+    tc_reduce_args ra = {1, {1}, 0, 0, TC_F32, 1, 2};
+    int sm = tc_graph_reduce(g, "sum", r, &ra, err, sizeof(err));
+    y = op(g, "add", sm, tc_graph_scalar_int(g, 1), -1);
+    p = plan_of(g, 1, &y);
+    if (p) {
+        const tc_kernel *k = &p->kernels[0];
+        CHECK(p->nkernels == 1 && k->nphases == 1 && p->nbuffers == 2,
+              "sum fusion: kernels %d buffers %d", p->nkernels, p->nbuffers);
+        CHECK(k->phases[0].end < k->ninsts &&
+                  k->insts[k->ninsts - 1].op == KOP_STORE,
+              "epilogue after the reduction");
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* full reduction: one kernel, no outer dims */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    ra.ndims = 0;
+    y = tc_graph_reduce(g, "mean", x, &ra, err, sizeof(err));
+    p = plan_of(g, 1, &y);
+    if (p) {
+        CHECK(p->nkernels == 1 && p->kernels[0].ndim == 0 &&
+                  p->kernels[0].numel == 1 && p->kernels[0].nred == 1 &&
+                  p->kernels[0].red_numel == 148,
+              "full reduction coalesced: nred %d", p->kernels[0].nred);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* two reductions over different rows: one is materialized */
+    g = tc_graph_new();
+    int64_t sq[2] = {5, 5};
+    x = input(g, TC_F32, 2, sq, NULL);
+    ra.ndims = 1;
+    ra.dims[0] = 0;
+    int a0 = tc_graph_reduce(g, "sum", x, &ra, err, sizeof(err));
+    ra.dims[0] = 1;
+    int a1 = tc_graph_reduce(g, "amax", x, &ra, err, sizeof(err));
+    int t = tc_graph_unsqueeze(g, a1, 1, err, sizeof(err)); /* [5,1] */
+    y = op(g, "add", a0, t, -1);                             /* [5,5] */
+    p = plan_of(g, 1, &y);
+    if (p) {
+        val xv[25];
+        for (int i = 0; i < 25; i++) {
+            xv[i] = storage_value(i, TC_F32);
+        }
+        val *ins[1] = {xv};
+        val **bufs = run_plan(p, ins);
+        for (int i = 0; i < 5; i++) {
+            for (int j = 0; j < 5; j++) {
+                double s0 = 0, m1 = -INFINITY;
+                for (int q = 0; q < 5; q++) {
+                    s0 += xv[q * 5 + j].f;
+                    m1 = fmax(m1, xv[i * 5 + q].f);
+                }
+                double got = output_value(p, bufs, 0, i * 5 + j).f;
+                CHECK(fabs(got - (s0 + m1)) < 1e-5, "mixed[%d,%d] %g want %g",
+                      i, j, got, s0 + m1);
+            }
+        }
+        free_bufs(p, bufs);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+}
+
+static void
+test_schedule_views(void)
+{
+    char err[256] = "";
+    int64_t s2[2] = {6, 8};
+    /* a view of an input is read in place (strides + offset) */
+    tc_graph *g = tc_graph_new();
+    int x = input(g, TC_F32, 2, s2, NULL);
+    int64_t a = 1, b = 5;
+    int v = tc_graph_slice(g, tc_graph_t(g, x, err, sizeof(err)), 0, &a, &b, 2,
+                           err, sizeof(err)); /* x.t()[1:5:2]: [2,6] */
+    CHECK(v >= 0 && g->nodes[v].offset == 1 &&
+              g->nodes[v].layout.strides[0] == 2 &&
+              g->nodes[v].layout.strides[1] == 8,
+          "slice of t(): %s", err);
+    int y = op(g, "mul", v, tc_graph_scalar_int(g, 3), -1);
+    int outs[2] = {y, v};
+    tc_plan *p = plan_of(g, 2, outs);
+    if (p) {
+        CHECK(p->nkernels == 1 && p->nbuffers == 2, "view: no copy (%d, %d)",
+              p->nkernels, p->nbuffers);
+        const tc_kernel *k = &p->kernels[0];
+        int found = 0;
+        for (int i = 0; i < k->nargs; i++) {
+            found |= !k->args[i].is_output && k->args[i].offset == 1;
+        }
+        CHECK(found, "input arg carries the storage offset");
+        const tc_output_desc *o = &p->outputs[1];
+        CHECK(o->is_view && o->buffer == 0 && o->offset == 1 &&
+                  o->layout.strides[0] == 2 && o->layout.strides[1] == 8,
+              "output 1 is an alias of input 0");
+        CHECK(!p->outputs[0].is_view && p->output_buffer[1] == 0,
+              "output descs");
+        val xv[48];
+        for (int i = 0; i < 48; i++) {
+            xv[i].f = i;
+        }
+        val *ins[1] = {xv};
+        val **bufs = run_plan(p, ins);
+        for (int i = 0; i < 2; i++) {
+            for (int j = 0; j < 6; j++) {
+                double want = 3.0 * (j * 8 + 1 + 2 * i);
+                double got = output_value(p, bufs, 0, i * 6 + j).f;
+                CHECK(got == want, "view mul[%d,%d] %g want %g", i, j, got,
+                      want);
+            }
+        }
+        free_bufs(p, bufs);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* a view of a computed node: affine -> recomputed, no temp */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    int e = op(g, "exp", x, -1, -1);
+    int sel = tc_graph_select(g, tc_graph_t(g, e, err, sizeof(err)), 0, 3, err,
+                              sizeof(err)); /* exp(x)[:, 3] */
+    y = op(g, "add", sel, tc_graph_scalar_int(g, 1), -1);
+    p = plan_of(g, 1, &y);
+    if (p) {
+        CHECK(p->nkernels == 1 && p->nbuffers == 2 &&
+                  p->kernels[0].args[1].offset == 3 &&
+                  p->kernels[0].args[1].strides[0] == 8,
+              "select of computed node inlined");
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* reshape merging dims of a computed, transposed node: materialized */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    e = op(g, "exp", tc_graph_t(g, x, err, sizeof(err)), -1, -1); /* [8,6] */
+    int64_t flat = 48;
+    int rs = tc_graph_reshape(g, e, 1, &flat, err, sizeof(err));
+    y = op(g, "add", rs, tc_graph_scalar_int(g, 1), -1);
+    p = plan_of(g, 1, &y);
+    if (p) {
+        CHECK(p->nkernels == 2, "merge reshape: %d kernels", p->nkernels);
+        val xv[48];
+        for (int i = 0; i < 48; i++) {
+            xv[i].f = i * 0.01;
+        }
+        val *ins[1] = {xv};
+        val **bufs = run_plan(p, ins);
+        for (int i = 0; i < 48; i++) {
+            int r = i / 6, c = i % 6; /* element [r, c] of x.t() */
+            double want = exp(xv[c * 8 + r].f) + 1;
+            double got = output_value(p, bufs, 0, i).f;
+            CHECK(fabs(got - want) < 1e-5, "reshape[%d] %g want %g", i, got,
+                  want);
+        }
+        free_bufs(p, bufs);
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* output that is a view of a computed node: base stored, view reported */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    e = op(g, "exp", x, -1, -1);
+    v = tc_graph_t(g, e, err, sizeof(err));
+    p = plan_of(g, 1, &v);
+    if (p) {
+        const tc_output_desc *o = &p->outputs[0];
+        CHECK(o->is_view && p->buffers[o->buffer].kind == TC_BUF_OUTPUT &&
+                  o->layout.strides[0] == 1 && o->layout.strides[1] == 8,
+              "view output of computed node");
+        tc_plan_free(p);
+    }
+    tc_graph_free(g);
+    /* printer shows reductions and view offsets; CSE keeps distinct dims */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    tc_reduce_args ra = {1, {0}, 1, 0, TC_F32, 1, 2};
+    int r0 = tc_graph_reduce(g, "sum", x, &ra, err, sizeof(err));
+    ra.dims[0] = 1;
+    int r1 = tc_graph_reduce(g, "sum", x, &ra, err, sizeof(err));
+    int r2 = tc_graph_reduce(g, "sum", x, &ra, err, sizeof(err));
+    int s3 = tc_graph_select(g, x, 0, 2, err, sizeof(err));
+    int o4[4] = {r0, r1, r2, s3};
+    tc_graph_set_outputs(g, 4, o4);
+    CHECK(tc_graph_optimize(g) == 0 && tc_graph_op_count(g) == 3,
+          "CSE of reductions: %d ops", tc_graph_op_count(g));
+    char *txt = tc_graph_format(g, "r");
+    CHECK(txt && strstr(txt, "sum(%x0, dims=[0], keepdim)") &&
+              strstr(txt, "sum(%x0, dims=[1], keepdim)") &&
+              strstr(txt, "select(%x0, offset=16)"),
+          "format:\n%s", txt);
+    free(txt);
+    tc_graph_free(g);
+    /* tc_graph_op refuses view / reduction ops */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    CHECK(tc_graph_op(g, "sum", 1, &x, TC_F32, err, sizeof(err)) < 0 &&
+              strstr(err, "tcjit does not support"),
+          "sum via tc_graph_op");
+    tc_graph_free(g);
+}
+
 int
 main(void)
 {
@@ -987,6 +1767,9 @@ main(void)
     test_schedule_temp();
     test_schedule_layouts();
     test_schedule_edge();
+    test_rv_cases();
+    test_schedule_rowwise();
+    test_schedule_views();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
