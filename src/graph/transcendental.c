@@ -81,31 +81,38 @@ ki(tbuf *t, tc_dtype dt, int64_t v)
 }
 
 /* Shorthands; dt is the operands' dtype. */
-static int add(tbuf *t, tc_dtype dt, int a, int b)
+static int
+add(tbuf *t, tc_dtype dt, int a, int b)
 {
     return put(t, KOP_ADD, dt, a, b, -1);
 }
-static int sub(tbuf *t, tc_dtype dt, int a, int b)
+static int
+sub(tbuf *t, tc_dtype dt, int a, int b)
 {
     return put(t, KOP_SUB, dt, a, b, -1);
 }
-static int mul(tbuf *t, tc_dtype dt, int a, int b)
+static int
+mul(tbuf *t, tc_dtype dt, int a, int b)
 {
     return put(t, KOP_MUL, dt, a, b, -1);
 }
-static int where(tbuf *t, tc_dtype dt, int c, int a, int b)
+static int
+where(tbuf *t, tc_dtype dt, int c, int a, int b)
 {
     return put(t, KOP_WHERE, dt, c, a, b);
 }
-static int cmp(tbuf *t, tc_kop op, int a, int b)
+static int
+cmp(tbuf *t, tc_kop op, int a, int b)
 {
     return put(t, op, B, a, b, -1);
 }
-static int conv(tbuf *t, tc_dtype to, int a)
+static int
+conv(tbuf *t, tc_dtype to, int a)
 {
     return put(t, KOP_CAST, to, a, -1, -1);
 }
-static int bits(tbuf *t, tc_dtype to, int a)
+static int
+bits(tbuf *t, tc_dtype to, int a)
 {
     return put(t, KOP_BITCAST, to, a, -1, -1);
 }
@@ -287,7 +294,8 @@ emit_tanh(tbuf *t, int x)
                                 -0.005704990838361345};
     int ax = put(t, KOP_ABS, F, x, -1, -1);
     int z = mul(t, F, x, x);
-    int small = add(t, F, x, mul(t, F, mul(t, F, x, z), horner(t, F, z, q, 5)));
+    int x3 = mul(t, F, x, z);
+    int small = add(t, F, x, mul(t, F, x3, horner(t, F, z, q, 5)));
     int ac = put(t, KOP_MIN, F, ax, kf(t, F, 9.5), -1);
     int e = emit_exp(t, add(t, F, ac, ac));
     int big = sub(t, F, kf(t, F, 1.0),

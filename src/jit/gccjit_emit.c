@@ -379,6 +379,7 @@ typedef struct {
     const tc_kernel *k;
     R **val;                 /* per instruction */
     gcc_jit_lvalue **elem;   /* per argument: the element at this point */
+    char prefix;             /* local names: v12 (exact) or f12 (fast) */
 } body_state;
 
 static R *
@@ -520,12 +521,19 @@ emit_int_div(emitter *e, tc_dtype dt, R *a, R *b)
 }
 
 /* torch.maximum / minimum: NaN if either operand is NaN.  Picking a when
- * (a > b) or a is NaN, else b, returns b's NaN when only b is NaN. */
+ * (a > b) or a is NaN, else b, returns b's NaN when only b is NaN.  When
+ * b is a non-NaN constant (relu, clamp) "a > b ? a : b" already propagates
+ * a's NaN, and that one comparison is what x86 maxps/minps compute. */
 static R *
-emit_minmax(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b)
+emit_minmax(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b, int b_not_nan)
 {
     enum gcc_jit_comparison c = op == KOP_MAX ? GCC_JIT_COMPARISON_GT
                                               : GCC_JIT_COMPARISON_LT;
+    if (is_float(dt) && b_not_nan) {
+        /* b > a ? b : a (maxps operand order: NaN a falls through to a) */
+        c = op == KOP_MAX ? GCC_JIT_COMPARISON_LT : GCC_JIT_COMPARISON_GT;
+        return select_bits(e, dt, cmp(e, c, a, b), b, a);
+    }
     R *sel = cmp(e, c, a, b);
     if (is_float(dt)) {
         sel = bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, e->vt[TC_BOOL], sel,
@@ -535,7 +543,7 @@ emit_minmax(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b)
 }
 
 static R *
-emit_binary(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b)
+emit_binary(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b, int b_not_nan)
 {
     T *t = e->vt[dt];
     int fl = is_float(dt);
@@ -571,7 +579,7 @@ emit_binary(emitter *e, tc_kop op, tc_dtype dt, R *a, R *b)
         }
     case KOP_MAX:
     case KOP_MIN:
-        return emit_minmax(e, op, dt, a, b);
+        return emit_minmax(e, op, dt, a, b, b_not_nan);
     case KOP_AND:
         return bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, t, a, b);
     case KOP_OR:
@@ -644,7 +652,9 @@ emit_inst(body_state *s, gcc_jit_block *blk, int i, char *err,
         r = emit_unary(e, in->op, in->dtype, a);
     }
     else if (in->op >= KOP_ADD && in->op <= KOP_SHR) {
-        r = emit_binary(e, in->op, in->dtype, a, b);
+        const tc_kinst *bi = in->b >= 0 ? &s->k->insts[in->b] : NULL;
+        int b_not_nan = bi != NULL && bi->op == KOP_CONST && !isnan(bi->imm.f);
+        r = emit_binary(e, in->op, in->dtype, a, b, b_not_nan);
     }
     if (r == NULL) {
         snprintf(err, errlen, "tcjit cpu: op %d unsupported for dtype %d",
@@ -702,7 +712,7 @@ emit_body(body_state *s, gcc_jit_function *fn, gcc_jit_block *blk,
             continue;
         }
         char name[24];
-        snprintf(name, sizeof(name), "v%d", i);
+        snprintf(name, sizeof(name), "%c%d", s->prefix, i);
         gcc_jit_lvalue *lv = gcc_jit_function_new_local(
             fn, NULL, s->e->vt[k->insts[i].dtype], name);
         gcc_jit_block_add_assignment(blk, NULL, lv, r);
@@ -713,6 +723,31 @@ emit_body(body_state *s, gcc_jit_function *fn, gcc_jit_block *blk,
 
 /* ---- the loop nest ------------------------------------------------------ */
 
+/* A kernel as emitted: the exact body, and optionally a fast body whose
+ * instruction `flag` is true where its result must not be used. */
+typedef struct {
+    const tc_kernel *exact;
+    const tc_kernel *fast;   /* NULL: no fast variant */
+    int flag;
+} kernel_variants;
+
+/* Elements per block of a versioned inner loop: long enough for the
+ * vectorized loop to dominate, short enough that a rare slow input only
+ * costs a small redo. */
+#define TC_BLOCK 512
+
+typedef struct {
+    emitter *e;
+    gcc_jit_function *fn;
+    const kernel_variants *kv;
+    gcc_jit_lvalue **elem;   /* per argument, at the innermost index */
+    R **val;                 /* scratch, ninsts of the larger body */
+    const tc_loop *loop;
+    R **base;                /* per argument, pointer at the inner loop */
+    char *err;
+    size_t errlen;
+} loop_state;
+
 static R *
 ptr_offset(emitter *e, R *p, R *index)
 {
@@ -720,11 +755,238 @@ ptr_offset(emitter *e, R *p, R *index)
         gcc_jit_context_new_array_access(e->ctx, NULL, p, index), NULL);
 }
 
+static R *
+lv(gcc_jit_lvalue *l)
+{
+    return gcc_jit_lvalue_as_rvalue(l);
+}
+
+static gcc_jit_block *
+new_block(loop_state *ls)
+{
+    return gcc_jit_function_new_block(ls->fn, NULL);
+}
+
+/* for (i = lo; i < hi; i++) body; then jump to after.  Returns the block
+ * where the body goes; *latch is where the body must end with a jump. */
+static gcc_jit_block *
+counted_loop(loop_state *ls, gcc_jit_block *cur, gcc_jit_lvalue *i, R *lo,
+             R *hi, gcc_jit_block *after, gcc_jit_block **latch)
+{
+    emitter *e = ls->e;
+    gcc_jit_block *cond = new_block(ls), *body = new_block(ls);
+    *latch = new_block(ls);
+    gcc_jit_block_add_assignment(cur, NULL, i, lo);
+    gcc_jit_block_end_with_jump(cur, NULL, cond);
+    gcc_jit_block_end_with_conditional(
+        cond, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                                       lv(i), hi),
+        body, after);
+    gcc_jit_block_add_assignment_op(*latch, NULL, i, GCC_JIT_BINARY_OP_PLUS,
+                                    iconst(e, e->t_i64, 1));
+    gcc_jit_block_end_with_jump(*latch, NULL, cond);
+    return body;
+}
+
 static int
-emit_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
+emit_one_body(loop_state *ls, const tc_kernel *k, char prefix,
+              gcc_jit_block *blk)
+{
+    memset(ls->val, 0, sizeof(R *) * (size_t)(k->ninsts + 1));
+    body_state s = {ls->e, k, ls->val, ls->elem, prefix};
+    return emit_body(&s, ls->fn, blk, ls->err, ls->errlen);
+}
+
+/* Innermost loop without a fast variant. */
+static int
+emit_plain_inner(loop_state *ls, gcc_jit_block *cur, gcc_jit_lvalue *i,
+                 R *lo, R *hi, gcc_jit_block *after)
+{
+    gcc_jit_block *latch;
+    gcc_jit_block *body = counted_loop(ls, cur, i, lo, hi, after, &latch);
+    int rc = emit_one_body(ls, ls->kv->exact, 'v', body);
+    gcc_jit_block_end_with_jump(body, NULL, latch);
+    return rc;
+}
+
+static void inner_elements(loop_state *ls, const tc_loop *l, R *i,
+                           R **base);
+
+/* Innermost loop in blocks of TC_BLOCK: run the fast body over a block
+ * while OR-ing its flag, and rerun the block with the exact body if any
+ * element was flagged.  Both inner loops stay branch-free and vectorize. */
+static int
+emit_versioned_inner(loop_state *ls, gcc_jit_block *cur, gcc_jit_lvalue *i,
+                     R *lo, R *hi, gcc_jit_block *after)
+{
+    emitter *e = ls->e;
+    T *u32 = e->ut[TC_I32];
+    gcc_jit_lvalue *ib = gcc_jit_function_new_local(ls->fn, NULL, e->t_i64,
+                                                    "ib");
+    gcc_jit_lvalue *ie = gcc_jit_function_new_local(ls->fn, NULL, e->t_i64,
+                                                    "ie");
+    gcc_jit_lvalue *acc = gcc_jit_function_new_local(ls->fn, NULL, u32,
+                                                     "acc");
+    gcc_jit_block *cond = new_block(ls), *head = new_block(ls);
+    gcc_jit_block *clip = new_block(ls), *fast = new_block(ls);
+    gcc_jit_block *check = new_block(ls), *slow = new_block(ls);
+    gcc_jit_block *next = new_block(ls);
+    gcc_jit_block_add_assignment(cur, NULL, ib, lo);
+    gcc_jit_block_end_with_jump(cur, NULL, cond);
+    gcc_jit_block_end_with_conditional(
+        cond, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                                       lv(ib), hi),
+        head, after);
+    /* ie = min(ib + TC_BLOCK, hi) */
+    R *ibb = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(ib),
+                 iconst(e, e->t_i64, TC_BLOCK));
+    gcc_jit_block_add_assignment(head, NULL, ie, hi);
+    gcc_jit_block_end_with_conditional(
+        head, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                                       ibb, hi),
+        clip, fast);
+    gcc_jit_block_add_assignment(clip, NULL, ie, ibb);
+    gcc_jit_block_end_with_jump(clip, NULL, fast);
+
+    gcc_jit_block_add_assignment(fast, NULL, acc, iconst(e, u32, 0));
+    gcc_jit_block *latch;
+    gcc_jit_block *fb = counted_loop(ls, fast, i, lv(ib), lv(ie), check,
+                                     &latch);
+    int rc = emit_one_body(ls, ls->kv->fast, 'f', fb);
+    if (rc == 0) {
+        gcc_jit_block_add_assignment_op(fb, NULL, acc,
+                                        GCC_JIT_BINARY_OP_BITWISE_OR,
+                                        cast(e, ls->val[ls->kv->flag], u32));
+    }
+    gcc_jit_block_end_with_jump(fb, NULL, latch);
+    gcc_jit_block_end_with_conditional(
+        check, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_NE,
+                                       lv(acc), iconst(e, u32, 0)),
+        slow, next);
+    if (rc == 0) {
+        /* The redo is rare: a volatile index keeps GCC from vectorizing
+         * and unrolling it, which would double the compile time for
+         * nothing.  Element lvalues are rebuilt on that index. */
+        gcc_jit_lvalue *is = gcc_jit_function_new_local(
+            ls->fn, NULL, gcc_jit_type_get_volatile(e->t_i64), "is");
+        gcc_jit_lvalue **fast_elem = ls->elem;
+        gcc_jit_lvalue *slow_elem[ls->kv->exact->nargs + 1];
+        ls->elem = slow_elem;
+        inner_elements(ls, ls->loop, lv(is), ls->base);
+        rc = emit_plain_inner(ls, slow, is, lv(ib), lv(ie), next);
+        ls->elem = fast_elem;
+    }
+    else {
+        gcc_jit_block_end_with_jump(slow, NULL, next);
+    }
+    gcc_jit_block_add_assignment(next, NULL, ib, lv(ie));
+    gcc_jit_block_end_with_jump(next, NULL, cond);
+    return rc;
+}
+
+/* Per-argument pointers for loop level d (< innermost) in block blk. */
+static void
+advance_pointers(loop_state *ls, const tc_loop *l, int d, R *i,
+                 gcc_jit_block *blk, R **base)
+{
+    emitter *e = ls->e;
+    for (int a = 0; a < l->nargs; a++) {
+        int64_t st = l->strides[a][d];
+        if (st == 0) {
+            continue;
+        }
+        R *idx = st == 1 ? i : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
+                                   iconst(e, e->t_i64, st));
+        char name[24];
+        snprintf(name, sizeof(name), "p%d_%d", a, d);
+        gcc_jit_lvalue *q = gcc_jit_function_new_local(
+            ls->fn, NULL, gcc_jit_rvalue_get_type(base[a]), name);
+        gcc_jit_block_add_assignment(blk, NULL, q, ptr_offset(e, base[a],
+                                                             idx));
+        base[a] = lv(q);
+    }
+}
+
+/* The element lvalues at innermost index i: p[i] for unit stride (what
+ * the vectorizer wants), p[i * s] otherwise, p[0] for broadcasts. */
+static void
+inner_elements(loop_state *ls, const tc_loop *l, R *i, R **base)
+{
+    emitter *e = ls->e;
+    int d = l->ndim - 1;
+    for (int a = 0; a < l->nargs; a++) {
+        int64_t st = l->strides[a][d];
+        R *idx = st == 1   ? i
+                 : st == 0 ? iconst(e, e->t_i64, 0)
+                           : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
+                                 iconst(e, e->t_i64, st));
+        ls->elem[a] = gcc_jit_context_new_array_access(e->ctx, NULL, base[a],
+                                                       idx);
+    }
+}
+
+static void
+load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
+                  gcc_jit_block *entry, R **base)
+{
+    emitter *e = ls->e;
+    for (int a = 0; a < k->nargs; a++) {
+        T *pt = gcc_jit_type_get_pointer(e->vt[k->args[a].dtype]);
+        char name[16];
+        snprintf(name, sizeof(name), "p%d", a);
+        gcc_jit_lvalue *p = gcc_jit_function_new_local(ls->fn, NULL, pt,
+                                                       name);
+        R *slot = lv(gcc_jit_context_new_array_access(
+            e->ctx, NULL, args, iconst(e, e->t_i64, a)));
+        gcc_jit_block_add_assignment(entry, NULL, p, cast(e, slot, pt));
+        base[a] = lv(p);
+    }
+}
+
+static int
+emit_nest(loop_state *ls, const tc_loop *l, gcc_jit_param **params,
+          gcc_jit_block *entry, R **base)
+{
+    emitter *e = ls->e;
+    int nd = l->ndim;
+    gcc_jit_block *exitb = gcc_jit_function_new_block(ls->fn, "exit");
+    gcc_jit_block_end_with_void_return(exitb, NULL);
+    gcc_jit_block *cur = entry, *after = exitb;
+    for (int d = 0; d < nd; d++) {
+        char name[16];
+        snprintf(name, sizeof(name), "i%d", d);
+        gcc_jit_lvalue *i = gcc_jit_function_new_local(ls->fn, NULL,
+                                                       e->t_i64, name);
+        R *lo = d == 0 ? gcc_jit_param_as_rvalue(params[1])
+                       : iconst(e, e->t_i64, 0);
+        R *hi = d == 0 ? gcc_jit_param_as_rvalue(params[2])
+                       : iconst(e, e->t_i64, l->sizes[d]);
+        if (d == nd - 1) {
+            inner_elements(ls, l, lv(i), base);
+            if (ls->kv->fast != NULL) {
+                return emit_versioned_inner(ls, cur, i, lo, hi, after);
+            }
+            return emit_plain_inner(ls, cur, i, lo, hi, after);
+        }
+        gcc_jit_block *latch;
+        gcc_jit_block *body = counted_loop(ls, cur, i, lo, hi, after, &latch);
+        advance_pointers(ls, l, d, lv(i), body, base);
+        cur = body;
+        after = latch;
+    }
+    return -1;  /* not reached: nd >= 1 */
+}
+
+static int
+emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
             const char *fname, char *err, size_t errlen)
 {
     gcc_jit_context *c = e->ctx;
+    const tc_kernel *k = kv->exact;
     gcc_jit_param *params[3] = {
         gcc_jit_context_new_param(c, NULL, e->t_voidpp, "args"),
         gcc_jit_context_new_param(c, NULL, e->t_i64, "begin"),
@@ -732,88 +994,87 @@ emit_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     };
     gcc_jit_function *fn = gcc_jit_context_new_function(
         c, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, fname, 3, params, 0);
-    int nd = l->ndim, na = k->nargs;
-    gcc_jit_block *entry = gcc_jit_function_new_block(fn, "entry");
-    gcc_jit_block *exitb = gcc_jit_function_new_block(fn, "exit");
-    gcc_jit_block *cond[TC_MAX_DIMS], *body[TC_MAX_DIMS], *inc[TC_MAX_DIMS];
-    gcc_jit_lvalue *iv[TC_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        cond[d] = gcc_jit_function_new_block(fn, NULL);
-        body[d] = gcc_jit_function_new_block(fn, NULL);
-        inc[d] = gcc_jit_function_new_block(fn, NULL);
-        char name[16];
-        snprintf(name, sizeof(name), "i%d", d);
-        iv[d] = gcc_jit_function_new_local(fn, NULL, e->t_i64, name);
+    int nval = k->ninsts;
+    if (kv->fast != NULL && kv->fast->ninsts > nval) {
+        nval = kv->fast->ninsts;
     }
-    R **base = calloc((size_t)(na + 1), sizeof(R *));
-    gcc_jit_lvalue **elem = calloc((size_t)(na + 1), sizeof(*elem));
-    R **val = calloc((size_t)(k->ninsts + 1), sizeof(R *));
+    R **base = calloc((size_t)(k->nargs + 1), sizeof(R *));
+    gcc_jit_lvalue **elem = calloc((size_t)(k->nargs + 1), sizeof(*elem));
+    R **val = calloc((size_t)(nval + 1), sizeof(R *));
+    int rc = -1;
     if (base == NULL || elem == NULL || val == NULL) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
-        free(base);
-        free(elem);
-        free(val);
-        return -1;
     }
-    R *args = gcc_jit_param_as_rvalue(params[0]);
-    for (int a = 0; a < na; a++) {
-        T *pt = gcc_jit_type_get_pointer(e->vt[k->args[a].dtype]);
-        char name[16];
-        snprintf(name, sizeof(name), "p%d", a);
-        gcc_jit_lvalue *p = gcc_jit_function_new_local(fn, NULL, pt, name);
-        R *slot = gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(
-            c, NULL, args, iconst(e, e->t_i64, a)));
-        gcc_jit_block_add_assignment(entry, NULL, p, cast(e, slot, pt));
-        base[a] = gcc_jit_lvalue_as_rvalue(p);
+    else {
+        loop_state ls = {e, fn, kv, elem, val, l, base, err, errlen};
+        gcc_jit_block *entry = gcc_jit_function_new_block(fn, "entry");
+        load_arg_pointers(&ls, k, gcc_jit_param_as_rvalue(params[0]), entry,
+                          base);
+        rc = emit_nest(&ls, l, params, entry, base);
     }
-    gcc_jit_block *cur = entry;
-    for (int d = 0; d < nd; d++) {
-        R *lo = d == 0 ? gcc_jit_param_as_rvalue(params[1])
-                       : iconst(e, e->t_i64, 0);
-        R *hi = d == 0 ? gcc_jit_param_as_rvalue(params[2])
-                       : iconst(e, e->t_i64, l->sizes[d]);
-        R *i = gcc_jit_lvalue_as_rvalue(iv[d]);
-        gcc_jit_block_add_assignment(cur, NULL, iv[d], lo);
-        gcc_jit_block_end_with_jump(cur, NULL, cond[d]);
-        gcc_jit_block_end_with_conditional(
-            cond[d], NULL,
-            gcc_jit_context_new_comparison(c, NULL, GCC_JIT_COMPARISON_LT, i,
-                                           hi),
-            body[d], d == 0 ? exitb : inc[d - 1]);
-        gcc_jit_block_add_assignment_op(inc[d], NULL, iv[d],
-                                        GCC_JIT_BINARY_OP_PLUS,
-                                        iconst(e, e->t_i64, 1));
-        gcc_jit_block_end_with_jump(inc[d], NULL, cond[d]);
-        for (int a = 0; a < na; a++) {
-            int64_t st = l->strides[a][d];
-            R *idx = st == 1 ? i
-                             : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
-                                   iconst(e, e->t_i64, st));
-            if (d == nd - 1) {
-                /* innermost: p[i] for unit stride, so it vectorizes */
-                elem[a] = gcc_jit_context_new_array_access(
-                    c, NULL, base[a], st == 0 ? iconst(e, e->t_i64, 0) : idx);
-            }
-            else if (st != 0) {
-                char name[24];
-                snprintf(name, sizeof(name), "p%d_%d", a, d);
-                gcc_jit_lvalue *q = gcc_jit_function_new_local(
-                    fn, NULL, gcc_jit_rvalue_get_type(base[a]), name);
-                gcc_jit_block_add_assignment(body[d], NULL, q,
-                                             ptr_offset(e, base[a], idx));
-                base[a] = gcc_jit_lvalue_as_rvalue(q);
-            }
-        }
-        cur = body[d];
-    }
-    body_state s = {e, k, val, elem};
-    int rc = emit_body(&s, fn, cur, err, errlen);
-    gcc_jit_block_end_with_jump(cur, NULL, inc[nd - 1]);
-    gcc_jit_block_end_with_void_return(exitb, NULL);
     free(base);
     free(elem);
     free(val);
     return rc;
+}
+
+/* ---- decomposition into the variants ----------------------------------- */
+
+static void
+variants_clear(tc_kernel *exact, tc_kernel *fast)
+{
+    free(exact->insts);
+    free(fast->insts);
+}
+
+static int
+copy_insts(const tc_kernel *k, tc_kernel *out)
+{
+    *out = *k;
+    out->insts = malloc(sizeof(tc_kinst) * (size_t)(k->ninsts + 1));
+    if (out->insts == NULL) {
+        return -1;
+    }
+    memcpy(out->insts, k->insts, sizeof(tc_kinst) * (size_t)k->ninsts);
+    return 0;
+}
+
+/* Does the kernel write a buffer it also reads?  Then a block cannot be
+ * recomputed after the fast pass overwrote it. */
+static int
+writes_its_input(const tc_kernel *k)
+{
+    for (int a = 0; a < k->nargs; a++) {
+        for (int b = 0; b < k->nargs; b++) {
+            if (k->args[a].is_output && !k->args[b].is_output
+                && k->args[a].buffer == k->args[b].buffer) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Fills exact (float32 transcendentals decomposed, full range) and, when
+ * the kernel has float32 sin/cos, a fast variant with its flag. */
+static int
+make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
+              kernel_variants *kv)
+{
+    memset(exact, 0, sizeof(*exact));
+    memset(fast, 0, sizeof(*fast));
+    kv->exact = exact;
+    kv->fast = NULL;
+    kv->flag = -1;
+    if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0
+        || tc_kernel_decompose_transcendentals(exact) < 0
+        || tc_kernel_decompose_transcendentals_cpu(fast, &kv->flag) < 0) {
+        return -1;
+    }
+    if (kv->flag >= 0 && !writes_its_input(k)) {
+        kv->fast = fast;
+    }
+    return 0;
 }
 
 /* ---- context setup and compile ----------------------------------------- */
@@ -839,9 +1100,17 @@ set_options(gcc_jit_context *c)
     gcc_jit_context_add_command_line_option(c, "-ffp-contract=off");
     gcc_jit_context_add_command_line_option(c, "-fno-math-errno");
     gcc_jit_context_add_command_line_option(c, "-fno-trapping-math");
+    /* Vectorized epilogues (a second, narrower copy of every loop) cost
+     * ~20% of the compile time and buy little: tails are < 16 elements. */
+    gcc_jit_context_add_command_line_option(c,
+                                            "--param=vect-epilogues-nomask=0");
     gcc_jit_context_add_driver_option(c, "-lm");
-    if (opt_info) {
+    if (opt_info == 1) {
         gcc_jit_context_add_command_line_option(c, "-fopt-info-vec-all");
+    }
+    if (opt_info == 2) {
+        gcc_jit_context_set_bool_option(
+            c, GCC_JIT_BOOL_OPTION_DUMP_GENERATED_CODE, 1);
     }
 }
 
@@ -850,14 +1119,29 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, char *err,
          size_t errlen)
 {
     for (int i = 0; i < plan->nkernels; i++) {
+        if (plan->kernels[i].nphases > 0 || plan->kernels[i].nred > 0) {
+            snprintf(err, errlen, "tcjit cpu: %s: reduction kernels are not "
+                     "supported by the CPU backend yet",
+                     plan->kernels[i].name);
+            return -1;
+        }
         if (tc_loop_build(&plan->kernels[i], &code->loops[i]) < 0) {
             snprintf(err, errlen, "tcjit cpu: out of memory");
             return -1;
         }
-        char name[32];
-        snprintf(name, sizeof(name), "tc_k%d", i);
-        if (emit_kernel(e, &plan->kernels[i], &code->loops[i], name, err,
-                        errlen) < 0) {
+        tc_kernel exact, fast;
+        kernel_variants kv;
+        int rc = make_variants(&plan->kernels[i], &exact, &fast, &kv);
+        if (rc < 0) {
+            snprintf(err, errlen, "tcjit cpu: out of memory");
+        }
+        else {
+            char name[32];
+            snprintf(name, sizeof(name), "tc_k%d", i);
+            rc = emit_kernel(e, &kv, &code->loops[i], name, err, errlen);
+        }
+        variants_clear(&exact, &fast);
+        if (rc < 0) {
             return -1;
         }
     }

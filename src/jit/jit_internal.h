@@ -44,7 +44,14 @@ tc_jit_code *tc_jit_code_compile(const tc_plan *plan, char *err,
                                  size_t errlen);
 void tc_jit_code_free(tc_jit_code *code);
 
-/* Debug switches for tests/benchmarks: dump vectorizer remarks to stderr. */
+/* transcendental.c, CPU only: like tc_kernel_decompose_transcendentals but
+ * float32 sin/cos take a fast float path valid for |x| <= 8192; *flag is
+ * the id of a TC_BOOL value true where that result is invalid, or -1.  The
+ * code generator reruns flagged blocks with the exact decomposition. */
+int tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag);
+
+/* Debug switch for tests/benchmarks: 1 = vectorizer remarks, 2 = the
+ * generated assembly, both to stderr. */
 void tc_jit_set_opt_info(int on);
 
 /* Detected CPU: "-march=..." argument (without "-march="). */

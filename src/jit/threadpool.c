@@ -32,6 +32,7 @@ static struct {
     int want;                   /* configured threads, 0 = default */
     int stop;
     unsigned long generation;
+    unsigned long start_generation; /* generation when workers started */
     job_t job;
 } pool = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -84,9 +85,10 @@ static void *
 worker_main(void *unused)
 {
     (void)unused;
-    unsigned long seen = 0;
+    /* Not pool.generation: a job may have been published before this
+     * thread got to run, and it must take part in that one too. */
     pthread_mutex_lock(&pool.mu);
-    seen = pool.generation;
+    unsigned long seen = pool.start_generation;
     for (;;) {
         while (!pool.stop && pool.generation == seen) {
             pthread_cond_wait(&pool.wake, &pool.mu);
@@ -120,6 +122,9 @@ ensure_started(void)
         return 0;
     }
     pool.stop = 0;
+    pthread_mutex_lock(&pool.mu);
+    pool.start_generation = pool.generation;
+    pthread_mutex_unlock(&pool.mu);
     /* Workers block all signals: Python wants them on the main thread. */
     sigset_t all, old;
     sigfillset(&all);

@@ -10,6 +10,8 @@
  *   /tmp/test_jit                  unit tests
  *   /tmp/test_jit acc OP IN OUT    OP in exp/log/sin/cos/tanh: float32 file
  *                                  IN -> OUT through the decomposed kernel
+ *   /tmp/test_jit accv OP IN OUT   same through the compiler's own path
+ *                                  (fast sin/cos with exact redo)
  *   /tmp/test_jit bench [N]        the 4M (sin(x)+cos(y)).relu()*2+1 chain
  *
  * With -DTC_TEST_PYTHON, src/jit/runtime.c and Python embedded
@@ -291,16 +293,26 @@ typedef struct {
     const char *name;
 } fop_case;
 
-static float r_max(float a, float b)
+static float
+r_max(float a, float b)
 {
     return isnan(a) || isnan(b) ? NAN : (a > b ? a : b);
 }
-static float r_min(float a, float b)
+static float
+r_min(float a, float b)
 {
     return isnan(a) || isnan(b) ? NAN : (a < b ? a : b);
 }
-static float r_pow(float a, float b) { return powf(a, b); }
-static float r_div(float a, float b) { return a / b; }
+static float
+r_pow(float a, float b)
+{
+    return powf(a, b);
+}
+static float
+r_div(float a, float b)
+{
+    return a / b;
+}
 
 static int
 same_float(float a, float b)
@@ -533,8 +545,10 @@ parse_op(const char *s)
     return KOP_COUNT;
 }
 
+/* exact: decompose here (the full-range path only); else let the code
+ * generator build its fast/exact versioned loop. */
 static int
-accuracy_main(const char *opname, const char *in, const char *out)
+accuracy_main(const char *opname, const char *in, const char *out, int exact)
 {
     tc_kop op = parse_op(opname);
     FILE *f = fopen(in, "rb");
@@ -556,11 +570,11 @@ accuracy_main(const char *opname, const char *in, const char *out)
     arg_contig(&k, 0, TC_F32, 0);
     arg_contig(&k, 1, TC_F32, 1);
     store(&k, 1, add_inst(&k, op, TC_F32, load(&k, 0), -1, -1));
-    if (tc_kernel_decompose_transcendentals(&k) < 0) {
+    if (exact && tc_kernel_decompose_transcendentals(&k) < 0) {
         fprintf(stderr, "decompose failed\n");
         return 2;
     }
-    for (int i = 0; i < k.ninsts; i++) {
+    for (int i = 0; exact && i < k.ninsts; i++) {
         tc_kop o = k.insts[i].op;
         if (o == KOP_EXP || o == KOP_LOG || o == KOP_SIN || o == KOP_COS
             || o == KOP_TANH) {
@@ -1013,7 +1027,10 @@ int
 main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "acc") == 0) {
-        return accuracy_main(argv[2], argv[3], argv[4]);
+        return accuracy_main(argv[2], argv[3], argv[4], 1);
+    }
+    if (argc == 5 && strcmp(argv[1], "accv") == 0) {
+        return accuracy_main(argv[2], argv[3], argv[4], 0);
     }
 #ifdef TC_TEST_PYTHON
     if (argc >= 2 && strcmp(argv[1], "runtime") == 0) {
