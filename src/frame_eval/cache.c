@@ -104,16 +104,12 @@ tc_cache_reset(void)
 {
     Py_ssize_t n = PyList_GET_SIZE(codes_with_state);
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* Overwriting a co_extra slot calls its free function on the old
+         * value (state_free), so this both detaches and frees the state. */
         PyObject *co = PyList_GET_ITEM(codes_with_state, i);
-        void *p = NULL;
-        if (pyframe_code_get_extra(co, extra_index, &p) < 0) {
-            return -1;
-        }
-        /* Setting the slot does not call the free function: do it here. */
         if (pyframe_code_set_extra(co, extra_index, NULL) < 0) {
             return -1;
         }
-        state_free(p);
     }
     return PyList_SetSlice(codes_with_state, 0, n, NULL);
 }

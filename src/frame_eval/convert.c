@@ -10,21 +10,6 @@ static int next_frame_id;
 /* ---- logging helpers ---------------------------------------------------- */
 
 static int
-log_text(unsigned channel, const char *name, char *text)
-{
-    if (text == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int rc = 0;
-    if (tc_log_mask & channel) {
-        rc = tc_log(channel, name, PyUnicode_FromString(text));
-    }
-    free(text);
-    return rc;
-}
-
-static int
 log_graph_break(PyCodeObject *co, const tc_trace *t)
 {
     if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
@@ -143,7 +128,7 @@ graph_desc(const tc_graph *g)
 /* ---- backends -------------------------------------------------------------- */
 
 static int
-compile_auto(tc_entry *e, tc_graph *g)
+compile_auto(tc_entry *e, tc_graph *g, const char *title)
 {
     char err[256];
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
@@ -159,8 +144,15 @@ compile_auto(tc_entry *e, tc_graph *g)
         return -1;
     }
     tc_stats.kernels_compiled += tc_jit_nkernels(e->compiled);
-    return want_code && code ? log_text(TC_LOG_OUTPUT_CODE, "output_code",
-                                        code) : 0;
+    if (!want_code || code == NULL) {
+        free(code);
+        return 0;
+    }
+    int rc = tc_log(TC_LOG_OUTPUT_CODE, "output_code", PyUnicode_FromFormat(
+        "// %s: %d kernel(s), libgccjit %s\n%s", title,
+        tc_jit_nkernels(e->compiled), tc_jit_cflags(), code));
+    free(code);
+    return rc;
 }
 
 static int
@@ -237,7 +229,8 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st)
     int rc = (tc_log_mask & TC_LOG_GRAPH)
         ? tc_log(TC_LOG_GRAPH, "graph", PyUnicode_FromString(text)) : 0;
     if (rc == 0) {
-        rc = e->is_auto ? compile_auto(e, g) : compile_python(e, g, f, text);
+        rc = e->is_auto ? compile_auto(e, g, title)
+                        : compile_python(e, g, f, text);
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e);
         }

@@ -301,15 +301,17 @@ lookup(tc_iframe *f, tc_code_state *st, PyObject *backend, lookup_result *lr)
 }
 
 static PyObject *
-format_recompile(PyCodeObject *co, PyObject *reasons)
+format_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
 {
     PyObject *where = tc_describe_code(co);
     PyObject *sep = PyUnicode_FromString("\n    - ");
     PyObject *joined = (where && sep) ? PyUnicode_Join(sep, reasons) : NULL;
     PyObject *msg = joined
-        ? PyUnicode_FromFormat("Recompiling function %U\n    triggered by the "
+        ? PyUnicode_FromFormat("%s function %U\n    triggered by the "
                                "following guard failure(s):\n    - %U",
-                               where, joined)
+                               recompiling ? "Recompiling"
+                                           : "Recompile limit reached, running "
+                                             "eagerly:", where, joined)
         : NULL;
     Py_XDECREF(where);
     Py_XDECREF(sep);
@@ -350,7 +352,9 @@ handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
         *eager = 1;
         if (!st->limit_hit) {
             st->limit_hit = 1;
-            if (warn_recompile_limit(co, reasons) < 0) {
+            if (tc_log(TC_LOG_RECOMPILES, "recompiles",
+                       format_recompile(co, reasons, 0)) < 0
+                || warn_recompile_limit(co, reasons) < 0) {
                 return NULL;
             }
         }
@@ -359,7 +363,7 @@ handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
     if (st->ncompiles > 0) {
         tc_stats.recompiles++;
         if (tc_log(TC_LOG_RECOMPILES, "recompiles",
-                   format_recompile(co, reasons)) < 0) {
+                   format_recompile(co, reasons, 1)) < 0) {
             return NULL;
         }
     }

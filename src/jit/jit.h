@@ -32,6 +32,9 @@ int tc_jit_nkernels(const tc_compiled *c);
  * detects the CPU, starts nothing (the pool starts lazily). */
 int tc_jit_init(void);
 
+/* Kernels with at least n elements are split across the thread pool. */
+void tc_jit_set_parallel_threshold(int64_t n);
+
 /* Compile-time flags chosen for this CPU, e.g. "-O3 -march=x86-64-v3". */
 const char *tc_jit_cflags(void);
 

@@ -62,7 +62,6 @@ struct tc_compiled;
 const tc_jit_code *tc_jit_compiled_code(const struct tc_compiled *c);
 
 /* Elements at or above which a kernel is split over the thread pool. */
-void tc_jit_set_parallel_threshold(int64_t n);
 int64_t tc_jit_get_parallel_threshold(void);
 
 #endif

@@ -67,7 +67,7 @@ static const tc_binding_def binding_defs[] = {
     {"Tensor.clip", "clamp", TC_CALL_CLAMP, "self, min=None, max=None"},
     {"Tensor.clamp_min", "clamp_min", TC_CALL_OP, "self, min"},
     {"Tensor.clamp_max", "clamp_max", TC_CALL_OP, "self, max"},
-    {"Tensor.where", "where", TC_CALL_OP, "condition, self, other"},
+    {"Tensor.where", "where", TC_CALL_WHERE_METHOD, "self, condition, other"},
     BINARY("Tensor.lt", "lt"), BINARY("Tensor.le", "le"),
     BINARY("Tensor.gt", "gt"), BINARY("Tensor.ge", "ge"),
     BINARY("Tensor.eq", "eq"), BINARY("Tensor.ne", "ne"),

@@ -16,6 +16,7 @@
 /* How the parsed arguments become graph nodes. */
 typedef enum {
     TC_CALL_OP,        /* every param is an operand of `op`, in order */
+    TC_CALL_WHERE_METHOD, /* self.where(condition, other) */
     TC_CALL_ADD_SUB,   /* input, other, alpha: input op alpha*other */
     TC_CALL_CLAMP,     /* input, min, max: clamp / clamp_min / clamp_max */
     TC_CALL_CAST,      /* to(dtype): target from the dtype param */

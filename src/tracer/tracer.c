@@ -494,6 +494,8 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     return OK;
 }
 
+static int call_cast(tracer *T, tc_var *self, int dt);
+
 static int
 is_const(tc_var *v, PyObject *value)
 {
@@ -511,6 +513,9 @@ is_const(tc_var *v, PyObject *value)
     return eq && Py_TYPE(v->obj) != &PyBool_Type;
 }
 
+/* torch.add(input, other, alpha=a) computes input + a * other in the result
+ * dtype.  Integral and bool results have extra rules (and errors) for
+ * alpha: leave those to eager. */
 static int
 call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -518,21 +523,36 @@ call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
     PyObject *one = PyLong_FromLong(1);
     int plain = one && is_const(alpha, one);
     Py_XDECREF(one);
-    if (!plain) {
-        if (alpha->kind != TC_VAR_CONST
-            || !(PyLong_CheckExact(alpha->obj)
-                 || PyFloat_CheckExact(alpha->obj))) {
-            return unsupported(T, "%s() with a non-number alpha",
-                               b->def->path);
-        }
-        tc_var *mul_args[2] = {other, alpha};
-        int rc = emit_op(T, "mul", 2, mul_args, TC_F32);
-        if (rc != OK) {
+    if (plain) {
+        tc_var *args[2] = {p[0], other};
+        return emit_op(T, b->def->op, 2, args, TC_F32);
+    }
+    if (alpha->kind != TC_VAR_CONST
+        || !(PyLong_CheckExact(alpha->obj) || PyFloat_CheckExact(alpha->obj))) {
+        return unsupported(T, "%s() with a non-number alpha", b->def->path);
+    }
+    int rc = OK, nodes[2];
+    for (int i = 0; i < 2; i++) {
+        nodes[i] = operand_node(T, p[i], &rc);
+        if (nodes[i] < 0) {
             return rc;
         }
-        other = pop(T);
     }
-    tc_var *args[2] = {p[0], other};
+    tc_dtype rt = tc_promote_nodes(T->out->graph, 2, nodes);
+    if (!tc_dtype_is_float(rt) || other->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "%s() with alpha on a non-float result",
+                           b->def->path);
+    }
+    rc = call_cast(T, other, rt);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *mul_args[2] = {pop(T), alpha};
+    rc = emit_op(T, "mul", 2, mul_args, TC_F32);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *args[2] = {p[0], pop(T)};
     return emit_op(T, b->def->op, 2, args, TC_F32);
 }
 
@@ -580,6 +600,32 @@ call_cast(tracer *T, tc_var *self, int dt)
     return emit_op(T, "to", 1, args, (tc_dtype)dt);
 }
 
+/* x.shape and x.size() are torch.Size objects, constant under the tensor's
+ * TENSOR_MATCH guard. */
+static PyObject *
+tc_size_object(const tc_layout *l)
+{
+    static PyObject *size_type;
+    if (size_type == NULL) {
+        size_type = PyObject_GetAttrString(tc_torch_module, "Size");
+        if (size_type == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *t = PyTuple_New(l->ndim);
+    for (int i = 0; t && i < l->ndim; i++) {
+        PyObject *d = PyLong_FromLongLong(l->sizes[i]);
+        if (d == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, d);
+    }
+    PyObject *r = t ? PyObject_CallOneArg(size_type, t) : NULL;
+    Py_XDECREF(t);
+    return r;
+}
+
 static int
 call_meta(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -602,16 +648,7 @@ call_meta(tracer *T, const tc_binding *b, tc_var **p)
         r = PyLong_FromLongLong(l->sizes[d < 0 ? d + l->ndim : d]);
     }
     else {
-        tc_var *items[TC_MAX_DIMS];
-        for (int i = 0; i < l->ndim; i++) {
-            PyObject *s = PyLong_FromLongLong(l->sizes[i]);
-            items[i] = s ? tc_var_const(&T->arena, s, -1) : NULL;
-            Py_XDECREF(s);
-            if (items[i] == NULL) {
-                return ERROR;
-            }
-        }
-        return push(T, tc_var_seq(&T->arena, TC_VAR_TUPLE, l->ndim, items));
+        r = tc_size_object(l);
     }
     if (r == NULL) {
         return ERROR;
@@ -633,6 +670,10 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     switch (b->def->call) {
     case TC_CALL_OP:
         return emit_op(T, b->def->op, b->nparams, p, TC_F32);
+    case TC_CALL_WHERE_METHOD: {
+        tc_var *args[3] = {p[1], p[0], p[2]};  /* self.where(cond, other) */
+        return emit_op(T, "where", 3, args, TC_F32);
+    }
     case TC_CALL_ADD_SUB:
         return call_add_sub(T, b, p);
     case TC_CALL_DIV:
@@ -788,20 +829,7 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         r = PyLong_FromLong(n->layout.ndim);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "shape") == 0) {
-        if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
-            return ERROR;
-        }
-        tc_var *items[TC_MAX_DIMS];
-        for (int i = 0; i < n->layout.ndim; i++) {
-            PyObject *s = PyLong_FromLongLong(n->layout.sizes[i]);
-            items[i] = s ? tc_var_const(&T->arena, s, -1) : NULL;
-            Py_XDECREF(s);
-            if (items[i] == NULL) {
-                return ERROR;
-            }
-        }
-        return push(T, tc_var_seq(&T->arena, TC_VAR_TUPLE, n->layout.ndim,
-                                  items));
+        r = tc_size_object(&n->layout);
     }
     else {
         return unsupported(T, "Tensor.%U", name);
@@ -1011,9 +1039,29 @@ op_build(tracer *T, tc_var_kind kind, int n)
 }
 
 static int
+unpack_const(tracer *T, PyObject *obj, int n)
+{
+    PyObject *seq = PySequence_Tuple(obj);
+    if (seq == NULL) {
+        return unsupported_from_exception(T, "unpacking");
+    }
+    int rc = PyTuple_GET_SIZE(seq) == n
+        ? OK : unsupported(T, "unpacking %zd values into %d names",
+                           PyTuple_GET_SIZE(seq), n);
+    for (int i = n - 1; rc == OK && i >= 0; i--) {
+        rc = push(T, tc_var_const(&T->arena, PyTuple_GET_ITEM(seq, i), -1));
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+static int
 op_unpack(tracer *T, int n)
 {
     tc_var *seq = pop(T);
+    if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
+        return unpack_const(T, seq->obj, n);
+    }
     if (seq == NULL || (seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)) {
         return unsupported(T, "unpacking a %s",
                            seq ? tc_var_kind_name(seq) : "?");
@@ -1054,6 +1102,10 @@ op_subscr(tracer *T)
     tc_var *idx = pop(T), *seq = pop(T);
     if (seq == NULL || idx == NULL) {
         return unsupported(T, "malformed subscript");
+    }
+    if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
+        return push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
+                           "subscript");
     }
     if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
         && idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {

@@ -1,0 +1,92 @@
+/* ptx.h - kernel IR (kir.h) -> PTX text, one module per plan.
+ *
+ * No CUDA and no Python here: the emitter is plain C so that every kernel
+ * can be checked with `ptxas` on machines without a GPU (tests/gpu).
+ *
+ * Module layout: every tc_kernel of a plan becomes one `.entry`; all of
+ * them go into one module (one cuModuleLoadData per plan).  Parameters are
+ * one `.u64` global pointer per kernel argument (tc_karg order); shapes,
+ * strides and offsets are static and baked into the code as constants.
+ *
+ * Pointwise kernels (nphases == 0): one element per thread per iteration of
+ * a grid-stride loop.  The loop nest is first collapsed (size-1 dims
+ * dropped, dims contiguous for every argument merged), then the linear
+ * index is turned into per-argument element offsets by div/mod over the
+ * (constant) loop sizes.  Index math is 32-bit when numel < 2^31 and every
+ * reachable offset fits in 31 bits, 64-bit otherwise.
+ *
+ * Vector variant: when the collapsed nest is one dim and every argument
+ * has stride 1 (or 0: a broadcast scalar, loaded once per thread and
+ * iteration) with an offset that is a multiple of 4 elements, a second
+ * entry `<name>_v4` handles 4 consecutive elements per thread with one
+ * 128-bit access per argument (ld.global.v4.f32 for 4-byte types; two v2
+ * accesses for 8-byte types; one 32/64-bit access for 1/2-byte types),
+ * plus a scalar tail loop.  It requires every argument pointer to be
+ * 16-byte aligned: the runtime checks the pointers per call and launches
+ * the scalar entry otherwise (two variants instead of a flag parameter, so
+ * neither variant carries a branch).
+ *
+ * Reduction kernels (nphases > 0, kir.h "Reduction kernels"): one block
+ * per outer point (grid-stride over rows).  Pre/post code runs in every
+ * thread (per-row scalars stay in registers); a STORE there is done by
+ * thread 0.  Each phase: every thread runs the body for r = tid, tid +
+ * ntid, ... and accumulates; then the partial accumulators are combined by
+ * warp shuffles (butterfly, so every lane holds the warp result) and one
+ * shared-memory slot per warp, which every thread then folds in warp order
+ * (identical, deterministic results in all threads; no broadcast step).
+ *
+ * Math: see ptx_math.c (float64 transcendentals, pow) and the comment at
+ * emit_unary in ptx_emit.c (float32 transcendentals).
+ */
+#ifndef TCJIT_PTX_H
+#define TCJIT_PTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../graph/schedule.h"
+
+/* Launch description of one kernel of a module. */
+typedef struct {
+    char entry[64];        /* scalar entry name (always present) */
+    char entry_vec[64];    /* 16-byte-aligned vector entry, "" if none */
+    int nargs;
+    int block;             /* threads per block */
+    int grid;              /* blocks (from the SM count given) */
+    int grid_vec;          /* blocks for entry_vec */
+    int skip;              /* nothing to compute (an empty domain) */
+    int is_reduction;
+} tc_ptx_kernel;
+
+typedef struct {
+    char *text;            /* the module (malloc'd) */
+    int nkernels;
+    tc_ptx_kernel *kernels;/* [nkernels], plan order */
+} tc_ptx_module;
+
+/* .version / .target for a compute capability (sm = 10 * major + minor):
+ * the minimum PTX ISA that supports the target (7.0 for sm_70/75/80, 7.1
+ * sm_86, 7.4 sm_87, 7.8 sm_89/sm_90, 8.6 sm_100, ...). */
+const char *tc_ptx_isa_version(int sm);
+
+/* Emits the module for plan.  sm_count (>= 1) sizes the grids: enough
+ * blocks to fill the device (4 x 256-thread blocks per SM for pointwise
+ * kernels), never more than the work needs.  Returns 0, or -1 with a
+ * message in err.  The plan is not modified (kernels are copied before
+ * the math rewrites). */
+int tc_ptx_emit(const tc_plan *plan, int sm, int sm_count,
+                tc_ptx_module *out, char *err, size_t errlen);
+void tc_ptx_module_clear(tc_ptx_module *m);
+
+/* For the test suites (ptxas checks): the module text for plan and sm, as
+ * tc_ptx_emit with 132 SMs.  Returns 0 with *ptx malloc'd, or -1 with *ptx
+ * a malloc'd error message (NULL if even that allocation failed). */
+int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx);
+
+/* ptx_math.c: rewrites float64 EXP, LOG, SIN, COS, TANH and float32 /
+ * float64 POW of k into KIR made of basic ops (float64 polynomials; see
+ * there).  Float32 EXP/LOG/SIN/COS/TANH are left to
+ * tc_kernel_decompose_transcendentals (src/graph/transcendental.c).
+ * Returns 0 or -1 (allocation failure; k unchanged). */
+int tc_ptx_decompose_math(tc_kernel *k);
+
+#endif

@@ -1,0 +1,1894 @@
+/* ptx_emit.c - kernel IR -> PTX text (see ptx.h for the kernel shapes).
+ *
+ * Values live in virtual registers (ptxas allocates): every KIR value gets
+ * its own register of its dtype's class:
+ *   float32 %f, float64 %fd, int64 %rd, every other dtype %r (32 bits).
+ * bool / uint8 / int8 / int16 values are kept normalized in their 32-bit
+ * register (bool 0/1, uint8 zero-extended, int8/int16 sign-extended), so
+ * 32-bit compares and converts are exact; arithmetic that can leave the
+ * range (add, sub, mul, neg, abs, shl, not, div) re-normalizes, which
+ * gives the same wrap-around as the CPU backend and eager.
+ *
+ * Floating point: add/sub/mul/div/sqrt use the .rn forms (IEEE, no FMA
+ * contraction, denormals kept: no .ftz), so results agree with eager bit
+ * for bit where eager does one rounding per op.  Transcendentals are
+ * rewritten into such ops first (ptx_math.c explains why not *.approx).
+ */
+#include "ptx.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- text buffer --------------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void
+sb_vprintf(sbuf *b, const char *fmt, va_list ap)
+{
+    if (b->oom) {
+        return;
+    }
+    for (;;) {
+        va_list aq;
+        va_copy(aq, ap);
+        size_t room = b->cap - b->n;
+        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt,
+                          aq);
+        va_end(aq);
+        if (w < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s != NULL && (size_t)w < room) {
+            b->n += (size_t)w;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + (size_t)w + 1) {
+            cap *= 2;
+        }
+        char *s = realloc(b->s, cap);
+        if (s == NULL) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+static void
+sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- registers ----------------------------------------------------------- */
+
+enum { C_P, C_R, C_RD, C_F, C_FD, C_N };
+static const char *const cls_prefix[C_N] = {"%p", "%r", "%rd", "%f", "%fd"};
+static const char *const cls_decl[C_N] = {".pred", ".b32", ".b64", ".f32",
+                                          ".f64"};
+
+typedef struct {
+    int c, n;       /* class, number; n < 0: none */
+} reg;
+
+static const reg NOREG = {C_R, -1};
+
+typedef struct {
+    sbuf b;
+    int cnt[C_N];
+    int sm;
+    int label;
+    int failed;
+    char err[256];
+} em;
+
+static reg
+newreg(em *e, int c)
+{
+    reg r = {c, e->cnt[c]++};
+    return r;
+}
+
+static int
+cls_of(tc_dtype dt)
+{
+    switch (dt) {
+    case TC_F32:
+        return C_F;
+    case TC_F64:
+        return C_FD;
+    case TC_I64:
+        return C_RD;
+    default:
+        return C_R;
+    }
+}
+
+static reg
+newv(em *e, tc_dtype dt)
+{
+    return newreg(e, cls_of(dt));
+}
+
+/* Register names for printf: a small ring of buffers per thread. */
+static const char *
+R(reg r)
+{
+    static _Thread_local char ring[32][16];
+    static _Thread_local int next;
+    char *s = ring[next++ & 31];
+    snprintf(s, 16, "%s%d", cls_prefix[r.c], r.n);
+    return s;
+}
+
+static void
+out(em *e, const char *fmt, ...)
+{
+    va_list ap;
+    sb_printf(&e->b, "\t");
+    va_start(ap, fmt);
+    sb_vprintf(&e->b, fmt, ap);
+    va_end(ap);
+    sb_printf(&e->b, "\n");
+}
+
+static void
+fail(em *e, const char *fmt, ...)
+{
+    if (e->failed) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, sizeof(e->err), fmt, ap);
+    va_end(ap);
+    e->failed = 1;
+}
+
+/* ---- dtype helpers ------------------------------------------------------- */
+
+static const char *
+dtname(tc_dtype dt)
+{
+    static const char *const n[TC_NDTYPES] = {
+        "bool", "uint8", "int8", "int16", "int32", "int64", "float32",
+        "float64"};
+    return (unsigned)dt < TC_NDTYPES ? n[dt] : "?";
+}
+
+static int
+is_float(tc_dtype dt)
+{
+    return dt == TC_F32 || dt == TC_F64;
+}
+
+static int
+is_unsigned(tc_dtype dt)
+{
+    return dt == TC_BOOL || dt == TC_U8;
+}
+
+static int
+esize(tc_dtype dt)
+{
+    static const int sz[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
+    return sz[dt];
+}
+
+/* Type suffix for arithmetic / compares. */
+static const char *
+ty(tc_dtype dt)
+{
+    switch (dt) {
+    case TC_F32:
+        return "f32";
+    case TC_F64:
+        return "f64";
+    case TC_I64:
+        return "s64";
+    case TC_BOOL:
+    case TC_U8:
+        return "u32";
+    default:
+        return "s32";
+    }
+}
+
+/* Untyped suffix of the same size (mov, selp, logic). */
+static const char *
+bty(tc_dtype dt)
+{
+    switch (dt) {
+    case TC_F32:
+        return "f32";
+    case TC_F64:
+        return "f64";
+    case TC_I64:
+        return "b64";
+    default:
+        return "b32";
+    }
+}
+
+static const char *
+memty(tc_dtype dt)
+{
+    static const char *const t[TC_NDTYPES] = {"u8", "u8", "s8", "s16",
+                                              "s32", "s64", "f32", "f64"};
+    return t[dt];
+}
+
+/* Re-normalize a small integer after an op that may leave its range. */
+static void
+normalize(em *e, tc_dtype dt, reg r)
+{
+    switch (dt) {
+    case TC_I8:
+        out(e, "cvt.s32.s8 %s, %s;", R(r), R(r));
+        break;
+    case TC_I16:
+        out(e, "cvt.s32.s16 %s, %s;", R(r), R(r));
+        break;
+    case TC_U8:
+        out(e, "and.b32 %s, %s, 255;", R(r), R(r));
+        break;
+    case TC_BOOL:
+        out(e, "and.b32 %s, %s, 1;", R(r), R(r));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Immediate operand text of a constant of dtype dt. */
+static void
+imm_text(char *buf, size_t n, tc_dtype dt, double f, int64_t i)
+{
+    if (dt == TC_F32) {
+        float x = (float)f;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        snprintf(buf, n, "0f%08X", u);
+    }
+    else if (dt == TC_F64) {
+        uint64_t u;
+        memcpy(&u, &f, 8);
+        snprintf(buf, n, "0d%016llX", (unsigned long long)u);
+    }
+    else {
+        switch (dt) {
+        case TC_BOOL:
+            i = i != 0;
+            break;
+        case TC_U8:
+            i = (uint8_t)i;
+            break;
+        case TC_I8:
+            i = (int8_t)i;
+            break;
+        case TC_I16:
+            i = (int16_t)i;
+            break;
+        case TC_I32:
+            i = (int32_t)i;
+            break;
+        default:
+            break;
+        }
+        snprintf(buf, n, "%lld", (long long)i);
+    }
+}
+
+static reg
+const_reg(em *e, tc_dtype dt, double f, int64_t i)
+{
+    char t[32];
+    imm_text(t, sizeof(t), dt, f, i);
+    reg r = newv(e, dt);
+    out(e, "mov.%s %s, %s;", bty(dt), R(r), t);
+    return r;
+}
+
+/* ---- operations ---------------------------------------------------------- */
+
+/* pred = a <op> b over operands of dtype dt (ordered except NE). */
+static reg
+emit_setp(em *e, tc_kop op, tc_dtype dt, reg a, reg b)
+{
+    const char *c = op == KOP_LT ? "lt" : op == KOP_LE ? "le"
+                    : op == KOP_EQ ? "eq" : is_float(dt) ? "neu" : "ne";
+    reg p = newreg(e, C_P);
+    out(e, "setp.%s.%s %s, %s, %s;", c, ty(dt), R(p), R(a), R(b));
+    return p;
+}
+
+static void
+emit_cast(em *e, reg d, tc_dtype to, reg a, tc_dtype from)
+{
+    if (to == from) {
+        out(e, "mov.%s %s, %s;", bty(to), R(d), R(a));
+        return;
+    }
+    if (to == TC_BOOL) {
+        reg z = const_reg(e, from, 0, 0);
+        reg p = emit_setp(e, KOP_NE, from, a, z);
+        out(e, "selp.u32 %s, 1, 0, %s;", R(d), R(p));
+        return;
+    }
+    if (is_float(to) && is_float(from)) {
+        out(e, to == TC_F32 ? "cvt.rn.f32.f64 %s, %s;" : "cvt.f64.f32 %s, %s;",
+            R(d), R(a));
+        return;
+    }
+    if (is_float(to)) {
+        out(e, "cvt.rn.%s.%s %s, %s;", ty(to), from == TC_I64 ? "s64" : "s32",
+            R(d), R(a));
+        return;
+    }
+    if (is_float(from)) {
+        /* PTX saturates out-of-range values and maps NaN to 0 (C leaves
+         * them undefined; x86 gives INT_MIN).  Small ints go through int32
+         * and wrap, as the CPU backend does. */
+        if (to == TC_I64) {
+            out(e, "cvt.rzi.s64.%s %s, %s;", ty(from), R(d), R(a));
+        }
+        else {
+            out(e, "cvt.rzi.s32.%s %s, %s;", ty(from), R(d), R(a));
+            normalize(e, to, d);
+        }
+        return;
+    }
+    /* int -> int */
+    if (to == TC_I64) {
+        out(e, "cvt.s64.s32 %s, %s;", R(d), R(a));
+    }
+    else if (from == TC_I64) {
+        out(e, "cvt.u32.u64 %s, %s;", R(d), R(a));
+        normalize(e, to, d);
+    }
+    else {
+        out(e, "mov.b32 %s, %s;", R(d), R(a));
+        normalize(e, to, d);
+    }
+}
+
+static void
+emit_bitcast(em *e, reg d, tc_dtype to, reg a, tc_dtype from)
+{
+    if (esize(to) != esize(from)) {
+        fail(e, "bitcast between sizes %d and %d", esize(from), esize(to));
+        return;
+    }
+    out(e, "mov.b%d %s, %s;", esize(to) == 8 ? 64 : 32, R(d), R(a));
+    if (!is_float(to)) {
+        normalize(e, to, d);
+    }
+}
+
+/* d = a <op> b (d may be a or b): NaN-propagating max/min. */
+static void
+emit_minmax(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
+{
+    const char *m = op == KOP_MAX ? "max" : "min";
+    if (dt == TC_BOOL) {
+        out(e, "%s.b32 %s, %s, %s;", op == KOP_MAX ? "or" : "and", R(d), R(a),
+            R(b));
+        return;
+    }
+    if (!is_float(dt)) {
+        out(e, "%s.%s %s, %s, %s;", m, ty(dt), R(d), R(a), R(b));
+        return;
+    }
+    if (dt == TC_F32 && e->sm >= 80) {
+        out(e, "%s.NaN.f32 %s, %s, %s;", m, R(d), R(a), R(b));
+        return;
+    }
+    /* (a > b) or a is NaN ? a : b -- b's NaN falls through to b */
+    reg p = newreg(e, C_P), q = newreg(e, C_P);
+    out(e, "setp.%s.%s %s, %s, %s;", op == KOP_MAX ? "gt" : "lt", ty(dt),
+        R(p), R(a), R(b));
+    out(e, "setp.nan.%s %s, %s, %s;", ty(dt), R(q), R(a), R(a));
+    out(e, "or.pred %s, %s, %s;", R(p), R(p), R(q));
+    out(e, "selp.%s %s, %s, %s, %s;", bty(dt), R(d), R(a), R(b), R(p));
+}
+
+/* Truncating integer division that never traps: x / 0 = x and
+ * MIN / -1 wraps, as the CPU backend defines them. */
+static void
+emit_int_div(em *e, tc_dtype dt, reg d, reg a, reg b)
+{
+    const char *t = ty(dt);
+    const char *bt = bty(dt);
+    reg pz = newreg(e, C_P);
+    reg bs = newv(e, dt);
+    out(e, "setp.eq.%s %s, %s, 0;", t, R(pz), R(b));
+    if (is_unsigned(dt)) {
+        out(e, "selp.%s %s, 1, %s, %s;", bt, R(bs), R(b), R(pz));
+        out(e, "div.%s %s, %s, %s;", t, R(d), R(a), R(bs));
+        return;
+    }
+    reg pm = newreg(e, C_P), na = newv(e, dt), q = newv(e, dt);
+    out(e, "setp.eq.%s %s, %s, -1;", t, R(pm), R(b));
+    out(e, "or.pred %s, %s, %s;", R(pz), R(pz), R(pm));
+    out(e, "selp.%s %s, 1, %s, %s;", bt, R(bs), R(b), R(pz));
+    out(e, "div.%s %s, %s, %s;", t, R(q), R(a), R(bs));
+    out(e, "neg.%s %s, %s;", t, R(na), R(a));
+    out(e, "selp.%s %s, %s, %s, %s;", bt, R(d), R(na), R(q), R(pm));
+    normalize(e, dt, d);
+}
+
+/* d = a <op> b for arithmetic / logic / shift / min / max ops. */
+static void
+emit_binop(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
+{
+    int fl = is_float(dt);
+    const char *t = ty(dt);
+    if (dt == TC_BOOL) {
+        /* torch bool arithmetic: add = or, sub = xor, mul = and */
+        if (op == KOP_ADD) {
+            op = KOP_OR;
+        }
+        else if (op == KOP_SUB) {
+            op = KOP_XOR;
+        }
+        else if (op == KOP_MUL) {
+            op = KOP_AND;
+        }
+    }
+    switch (op) {
+    case KOP_ADD:
+    case KOP_SUB:
+    case KOP_MUL:
+        if (fl) {
+            out(e, "%s.rn.%s %s, %s, %s;",
+                op == KOP_ADD ? "add" : op == KOP_SUB ? "sub" : "mul", t,
+                R(d), R(a), R(b));
+        }
+        else {
+            out(e, "%s.%s %s, %s, %s;",
+                op == KOP_ADD ? "add" : op == KOP_SUB ? "sub" : "mul.lo", t,
+                R(d), R(a), R(b));
+            normalize(e, dt, d);
+        }
+        return;
+    case KOP_DIV:
+        if (fl) {
+            out(e, "div.rn.%s %s, %s, %s;", t, R(d), R(a), R(b));
+        }
+        else {
+            emit_int_div(e, dt, d, a, b);
+        }
+        return;
+    case KOP_MAX:
+    case KOP_MIN:
+        emit_minmax(e, op, dt, d, a, b);
+        return;
+    case KOP_AND:
+    case KOP_OR:
+    case KOP_XOR:
+        if (fl) {
+            break;
+        }
+        out(e, "%s.%s %s, %s, %s;",
+            op == KOP_AND ? "and" : op == KOP_OR ? "or" : "xor", bty(dt),
+            R(d), R(a), R(b));
+        return;
+    case KOP_SHL:
+    case KOP_SHR: {
+        if (fl) {
+            break;
+        }
+        reg sh = b;
+        if (dt == TC_I64) {
+            sh = newreg(e, C_R);
+            out(e, "cvt.u32.u64 %s, %s;", R(sh), R(b));
+        }
+        if (op == KOP_SHL) {
+            out(e, "shl.%s %s, %s, %s;", bty(dt), R(d), R(a), R(sh));
+            normalize(e, dt, d);
+        }
+        else {
+            out(e, "shr.%s %s, %s, %s;", is_unsigned(dt) ? "u32" : t, R(d),
+                R(a), R(sh));
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    fail(e, "op %d unsupported for dtype %s", (int)op, dtname(dt));
+}
+
+/* Float32/float64 transcendentals never reach this point: they are
+ * rewritten into basic ops first (tc_kernel_decompose_transcendentals for
+ * float32: Cody-Waite / float64 Payne-Hanek-style reduction + polynomial;
+ * tc_ptx_decompose_math for float64 and pow), because the PTX *.approx
+ * instructions miss assert_close's float32 tolerance on part of the range
+ * and PTX has nothing at all for float64. */
+static void
+emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
+{
+    int fl = is_float(dt);
+    const char *t = ty(dt);
+    switch (op) {
+    case KOP_NEG:
+        out(e, "neg.%s %s, %s;", t, R(d), R(a));
+        if (!fl) {
+            normalize(e, dt, d);
+        }
+        return;
+    case KOP_ABS:
+        if (is_unsigned(dt)) {
+            out(e, "mov.b32 %s, %s;", R(d), R(a));
+        }
+        else {
+            out(e, "abs.%s %s, %s;", t, R(d), R(a));
+            if (!fl) {
+                normalize(e, dt, d);
+            }
+        }
+        return;
+    case KOP_SQRT:
+        if (fl) {
+            out(e, "sqrt.rn.%s %s, %s;", t, R(d), R(a));
+            return;
+        }
+        break;
+    case KOP_FLOOR:
+    case KOP_RINT:
+        if (fl) {
+            out(e, "cvt.%s.%s.%s %s, %s;", op == KOP_FLOOR ? "rmi" : "rni", t,
+                t, R(d), R(a));
+        }
+        else {
+            out(e, "mov.%s %s, %s;", bty(dt), R(d), R(a));
+        }
+        return;
+    case KOP_NOT:
+        if (fl) {
+            break;
+        }
+        if (dt == TC_BOOL) {
+            out(e, "xor.b32 %s, %s, 1;", R(d), R(a));
+        }
+        else {
+            out(e, "not.%s %s, %s;", bty(dt), R(d), R(a));
+            normalize(e, dt, d);
+        }
+        return;
+    default:
+        break;
+    }
+    fail(e, "op %d unsupported for dtype %s on the GPU", (int)op,
+         dtname(dt));
+}
+
+/* ---- accumulators (kir.h tc_acc_kind) ------------------------------------ */
+
+static void
+acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
+{
+    double f = 0;
+    int64_t i = 0;
+    int hi = kind == TC_ACC_MIN || kind == TC_ACC_ARGMIN;
+    switch (kind) {
+    case TC_ACC_PROD:
+    case TC_ACC_ALL:
+        f = 1;
+        i = 1;
+        break;
+    case TC_ACC_MAX:
+    case TC_ACC_MIN:
+    case TC_ACC_ARGMAX:
+    case TC_ACC_ARGMIN:
+        f = hi ? INFINITY : -INFINITY;
+        switch (dt) {
+        case TC_BOOL:
+            i = hi;
+            break;
+        case TC_U8:
+            i = hi ? 255 : 0;
+            break;
+        case TC_I8:
+            i = hi ? 127 : -128;
+            break;
+        case TC_I16:
+            i = hi ? 32767 : -32768;
+            break;
+        case TC_I32:
+            i = hi ? INT32_MAX : INT32_MIN;
+            break;
+        default:
+            i = hi ? INT64_MAX : INT64_MIN;
+            break;
+        }
+        break;
+    default:
+        break;
+    }
+    char t[32];
+    imm_text(t, sizeof(t), dt, f, i);
+    out(e, "mov.%s %s, %s;", bty(dt), R(v), t);
+    if (idx.n >= 0) {
+        out(e, "mov.b64 %s, -1;", R(idx));
+    }
+}
+
+/* (av, ai) = combine((av, ai), (bv, bi)).  For ARGMAX/ARGMIN an index < 0
+ * marks an empty partial (the identity), which always loses, so a row of
+ * all -inf (or all INT_MIN) still reports index 0 like torch. */
+static void
+acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
+            reg bi)
+{
+    switch (kind) {
+    case TC_ACC_SUM:
+        emit_binop(e, KOP_ADD, dt, av, av, bv);
+        return;
+    case TC_ACC_PROD:
+        emit_binop(e, KOP_MUL, dt, av, av, bv);
+        return;
+    case TC_ACC_MAX:
+        emit_minmax(e, KOP_MAX, dt, av, av, bv);
+        return;
+    case TC_ACC_MIN:
+        emit_minmax(e, KOP_MIN, dt, av, av, bv);
+        return;
+    case TC_ACC_ANY:
+        out(e, "or.b32 %s, %s, %s;", R(av), R(av), R(bv));
+        return;
+    case TC_ACC_ALL:
+        out(e, "and.b32 %s, %s, %s;", R(av), R(av), R(bv));
+        return;
+    default:
+        break;
+    }
+    /* take b = !b_empty && (a_empty || (bn && !an) || b better ||
+     *                       (tie && bi < ai)) */
+    const char *t = ty(dt);
+    reg take = newreg(e, C_P), p = newreg(e, C_P), q = newreg(e, C_P);
+    out(e, "setp.%s.%s %s, %s, %s;", kind == TC_ACC_ARGMAX ? "gt" : "lt", t,
+        R(take), R(bv), R(av));
+    out(e, "setp.eq.%s %s, %s, %s;", t, R(p), R(bv), R(av));
+    if (is_float(dt)) {
+        reg an = newreg(e, C_P), bn = newreg(e, C_P);
+        out(e, "setp.nan.%s %s, %s, %s;", t, R(an), R(av), R(av));
+        out(e, "setp.nan.%s %s, %s, %s;", t, R(bn), R(bv), R(bv));
+        /* both NaN counts as a tie */
+        out(e, "and.pred %s, %s, %s;", R(q), R(an), R(bn));
+        out(e, "or.pred %s, %s, %s;", R(p), R(p), R(q));
+        /* b NaN, a not */
+        out(e, "not.pred %s, %s;", R(an), R(an));
+        out(e, "and.pred %s, %s, %s;", R(q), R(bn), R(an));
+        out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
+    }
+    out(e, "setp.lt.s64 %s, %s, %s;", R(q), R(bi), R(ai));
+    out(e, "and.pred %s, %s, %s;", R(p), R(p), R(q));
+    out(e, "or.pred %s, %s, %s;", R(take), R(take), R(p));
+    out(e, "setp.lt.s64 %s, %s, 0;", R(q), R(ai));
+    out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
+    out(e, "setp.ge.s64 %s, %s, 0;", R(q), R(bi));
+    out(e, "and.pred %s, %s, %s;", R(take), R(take), R(q));
+    out(e, "selp.%s %s, %s, %s, %s;", bty(dt), R(av), R(bv), R(av), R(take));
+    out(e, "selp.b64 %s, %s, %s, %s;", R(ai), R(bi), R(ai), R(take));
+}
+
+static int
+acc_has_index(tc_acc_kind kind)
+{
+    return kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+}
+
+/* ---- loop nests ------------------------------------------------------------ */
+
+typedef struct {
+    int nd;
+    int64_t sizes[TC_MAX_DIMS];
+    int nargs;
+    int64_t (*st)[TC_MAX_DIMS];    /* [nargs][nd] */
+} nest;
+
+/* Dims [d0, d0 + n) of k, size-1 dims dropped, dims contiguous for every
+ * argument merged. */
+static int
+nest_build(const tc_kernel *k, int d0, int n, nest *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->nargs = k->nargs;
+    l->st = calloc((size_t)(k->nargs > 0 ? k->nargs : 1), sizeof(*l->st));
+    if (l->st == NULL) {
+        return -1;
+    }
+    for (int d = d0; d < d0 + n; d++) {
+        if (k->sizes[d] == 1) {
+            continue;
+        }
+        int m = l->nd;
+        if (m > 0) {
+            int ok = 1;
+            for (int a = 0; a < k->nargs; a++) {
+                ok &= l->st[a][m - 1] == k->args[a].strides[d] * k->sizes[d];
+            }
+            if (ok) {
+                l->sizes[m - 1] *= k->sizes[d];
+                for (int a = 0; a < k->nargs; a++) {
+                    l->st[a][m - 1] = k->args[a].strides[d];
+                }
+                continue;
+            }
+        }
+        l->sizes[m] = k->sizes[d];
+        for (int a = 0; a < k->nargs; a++) {
+            l->st[a][m] = k->args[a].strides[d];
+        }
+        l->nd++;
+    }
+    return 0;
+}
+
+static void
+nest_clear(nest *l)
+{
+    free(l->st);
+    l->st = NULL;
+}
+
+/* Largest |element offset| argument a reaches over the nest. */
+static int64_t
+nest_span(const nest *l, int a)
+{
+    int64_t s = 0;
+    for (int d = 0; d < l->nd; d++) {
+        int64_t st = l->st[a][d] < 0 ? -l->st[a][d] : l->st[a][d];
+        s += (l->sizes[d] > 0 ? l->sizes[d] - 1 : 0) * st;
+    }
+    return s;
+}
+
+/* off[a] = base[a] + sum over dims of coord(idx) * stride, for the args
+ * with used[a]; idx is a linear row-major index over the nest (u32 or u64
+ * register as wide says).  off[a] registers are s32 or s64 accordingly. */
+static void
+emit_offsets(em *e, reg idx, const nest *l, int wide, const int64_t *base,
+             const char *used, reg *off)
+{
+    const char *it = wide ? "u64" : "u32";
+    const char *st = wide ? "s64" : "s32";
+    int c = wide ? C_RD : C_R;
+    for (int a = 0; a < l->nargs; a++) {
+        if (!used[a]) {
+            continue;
+        }
+        off[a] = newreg(e, c);
+        out(e, "mov.%s %s, %lld;", st, R(off[a]),
+            (long long)(base ? base[a] : 0));
+    }
+    reg q = idx;
+    for (int d = l->nd - 1; d >= 0; d--) {
+        reg coord = q;
+        if (d > 0) {
+            coord = newreg(e, c);
+            reg q2 = newreg(e, c);
+            out(e, "rem.%s %s, %s, %lld;", it, R(coord), R(q),
+                (long long)l->sizes[d]);
+            out(e, "div.%s %s, %s, %lld;", it, R(q2), R(q),
+                (long long)l->sizes[d]);
+            q = q2;
+        }
+        for (int a = 0; a < l->nargs; a++) {
+            if (!used[a] || l->st[a][d] == 0) {
+                continue;
+            }
+            out(e, "mad.lo.%s %s, %s, %lld, %s;", st, R(off[a]), R(coord),
+                (long long)l->st[a][d], R(off[a]));
+        }
+    }
+}
+
+/* addr = base + off * elem_size */
+static reg
+emit_addr(em *e, reg base, reg off, int wide, tc_dtype dt)
+{
+    reg ad = newreg(e, C_RD);
+    if (wide) {
+        out(e, "mad.lo.s64 %s, %s, %d, %s;", R(ad), R(off), esize(dt),
+            R(base));
+    }
+    else {
+        out(e, "mad.wide.s32 %s, %s, %d, %s;", R(ad), R(off), esize(dt),
+            R(base));
+    }
+    return ad;
+}
+
+/* ---- kernel bodies ----------------------------------------------------------- */
+
+typedef struct {
+    em *e;
+    const tc_kernel *k;
+    reg *val;           /* [ninsts] */
+    reg *base;          /* [nargs] global base pointers */
+    reg *addr;          /* [nargs] element address (scalar mode) */
+    const char *nc;     /* [nargs] read-only in this kernel: ld.global.nc */
+    /* vector lanes: loads read lane_in[arg], stores write lane_out[arg] */
+    int lane_mode;
+    reg *lane_in, *lane_out;
+    reg store_pred;     /* n >= 0: predicate guarding STOREs (thread 0) */
+    /* reductions */
+    reg *acc_v, *acc_i; /* [ninsts] per KOP_ACC */
+    reg ridx64;         /* current reduction index as s64 */
+} body;
+
+static void
+emit_inst(body *s, int i)
+{
+    em *e = s->e;
+    const tc_kinst *in = &s->k->insts[i];
+    const tc_kinst *ins = s->k->insts;
+    if (in->a >= i || in->b >= i || in->c >= i || in->a < -1 || in->b < -1
+        || in->c < -1 || (unsigned)in->dtype >= TC_NDTYPES) {
+        fail(e, "%s: bad instruction %d", s->k->name, i);
+        return;
+    }
+    reg a = in->a >= 0 ? s->val[in->a] : NOREG;
+    reg b = in->b >= 0 ? s->val[in->b] : NOREG;
+    reg c = in->c >= 0 ? s->val[in->c] : NOREG;
+    tc_dtype adt = in->a >= 0 ? ins[in->a].dtype : in->dtype;
+    if ((in->op == KOP_LOAD || in->op == KOP_STORE)
+        && (in->arg < 0 || in->arg >= s->k->nargs)) {
+        fail(e, "%s: bad argument slot at %d", s->k->name, i);
+        return;
+    }
+    switch (in->op) {
+    case KOP_CONST:
+        s->val[i] = const_reg(e, in->dtype, in->imm.f, in->imm.i);
+        return;
+    case KOP_LOAD: {
+        tc_dtype mt = s->k->args[in->arg].dtype;
+        reg v;
+        if (s->lane_mode) {
+            v = s->lane_in[in->arg];
+        }
+        else {
+            v = newv(e, mt);
+            out(e, "ld.global%s.%s %s, [%s];", s->nc[in->arg] ? ".nc" : "",
+                memty(mt), R(v), R(s->addr[in->arg]));
+        }
+        if (mt != in->dtype) {
+            reg d = newv(e, in->dtype);
+            emit_cast(e, d, in->dtype, v, mt);
+            v = d;
+        }
+        s->val[i] = v;
+        return;
+    }
+    case KOP_STORE: {
+        tc_dtype mt = s->k->args[in->arg].dtype;
+        reg v = a;
+        if (adt != mt) {
+            v = newv(e, mt);
+            emit_cast(e, v, mt, a, adt);
+        }
+        if (s->lane_mode) {
+            s->lane_out[in->arg] = v;
+            return;
+        }
+        if (s->store_pred.n >= 0) {
+            out(e, "@%s st.global.%s [%s], %s;", R(s->store_pred), memty(mt),
+                R(s->addr[in->arg]), R(v));
+        }
+        else {
+            out(e, "st.global.%s [%s], %s;", memty(mt), R(s->addr[in->arg]),
+                R(v));
+        }
+        return;
+    }
+    case KOP_CAST:
+        s->val[i] = newv(e, in->dtype);
+        emit_cast(e, s->val[i], in->dtype, a, adt);
+        return;
+    case KOP_BITCAST:
+        s->val[i] = newv(e, in->dtype);
+        emit_bitcast(e, s->val[i], in->dtype, a, adt);
+        return;
+    case KOP_LT:
+    case KOP_LE:
+    case KOP_EQ:
+    case KOP_NE: {
+        reg p = emit_setp(e, in->op, adt, a, b);
+        s->val[i] = newreg(e, C_R);
+        out(e, "selp.u32 %s, 1, 0, %s;", R(s->val[i]), R(p));
+        return;
+    }
+    case KOP_WHERE: {
+        reg p = newreg(e, C_P);
+        out(e, "setp.ne.u32 %s, %s, 0;", R(p), R(a));
+        s->val[i] = newv(e, in->dtype);
+        out(e, "selp.%s %s, %s, %s, %s;", bty(in->dtype), R(s->val[i]), R(b),
+            R(c), R(p));
+        return;
+    }
+    case KOP_ACC: {
+        tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+        s->acc_v[i] = newv(e, in->dtype);
+        s->acc_i[i] = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+        acc_identity(e, kind, in->dtype, s->acc_v[i], s->acc_i[i]);
+        s->val[i] = s->acc_v[i];
+        return;
+    }
+    case KOP_ACC_UPDATE: {
+        const tc_kinst *acc = &ins[in->a];
+        if (acc->op != KOP_ACC || in->b < 0) {
+            fail(e, "%s: ACC_UPDATE without accumulator", s->k->name);
+            return;
+        }
+        acc_combine(e, (tc_acc_kind)acc->imm.i, acc->dtype, s->acc_v[in->a],
+                    s->acc_i[in->a], b, s->ridx64);
+        return;
+    }
+    case KOP_ACC_RESULT: {
+        const tc_kinst *acc = &ins[in->a];
+        if (acc->op != KOP_ACC) {
+            fail(e, "%s: ACC_RESULT without accumulator", s->k->name);
+            return;
+        }
+        if (in->imm.i == 1 && s->acc_i[in->a].n >= 0) {
+            reg v = s->acc_i[in->a];
+            if (in->dtype != TC_I64) {
+                reg d = newv(e, in->dtype);
+                emit_cast(e, d, in->dtype, v, TC_I64);
+                v = d;
+            }
+            s->val[i] = v;
+        }
+        else {
+            /* copy: later rows re-initialize the accumulator register */
+            s->val[i] = newv(e, acc->dtype);
+            out(e, "mov.%s %s, %s;", bty(acc->dtype), R(s->val[i]),
+                R(s->acc_v[in->a]));
+            if (acc->dtype != in->dtype) {
+                reg d = newv(e, in->dtype);
+                emit_cast(e, d, in->dtype, s->val[i], acc->dtype);
+                s->val[i] = d;
+            }
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    s->val[i] = newv(e, in->dtype);
+    if (in->op >= KOP_NEG && in->op <= KOP_NOT) {
+        emit_unary(e, in->op, in->dtype, s->val[i], a);
+    }
+    else if (in->op >= KOP_ADD && in->op <= KOP_SHR) {
+        emit_binop(e, in->op, in->dtype, s->val[i], a, b);
+    }
+    else {
+        fail(e, "%s: op %d unsupported on the GPU", s->k->name, (int)in->op);
+    }
+}
+
+/* ---- entries ------------------------------------------------------------------- */
+
+typedef struct {
+    const tc_kernel *k;
+    const char *name;
+    em *e;
+    reg *base;
+    char *nc;
+    int wide;
+} entry;
+
+/* Header, parameters, base pointers.  The body follows in e->b; the
+ * register declarations are inserted by finish_entry. */
+static void
+begin_entry(entry *en, sbuf *mod)
+{
+    const tc_kernel *k = en->k;
+    sb_printf(mod, "\n.visible .entry %s(", en->name);
+    for (int a = 0; a < k->nargs; a++) {
+        sb_printf(mod, "%s\n\t.param .u64 %s_p%d", a ? "," : "", en->name, a);
+    }
+    sb_printf(mod, ")\n{\n");
+    for (int a = 0; a < k->nargs; a++) {
+        reg t = newreg(en->e, C_RD);
+        en->base[a] = newreg(en->e, C_RD);
+        out(en->e, "ld.param.u64 %s, [%s_p%d];", R(t), en->name, a);
+        out(en->e, "cvta.to.global.u64 %s, %s;", R(en->base[a]), R(t));
+    }
+}
+
+static void
+finish_entry(entry *en, sbuf *mod)
+{
+    em *e = en->e;
+    for (int c = 0; c < C_N; c++) {
+        if (e->cnt[c] > 0) {
+            sb_printf(mod, "\t.reg %s %s<%d>;\n", cls_decl[c], cls_prefix[c],
+                      e->cnt[c]);
+        }
+    }
+    if (e->b.s != NULL) {
+        sb_printf(mod, "%s", e->b.s);
+    }
+    sb_printf(mod, "\tret;\n}\n");
+}
+
+static void
+reset_em(em *e, int sm)
+{
+    free(e->b.s);
+    int failed = e->failed;
+    char err[sizeof(e->err)];
+    memcpy(err, e->err, sizeof(err));
+    memset(e, 0, sizeof(*e));
+    e->sm = sm;
+    e->failed = failed;
+    memcpy(e->err, err, sizeof(err));
+}
+
+/* Global thread index and grid stride (u32 or u64). */
+static void
+emit_gtid(em *e, int wide, reg *idx, reg *stride)
+{
+    reg t = newreg(e, C_R), nt = newreg(e, C_R), ct = newreg(e, C_R),
+        nc = newreg(e, C_R);
+    out(e, "mov.u32 %s, %%tid.x;", R(t));
+    out(e, "mov.u32 %s, %%ntid.x;", R(nt));
+    out(e, "mov.u32 %s, %%ctaid.x;", R(ct));
+    out(e, "mov.u32 %s, %%nctaid.x;", R(nc));
+    if (wide) {
+        *idx = newreg(e, C_RD);
+        *stride = newreg(e, C_RD);
+        reg t64 = newreg(e, C_RD);
+        out(e, "mul.wide.u32 %s, %s, %s;", R(*idx), R(ct), R(nt));
+        out(e, "cvt.u64.u32 %s, %s;", R(t64), R(t));
+        out(e, "add.u64 %s, %s, %s;", R(*idx), R(*idx), R(t64));
+        out(e, "mul.wide.u32 %s, %s, %s;", R(*stride), R(nc), R(nt));
+    }
+    else {
+        *idx = newreg(e, C_R);
+        *stride = newreg(e, C_R);
+        out(e, "mad.lo.u32 %s, %s, %s, %s;", R(*idx), R(ct), R(nt), R(t));
+        out(e, "mul.lo.u32 %s, %s, %s;", R(*stride), R(nc), R(nt));
+    }
+}
+
+static void
+label(em *e, const char *name, int id)
+{
+    sb_printf(&e->b, "$%s_%d:\n", name, id);
+}
+
+/* Per-argument "used by some LOAD/STORE in insts[b, e)". */
+static void
+used_args(const tc_kernel *k, int b, int e, char *used)
+{
+    memset(used, 0, (size_t)(k->nargs > 0 ? k->nargs : 1));
+    for (int i = b; i < e; i++) {
+        if (k->insts[i].op == KOP_LOAD || k->insts[i].op == KOP_STORE) {
+            if (k->insts[i].arg >= 0 && k->insts[i].arg < k->nargs) {
+                used[k->insts[i].arg] = 1;
+            }
+        }
+    }
+}
+
+/* One pass of the scalar pointwise loop: idx from start, step stride. */
+static void
+emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride,
+                    int64_t numel)
+{
+    em *e = en->e;
+    const tc_kernel *k = en->k;
+    int id = e->label++;
+    const char *it = en->wide ? "u64" : "u32";
+    reg p = newreg(e, C_P);
+    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(idx), (long long)numel);
+    out(e, "@%s bra $done_%d;", R(p), id);
+    label(e, "loop", id);
+    int na = k->nargs > 0 ? k->nargs : 1;
+    char *used = malloc((size_t)na);
+    reg *off = calloc((size_t)na, sizeof(reg));
+    reg *addr = calloc((size_t)na, sizeof(reg));
+    reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+    int64_t *base = calloc((size_t)na, sizeof(int64_t));
+    if (!used || !off || !addr || !val || !base) {
+        fail(e, "out of memory");
+        goto done;
+    }
+    used_args(k, 0, k->ninsts, used);
+    for (int a = 0; a < k->nargs; a++) {
+        base[a] = k->args[a].offset;
+    }
+    emit_offsets(e, idx, l, en->wide, base, used, off);
+    for (int a = 0; a < k->nargs; a++) {
+        if (used[a]) {
+            addr[a] = emit_addr(e, en->base[a], off[a], en->wide,
+                                k->args[a].dtype);
+        }
+    }
+    body s = {0};
+    s.e = e;
+    s.k = k;
+    s.val = val;
+    s.base = en->base;
+    s.addr = addr;
+    s.nc = en->nc;
+    s.store_pred = NOREG;
+    for (int i = 0; i < k->ninsts && !e->failed; i++) {
+        emit_inst(&s, i);
+    }
+    out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
+    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(idx), (long long)numel);
+    out(e, "@%s bra $loop_%d;", R(p), id);
+    label(e, "done", id);
+done:
+    free(used);
+    free(off);
+    free(addr);
+    free(val);
+    free(base);
+}
+
+static void
+emit_pointwise(entry *en, const nest *l)
+{
+    reg idx, stride;
+    emit_gtid(en->e, en->wide, &idx, &stride);
+    emit_pointwise_loop(en, l, idx, stride, en->k->numel);
+}
+
+/* Can the kernel use the 4-wide entry?  (ptx.h) */
+static int
+vectorizable(const tc_kernel *k, const nest *l)
+{
+    if (k->nphases != 0 || l->nd != 1 || k->numel < 4) {
+        return 0;
+    }
+    for (int a = 0; a < k->nargs; a++) {
+        int64_t st = l->st[a][0];
+        if (st == 1 && k->args[a].offset % 4 == 0) {
+            continue;
+        }
+        if (st == 0 && !k->args[a].is_output) {
+            continue;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Vector access of 4 consecutive elements of dtype dt at addr. */
+static void
+vec_load(em *e, tc_dtype dt, int nc, reg addr, reg *lane)
+{
+    const char *n = nc ? ".nc" : "";
+    for (int j = 0; j < 4; j++) {
+        lane[j] = newv(e, dt);
+    }
+    switch (esize(dt)) {
+    case 4:
+        out(e, "ld.global%s.v4.%s {%s, %s, %s, %s}, [%s];", n,
+            dt == TC_F32 ? "f32" : "b32", R(lane[0]), R(lane[1]), R(lane[2]),
+            R(lane[3]), R(addr));
+        break;
+    case 8:
+        out(e, "ld.global%s.v2.%s {%s, %s}, [%s];", n, bty(dt), R(lane[0]),
+            R(lane[1]), R(addr));
+        out(e, "ld.global%s.v2.%s {%s, %s}, [%s+16];", n, bty(dt), R(lane[2]),
+            R(lane[3]), R(addr));
+        break;
+    case 2: {
+        reg w0 = newreg(e, C_R), w1 = newreg(e, C_R);
+        out(e, "ld.global%s.v2.b32 {%s, %s}, [%s];", n, R(w0), R(w1),
+            R(addr));
+        for (int j = 0; j < 4; j++) {
+            out(e, "bfe.s32 %s, %s, %d, 16;", R(lane[j]), R(j < 2 ? w0 : w1),
+                16 * (j & 1));
+        }
+        break;
+    }
+    default: {
+        reg w = newreg(e, C_R);
+        out(e, "ld.global%s.b32 %s, [%s];", n, R(w), R(addr));
+        for (int j = 0; j < 4; j++) {
+            out(e, "bfe.%s %s, %s, %d, 8;", dt == TC_I8 ? "s32" : "u32",
+                R(lane[j]), R(w), 8 * j);
+        }
+        break;
+    }
+    }
+}
+
+static void
+vec_store(em *e, tc_dtype dt, reg addr, const reg *lane)
+{
+    switch (esize(dt)) {
+    case 4:
+        out(e, "st.global.v4.%s [%s], {%s, %s, %s, %s};",
+            dt == TC_F32 ? "f32" : "b32", R(addr), R(lane[0]), R(lane[1]),
+            R(lane[2]), R(lane[3]));
+        break;
+    case 8:
+        out(e, "st.global.v2.%s [%s], {%s, %s};", bty(dt), R(addr),
+            R(lane[0]), R(lane[1]));
+        out(e, "st.global.v2.%s [%s+16], {%s, %s};", bty(dt), R(addr),
+            R(lane[2]), R(lane[3]));
+        break;
+    case 2: {
+        reg w0 = newreg(e, C_R), w1 = newreg(e, C_R);
+        out(e, "bfi.b32 %s, %s, %s, 16, 16;", R(w0), R(lane[1]), R(lane[0]));
+        out(e, "bfi.b32 %s, %s, %s, 16, 16;", R(w1), R(lane[3]), R(lane[2]));
+        out(e, "st.global.v2.b32 [%s], {%s, %s};", R(addr), R(w0), R(w1));
+        break;
+    }
+    default: {
+        reg w = newreg(e, C_R);
+        out(e, "bfi.b32 %s, %s, %s, 8, 8;", R(w), R(lane[1]), R(lane[0]));
+        out(e, "bfi.b32 %s, %s, %s, 16, 8;", R(w), R(lane[2]), R(w));
+        out(e, "bfi.b32 %s, %s, %s, 24, 8;", R(w), R(lane[3]), R(w));
+        out(e, "st.global.b32 [%s], %s;", R(addr), R(w));
+        break;
+    }
+    }
+}
+
+static void
+emit_pointwise_vec(entry *en, const nest *l)
+{
+    em *e = en->e;
+    const tc_kernel *k = en->k;
+    int64_t nvec = k->numel / 4;
+    const char *it = en->wide ? "u64" : "u32";
+    int na = k->nargs > 0 ? k->nargs : 1;
+    char *used = malloc((size_t)na);
+    char *stored = calloc((size_t)na, 1);
+    reg *lanes_in = calloc((size_t)na * 4, sizeof(reg));
+    reg *lanes_out = calloc((size_t)na * 4, sizeof(reg));
+    reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+    reg *addr = calloc((size_t)na, sizeof(reg));
+    reg *lin = calloc((size_t)na, sizeof(reg));
+    reg *lout = calloc((size_t)na, sizeof(reg));
+    if (!used || !stored || !lanes_in || !lanes_out || !val || !addr || !lin
+        || !lout) {
+        fail(e, "out of memory");
+        goto done;
+    }
+    used_args(k, 0, k->ninsts, used);
+    for (int i = 0; i < k->ninsts; i++) {
+        if (k->insts[i].op == KOP_STORE) {
+            stored[k->insts[i].arg] = 1;
+        }
+    }
+    reg idx, stride;
+    emit_gtid(e, en->wide, &idx, &stride);
+    reg idx0 = newreg(e, idx.c);
+    out(e, "mov.%s %s, %s;", it, R(idx0), R(idx));
+    int id = e->label++;
+    reg p = newreg(e, C_P);
+    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
+    out(e, "@%s bra $vdone_%d;", R(p), id);
+    label(e, "vloop", id);
+    /* element offset of lane 0: 4 * idx + offset (stride 1) or offset */
+    reg e4 = newreg(e, idx.c);
+    out(e, "shl.b%d %s, %s, 2;", en->wide ? 64 : 32, R(e4), R(idx));
+    for (int a = 0; a < k->nargs; a++) {
+        if (!used[a]) {
+            continue;
+        }
+        reg off = newreg(e, idx.c);
+        if (l->st[a][0] == 1) {
+            out(e, "add.%s %s, %s, %lld;", en->wide ? "s64" : "s32", R(off),
+                R(e4), (long long)k->args[a].offset);
+        }
+        else {
+            out(e, "mov.%s %s, %lld;", en->wide ? "s64" : "s32", R(off),
+                (long long)k->args[a].offset);
+        }
+        addr[a] = emit_addr(e, en->base[a], off, en->wide, k->args[a].dtype);
+        int loaded = 0;
+        for (int i = 0; i < k->ninsts; i++) {
+            loaded |= k->insts[i].op == KOP_LOAD && k->insts[i].arg == a;
+        }
+        if (!loaded) {
+            continue;
+        }
+        if (l->st[a][0] == 1) {
+            vec_load(e, k->args[a].dtype, en->nc[a], addr[a], &lanes_in[4 * a]);
+        }
+        else {
+            reg v = newv(e, k->args[a].dtype);
+            out(e, "ld.global%s.%s %s, [%s];", en->nc[a] ? ".nc" : "",
+                memty(k->args[a].dtype), R(v), R(addr[a]));
+            for (int j = 0; j < 4; j++) {
+                lanes_in[4 * a + j] = v;
+            }
+        }
+    }
+    body s = {0};
+    s.e = e;
+    s.k = k;
+    s.val = val;
+    s.base = en->base;
+    s.nc = en->nc;
+    s.lane_mode = 1;
+    s.lane_in = lin;
+    s.lane_out = lout;
+    s.store_pred = NOREG;
+    for (int j = 0; j < 4 && !e->failed; j++) {
+        for (int a = 0; a < k->nargs; a++) {
+            lin[a] = lanes_in[4 * a + j];
+            lout[a] = NOREG;
+        }
+        for (int i = 0; i < k->ninsts && !e->failed; i++) {
+            emit_inst(&s, i);
+        }
+        for (int a = 0; a < k->nargs; a++) {
+            lanes_out[4 * a + j] = lout[a];
+        }
+    }
+    for (int a = 0; a < k->nargs && !e->failed; a++) {
+        if (stored[a]) {
+            vec_store(e, k->args[a].dtype, addr[a], &lanes_out[4 * a]);
+        }
+    }
+    out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
+    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
+    out(e, "@%s bra $vloop_%d;", R(p), id);
+    label(e, "vdone", id);
+    if (k->numel % 4 != 0) {
+        out(e, "add.%s %s, %s, %lld;", it, R(idx0), R(idx0),
+            (long long)(nvec * 4));
+        emit_pointwise_loop(en, l, idx0, stride, k->numel);
+    }
+done:
+    free(used);
+    free(stored);
+    free(lanes_in);
+    free(lanes_out);
+    free(val);
+    free(addr);
+    free(lin);
+    free(lout);
+}
+
+/* ---- reductions ------------------------------------------------------------------ */
+
+static int
+red_block(const tc_kernel *k)
+{
+    if (k->numel == 1) {
+        return 1024;    /* one row: the whole device is this block */
+    }
+    int64_t b = (k->red_numel + 31) / 32 * 32;
+    return b < 32 ? 32 : b > 256 ? 256 : (int)b;
+}
+
+/* Region boundaries: region j (0..nphases) is pre_j / post = insts
+ * [rb[j], re[j]). */
+static void
+regions(const tc_kernel *k, int *rb, int *re)
+{
+    for (int p = 0; p <= k->nphases; p++) {
+        rb[p] = p == 0 ? 0 : k->phases[p - 1].end;
+        re[p] = p == k->nphases ? k->ninsts : k->phases[p].begin;
+    }
+}
+
+/* Shuffle register v (32 or 64 bits) across lanes: d = v of lane ^ off. */
+static void
+shfl(em *e, reg d, reg v, int off)
+{
+    if (v.c == C_RD || v.c == C_FD) {
+        reg lo = newreg(e, C_R), hi = newreg(e, C_R);
+        out(e, "mov.b64 {%s, %s}, %s;", R(lo), R(hi), R(v));
+        out(e, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1;", R(lo), R(lo), off);
+        out(e, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1;", R(hi), R(hi), off);
+        out(e, "mov.b64 %s, {%s, %s};", R(d), R(lo), R(hi));
+    }
+    else {
+        out(e, "shfl.sync.bfly.b32 %s, %s, %d, 31, -1;", R(d), R(v), off);
+    }
+}
+
+static void
+emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
+               int *smem_bytes)
+{
+    em *e = en->e;
+    const tc_kernel *k = en->k;
+    int wide = en->wide;
+    const char *it = wide ? "u64" : "u32";
+    const char *st = wide ? "s64" : "s32";
+    int nwarps = block / 32;
+    int na = k->nargs > 0 ? k->nargs : 1;
+    int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
+    regions(k, rb, re);
+    char *used = malloc((size_t)na);
+    reg *ooff = calloc((size_t)na, sizeof(reg));
+    reg *roff = calloc((size_t)na, sizeof(reg));
+    reg *addr = calloc((size_t)na, sizeof(reg));
+    reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+    reg *acc_v = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+    reg *acc_i = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+    int64_t *base = calloc((size_t)na, sizeof(int64_t));
+    if (!used || !ooff || !roff || !addr || !val || !acc_v || !acc_i
+        || !base) {
+        fail(e, "out of memory");
+        goto done;
+    }
+    /* shared memory: per phase, per accumulator, nwarps 8-byte slots for
+     * the value (+ nwarps for the index) */
+    int slot[TC_KIR_MAX_PHASES + 1];
+    int total = 0;
+    for (int p = 0; p < k->nphases; p++) {
+        slot[p] = total;
+        for (int i = rb[p]; i < re[p]; i++) {
+            if (k->insts[i].op == KOP_ACC) {
+                total += 8 * nwarps
+                         * (acc_has_index((tc_acc_kind)k->insts[i].imm.i) ? 2
+                                                                          : 1);
+            }
+        }
+    }
+    *smem_bytes = nwarps > 1 ? total : 0;
+    if (*smem_bytes > 0) {
+        out(e, ".shared .align 8 .b8 smem[%d];", total);
+    }
+    reg tid = newreg(e, C_R), ntid = newreg(e, C_R), ct = newreg(e, C_R),
+        nct = newreg(e, C_R);
+    out(e, "mov.u32 %s, %%tid.x;", R(tid));
+    out(e, "mov.u32 %s, %%ntid.x;", R(ntid));
+    out(e, "mov.u32 %s, %%ctaid.x;", R(ct));
+    out(e, "mov.u32 %s, %%nctaid.x;", R(nct));
+    reg t0 = newreg(e, C_P), lane0 = newreg(e, C_P);
+    out(e, "setp.eq.u32 %s, %s, 0;", R(t0), R(tid));
+    reg wslot = newreg(e, C_R);
+    if (*smem_bytes > 0) {
+        reg lane = newreg(e, C_R), sbase = newreg(e, C_R);
+        out(e, "and.b32 %s, %s, 31;", R(lane), R(tid));
+        out(e, "setp.eq.u32 %s, %s, 0;", R(lane0), R(lane));
+        out(e, "shr.u32 %s, %s, 5;", R(wslot), R(tid));
+        out(e, "mov.u32 %s, smem;", R(sbase));
+        out(e, "mad.lo.u32 %s, %s, 8, %s;", R(wslot), R(wslot), R(sbase));
+    }
+    reg row = newreg(e, wide ? C_RD : C_R), rstep = newreg(e, row.c);
+    reg tid_w = newreg(e, row.c), ntid_w = newreg(e, row.c);
+    if (wide) {
+        out(e, "cvt.u64.u32 %s, %s;", R(row), R(ct));
+        out(e, "cvt.u64.u32 %s, %s;", R(rstep), R(nct));
+        out(e, "cvt.u64.u32 %s, %s;", R(tid_w), R(tid));
+        out(e, "cvt.u64.u32 %s, %s;", R(ntid_w), R(ntid));
+    }
+    else {
+        out(e, "mov.u32 %s, %s;", R(row), R(ct));
+        out(e, "mov.u32 %s, %s;", R(rstep), R(nct));
+        out(e, "mov.u32 %s, %s;", R(tid_w), R(tid));
+        out(e, "mov.u32 %s, %s;", R(ntid_w), R(ntid));
+    }
+    int id = e->label++;
+    reg p = newreg(e, C_P);
+    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(row), (long long)k->numel);
+    out(e, "@%s bra $rdone_%d;", R(p), id);
+    label(e, "row", id);
+    for (int a = 0; a < k->nargs; a++) {
+        base[a] = k->args[a].offset;
+    }
+    memset(used, 1, (size_t)na);
+    emit_offsets(e, row, lo, wide, base, used, ooff);
+    body s = {0};
+    s.e = e;
+    s.k = k;
+    s.val = val;
+    s.base = en->base;
+    s.addr = addr;
+    s.nc = en->nc;
+    s.acc_v = acc_v;
+    s.acc_i = acc_i;
+    s.ridx64 = NOREG;
+    for (int ph = 0; ph <= k->nphases && !e->failed; ph++) {
+        /* pre_ph (or post): outer addresses, thread-0 stores */
+        used_args(k, rb[ph], re[ph], used);
+        for (int a = 0; a < k->nargs; a++) {
+            if (used[a]) {
+                addr[a] = emit_addr(e, en->base[a], ooff[a], wide,
+                                    k->args[a].dtype);
+            }
+        }
+        s.store_pred = t0;
+        for (int i = rb[ph]; i < re[ph] && !e->failed; i++) {
+            emit_inst(&s, i);
+        }
+        if (ph == k->nphases) {
+            break;
+        }
+        /* body_ph over r = tid, tid + ntid, ... */
+        s.store_pred = NOREG;
+        int bid = e->label++;
+        if (k->red_numel > 0) {
+            reg r = newreg(e, row.c);
+            reg q = newreg(e, C_P);
+            out(e, "mov.%s %s, %s;", it, R(r), R(tid_w));
+            out(e, "setp.ge.%s %s, %s, %lld;", it, R(q), R(r),
+                (long long)k->red_numel);
+            out(e, "@%s bra $bdone_%d;", R(q), bid);
+            label(e, "body", bid);
+            s.ridx64 = newreg(e, C_RD);
+            if (wide) {
+                out(e, "mov.b64 %s, %s;", R(s.ridx64), R(r));
+            }
+            else {
+                out(e, "cvt.u64.u32 %s, %s;", R(s.ridx64), R(r));
+            }
+            used_args(k, k->phases[ph].begin, k->phases[ph].end, used);
+            emit_offsets(e, r, lr, wide, NULL, used, roff);
+            for (int a = 0; a < k->nargs; a++) {
+                if (used[a]) {
+                    reg o = newreg(e, row.c);
+                    out(e, "add.%s %s, %s, %s;", st, R(o), R(ooff[a]),
+                        R(roff[a]));
+                    addr[a] = emit_addr(e, en->base[a], o, wide,
+                                        k->args[a].dtype);
+                }
+            }
+            for (int i = k->phases[ph].begin;
+                 i < k->phases[ph].end && !e->failed; i++) {
+                emit_inst(&s, i);
+            }
+            out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(ntid_w));
+            out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(r),
+                (long long)k->red_numel);
+            out(e, "@%s bra $body_%d;", R(q), bid);
+            label(e, "bdone", bid);
+        }
+        /* combine the accumulators of this phase across the block */
+        int off = slot[ph];
+        int any = 0;
+        for (int i = rb[ph]; i < re[ph]; i++) {
+            const tc_kinst *in = &k->insts[i];
+            if (in->op != KOP_ACC) {
+                continue;
+            }
+            any = 1;
+            tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+            reg tv = newv(e, in->dtype);
+            reg ti = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+            for (int o = 16; o >= 1; o /= 2) {
+                shfl(e, tv, acc_v[i], o);
+                if (ti.n >= 0) {
+                    shfl(e, ti, acc_i[i], o);
+                }
+                acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti);
+            }
+            if (*smem_bytes == 0) {
+                continue;
+            }
+            int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
+            out(e, "@%s st.shared.b%d [%s+%d], %s;", R(lane0), w, R(wslot),
+                off, R(acc_v[i]));
+            if (ti.n >= 0) {
+                out(e, "@%s st.shared.b64 [%s+%d], %s;", R(lane0), R(wslot),
+                    off + 8 * nwarps, R(acc_i[i]));
+            }
+            off += 8 * nwarps * (ti.n >= 0 ? 2 : 1);
+        }
+        if (!any || *smem_bytes == 0) {
+            continue;
+        }
+        out(e, "bar.sync 0;");
+        off = slot[ph];
+        for (int i = rb[ph]; i < re[ph]; i++) {
+            const tc_kinst *in = &k->insts[i];
+            if (in->op != KOP_ACC) {
+                continue;
+            }
+            tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+            int hasi = acc_has_index(kind);
+            int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
+            reg tv = newv(e, in->dtype);
+            reg ti = hasi ? newreg(e, C_RD) : NOREG;
+            for (int wp = 0; wp < nwarps; wp++) {
+                reg dv = wp == 0 ? acc_v[i] : tv;
+                reg di = wp == 0 ? acc_i[i] : ti;
+                out(e, "ld.shared.b%d %s, [smem+%d];", w, R(dv),
+                    off + 8 * wp);
+                if (hasi) {
+                    out(e, "ld.shared.b64 %s, [smem+%d];", R(di),
+                        off + 8 * nwarps + 8 * wp);
+                }
+                if (wp > 0) {
+                    acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv,
+                                ti);
+                }
+            }
+            off += 8 * nwarps * (hasi ? 2 : 1);
+        }
+    }
+    if (*smem_bytes > 0) {
+        out(e, "bar.sync 0;");  /* smem is reused by the next row */
+    }
+    out(e, "add.%s %s, %s, %s;", it, R(row), R(row), R(rstep));
+    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(row), (long long)k->numel);
+    out(e, "@%s bra $row_%d;", R(p), id);
+    label(e, "rdone", id);
+done:
+    free(used);
+    free(ooff);
+    free(roff);
+    free(addr);
+    free(val);
+    free(acc_v);
+    free(acc_i);
+    free(base);
+}
+
+/* ---- module ------------------------------------------------------------------------ */
+
+const char *
+tc_ptx_isa_version(int sm)
+{
+    if (sm < 80) {
+        return "7.0";
+    }
+    switch (sm) {
+    case 80:
+        return "7.0";
+    case 86:
+        return "7.1";
+    case 87:
+        return "7.4";
+    case 88:
+        return "9.0";
+    case 89:
+    case 90:
+        return "7.8";
+    case 100:
+        return "8.6";
+    case 101:
+        return "8.6";
+    case 103:
+        return "8.8";
+    case 110:
+        return "9.0";
+    case 120:
+        return "8.7";
+    case 121:
+        return "8.8";
+    default:
+        return sm < 90 ? "7.8" : sm < 100 ? "7.8" : "9.0";
+    }
+}
+
+static int
+copy_kernel(const tc_kernel *src, tc_kernel *dst)
+{
+    *dst = *src;
+    dst->desc = NULL;
+    dst->args = malloc(sizeof(tc_karg) * (size_t)(src->nargs > 0 ? src->nargs
+                                                                   : 1));
+    dst->insts = malloc(sizeof(tc_kinst)
+                        * (size_t)(src->ninsts > 0 ? src->ninsts : 1));
+    if (dst->args == NULL || dst->insts == NULL) {
+        free(dst->args);
+        free(dst->insts);
+        return -1;
+    }
+    if (src->nargs > 0) {
+        memcpy(dst->args, src->args, sizeof(tc_karg) * (size_t)src->nargs);
+    }
+    if (src->ninsts > 0) {
+        memcpy(dst->insts, src->insts, sizeof(tc_kinst) * (size_t)src->ninsts);
+    }
+    return 0;
+}
+
+static void
+sanitize(char *dst, size_t n, int idx, const char *name)
+{
+    size_t w = (size_t)snprintf(dst, n, "tc_k%d_", idx);
+    for (const char *s = name; *s != '\0' && w + 1 < n; s++) {
+        char c = *s;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                 || (c >= '0' && c <= '9') || c == '_';
+        dst[w++] = ok ? c : '_';
+    }
+    dst[w] = '\0';
+}
+
+static int
+grid_for(int64_t work, int block, int sm_count, int per_sm)
+{
+    int64_t g = (work + block - 1) / block;
+    int64_t cap = (int64_t)sm_count * per_sm;
+    if (g > cap) {
+        g = cap;
+    }
+    return g < 1 ? 1 : (int)g;
+}
+
+/* Emits one kernel (both variants when vectorizable) into mod. */
+static int
+emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
+            tc_ptx_kernel *info, char *err, size_t errlen)
+{
+    tc_kernel k;
+    if (copy_kernel(k0, &k) < 0) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        return -1;
+    }
+    int rc = -1;
+    nest lo = {0}, lr = {0};
+    em e = {0};
+    e.sm = sm;
+    int na = k.nargs > 0 ? k.nargs : 1;
+    reg *base = calloc((size_t)na, sizeof(reg));
+    char *nc = calloc((size_t)na, 1);
+    if (base == NULL || nc == NULL) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        goto done;
+    }
+    if (tc_ptx_decompose_math(&k) < 0
+        || tc_kernel_decompose_transcendentals(&k) < 0) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        goto done;
+    }
+    if (k.nphases < 0 || k.nphases > TC_KIR_MAX_PHASES
+        || k.ndim + k.nred > TC_MAX_DIMS) {
+        snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
+        goto done;
+    }
+    /* an argument may use ld.global.nc if no argument of this kernel
+     * writes its buffer */
+    for (int a = 0; a < k.nargs; a++) {
+        nc[a] = 1;
+        for (int b = 0; b < k.nargs; b++) {
+            if (k.args[b].is_output && k.args[b].buffer == k.args[a].buffer) {
+                nc[a] = 0;
+            }
+        }
+    }
+    memset(info, 0, sizeof(*info));
+    sanitize(info->entry, sizeof(info->entry) - 4, idx, k.name);
+    info->nargs = k.nargs;
+    info->is_reduction = k.nphases > 0;
+    if (nest_build(&k, 0, k.ndim, &lo) < 0
+        || nest_build(&k, k.ndim, k.nphases > 0 ? k.nred : 0, &lr) < 0) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        goto done;
+    }
+    /* 32-bit index math if every index and offset fits in 31 bits */
+    int64_t lim = (int64_t)1 << 31;
+    int wide = k.numel >= lim || (k.nphases > 0 && k.red_numel >= lim);
+    for (int a = 0; a < k.nargs; a++) {
+        int64_t off = k.args[a].offset < 0 ? -k.args[a].offset
+                                            : k.args[a].offset;
+        if (off + nest_span(&lo, a) + nest_span(&lr, a) + 4 >= lim) {
+            wide = 1;
+        }
+    }
+    entry en = {&k, info->entry, &e, base, nc, wide};
+    if (k.nphases == 0) {
+        info->block = 256;
+        info->skip = k.numel == 0;
+        info->grid = grid_for(k.numel, 256, sm_count, 8);
+        begin_entry(&en, mod);
+        emit_pointwise(&en, &lo);
+        finish_entry(&en, mod);
+        if (!e.failed && vectorizable(&k, &lo)) {
+            snprintf(info->entry_vec, sizeof(info->entry_vec), "%.59s_v4",
+                     info->entry);
+            info->grid_vec = grid_for(k.numel / 4, 256, sm_count, 8);
+            reset_em(&e, sm);
+            en.name = info->entry_vec;
+            begin_entry(&en, mod);
+            emit_pointwise_vec(&en, &lo);
+            finish_entry(&en, mod);
+        }
+    }
+    else {
+        int block = red_block(&k);
+        int smem = 0;
+        info->block = block;
+        info->skip = k.numel == 0;
+        info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
+        begin_entry(&en, mod);
+        emit_reduction(&en, &lo, &lr, block, &smem);
+        finish_entry(&en, mod);
+    }
+    if (e.failed) {
+        snprintf(err, errlen, "tcjit gpu: %s: %s", k.name, e.err);
+        goto done;
+    }
+    if (e.b.oom || mod->oom) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        goto done;
+    }
+    rc = 0;
+done:
+    free(e.b.s);
+    free(base);
+    free(nc);
+    nest_clear(&lo);
+    nest_clear(&lr);
+    free(k.args);
+    free(k.insts);
+    return rc;
+}
+
+int
+tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
+            char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    sbuf mod = {0};
+    if (sm_count < 1) {
+        sm_count = 1;
+    }
+    sb_printf(&mod, "//\n// Generated by tcjit (src/gpu/ptx_emit.c)\n//\n\n"
+                    ".version %s\n.target sm_%d\n.address_size 64\n",
+              tc_ptx_isa_version(sm), sm);
+    out->kernels = calloc((size_t)(plan->nkernels > 0 ? plan->nkernels : 1),
+                          sizeof(tc_ptx_kernel));
+    if (out->kernels == NULL) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        free(mod.s);
+        return -1;
+    }
+    out->nkernels = plan->nkernels;
+    for (int i = 0; i < plan->nkernels; i++) {
+        if (emit_kernel(&plan->kernels[i], i, sm, sm_count, &mod,
+                        &out->kernels[i], err, errlen) < 0) {
+            free(mod.s);
+            tc_ptx_module_clear(out);
+            return -1;
+        }
+    }
+    if (mod.oom) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        free(mod.s);
+        tc_ptx_module_clear(out);
+        return -1;
+    }
+    out->text = mod.s;
+    return 0;
+}
+
+void
+tc_ptx_module_clear(tc_ptx_module *m)
+{
+    free(m->text);
+    free(m->kernels);
+    memset(m, 0, sizeof(*m));
+}
+
+int
+tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx)
+{
+    char err[512];
+    tc_ptx_module m;
+    *ptx = NULL;
+    if (tc_ptx_emit(plan, sm, 132, &m, err, sizeof(err)) < 0) {
+        *ptx = strdup(err);
+        return -1;
+    }
+    *ptx = m.text;
+    m.text = NULL;
+    tc_ptx_module_clear(&m);
+    return 0;
+}
