@@ -175,14 +175,23 @@ static PyObject *
 mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"recompile_limit", "num_threads",
-                            "parallel_threshold", "skip_prefixes", NULL};
+                            "parallel_threshold", "skip_prefixes",
+                            "ptx_dump_dir", NULL};
     int limit = -1, threads = -1;
     long long threshold = -1;
-    PyObject *prefixes = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!", names, &limit,
+    PyObject *prefixes = NULL, *ptx_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!O", names, &limit,
                                      &threads, &threshold, &PyTuple_Type,
-                                     &prefixes)) {
+                                     &prefixes, &ptx_dir)) {
         return NULL;
+    }
+    if (ptx_dir != NULL) {
+        const char *dir = ptx_dir == Py_None ? NULL : PyUnicode_AsUTF8(ptx_dir);
+        if (dir == NULL && ptx_dir != Py_None) {
+            return NULL;
+        }
+        free(tc_config.ptx_dump_dir);
+        tc_config.ptx_dump_dir = dir ? strdup(dir) : NULL;
     }
     if (limit >= 0) {
         tc_config.recompile_limit = limit;

@@ -16,6 +16,9 @@ tc_entry_free(tc_entry *e)
     if (e->compiled) {
         tc_jit_free(e->compiled);
     }
+    if (e->gpu) {
+        tc_gpu_free(e->gpu);
+    }
     Py_XDECREF(e->backend_fn);
     Py_XDECREF(e->backend);
     PyMem_Free(e);
@@ -40,7 +43,7 @@ state_free(void *p)
 int
 tc_cache_init(void)
 {
-    extra_index = _PyEval_RequestCodeExtraIndex(state_free);
+    extra_index = pyframe_request_code_extra_index(state_free);
     codes_with_state = PyList_New(0);
     return (extra_index < 0 || codes_with_state == NULL) ? -1 : 0;
 }

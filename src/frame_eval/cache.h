@@ -12,6 +12,7 @@
 #include "../guards/guards.h"
 #include "../tracer/tracer.h"
 #include "../jit/jit.h"
+#include "../gpu/gpu.h"
 
 typedef enum {
     TC_ENTRY_COMPILED,
@@ -31,7 +32,8 @@ typedef struct tc_entry {
     tc_template ret;
     int return_pc;
     int return_pushes;
-    tc_compiled *compiled;    /* backend "auto" */
+    tc_compiled *compiled;    /* backend "auto", CPU tensors */
+    tc_gpu_compiled *gpu;     /* backend "auto", CUDA tensors */
     PyObject *backend_fn;     /* other backends: callable(*inputs) */
 } tc_entry;
 

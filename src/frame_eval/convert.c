@@ -4,6 +4,7 @@
 
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
+#include "../gpu/ptx.h"
 
 static int next_frame_id;
 
@@ -127,8 +128,35 @@ graph_desc(const tc_graph *g)
 
 /* ---- backends -------------------------------------------------------------- */
 
+/* Tests set ptx_dump_dir so that CI, which has no GPU, still assembles
+ * the PTX of every graph the suite compiles for the CPU (ptxas). */
+static void
+dump_ptx(const tc_plan *plan, const char *title)
+{
+    static int serial;
+    static const int sms[] = {80, 90};
+    for (int i = 0; i < 2; i++) {
+        char *ptx = NULL, path[1024];
+        if (tc_gpu_emit_ptx_for_plan(plan, sms[i], &ptx) == 0) {
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.ptx",
+                          tc_config.ptx_dump_dir, serial, sms[i]);
+        }
+        else {
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.error",
+                          tc_config.ptx_dump_dir, serial, sms[i]);
+        }
+        FILE *fp = fopen(path, "w");
+        if (fp != NULL) {
+            fprintf(fp, "// %s\n%s", title, ptx ? ptx : "(no text)");
+            fclose(fp);
+        }
+        free(ptx);
+    }
+    serial++;
+}
+
 static int
-compile_auto(tc_entry *e, tc_graph *g, const char *title)
+compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
 {
     char err[256];
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
@@ -136,21 +164,32 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title)
         PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);
         return -1;
     }
+    if (tc_config.ptx_dump_dir != NULL && device < 0) {
+        dump_ptx(plan, title);
+    }
     char *code = NULL;
     int want_code = (tc_log_mask & TC_LOG_OUTPUT_CODE) != 0;
-    e->compiled = tc_jit_compile(plan, want_code ? &code : NULL);
-    if (e->compiled == NULL) {
+    int nkernels;
+    if (device >= 0) {
+        e->gpu = tc_gpu_compile(plan, device, want_code ? &code : NULL);
+        nkernels = e->gpu ? tc_gpu_nkernels(e->gpu) : 0;
+    }
+    else {
+        e->compiled = tc_jit_compile(plan, want_code ? &code : NULL);
+        nkernels = e->compiled ? tc_jit_nkernels(e->compiled) : 0;
+    }
+    if (e->compiled == NULL && e->gpu == NULL) {
         free(code);
         return -1;
     }
-    tc_stats.kernels_compiled += tc_jit_nkernels(e->compiled);
+    tc_stats.kernels_compiled += nkernels;
     if (!want_code || code == NULL) {
         free(code);
         return 0;
     }
     int rc = tc_log(TC_LOG_OUTPUT_CODE, "output_code", PyUnicode_FromFormat(
-        "// %s: %d kernel(s), libgccjit %s\n%s", title,
-        tc_jit_nkernels(e->compiled), tc_jit_cflags(), code));
+        "// %s: %d kernel(s), %s\n%s", title, nkernels,
+        device >= 0 ? "PTX" : tc_jit_cflags(), code));
     free(code);
     return rc;
 }
@@ -210,7 +249,8 @@ demote_to_eager(tc_entry *e)
 }
 
 static int
-compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st)
+compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
+              int device)
 {
     PyCodeObject *co = f->f_code;
     if (tc_graph_optimize(g) < 0) {
@@ -229,7 +269,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st)
     int rc = (tc_log_mask & TC_LOG_GRAPH)
         ? tc_log(TC_LOG_GRAPH, "graph", PyUnicode_FromString(text)) : 0;
     if (rc == 0) {
-        rc = e->is_auto ? compile_auto(e, g, title)
+        rc = e->is_auto ? compile_auto(e, g, title, device)
                         : compile_python(e, g, f, text);
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e);
@@ -310,7 +350,7 @@ tc_convert_frame(tc_iframe *f, tc_code_state *st, PyObject *backend,
     }
     else if (rc == 0) {
         e->kind = TC_ENTRY_COMPILED;
-        rc = compile_entry(e, t.graph, f, st);
+        rc = compile_entry(e, t.graph, f, st, t.device);
     }
     if (rc == 0) {
         rc = log_guards(st, e);

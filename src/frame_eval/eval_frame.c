@@ -7,7 +7,7 @@
 #include "eval_frame.h"
 
 tc_counters tc_stats;
-tc_settings tc_config = {8, NULL};
+tc_settings tc_config = {8, NULL, NULL};
 unsigned tc_log_mask;
 tc_python_hooks tc_hooks;
 
@@ -181,9 +181,9 @@ run_compiled(tc_entry *e, PyObject **vals)
     for (int i = 0; i < e->ninputs; i++) {
         inputs[i] = vals[e->input_sources[i]];
     }
-    int rc = e->compiled
-        ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
-        : run_backend_fn(e, inputs, outputs);
+    int rc = e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
+           : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
+           : run_backend_fn(e, inputs, outputs);
     if (rc < 0) {
         return NULL;
     }

@@ -21,6 +21,7 @@ extern tc_counters tc_stats;
 typedef struct {
     int recompile_limit;
     PyObject *skip_prefixes;  /* ((prefix, skip), ...): roots never traced */
+    char *ptx_dump_dir;       /* also write PTX of CPU graphs here (tests) */
 } tc_settings;
 
 extern tc_settings tc_config;

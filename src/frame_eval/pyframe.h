@@ -134,6 +134,16 @@ pyframe_code_set_extra(PyObject *co, Py_ssize_t idx, void *val)
 #endif
 }
 
+static inline Py_ssize_t
+pyframe_request_code_extra_index(freefunc free_fn)
+{
+#if TC_PY312
+    return PyUnstable_Eval_RequestCodeExtraIndex(free_fn);
+#else
+    return _PyEval_RequestCodeExtraIndex(free_fn);
+#endif
+}
+
 static inline void
 pyframe_set_eval(tc_eval_fn fn)
 {

@@ -11,7 +11,7 @@ PyObject *tc_tensor_type;
 
 static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_get_device, *str_is_cpu;
-static PyObject *fn_is_grad_enabled;
+static PyObject *fn_is_grad_enabled, *fn_get_default_dtype;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
 static const char *const torch_dtype_names[TC_NDTYPES] = {
@@ -30,7 +30,10 @@ tc_guards_init(void)
     tc_tensor_type = PyObject_GetAttrString(tc_torch_module, "Tensor");
     fn_is_grad_enabled = PyObject_GetAttrString(tc_torch_module,
                                                 "is_grad_enabled");
-    if (tc_tensor_type == NULL || fn_is_grad_enabled == NULL) {
+    fn_get_default_dtype = PyObject_GetAttrString(tc_torch_module,
+                                                  "get_default_dtype");
+    if (tc_tensor_type == NULL || fn_is_grad_enabled == NULL
+        || fn_get_default_dtype == NULL) {
         return -1;
     }
     for (int i = 0; i < TC_NDTYPES; i++) {
@@ -82,6 +85,16 @@ tc_grad_enabled(void)
     return on;
 }
 
+PyObject *
+tc_default_dtype(void)
+{
+    /* dtypes are immortal singletons owned by torch: a borrowed result is
+     * safe to compare by identity. */
+    PyObject *r = PyObject_CallNoArgs(fn_get_default_dtype);
+    Py_XDECREF(r);
+    return r;
+}
+
 /* ---- sources ---------------------------------------------------------- */
 
 tc_guard_set *
@@ -107,6 +120,7 @@ tc_guards_free(tc_guard_set *gs)
         Py_XDECREF(gs->guards[i].obj);
         Py_XDECREF(gs->guards[i].tensor.type);
         Py_XDECREF(gs->guards[i].tensor.dtype);
+        Py_XDECREF(gs->guards[i].default_dtype);
     }
     PyMem_Free(gs->sources);
     PyMem_Free(gs->guards);
@@ -438,8 +452,13 @@ tc_guard_global_state(tc_guard_set *gs)
     if (on < 0) {
         return -1;
     }
+    PyObject *dt = tc_default_dtype();
+    if (dt == NULL) {
+        return -1;
+    }
     APPEND_OR_RETURN(g, gs, TC_GUARD_GLOBAL_STATE, -1);
     g->grad_mode = on;
+    g->default_dtype = Py_NewRef(dt);
     return 0;
 }
 
@@ -519,7 +538,11 @@ check_one(const tc_guard *g, PyObject *v)
 {
     if (g->kind == TC_GUARD_GLOBAL_STATE) {
         int on = tc_grad_enabled();
-        return on < 0 ? -1 : on == g->grad_mode;
+        if (on != g->grad_mode) {
+            return on < 0 ? -1 : 0;
+        }
+        PyObject *dt = tc_default_dtype();
+        return dt == NULL ? -1 : dt == g->default_dtype;
     }
     if (v == NULL) {
         return 0;
@@ -641,8 +664,10 @@ static PyObject *
 guard_code(const tc_guard_set *gs, const tc_guard *g)
 {
     if (g->kind == TC_GUARD_GLOBAL_STATE) {
-        return PyUnicode_FromFormat("GLOBAL_STATE: grad_mode=%s",
-                                    g->grad_mode ? "True" : "False");
+        return PyUnicode_FromFormat("GLOBAL_STATE: grad_mode=%s, "
+                                    "default_dtype=%R",
+                                    g->grad_mode ? "True" : "False",
+                                    g->default_dtype);
     }
     PyObject *src = tc_source_repr(gs, g->source), *r = NULL;
     if (src == NULL) {
@@ -697,9 +722,17 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
 {
     const tc_guard *g = &gs->guards[i];
     if (g->kind == TC_GUARD_GLOBAL_STATE) {
-        return PyUnicode_FromFormat("GLOBAL_STATE changed: grad_mode "
-                                    "(expected %s)",
-                                    g->grad_mode ? "True" : "False");
+        int on = tc_grad_enabled();
+        if (on < 0) {
+            return NULL;
+        }
+        if (on != g->grad_mode) {
+            return PyUnicode_FromFormat("GLOBAL_STATE changed: grad_mode "
+                                        "(expected %s)",
+                                        g->grad_mode ? "True" : "False");
+        }
+        return PyUnicode_FromFormat("GLOBAL_STATE changed: default_dtype "
+                                    "(expected %R)", g->default_dtype);
     }
     PyObject *v = vals[g->source];
     if (v == NULL) {

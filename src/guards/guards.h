@@ -54,6 +54,7 @@ typedef struct {
     PyObject *obj;        /* TYPE_MATCH: type; ID_MATCH: object; EQUALS: value */
     Py_ssize_t length;    /* LENGTH */
     int grad_mode;        /* GLOBAL_STATE */
+    PyObject *default_dtype; /* GLOBAL_STATE: torch.get_default_dtype() */
     tc_tensor_meta tensor;
 } tc_guard;
 
@@ -120,6 +121,7 @@ PyObject *tc_guards_format(const tc_guard_set *gs);
 /* Module-level torch handles, set once at init. */
 int tc_guards_init(void);
 int tc_grad_enabled(void); /* -1 on exception */
+PyObject *tc_default_dtype(void); /* borrowed; NULL on exception */
 extern PyObject *tc_torch_module;
 /* torch.dtype object <-> tc_dtype; borrowed references.  -1 if unknown. */
 int tc_dtype_from_torch(PyObject *dtype_obj);

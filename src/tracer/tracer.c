@@ -8,6 +8,8 @@
  */
 #include "tracer.h"
 
+#include <math.h>
+
 #include "bindings.h"
 #include "vars.h"
 
@@ -140,6 +142,13 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
+    if (T->ninputs > 0 && m.device_index != T->out->device) {
+        /* eager raises its own "Expected all tensors to be on the same
+         * device" error, at the op that mixes them */
+        *rc = unsupported(T, "tensors on different devices");
+        return NULL;
+    }
+    T->out->device = m.device_index;
     if (m.requires_grad && T->grad_mode) {
         *rc = unsupported(T, "an input requires grad while grad mode is on "
                           "(training is not compiled yet)");
@@ -561,6 +570,13 @@ call_clamp(tracer *T, tc_var **p)
 {
     int has_min = !(p[1]->kind == TC_VAR_CONST && p[1]->obj == Py_None);
     int has_max = !(p[2]->kind == TC_VAR_CONST && p[2]->obj == Py_None);
+    for (int i = 1; i <= 2; i++) {
+        if (p[i]->kind == TC_VAR_CONST && PyFloat_CheckExact(p[i]->obj)
+            && isnan(PyFloat_AS_DOUBLE(p[i]->obj))) {
+            /* torch releases disagree on what a NaN bound means */
+            return unsupported(T, "clamp() with a NaN bound");
+        }
+    }
     if (has_min && has_max) {
         return emit_op(T, "clamp", 3, p, TC_F32);
     }
@@ -1387,6 +1403,7 @@ tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
     T->frame = f;
     T->co = f->f_code;
     T->out = t;
+    t->device = -1;
     T->nlocals = T->co->co_nlocalsplus;
     PyObject *func = pyframe_func(f);
     T->closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
@@ -1409,6 +1426,16 @@ tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
     T->grad_mode = tc_grad_enabled();
     if (T->grad_mode < 0 || tc_guard_global_state(t->guards) < 0) {
         return ERROR;
+    }
+    /* The op registry promotes Python floats and int->float ops to
+     * float32, torch's default default dtype. */
+    PyObject *dt = tc_default_dtype();
+    if (dt == NULL) {
+        return ERROR;
+    }
+    if (tc_dtype_from_torch(dt) != TC_F32) {
+        return unsupported(T, "torch.set_default_dtype(%R) is not supported "
+                           "yet", dt);
     }
     return OK;
 }

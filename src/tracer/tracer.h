@@ -43,6 +43,7 @@ typedef struct {
     tc_template ret;
     int return_pc;         /* code unit index of the return instruction */
     int return_pushes;     /* 1: RETURN_VALUE, push the result; 0: RETURN_CONST */
+    int device;            /* -1: cpu, k: cuda:k (all inputs agree) */
     PyObject *reason;      /* EAGER: what was unsupported (str) */
     int reason_line;
 } tc_trace;

@@ -1,0 +1,34 @@
+/* cases.h - kernel plans shared by tests/gpu/test_ptx.c (ptxas checks, no
+ * GPU) and tests/gpu/harness.c (runs on the GPU, compares with the KIR
+ * reference interpreter kir_ref.c).  Plans come from the real graph layer
+ * (tc_graph_* + tc_schedule) and from hand-built KIR for shapes the
+ * scheduler does not produce on small inputs (64-bit indexing). */
+#ifndef TCJIT_TEST_GPU_CASES_H
+#define TCJIT_TEST_GPU_CASES_H
+
+#include "graph.h"
+#include "kir.h"
+#include "schedule.h"
+
+typedef struct {
+    const char *name;
+    tc_plan *(*build)(char *err, size_t errlen);
+    int run_on_device;     /* 0: PTX-only (e.g. > 4 GB of buffers) */
+} tc_gpu_case;
+
+extern const tc_gpu_case tc_gpu_cases[];
+extern const int tc_gpu_ncases;
+
+/* The 16M-element f32 chain ((sin(x) + cos(y)).relu() * 2 + 1) used for
+ * the bandwidth figure. */
+tc_plan *tc_gpu_case_chain(int64_t n, char *err, size_t errlen);
+
+/* kir_ref.c: runs plan on the CPU over host buffers bufs[nbuffers]
+ * (inputs filled, others allocated with the buffer's span).  Sequential,
+ * float32 in float, libm transcendentals.  Returns 0 or -1. */
+int tc_kir_ref_run(const tc_plan *p, void **bufs, char *err, size_t errlen);
+
+/* Elements a buffer layout spans. */
+int64_t tc_test_span(const tc_layout *l);
+
+#endif

@@ -1,0 +1,352 @@
+/* harness.c - standalone device test of the PTX backend: no Python, no
+ * torch, no libgccjit.  For every case of cases.c: emit the module for the
+ * device's sm, load it through driver.c, run the kernels on cuMemAlloc'd
+ * buffers (scalar entries, then the 16-byte-aligned vector entries), and
+ * compare every output buffer with the KIR interpreter (kir_ref.c) under
+ * torch.testing.assert_close's default tolerances.  Then the bandwidth of
+ * the 16M-element float32 chain vs cuMemcpyDtoD.  Built and run by
+ * tests/gpu/run_device.sh. */
+#include "cases.h"
+#include "driver.h"
+#include "ptx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const tc_cu_api *cu;
+static int sm, nsm, fails;
+static char err[8192];
+
+#define CK(call)                                                             \
+    do {                                                                     \
+        CUresult r_ = (call);                                                \
+        if (r_ != 0) {                                                       \
+            char d_[200];                                                    \
+            tc_cu_describe(r_, d_, sizeof(d_));                              \
+            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, d_);    \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+static size_t
+esz(tc_dtype dt)
+{
+    static const size_t s[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
+    return s[dt];
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t
+next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void
+fill(tc_dtype dt, void *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(next() >> 11) / 9007199254740992.0;
+        int64_t r = (int64_t)(next() >> 1);
+        switch (dt) {
+        case TC_BOOL: ((uint8_t *)p)[i] = r & 1; break;
+        case TC_U8: ((uint8_t *)p)[i] = (uint8_t)r; break;
+        case TC_I8: ((int8_t *)p)[i] = (int8_t)r; break;
+        case TC_I16: ((int16_t *)p)[i] = (int16_t)r; break;
+        case TC_I32: ((int32_t *)p)[i] = (int32_t)(r % 2001) - 1000; break;
+        case TC_I64: ((int64_t *)p)[i] = r - (INT64_MAX / 2); break;
+        case TC_F32: ((float *)p)[i] = (float)(6 * u - 3); break;
+        default: ((double *)p)[i] = 6 * u - 3; break;
+        }
+    }
+}
+
+/* torch.testing.assert_close defaults; NaN == NaN */
+static int64_t
+compare(tc_dtype dt, const void *got, const void *want, int64_t n,
+        int64_t *first)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int ok;
+        if (dt == TC_F32 || dt == TC_F64) {
+            double g = dt == TC_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
+            double w = dt == TC_F32 ? ((const float *)want)[i] : ((const double *)want)[i];
+            double rt = dt == TC_F32 ? 1.3e-6 : 1e-7, at = dt == TC_F32 ? 1e-5 : 1e-7;
+            ok = (g != g && w != w) || g == w || fabs(g - w) <= at + rt * fabs(w);
+        }
+        else {
+            ok = memcmp((const char *)got + i * esz(dt),
+                        (const char *)want + i * esz(dt), esz(dt)) == 0;
+        }
+        if (!ok && bad++ == 0) {
+            *first = i;
+        }
+    }
+    return bad;
+}
+
+typedef struct {
+    tc_plan *p;
+    tc_ptx_module mod;
+    CUfunction *fn, *fnv;
+    CUdeviceptr *dptr;
+    void **host;
+    int64_t *bytes;
+} prog;
+
+static int
+prog_load(prog *g, tc_plan *p)
+{
+    memset(g, 0, sizeof(*g));
+    g->p = p;
+    if (tc_ptx_emit(p, sm, nsm, &g->mod, err, sizeof(err)) < 0) {
+        return -1;
+    }
+    CUmodule m;
+    if (tc_cu_module(g->mod.text, 0, &m, err, sizeof(err)) < 0) {
+        return -1;
+    }
+    g->fn = calloc((size_t)p->nkernels + 1, sizeof(CUfunction));
+    g->fnv = calloc((size_t)p->nkernels + 1, sizeof(CUfunction));
+    for (int i = 0; i < p->nkernels; i++) {
+        if (tc_cu_function(m, g->mod.kernels[i].entry, &g->fn[i], err, sizeof(err)) < 0) {
+            return -1;
+        }
+        if (g->mod.kernels[i].entry_vec[0]
+            && tc_cu_function(m, g->mod.kernels[i].entry_vec, &g->fnv[i], err, sizeof(err)) < 0) {
+            return -1;
+        }
+    }
+    int nb = p->nbuffers;
+    g->dptr = calloc((size_t)nb + 1, sizeof(CUdeviceptr));
+    g->host = calloc((size_t)nb + 1, sizeof(void *));
+    g->bytes = calloc((size_t)nb + 1, sizeof(int64_t));
+    for (int b = 0; b < nb; b++) {
+        g->bytes[b] = tc_test_span(&p->buffers[b].layout) * (int64_t)esz(p->buffers[b].dtype);
+        size_t alloc = ((size_t)g->bytes[b] + 16 + 15) & ~(size_t)15;
+        g->host[b] = calloc(alloc, 1);
+        CK(cu->cuMemAlloc(&g->dptr[b], alloc));
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            fill(p->buffers[b].dtype, g->host[b], tc_test_span(&p->buffers[b].layout));
+        }
+        CK(cu->cuMemcpyHtoD(g->dptr[b], g->host[b], alloc));
+    }
+    return 0;
+}
+
+static int
+prog_launch(prog *g, int vec)
+{
+    for (int i = 0; i < g->p->nkernels; i++) {
+        const tc_kernel *k = &g->p->kernels[i];
+        const tc_ptx_kernel *ki = &g->mod.kernels[i];
+        if (ki->skip) {
+            continue;
+        }
+        CUdeviceptr args[64];
+        void *params[64];
+        for (int a = 0; a < k->nargs; a++) {
+            args[a] = g->dptr[k->args[a].buffer];
+            params[a] = &args[a];
+        }
+        int v = vec && g->fnv[i] != NULL;
+        if (tc_cu_launch(v ? g->fnv[i] : g->fn[i], v ? ki->entry_vec : ki->entry,
+                         (unsigned)(v ? ki->grid_vec : ki->grid), (unsigned)ki->block,
+                         NULL, params, err, sizeof(err)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+prog_free(prog *g)
+{
+    for (int b = 0; g->host && b < g->p->nbuffers; b++) {
+        free(g->host[b]);
+        cu->cuMemFree(g->dptr[b]);
+    }
+    free(g->host);
+    free(g->dptr);
+    free(g->bytes);
+    free(g->fn);
+    free(g->fnv);
+    tc_ptx_module_clear(&g->mod);
+    tc_plan_free(g->p);
+}
+
+static void
+run_case(const char *name, tc_plan *p)
+{
+    prog g;
+    if (prog_load(&g, p) < 0) {
+        printf("FAIL %s: load: %s\n", name, err);
+        fails++;
+        prog_free(&g);
+        return;
+    }
+    int nb = p->nbuffers;
+    void **ref = calloc((size_t)nb, sizeof(void *));
+    for (int b = 0; b < nb; b++) {
+        ref[b] = calloc((size_t)g.bytes[b] + 16, 1);
+        memcpy(ref[b], g.host[b], (size_t)g.bytes[b]);
+    }
+    if (tc_kir_ref_run(p, ref, err, sizeof(err)) < 0) {
+        printf("FAIL %s: reference: %s\n", name, err);
+        fails++;
+    }
+    int has_vec = 0;
+    for (int i = 0; i < p->nkernels; i++) {
+        has_vec |= g.fnv[i] != NULL;
+    }
+    for (int vec = 0; vec <= has_vec; vec++) {
+        for (int b = 0; b < nb; b++) {  /* reset outputs */
+            if (p->buffers[b].kind != TC_BUF_INPUT) {
+                memset(g.host[b], 0, (size_t)g.bytes[b]);
+                CK(cu->cuMemcpyHtoD(g.dptr[b], g.host[b], (size_t)g.bytes[b] + 1));
+            }
+        }
+        if (prog_launch(&g, vec) < 0) {
+            printf("FAIL %s (%s): %s\n", name, vec ? "vec" : "scalar", err);
+            fails++;
+            continue;
+        }
+        CUresult r = cu->cuCtxSynchronize();
+        if (r != 0) {
+            tc_cu_describe(r, err, sizeof(err));
+            printf("FAIL %s (%s): sync: %s\n", name, vec ? "vec" : "scalar", err);
+            exit(1);   /* the context is unusable after a fault */
+        }
+        int ok = 1;
+        for (int b = 0; b < nb; b++) {
+            if (p->buffers[b].kind != TC_BUF_OUTPUT) {
+                continue;
+            }
+            CK(cu->cuMemcpyDtoH(g.host[b], g.dptr[b], (size_t)g.bytes[b]));
+            int64_t n = g.bytes[b] / (int64_t)esz(p->buffers[b].dtype), first = -1;
+            int64_t bad = compare(p->buffers[b].dtype, g.host[b], ref[b], n, &first);
+            if (bad) {
+                ok = 0;
+                double gv = 0, wv = 0;
+                tc_dtype dt = p->buffers[b].dtype;
+                if (dt == TC_F32) { gv = ((float *)g.host[b])[first]; wv = ((float *)ref[b])[first]; }
+                else if (dt == TC_F64) { gv = ((double *)g.host[b])[first]; wv = ((double *)ref[b])[first]; }
+                printf("  %s buffer %d (%s): %lld/%lld mismatches, first at %lld"
+                       " (got %.9g want %.9g)\n", name, b, tc_dtype_name(dt),
+                       (long long)bad, (long long)n, (long long)first, gv, wv);
+            }
+        }
+        printf("%s %s (%s, %d kernels)\n", ok ? "PASS" : "FAIL", name,
+               vec ? "vec" : "scalar", p->nkernels);
+        fails += !ok;
+    }
+    for (int b = 0; b < nb; b++) {
+        free(ref[b]);
+    }
+    free(ref);
+    prog_free(&g);
+}
+
+static double
+time_ms(prog *g, int vec, int iters)
+{
+    CUevent e0, e1;
+    CK(cu->cuEventCreate(&e0, 0));
+    CK(cu->cuEventCreate(&e1, 0));
+    for (int i = 0; i < 3; i++) {
+        prog_launch(g, vec);
+    }
+    CK(cu->cuEventRecord(e0, NULL));
+    for (int i = 0; i < iters; i++) {
+        prog_launch(g, vec);
+    }
+    CK(cu->cuEventRecord(e1, NULL));
+    CK(cu->cuEventSynchronize(e1));
+    float ms = 0;
+    CK(cu->cuEventElapsedTime(&ms, e0, e1));
+    cu->cuEventDestroy(e0);
+    cu->cuEventDestroy(e1);
+    return ms / iters;
+}
+
+static void
+bench(void)
+{
+    int64_t n = 16 << 20;
+    tc_plan *p = tc_gpu_case_chain(n, err, sizeof(err));
+    prog g;
+    if (p == NULL || prog_load(&g, p) < 0) {
+        printf("FAIL bench: %s\n", err);
+        fails++;
+        return;
+    }
+    double bytes = 3.0 * 4 * (double)n;
+    double ms_s = time_ms(&g, 0, 20), ms_v = time_ms(&g, 1, 20);
+    printf("BENCH chain f32 16M (sin+cos, relu, *2+1): scalar %.1f us %.0f GB/s,"
+           " vec4 %.1f us %.0f GB/s\n", ms_s * 1e3, bytes / ms_s / 1e6,
+           ms_v * 1e3, bytes / ms_v / 1e6);
+    /* copy bandwidth: 64 MB DtoD, read + write */
+    CUdeviceptr a = g.dptr[0], b = g.dptr[2];
+    CUevent e0, e1;
+    CK(cu->cuEventCreate(&e0, 0));
+    CK(cu->cuEventCreate(&e1, 0));
+    for (int i = 0; i < 3; i++) {
+        CK(cu->cuMemcpyDtoD(b, a, (size_t)n * 4));
+    }
+    CK(cu->cuEventRecord(e0, NULL));
+    for (int i = 0; i < 20; i++) {
+        CK(cu->cuMemcpyDtoD(b, a, (size_t)n * 4));
+    }
+    CK(cu->cuEventRecord(e1, NULL));
+    CK(cu->cuEventSynchronize(e1));
+    float ms = 0;
+    CK(cu->cuEventElapsedTime(&ms, e0, e1));
+    ms /= 20;
+    printf("BENCH cuMemcpyDtoD 64 MB: %.1f us %.0f GB/s (read + write)\n",
+           ms * 1e3, 2.0 * 4 * (double)n / ms / 1e6);
+    prog_free(&g);
+}
+
+int
+main(int argc, char **argv)
+{
+    cu = tc_cu_load(err, sizeof(err));
+    if (cu == NULL || cu->cuMemAlloc == NULL || cu->cuEventCreate == NULL) {
+        printf("FAIL driver: %s\n", err);
+        return 1;
+    }
+    if (tc_cu_device_info(0, &sm, &nsm, err, sizeof(err)) < 0
+        || tc_cu_make_current(0, err, sizeof(err)) < 0) {
+        printf("FAIL device: %s\n", err);
+        return 1;
+    }
+    printf("device 0: sm_%d, %d SMs, PTX .version %s\n", sm, nsm,
+           tc_ptx_isa_version(sm));
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (int i = 0; i < tc_gpu_ncases; i++) {
+        if (!tc_gpu_cases[i].run_on_device && getenv("TC_GPU_BIG") == NULL) {
+            continue;
+        }
+        if (only && strcmp(only, tc_gpu_cases[i].name) != 0) {
+            continue;
+        }
+        tc_plan *p = tc_gpu_cases[i].build(err, sizeof(err));
+        if (p == NULL) {
+            printf("FAIL %s: plan: %s\n", tc_gpu_cases[i].name, err);
+            fails++;
+            continue;
+        }
+        run_case(tc_gpu_cases[i].name, p);
+    }
+    if (only == NULL || strcmp(only, "bench") == 0) {
+        bench();
+    }
+    printf("%s: %d failure(s)\n", fails ? "FAIL" : "PASS", fails);
+    return fails != 0;
+}
