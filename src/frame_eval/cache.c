@@ -13,6 +13,7 @@ tc_entry_free(tc_entry *e)
     tc_guards_free(e->guards);
     PyMem_Free(e->input_sources);
     tc_template_clear(&e->ret);
+    tc_exit_clear(&e->exit);
     if (e->compiled) {
         tc_jit_free(e->compiled);
     }

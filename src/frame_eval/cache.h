@@ -23,6 +23,7 @@ typedef struct tc_entry {
     struct tc_entry *next;
     tc_entry_kind kind;
     int compile_id;           /* n in "frame/n" of the logs */
+    int start_pc;             /* the segment starts here (0: frame entry) */
     PyObject *backend;        /* the backend it was made for (owned) */
     int is_auto;              /* backend.is_auto: tcjit's own code generators */
     tc_guard_set *guards;
@@ -32,6 +33,7 @@ typedef struct tc_entry {
     tc_template ret;
     int return_pc;
     int return_pushes;
+    tc_exit exit;             /* how the segment ends */
     tc_compiled *compiled;    /* backend "auto", CPU tensors */
     tc_gpu_compiled *gpu;     /* backend "auto", CUDA tensors */
     PyObject *backend_fn;     /* other backends: callable(*inputs) */

@@ -10,18 +10,27 @@ static int next_frame_id;
 
 /* ---- logging helpers ---------------------------------------------------- */
 
+static const char *const exit_hints[] = {
+    [TC_EXIT_RETURN] = "",
+    [TC_EXIT_STEP] = "tcjit runs this one instruction in Python and goes on "
+                     "with compiled code after it.",
+    [TC_EXIT_BRANCH] = "tcjit evaluates the condition in Python and goes on "
+                       "with the compiled code of the branch taken.",
+    [TC_EXIT_FALLBACK] = "CPython runs the rest of this frame.",
+};
+
 static int
-log_graph_break(PyCodeObject *co, const tc_trace *t)
+log_graph_break(PyCodeObject *co, PyObject *reason, int line,
+                const char *hint)
 {
     if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
         return 0;
     }
     return tc_log(TC_LOG_GRAPH_BREAKS, "graph_breaks", PyUnicode_FromFormat(
         "Graph break in user code at %U:%d\nReason: Unsupported: %U\n"
-        "User code traceback:\n  File \"%U\", line %d, in %U\n"
-        "Hint: the whole frame runs eagerly for these inputs.",
-        co->co_filename, t->reason_line, t->reason, co->co_filename,
-        t->reason_line, co->co_name));
+        "User code traceback:\n  File \"%U\", line %d, in %U\nHint: %s",
+        co->co_filename, line, reason, co->co_filename, line, co->co_name,
+        hint));
 }
 
 static int
@@ -268,6 +277,10 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
     }
     int rc = (tc_log_mask & TC_LOG_GRAPH)
         ? tc_log(TC_LOG_GRAPH, "graph", PyUnicode_FromString(text)) : 0;
+    if (rc == 0 && g->noutputs == 0) {
+        free(text);
+        return 0;  /* no tensor work before the exit: nothing to compile */
+    }
     if (rc == 0) {
         rc = e->is_auto ? compile_auto(e, g, title, device)
                         : compile_python(e, g, f, text);
@@ -294,11 +307,11 @@ backend_flag(PyObject *backend, const char *name)
 }
 
 static int
-raise_fullgraph(PyCodeObject *co, const tc_trace *t)
+raise_fullgraph(PyCodeObject *co, PyObject *reason, int line)
 {
     PyObject *msg = PyUnicode_FromFormat(
         "fullgraph=True: graph break in %U at %U:%d: %U", co->co_name,
-        co->co_filename, t->reason_line, t->reason);
+        co->co_filename, line, reason);
     if (msg != NULL) {
         PyErr_SetObject(tc_hooks.unsupported, msg);
         Py_DECREF(msg);
@@ -307,12 +320,12 @@ raise_fullgraph(PyCodeObject *co, const tc_trace *t)
 }
 
 tc_entry *
-tc_convert_frame(tc_iframe *f, tc_code_state *st, PyObject *backend,
+tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
                  int *skip)
 {
     tc_trace t;
     *skip = 0;
-    if (tc_trace_frame(f, &t) < 0) {
+    if (tc_trace_frame(f, pc, &t) < 0) {
         return NULL;
     }
     if (t.status == TC_TRACE_NO_TENSORS) {
@@ -330,6 +343,7 @@ tc_convert_frame(tc_iframe *f, tc_code_state *st, PyObject *backend,
         st->frame_id = next_frame_id++;
     }
     e->compile_id = st->ncompiles++;
+    e->start_pc = pc;
     e->backend = Py_NewRef(backend);
     e->is_auto = backend_flag(backend, "is_auto");
     int fullgraph = backend_flag(backend, "fullgraph");
@@ -342,15 +356,30 @@ tc_convert_frame(tc_iframe *f, tc_code_state *st, PyObject *backend,
     memset(&t.ret, 0, sizeof(t.ret));
     e->return_pc = t.return_pc;
     e->return_pushes = t.return_pushes;
+    e->exit = t.exit;
+    memset(&t.exit, 0, sizeof(t.exit));
     int rc = (e->is_auto < 0 || fullgraph < 0) ? -1 : 0;
+    PyCodeObject *co = f->f_code;
     if (rc == 0 && t.status == TC_TRACE_EAGER) {
         e->kind = TC_ENTRY_EAGER;
-        rc = fullgraph ? raise_fullgraph(f->f_code, &t)
-                       : log_graph_break(f->f_code, &t);
+        rc = fullgraph ? raise_fullgraph(co, t.reason, t.reason_line)
+                       : log_graph_break(co, t.reason, t.reason_line,
+                                         pc ? exit_hints[TC_EXIT_FALLBACK]
+                                            : "the whole frame runs eagerly "
+                                              "for these inputs.");
     }
     else if (rc == 0) {
         e->kind = TC_ENTRY_COMPILED;
-        rc = compile_entry(e, t.graph, f, st, t.device);
+        if (e->exit.kind != TC_EXIT_RETURN) {
+            rc = fullgraph ? raise_fullgraph(co, e->exit.reason,
+                                             e->exit.reason_line)
+                           : log_graph_break(co, e->exit.reason,
+                                             e->exit.reason_line,
+                                             exit_hints[e->exit.kind]);
+        }
+        if (rc == 0) {
+            rc = compile_entry(e, t.graph, f, st, t.device);
+        }
     }
     if (rc == 0) {
         rc = log_guards(st, e);

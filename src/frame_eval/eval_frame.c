@@ -6,6 +6,8 @@
  */
 #include "eval_frame.h"
 
+#include "step.h"
+
 tc_counters tc_stats;
 tc_settings tc_config = {8, NULL, NULL};
 unsigned tc_log_mask;
@@ -111,19 +113,27 @@ must_pass_through(PyThreadState *ts, tc_iframe *f, int throwflag)
 /* ---- running an entry ---------------------------------------------------- */
 
 static PyObject *
-build_result(const tc_template *t, PyObject **outputs)
+build_result(const tc_template *t, PyObject **outputs, PyObject **vals)
 {
     PyObject *r;
     switch (t->kind) {
     case TC_TMPL_OUTPUT:
         return Py_NewRef(outputs[t->index]);
+    case TC_TMPL_SOURCE:
+        if (vals[t->index] == NULL) {
+            PyErr_SetString(PyExc_SystemError, "tcjit: missing source value");
+        }
+        return Py_XNewRef(vals[t->index]);
+    case TC_TMPL_NULL:
+        PyErr_SetString(PyExc_SystemError, "tcjit: NULL in a container");
+        return NULL;
     case TC_TMPL_CONST:
         return Py_NewRef(t->obj);
     case TC_TMPL_TUPLE:
     case TC_TMPL_LIST:
         r = t->kind == TC_TMPL_TUPLE ? PyTuple_New(t->n) : PyList_New(t->n);
         for (int i = 0; r && i < t->n; i++) {
-            PyObject *item = build_result(&t->items[i], outputs);
+            PyObject *item = build_result(&t->items[i], outputs, vals);
             if (item == NULL) {
                 Py_CLEAR(r);
                 break;
@@ -167,31 +177,83 @@ run_backend_fn(tc_entry *e, PyObject **inputs, PyObject **outputs)
     return 0;
 }
 
-/* Run the graph of a compiled entry; returns the frame's return value. */
-static PyObject *
-run_compiled(tc_entry *e, PyObject **vals)
+/* Run the graph of a compiled entry: outputs get new references. */
+static int
+run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
 {
     PyObject *inputs[MAX_SOURCES_ON_STACK];
-    PyObject *outputs[MAX_SOURCES_ON_STACK];
     if (e->ninputs > MAX_SOURCES_ON_STACK
         || e->noutputs > MAX_SOURCES_ON_STACK) {
         PyErr_SetString(PyExc_RuntimeError, "tcjit: too many graph inputs");
-        return NULL;
+        return -1;
+    }
+    if (e->noutputs == 0) {
+        return 0;  /* a segment without tensor work */
     }
     for (int i = 0; i < e->ninputs; i++) {
         inputs[i] = vals[e->input_sources[i]];
     }
-    int rc = e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
-           : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
-           : run_backend_fn(e, inputs, outputs);
-    if (rc < 0) {
-        return NULL;
-    }
-    PyObject *result = build_result(&e->ret, outputs);
+    return e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
+         : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
+         : run_backend_fn(e, inputs, outputs);
+}
+
+static void
+release_outputs(tc_entry *e, PyObject **outputs)
+{
     for (int i = 0; i < e->noutputs; i++) {
         Py_DECREF(outputs[i]);
     }
-    return result;
+}
+
+/* Make the frame hold what the segment computed: the locals it wrote and
+ * its whole value stack (which replaces the stack it started from). */
+static int
+write_back(tc_iframe *f, const tc_exit *x, PyObject **outputs,
+           PyObject **vals)
+{
+    PyCodeObject *co = f->f_code;
+    PyObject *stack[x->nstack + 1];
+    const unsigned char *kinds =
+        (const unsigned char *)PyBytes_AS_STRING(co->co_localspluskinds);
+    for (int i = 0; i < x->nstack; i++) {
+        const tc_template *t = &x->stack_vals[i];
+        stack[i] = t->kind == TC_TMPL_NULL ? NULL
+                                           : build_result(t, outputs, vals);
+        if (stack[i] == NULL && t->kind != TC_TMPL_NULL) {
+            while (--i >= 0) {
+                Py_XDECREF(stack[i]);
+            }
+            return -1;
+        }
+    }
+    for (int k = 0; k < x->nlocals; k++) {
+        int slot = x->local_slots[k];
+        PyObject *v = build_result(&x->local_vals[k], outputs, vals);
+        if (v == NULL) {
+            for (int i = 0; i < x->nstack; i++) {
+                Py_XDECREF(stack[i]);
+            }
+            return -1;
+        }
+        if (kinds[slot] & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) {
+            int rc = PyCell_Set(f->localsplus[slot], v);
+            Py_DECREF(v);
+            if (rc < 0) {
+                return -1;  /* cannot happen: the prologue made the cell */
+            }
+        }
+        else {
+            Py_XSETREF(f->localsplus[slot], v);
+        }
+    }
+    while (f->stacktop > co->co_nlocalsplus) {
+        Py_XDECREF(f->localsplus[--f->stacktop]);
+    }
+    for (int i = 0; i < x->nstack; i++) {
+        pyframe_push(f, stack[i]);
+    }
+    return 0;
 }
 
 /* Resume the frame at a return instruction: CPython then pops and clears it
@@ -247,6 +309,7 @@ tc_view_of(tc_iframe *f, tc_frame_view *fv)
     fv->globals = f->f_globals;
     fv->builtins = f->f_builtins;
     fv->closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
+    fv->stack = f->localsplus + f->f_code->co_nlocalsplus;
 }
 
 static int
@@ -267,13 +330,14 @@ note_failure(lookup_result *lr, tc_code_state *st, tc_entry *e, int guard)
 
 /* Find the entry whose guards pass; its fetched values stay in lr->vals. */
 static int
-lookup(tc_iframe *f, tc_code_state *st, PyObject *backend, lookup_result *lr)
+lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+       lookup_result *lr)
 {
     tc_frame_view fv;
     tc_view_of(f, &fv);
     tc_entry *prev = NULL;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
-        if (e->backend != backend
+        if (e->start_pc != pc || e->backend != backend
             || e->guards->nsources > MAX_SOURCES_ON_STACK) {
             continue;
         }
@@ -339,16 +403,29 @@ warn_recompile_limit(PyCodeObject *co, PyObject *reasons)
     return r ? 0 : -1;
 }
 
+static int
+entries_at(tc_code_state *st, int pc)
+{
+    int n = 0;
+    for (tc_entry *e = st->entries; e; e = e->next) {
+        n += e->start_pc == pc;
+    }
+    return n;
+}
+
 /* A miss: log, honour the recompile limit, convert.  Returns the new entry,
- * NULL with *eager set to run this call eagerly, or NULL with an error. */
+ * NULL with *eager set to let CPython run the frame from pc, or NULL with
+ * an error.  The limit counts entries per segment start, as Dynamo's counts
+ * per code object (its resume functions are code objects of their own). */
 static tc_entry *
-handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
+handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
             PyObject *reasons, int *eager)
 {
     PyCodeObject *co = f->f_code;
+    int previous = entries_at(st, pc);
     tc_stats.cache_misses++;
     *eager = 0;
-    if (st->ncompiles > 0 && st->ncompiles >= tc_config.recompile_limit) {
+    if (previous > 0 && previous >= tc_config.recompile_limit) {
         *eager = 1;
         if (!st->limit_hit) {
             st->limit_hit = 1;
@@ -360,7 +437,7 @@ handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
         }
         return NULL;
     }
-    if (st->ncompiles > 0) {
+    if (previous > 0) {
         tc_stats.recompiles++;
         if (tc_log(TC_LOG_RECOMPILES, "recompiles",
                    format_recompile(co, reasons, 1)) < 0) {
@@ -368,7 +445,7 @@ handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
         }
     }
     int skip = 0;
-    tc_entry *e = tc_convert_frame(f, st, backend, &skip);
+    tc_entry *e = tc_convert_frame(f, pc, st, backend, &skip);
     if (e == NULL && skip) {
         st->skip = 1;
         tc_stats.frames_skipped++;
@@ -385,62 +462,140 @@ handle_miss(tc_iframe *f, tc_code_state *st, PyObject *backend,
 
 /* ---- the hook ---------------------------------------------------------------- */
 
-static PyObject *
-run_entry(PyThreadState *ts, tc_iframe *f, tc_code_state *st, tc_entry *e,
-          PyObject **vals)
-{
-    if (e->kind == TC_ENTRY_EAGER) {
-        tc_guards_release(e->guards, vals);
-        tc_stats.eager_fallbacks++;
-        return pyframe_eval_default(ts, f, 0);
-    }
-    PyObject *result = run_compiled(e, vals);
-    tc_guards_release(e->guards, vals);
-    if (result == NULL) {
-        return fail_frame(ts, f, st);
-    }
-    return resume_at_return(ts, f, e->return_pc, e->return_pushes, result);
-}
+typedef enum { GOT_ENTRY, GOT_EAGER, GOT_ERROR } got_kind;
 
-static PyObject *
-eval_known(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
-           PyObject *backend)
+/* The entry for the segment at pc whose guards pass, converting one on a
+ * miss; its source values are left in lr->vals. */
+static got_kind
+get_entry(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+          lookup_result *lr)
 {
-    lookup_result lr;
-    lr.entry = NULL;
-    lr.reasons = NULL;
-    if (lookup(f, st, backend, &lr) < 0) {
-        Py_XDECREF(lr.reasons);
-        return fail_frame(ts, f, st);
+    lr->entry = NULL;
+    lr->reasons = NULL;
+    if (lookup(f, pc, st, backend, lr) < 0) {
+        Py_XDECREF(lr->reasons);
+        return GOT_ERROR;
     }
-    if (lr.entry != NULL) {
+    if (lr->entry != NULL) {
         tc_stats.cache_hits++;
-        Py_XDECREF(lr.reasons);
-        return run_entry(ts, f, st, lr.entry, lr.vals);
+        Py_XDECREF(lr->reasons);
+        return GOT_ENTRY;
     }
-    if (lr.reasons == NULL && (lr.reasons = PyList_New(0)) == NULL) {
-        return fail_frame(ts, f, st);
+    if (lr->reasons == NULL && (lr->reasons = PyList_New(0)) == NULL) {
+        return GOT_ERROR;
     }
     int eager = 0;
-    tc_entry *e = handle_miss(f, st, backend, lr.reasons, &eager);
-    Py_DECREF(lr.reasons);
+    tc_entry *e = handle_miss(f, pc, st, backend, lr->reasons, &eager);
+    Py_CLEAR(lr->reasons);
     if (e == NULL) {
-        if (!eager) {
-            return fail_frame(ts, f, st);
-        }
-        tc_stats.eager_fallbacks += !st->skip;
-        return pyframe_eval_default(ts, f, 0);
+        return eager ? GOT_EAGER : GOT_ERROR;
     }
     /* Fetch the new entry's sources (its guards pass by construction). */
     tc_frame_view fv;
     tc_view_of(f, &fv);
     if (e->guards->nsources > MAX_SOURCES_ON_STACK) {
+        return GOT_EAGER;
+    }
+    if (tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
+        return GOT_ERROR;
+    }
+    lr->entry = e;
+    return GOT_ENTRY;
+}
+
+/* Let CPython run the frame from code unit pc on. */
+static PyObject *
+continue_in_cpython(PyThreadState *ts, tc_iframe *f, int pc)
+{
+    tc_stats.eager_fallbacks++;
+    if (pc > 0) {
+        pyframe_set_resume(f, pc);
+    }
+    return pyframe_eval_default(ts, f, 0);
+}
+
+/* An error of tcjit's own at pc: before anything ran, unwind the frame
+ * silently; later, raise it in the frame like an instruction would. */
+static PyObject *
+fail_at(PyThreadState *ts, tc_iframe *f, tc_code_state *st, int pc)
+{
+    return pc == 0 ? fail_frame(ts, f, st) : pyframe_throw_at(ts, f, pc);
+}
+
+/* The exit of a segment that does not return: write the state back, then
+ * STEP / BRANCH (*pc is the next segment) or hand the frame to CPython. */
+static PyObject *
+take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
+          PyObject **vals, int *pc)
+{
+    const tc_exit *x = &e->exit;
+    int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
+    if (rc == 0) {
+        rc = write_back(f, x, outputs, vals);
+    }
+    release_outputs(e, outputs);
+    tc_guards_release(e->guards, vals);
+    if (rc < 0) {
+        return pyframe_throw_at(ts, f, x->op_pc);
+    }
+    switch (x->kind) {
+    case TC_EXIT_STEP:
+        if (tc_step(f, x) < 0) {
+            return pyframe_throw_at(ts, f, x->op_pc);
+        }
+        *pc = x->next_pc;
+        return NULL;
+    case TC_EXIT_BRANCH:
+        if (tc_branch(f, x, pc) < 0) {
+            return pyframe_throw_at(ts, f, x->op_pc);
+        }
+        return NULL;
+    default:
+        pyframe_set_resume(f, x->pc);
         return pyframe_eval_default(ts, f, 0);
     }
-    if (tc_guards_fetch(e->guards, &fv, lr.vals) < 0) {
-        return fail_frame(ts, f, st);
+}
+
+/* The runtime loop: guards -> kernels -> write-back -> exit -> next
+ * segment, until a RETURN or until CPython takes the frame over. */
+static PyObject *
+run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
+          PyObject *backend)
+{
+    int pc = 0;
+    for (;;) {
+        lookup_result lr;
+        got_kind got = get_entry(f, pc, st, backend, &lr);
+        if (got == GOT_ERROR) {
+            return fail_at(ts, f, st, pc);
+        }
+        tc_entry *e = lr.entry;
+        if (got == GOT_EAGER || e->kind == TC_ENTRY_EAGER) {
+            if (e != NULL) {
+                tc_guards_release(e->guards, lr.vals);
+            }
+            return continue_in_cpython(ts, f, pc);
+        }
+        PyObject *outputs[MAX_SOURCES_ON_STACK];
+        if (run_graph(e, lr.vals, outputs) < 0) {
+            tc_guards_release(e->guards, lr.vals);
+            return fail_at(ts, f, st, pc);
+        }
+        if (e->exit.kind == TC_EXIT_RETURN) {
+            PyObject *result = build_result(&e->ret, outputs, lr.vals);
+            release_outputs(e, outputs);
+            tc_guards_release(e->guards, lr.vals);
+            if (result == NULL) {
+                return fail_at(ts, f, st, pc);
+            }
+            return resume_at_return(ts, f, e->return_pc, e->return_pushes,
+                                    result);
+        }
+        PyObject *r = take_exit(ts, f, e, outputs, lr.vals, &pc);
+        if (r != NULL || PyErr_Occurred()) {
+            return r;
+        }
     }
-    return run_entry(ts, f, st, e, lr.vals);
 }
 
 static PyObject *
@@ -480,7 +635,7 @@ tcjit_eval_frame(PyThreadState *ts, tc_iframe *f, int throwflag)
         tc_stats.eager_fallbacks += st->limit_hit;
         return pyframe_eval_default(ts, f, throwflag);
     }
-    return eval_known(ts, f, st, backend);
+    return run_frame(ts, f, st, backend);
 }
 
 void

@@ -67,10 +67,11 @@ typedef struct {
 tc_pending tc_set_pending(PyObject *code, PyObject *backend);
 void tc_restore_pending(tc_pending saved);
 
-/* convert.c: trace and compile a fresh frame into a new cache entry.
+/* convert.c: trace and compile the segment of a frame starting at code
+ * unit pc into a new cache entry.
  * Returns the entry, NULL with *skip set when the code should be skipped,
  * or NULL with an exception. */
-tc_entry *tc_convert_frame(tc_iframe *f, tc_code_state *st,
+tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
                            PyObject *backend, int *skip);
 
 /* Where guard sources of this frame are read from. */

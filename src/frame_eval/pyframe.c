@@ -39,3 +39,35 @@ done:
     Py_DECREF(caches);
     return rc;
 }
+
+/* MAKE_CELL and COPY_FREE_VARS, as the evaluator runs them before RESUME.
+ * A frame resumed past its first instruction must have them done or
+ * LOAD_DEREF reads a raw value as a cell and crashes. */
+int
+pyframe_run_prologue(tc_iframe *f)
+{
+    PyCodeObject *co = f->f_code;
+    const unsigned char *kinds =
+        (const unsigned char *)PyBytes_AS_STRING(co->co_localspluskinds);
+    PyObject *func = pyframe_func(f);
+    PyObject *closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
+    int first_free = co->co_nlocalsplus - co->co_nfreevars;
+    for (int i = 0; i < co->co_nlocalsplus; i++) {
+        if (kinds[i] & TC_CO_FAST_FREE) {
+            if (closure == NULL) {
+                PyErr_SetString(PyExc_SystemError, "tcjit: missing closure");
+                return -1;
+            }
+            Py_XSETREF(f->localsplus[i],
+                       Py_NewRef(PyTuple_GET_ITEM(closure, i - first_free)));
+        }
+        else if (kinds[i] & TC_CO_FAST_CELL) {
+            PyObject *cell = PyCell_New(f->localsplus[i]);
+            if (cell == NULL) {
+                return -1;
+            }
+            Py_XSETREF(f->localsplus[i], cell);
+        }
+    }
+    return 0;
+}

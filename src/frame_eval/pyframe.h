@@ -175,6 +175,27 @@ pyframe_set_resume(tc_iframe *f, int pc)
     f->prev_instr = pyframe_code_start(f->f_code) + pc - 1;
 }
 
+/* co_localspluskinds bits (internal pycore_code.h, same in 3.11/3.12). */
+#define TC_CO_FAST_LOCAL 0x20
+#define TC_CO_FAST_CELL 0x40
+#define TC_CO_FAST_FREE 0x80
+
+/* Run the frame's prologue (MAKE_CELL, COPY_FREE_VARS) ourselves: needed
+ * before a fresh frame is resumed anywhere but its return instruction.
+ * Returns 0 or -1 with an exception set. */
+int pyframe_run_prologue(tc_iframe *f);
+
+/* Hand the frame to CPython with an exception set, as if the instruction
+ * at code unit op_pc had raised it: the traceback gets the frame's line
+ * and the frame's own try/except blocks see it (generator.throw() uses the
+ * same path). */
+static inline PyObject *
+pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
+{
+    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+    return _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f, 1);
+}
+
 /* Opcode numbering and the static properties we need, per version. */
 #ifndef KW_NAMES
 #define KW_NAMES (-2)
@@ -202,6 +223,9 @@ pyframe_set_resume(tc_iframe *f, int pc)
 #endif
 #ifndef BINARY_SUBSCR
 #define BINARY_SUBSCR (-10)
+#endif
+#ifndef FORMAT_VALUE
+#define FORMAT_VALUE (-12)
 #endif
 #ifndef PRINT_EXPR
 #define PRINT_EXPR (-11)

@@ -176,7 +176,10 @@ tc_source_repr(const tc_guard_set *gs, int src)
     case TC_SRC_GLOBAL:
         return PyUnicode_FromFormat("G['%U']", s->name);
     case TC_SRC_CLOSURE:
+    case TC_SRC_CELL:
         return PyUnicode_FromFormat("C['%U']", s->name);
+    case TC_SRC_STACK:
+        return PyUnicode_FromFormat("S[%zd]", s->index);
     case TC_SRC_ITEM:
     case TC_SRC_ATTR:
         parent = tc_source_repr(gs, s->parent);
@@ -229,6 +232,11 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
         }
         v = PyCell_GET(PyTuple_GET_ITEM(fv->closure, s->index));
         return Py_XNewRef(v);
+    case TC_SRC_CELL:
+        v = fv->localsplus[s->index];
+        return v && PyCell_Check(v) ? Py_XNewRef(PyCell_GET(v)) : NULL;
+    case TC_SRC_STACK:
+        return Py_XNewRef(fv->stack[s->index]);
     case TC_SRC_ITEM:
         parent = vals[s->parent];
         if (parent == NULL) {

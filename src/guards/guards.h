@@ -18,6 +18,8 @@ typedef enum {
     TC_SRC_LOCAL,    /* frame local slot `index`, named `name` */
     TC_SRC_GLOBAL,   /* globals[name], then builtins[name] */
     TC_SRC_CLOSURE,  /* func.__closure__[index].cell_contents, named `name` */
+    TC_SRC_CELL,     /* cell in local slot `index` (after the prologue) */
+    TC_SRC_STACK,    /* value stack slot `index` (segments after a break) */
     TC_SRC_ITEM,     /* parent[index] of a tuple or list */
     TC_SRC_ATTR      /* getattr(parent, name) */
 } tc_source_kind;
@@ -72,6 +74,7 @@ typedef struct {
     PyObject *globals;
     PyObject *builtins;
     PyObject *closure;    /* tuple of cells or NULL */
+    PyObject **stack;     /* bottom of the value stack */
 } tc_frame_view;
 
 tc_guard_set *tc_guards_new(void);
@@ -82,7 +85,8 @@ void tc_guards_free(tc_guard_set *gs);
 int tc_source_add(tc_guard_set *gs, tc_source_kind kind, int parent,
                   Py_ssize_t index, PyObject *name);
 
-/* Printable form: L['x'], G['torch'], C['scale'], L['xs'][1], L['m'].w */
+/* Printable form: L['x'], G['torch'], C['scale'], S[0], L['xs'][1],
+ * L['m'].w */
 PyObject *tc_source_repr(const tc_guard_set *gs, int src);
 
 /* Guard constructors; values are the real objects seen while tracing.

@@ -41,6 +41,11 @@ typedef struct {
     int ninputs, inputs_cap;
     int grad_mode;
     int touched_tensor;       /* a tensor was read from the frame */
+    int force_eager;          /* correctness needs the whole frame eager */
+    int start_pc;
+    char *written;            /* locals stored to by this segment */
+    tc_var **saved_stack;     /* the stack before the current instruction */
+    int *outs, nouts;         /* graph outputs the exit templates use */
 } tracer;
 
 /* ---- errors --------------------------------------------------------------- */
@@ -150,6 +155,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     }
     T->out->device = m.device_index;
     if (m.requires_grad && T->grad_mode) {
+        T->force_eager = 1;
         *rc = unsupported(T, "an input requires grad while grad mode is on "
                           "(training is not compiled yet)");
         return NULL;
@@ -275,6 +281,13 @@ is_free_slot(tracer *T, int i)
 }
 
 static int
+is_cell_slot(tracer *T, int i)
+{
+    unsigned char kind = PyBytes_AS_STRING(T->co->co_localspluskinds)[i];
+    return (kind & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) != 0;
+}
+
+static int
 load_local(tracer *T, int i)
 {
     if (T->locals[i] != NULL) {
@@ -282,7 +295,14 @@ load_local(tracer *T, int i)
     }
     int rc, src;
     PyObject *value;
-    if (is_free_slot(T, i)) {
+    if (T->start_pc > 0 && is_cell_slot(T, i)) {
+        /* after the prologue, cell and free slots hold cells */
+        PyObject *cell = T->frame->localsplus[i];
+        value = cell && PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+        src = tc_source_add(T->out->guards, TC_SRC_CELL, -1, i,
+                            local_name(T, i));
+    }
+    else if (is_free_slot(T, i)) {
         int j = i - (T->nlocals - T->co->co_nfreevars);
         value = T->closure ? PyCell_GET(PyTuple_GET_ITEM(T->closure, j)) : NULL;
         src = tc_source_add(T->out->guards, TC_SRC_CLOSURE, -1, j,
@@ -316,6 +336,7 @@ store_local(tracer *T, int i)
                            local_name(T, i));
     }
     T->locals[i] = pop(T);
+    T->written[i] = 1;
     return OK;
 }
 
@@ -1196,32 +1217,50 @@ op_jump(tracer *T, tc_jump_kind kind, int target, int *next)
     return OK;
 }
 
-/* ---- return -------------------------------------------------------------------- */
+/* ---- exits: what the frame must hold afterwards ----------------------------- */
 
 static int
-build_template(tracer *T, tc_var *v, tc_template *t, int **outs, int *nouts)
+output_index(tracer *T, int node)
+{
+    for (int i = 0; i < T->nouts; i++) {
+        if (T->outs[i] == node) {
+            return i;
+        }
+    }
+    int *n = PyMem_Realloc(T->outs, (T->nouts + 1) * sizeof(int));
+    if (n == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    T->outs = n;
+    n[T->nouts] = node;
+    return T->nouts++;
+}
+
+/* How to rebuild a var's real value after the graph ran.  Values read from
+ * the frame come back as the very same objects (identity matters: a list
+ * the caller holds, a tensor returned unchanged). */
+static int
+var_template(tracer *T, tc_var *v, tc_template *t)
 {
     memset(t, 0, sizeof(*t));
+    if (v->kind == TC_VAR_NULL) {
+        t->kind = TC_TMPL_NULL;
+        return OK;
+    }
+    if (v->source >= 0) {
+        t->kind = TC_TMPL_SOURCE;
+        t->index = v->source;
+        return OK;
+    }
     switch (v->kind) {
     case TC_VAR_TENSOR:
         t->kind = TC_TMPL_OUTPUT;
-        for (int i = 0; i < *nouts; i++) {
-            if ((*outs)[i] == v->node) {
-                t->index = i;
-                return OK;
-            }
-        }
-        int *n = PyMem_Realloc(*outs, (*nouts + 1) * sizeof(int));
-        if (n == NULL) {
-            PyErr_NoMemory();
-            return ERROR;
-        }
-        *outs = n;
-        n[*nouts] = v->node;
-        t->index = (*nouts)++;
-        return OK;
+        t->index = output_index(T, v->node);
+        return t->index < 0 ? ERROR : OK;
     case TC_VAR_CONST:
     case TC_VAR_OBJECT:
+    case TC_VAR_UNKNOWN:
         t->kind = TC_TMPL_CONST;
         t->obj = Py_NewRef(v->obj);
         return OK;
@@ -1235,30 +1274,97 @@ build_template(tracer *T, tc_var *v, tc_template *t, int **outs, int *nouts)
         }
         t->n = v->nitems;
         for (int i = 0; i < v->nitems; i++) {
-            int rc = build_template(T, v->items[i], &t->items[i], outs, nouts);
-            if (rc != OK) {
-                return rc;
+            if (var_template(T, v->items[i], &t->items[i]) != OK) {
+                return ERROR;
             }
         }
         return OK;
     default:
-        return unsupported(T, "returning a %s value", tc_var_kind_name(v));
+        PyErr_SetString(PyExc_RuntimeError, "tcjit: no template for a var");
+        return ERROR;
     }
 }
 
 static int
 op_return(tracer *T, tc_var *v, int pushes)
 {
-    int *outs = NULL, nouts = 0;
-    int rc = build_template(T, v, &T->out->ret, &outs, &nouts);
-    if (rc == OK && tc_graph_set_outputs(T->out->graph, nouts, outs) < 0) {
-        PyErr_NoMemory();
-        rc = ERROR;
-    }
-    PyMem_Free(outs);
+    T->out->exit.kind = TC_EXIT_RETURN;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
-    return rc;
+    return var_template(T, v, &T->out->ret);
+}
+
+/* Which exit an instruction the tracer could not compile becomes: the
+ * runtime performs simple ones itself (STEP), decides data-dependent jumps
+ * (BRANCH), and hands everything else to CPython (FALLBACK). */
+static tc_exit_kind
+exit_kind_for(int opcode, int oparg, int next_pc, int *jump, int *target)
+{
+    tc_jump_kind jk = pyframe_jump(opcode, oparg, next_pc, target);
+    *jump = jk;
+    if (jk == TC_JUMP_POP_IF_FALSE || jk == TC_JUMP_POP_IF_TRUE
+        || jk == TC_JUMP_IF_FALSE_OR_POP || jk == TC_JUMP_IF_TRUE_OR_POP) {
+        return TC_EXIT_BRANCH;
+    }
+    switch (opcode) {
+    case CALL:
+    case LOAD_ATTR:
+    case LOAD_METHOD:
+    case STORE_ATTR:
+    case BINARY_SUBSCR:
+    case BINARY_OP:
+    case COMPARE_OP:
+    case IS_OP:
+    case CONTAINS_OP:
+    case UNARY_NEGATIVE:
+    case UNARY_INVERT:
+    case UNARY_NOT:
+    case FORMAT_VALUE:
+    case BUILD_STRING:
+        return TC_EXIT_STEP;
+    default:
+        return TC_EXIT_FALLBACK;
+    }
+}
+
+/* End the segment before the instruction at T->pc, with the stack as it
+ * was before that instruction. */
+static int
+end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
+            PyObject *kwnames)
+{
+    tc_exit *x = &T->out->exit;
+    x->kind = exit_kind_for(opcode, oparg, next_pc, &x->jump, &x->target);
+    x->pc = T->pc;
+    x->op_pc = op_pc;
+    x->next_pc = next_pc;
+    x->opcode = opcode;
+    x->oparg = oparg;
+    x->kwnames = Py_XNewRef(opcode == CALL ? kwnames : NULL);
+    x->reason = Py_XNewRef(T->out->reason);
+    x->reason_line = T->out->reason_line;
+    x->local_slots = PyMem_Calloc(T->nlocals + 1, sizeof(int));
+    x->local_vals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_template));
+    x->stack_vals = PyMem_Calloc(T->sp + 1, sizeof(tc_template));
+    if (!x->local_slots || !x->local_vals || !x->stack_vals) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    for (int i = 0; i < T->nlocals; i++) {
+        if (T->written[i]) {
+            x->local_slots[x->nlocals] = i;
+            if (var_template(T, T->locals[i], &x->local_vals[x->nlocals++])) {
+                return ERROR;
+            }
+        }
+    }
+    for (int i = 0; i < T->sp; i++) {
+        if (var_template(T, T->stack[i], &x->stack_vals[i]) != OK) {
+            return ERROR;
+        }
+        x->nstack++;
+    }
+    return OK;
 }
 
 /* ---- dispatch ---------------------------------------------------------------------- */
@@ -1367,12 +1473,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
 static int
 run(tracer *T)
 {
-    int pc = 0, budget = INSTRUCTION_BUDGET;
+    int pc = T->start_pc, budget = INSTRUCTION_BUDGET;
     while (pc < T->ncode) {
-        if (--budget == 0) {
-            return unsupported(T, "more than %d instructions traced "
-                               "(a long loop?)", INSTRUCTION_BUDGET);
-        }
         T->pc = pc;
         int opcode = T->code[pc] & 0xff, oparg = T->code[pc] >> 8;
         while (opcode == EXTENDED_ARG) {
@@ -1381,7 +1483,19 @@ run(tracer *T)
             oparg = (oparg << 8) | (T->code[pc] >> 8);
         }
         int next = pc + 1 + tc_inline_caches[opcode];
-        int rc = trace_instruction(T, opcode, oparg, &next);
+        int sp = T->sp;
+        PyObject *kwnames = T->kwnames;
+        memcpy(T->saved_stack, T->stack, sp * sizeof(tc_var *));
+        int rc = --budget == 0
+            ? unsupported(T, "more than %d instructions traced (a long "
+                          "loop?)", INSTRUCTION_BUDGET)
+            : trace_instruction(T, opcode, oparg, &next);
+        if (rc == UNSUPPORTED && !T->force_eager) {
+            memcpy(T->stack, T->saved_stack, sp * sizeof(tc_var *));
+            T->sp = sp;
+            return end_segment(T, opcode, oparg, pc, next, kwnames)
+                   ? ERROR : DONE;
+        }
         if (rc != OK) {
             return rc;
         }
@@ -1395,11 +1509,40 @@ run(tracer *T)
 
 /* ---- entry point ---------------------------------------------------------------- */
 
+/* A segment after a break starts from the value stack the previous exit
+ * wrote into the frame. */
 static int
-tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
+wrap_stack(tracer *T)
+{
+    int depth = T->frame->stacktop - T->nlocals;
+    if (depth < 0 || depth > T->stack_cap) {
+        return unsupported(T, "unexpected stack depth %d", depth);
+    }
+    PyObject **base = T->frame->localsplus + T->nlocals;
+    for (int i = 0; i < depth; i++) {
+        int rc = OK;
+        tc_var *v;
+        if (base[i] == NULL) {
+            v = tc_var_new(&T->arena, TC_VAR_NULL, -1);
+        }
+        else {
+            int src = tc_source_add(T->out->guards, TC_SRC_STACK, -1, i, NULL);
+            v = src < 0 ? NULL : wrap_value(T, base[i], src, &rc);
+        }
+        if (v == NULL) {
+            return rc != OK ? rc : ERROR;
+        }
+        T->stack[T->sp++] = v;
+    }
+    return OK;
+}
+
+static int
+tracer_init(tracer *T, tc_iframe *f, int start_pc, tc_trace *t)
 {
     memset(T, 0, sizeof(*T));
     memset(t, 0, sizeof(*t));
+    T->start_pc = start_pc;
     T->frame = f;
     T->co = f->f_code;
     T->out = t;
@@ -1411,11 +1554,13 @@ tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
     T->global_vars = PyDict_New();
     T->stack_cap = T->co->co_stacksize + 1;
     T->locals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_var *));
+    T->written = PyMem_Calloc(T->nlocals + 1, 1);
     T->stack = PyMem_Calloc(T->stack_cap, sizeof(tc_var *));
+    T->saved_stack = PyMem_Calloc(T->stack_cap, sizeof(tc_var *));
     t->graph = tc_graph_new();
     t->guards = tc_guards_new();
     if (!T->code_bytes || !T->global_vars || !T->locals || !T->stack
-        || !t->graph || !t->guards) {
+        || !T->written || !T->saved_stack || !t->graph || !t->guards) {
         if (!PyErr_Occurred()) {
             PyErr_NoMemory();
         }
@@ -1434,10 +1579,11 @@ tracer_init(tracer *T, tc_iframe *f, tc_trace *t)
         return ERROR;
     }
     if (tc_dtype_from_torch(dt) != TC_F32) {
+        T->force_eager = 1;
         return unsupported(T, "torch.set_default_dtype(%R) is not supported "
                            "yet", dt);
     }
-    return OK;
+    return start_pc > 0 ? wrap_stack(T) : OK;
 }
 
 static void
@@ -1447,8 +1593,11 @@ tracer_fini(tracer *T)
     Py_XDECREF(T->code_bytes);
     Py_XDECREF(T->global_vars);
     PyMem_Free(T->locals);
+    PyMem_Free(T->written);
     PyMem_Free(T->stack);
+    PyMem_Free(T->saved_stack);
     PyMem_Free(T->inputs);
+    PyMem_Free(T->outs);
 }
 
 /* Does the frame receive a tensor argument?  Such a frame is not "tensor
@@ -1470,26 +1619,36 @@ has_tensor_argument(tc_iframe *f)
 }
 
 int
-tc_trace_frame(tc_iframe *f, tc_trace *t)
+tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
 {
     tracer T;
-    int rc = tracer_init(&T, f, t);
+    int rc = tracer_init(&T, f, start_pc, t);
     if (rc == OK) {
         rc = run(&T);
     }
     if (rc == ERROR && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
         rc = unsupported_from_exception(&T, "tracing");
     }
+    if (rc == DONE && tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0) {
+        PyErr_NoMemory();
+        rc = ERROR;
+    }
     if (rc == ERROR) {
         tracer_fini(&T);
         tc_trace_clear(t);
         return -1;
     }
+    int no_tensors = !T.touched_tensor && !has_tensor_argument(f);
     if (rc == UNSUPPORTED) {
-        t->status = T.touched_tensor || has_tensor_argument(f)
-                    ? TC_TRACE_EAGER : TC_TRACE_NO_TENSORS;
+        t->status = no_tensors && start_pc == 0 ? TC_TRACE_NO_TENSORS
+                                                : TC_TRACE_EAGER;
     }
-    else if (T.ninputs == 0 && tc_graph_op_count(t->graph) == 0) {
+    else if (start_pc == 0 && no_tensors && t->exit.kind != TC_EXIT_RETURN) {
+        /* stopped before any tensor work: nothing to gain from this code */
+        t->status = TC_TRACE_NO_TENSORS;
+    }
+    else if (T.ninputs == 0 && tc_graph_op_count(t->graph) == 0
+             && start_pc == 0 && t->exit.kind == TC_EXIT_RETURN) {
         t->status = TC_TRACE_NO_TENSORS;
     }
     else {
@@ -1499,6 +1658,23 @@ tc_trace_frame(tc_iframe *f, tc_trace *t)
     }
     tracer_fini(&T);
     return 0;
+}
+
+void
+tc_exit_clear(tc_exit *x)
+{
+    for (int i = 0; i < x->nlocals; i++) {
+        tc_template_clear(&x->local_vals[i]);
+    }
+    for (int i = 0; i < x->nstack; i++) {
+        tc_template_clear(&x->stack_vals[i]);
+    }
+    PyMem_Free(x->local_slots);
+    PyMem_Free(x->local_vals);
+    PyMem_Free(x->stack_vals);
+    Py_CLEAR(x->kwnames);
+    Py_CLEAR(x->reason);
+    memset(x, 0, sizeof(*x));
 }
 
 void
@@ -1520,6 +1696,7 @@ tc_trace_clear(tc_trace *t)
     tc_guards_free(t->guards);
     PyMem_Free(t->input_sources);
     tc_template_clear(&t->ret);
+    tc_exit_clear(&t->exit);
     Py_CLEAR(t->reason);
     memset(t, 0, sizeof(*t));
 }

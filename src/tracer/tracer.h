@@ -18,7 +18,9 @@ typedef enum {
     TC_TMPL_OUTPUT,   /* graph output `index` */
     TC_TMPL_CONST,    /* obj */
     TC_TMPL_TUPLE,    /* items */
-    TC_TMPL_LIST
+    TC_TMPL_LIST,
+    TC_TMPL_SOURCE,   /* the value of guard source `index` (identity kept) */
+    TC_TMPL_NULL      /* CPython's NULL stack marker */
 } tc_tmpl_kind;
 
 typedef struct tc_template {
@@ -28,6 +30,33 @@ typedef struct tc_template {
     int n;
     struct tc_template *items;
 } tc_template;
+
+/* How a segment ends (DESIGN.md, "resume, don't rewrite"). */
+typedef enum {
+    TC_EXIT_RETURN,    /* push the result, resume at the return instruction */
+    TC_EXIT_STEP,      /* perform one instruction in C, go on at next_pc */
+    TC_EXIT_BRANCH,    /* bool() of the top of stack picks the next segment */
+    TC_EXIT_FALLBACK   /* write the state back, CPython runs the rest */
+} tc_exit_kind;
+
+typedef struct {
+    tc_exit_kind kind;
+    int pc;                /* first code unit of the exit instruction */
+    int op_pc;             /* its opcode unit (past EXTENDED_ARG prefixes) */
+    int next_pc;           /* the instruction after it */
+    int opcode, oparg;
+    PyObject *kwnames;     /* STEP of a CALL with keywords (owned) */
+    int jump;              /* BRANCH: tc_jump_kind */
+    int target;            /* BRANCH: where the jump goes */
+    int nlocals;           /* locals the segment wrote */
+    int *local_slots;
+    tc_template *local_vals;
+    int nstack;            /* the value stack at the exit, bottom first */
+    tc_template *stack_vals;
+    int stack_base;        /* stack depth when the segment started */
+    PyObject *reason;      /* why the segment ended (str), not for RETURN */
+    int reason_line;
+} tc_exit;
 
 typedef enum {
     TC_TRACE_COMPILED,     /* graph + guards + return template */
@@ -43,16 +72,20 @@ typedef struct {
     tc_template ret;
     int return_pc;         /* code unit index of the return instruction */
     int return_pushes;     /* 1: RETURN_VALUE, push the result; 0: RETURN_CONST */
+    tc_exit exit;          /* COMPILED: how the segment ends */
     int device;            /* -1: cpu, k: cuda:k (all inputs agree) */
     PyObject *reason;      /* EAGER: what was unsupported (str) */
     int reason_line;
 } tc_trace;
 
-/* Trace a fresh frame.  Returns 0 with t->status set, or -1 with a Python
- * exception for internal failures (out of memory).  Exceptions raised by
- * user-visible operations while tracing become TC_TRACE_EAGER, so eager
- * execution raises them for real. */
-int tc_trace_frame(tc_iframe *f, tc_trace *t);
+/* Trace the segment of a frame that starts at code unit start_pc (0 for a
+ * fresh frame; else the frame's locals and value stack hold the state a
+ * previous exit wrote back).  Returns 0 with t->status set, or -1 with a
+ * Python exception for internal failures (out of memory).  What cannot be
+ * traced ends the segment (t->exit), so CPython or the runtime performs it
+ * for real, exceptions included. */
+int tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t);
+void tc_exit_clear(tc_exit *x);
 void tc_trace_clear(tc_trace *t);
 void tc_template_clear(tc_template *t);
 

@@ -1,0 +1,241 @@
+/* step.c - the instructions the runtime performs itself at a segment exit.
+ *
+ * A STEP exit is one instruction the tracer could not compile (a call of
+ * print, an attribute of an unknown object, formatting a tensor...).  The
+ * runtime performs it on the concrete values in the frame's value stack,
+ * through the C API call that implements it in CPython, and pushes the
+ * result, exactly as the evaluator would.  A BRANCH exit takes bool() of the
+ * top of stack.  On an exception the operands are already consumed, as in
+ * CPython, and the caller throws it into the frame at the instruction.
+ */
+#include "step.h"
+
+static PyObject *
+pop_value(tc_iframe *f)
+{
+    return f->localsplus[--f->stacktop];
+}
+
+static PyObject *
+binary_op(int nb, PyObject *a, PyObject *b)
+{
+    switch (nb) {
+    case NB_ADD: return PyNumber_Add(a, b);
+    case NB_SUBTRACT: return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY: return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER: return PyNumber_Remainder(a, b);
+    case NB_POWER: return PyNumber_Power(a, b, Py_None);
+    case NB_MATRIX_MULTIPLY: return PyNumber_MatrixMultiply(a, b);
+    case NB_AND: return PyNumber_And(a, b);
+    case NB_OR: return PyNumber_Or(a, b);
+    case NB_XOR: return PyNumber_Xor(a, b);
+    case NB_LSHIFT: return PyNumber_Lshift(a, b);
+    case NB_RSHIFT: return PyNumber_Rshift(a, b);
+    case NB_INPLACE_ADD: return PyNumber_InPlaceAdd(a, b);
+    case NB_INPLACE_SUBTRACT: return PyNumber_InPlaceSubtract(a, b);
+    case NB_INPLACE_MULTIPLY: return PyNumber_InPlaceMultiply(a, b);
+    case NB_INPLACE_TRUE_DIVIDE: return PyNumber_InPlaceTrueDivide(a, b);
+    case NB_INPLACE_FLOOR_DIVIDE: return PyNumber_InPlaceFloorDivide(a, b);
+    case NB_INPLACE_REMAINDER: return PyNumber_InPlaceRemainder(a, b);
+    case NB_INPLACE_POWER: return PyNumber_InPlacePower(a, b, Py_None);
+    case NB_INPLACE_MATRIX_MULTIPLY: return PyNumber_InPlaceMatrixMultiply(a, b);
+    case NB_INPLACE_AND: return PyNumber_InPlaceAnd(a, b);
+    case NB_INPLACE_OR: return PyNumber_InPlaceOr(a, b);
+    case NB_INPLACE_XOR: return PyNumber_InPlaceXor(a, b);
+    case NB_INPLACE_LSHIFT: return PyNumber_InPlaceLshift(a, b);
+    case NB_INPLACE_RSHIFT: return PyNumber_InPlaceRshift(a, b);
+    default:
+        PyErr_Format(PyExc_SystemError, "tcjit: binary op %d", nb);
+        return NULL;
+    }
+}
+
+/* CALL: [.., NULL or method, callable or self, args...] */
+static PyObject *
+step_call(tc_iframe *f, const tc_exit *x)
+{
+    int argc = x->oparg;
+    PyObject **args = &f->localsplus[f->stacktop - argc];
+    PyObject *callable = args[-1], *method = args[-2];
+    int total = argc;
+    if (method != NULL) {
+        callable = method;
+        args--;
+        total++;
+    }
+    Py_ssize_t nkw = x->kwnames ? PyTuple_GET_SIZE(x->kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(callable, args, total - nkw, x->kwnames);
+    for (int i = 0; i < argc + 2; i++) {
+        Py_XDECREF(pop_value(f));
+    }
+    return r;
+}
+
+static PyObject *
+step_format(tc_iframe *f, int oparg)
+{
+    PyObject *spec = (oparg & FVS_MASK) ? pop_value(f) : NULL;
+    PyObject *value = pop_value(f), *conv = NULL, *r = NULL;
+    switch (oparg & FVC_MASK) {
+    case FVC_STR: conv = PyObject_Str(value); break;
+    case FVC_REPR: conv = PyObject_Repr(value); break;
+    case FVC_ASCII: conv = PyObject_ASCII(value); break;
+    default: conv = Py_NewRef(value); break;
+    }
+    if (conv != NULL) {
+        r = PyObject_Format(conv, spec);
+        Py_DECREF(conv);
+    }
+    Py_DECREF(value);
+    Py_XDECREF(spec);
+    return r;
+}
+
+static PyObject *
+step_build_string(tc_iframe *f, int n)
+{
+    PyObject *parts = PyTuple_New(n);
+    if (parts == NULL) {
+        return NULL;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        PyTuple_SET_ITEM(parts, i, pop_value(f));
+    }
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *r = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    return r;
+}
+
+/* LOAD_ATTR / LOAD_METHOD: a method load pushes [NULL, bound attribute],
+ * which CALL treats exactly like [method, self]. */
+static int
+step_load_attr(tc_iframe *f, const tc_exit *x)
+{
+    PyObject *owner = pop_value(f);
+    PyObject *name = PyTuple_GET_ITEM(f->f_code->co_names,
+                                      TC_LOAD_ATTR_NAME(x->oparg));
+    PyObject *r = PyObject_GetAttr(owner, name);
+    Py_DECREF(owner);
+    if (r == NULL) {
+        return -1;
+    }
+    if (TC_LOAD_ATTR_IS_METHOD(x->opcode, x->oparg)) {
+        pyframe_push(f, NULL);
+    }
+    pyframe_push(f, r);
+    return 0;
+}
+
+static int
+step_store_attr(tc_iframe *f, const tc_exit *x)
+{
+    PyObject *owner = pop_value(f), *value = pop_value(f);
+    int rc = PyObject_SetAttr(owner, PyTuple_GET_ITEM(f->f_code->co_names,
+                                                      x->oparg), value);
+    Py_DECREF(owner);
+    Py_DECREF(value);
+    return rc;
+}
+
+static PyObject *
+step_binary(tc_iframe *f, const tc_exit *x)
+{
+    PyObject *b = pop_value(f), *a = pop_value(f), *r;
+    switch (x->opcode) {
+    case BINARY_SUBSCR:
+        r = PyObject_GetItem(a, b);
+        break;
+    case COMPARE_OP:
+        r = PyObject_RichCompare(a, b, TC_COMPARE_OP_ARG(x->oparg));
+        break;
+    case IS_OP:
+        r = PyBool_FromLong((a == b) ^ x->oparg);
+        break;
+    case CONTAINS_OP: {
+        int c = PySequence_Contains(b, a);
+        r = c < 0 ? NULL : PyBool_FromLong(c ^ x->oparg);
+        break;
+    }
+    default:
+        r = binary_op(x->oparg, a, b);
+    }
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return r;
+}
+
+static PyObject *
+step_unary(tc_iframe *f, int opcode)
+{
+    PyObject *v = pop_value(f), *r;
+    if (opcode == UNARY_NEGATIVE) {
+        r = PyNumber_Negative(v);
+    }
+    else if (opcode == UNARY_INVERT) {
+        r = PyNumber_Invert(v);
+    }
+    else {
+        int t = PyObject_IsTrue(v);
+        r = t < 0 ? NULL : PyBool_FromLong(!t);
+    }
+    Py_DECREF(v);
+    return r;
+}
+
+int
+tc_step(tc_iframe *f, const tc_exit *x)
+{
+    PyObject *r;
+    switch (x->opcode) {
+    case CALL:
+        r = step_call(f, x);
+        break;
+    case LOAD_ATTR:
+    case LOAD_METHOD:
+        return step_load_attr(f, x);
+    case STORE_ATTR:
+        return step_store_attr(f, x);
+    case FORMAT_VALUE:
+        r = step_format(f, x->oparg);
+        break;
+    case BUILD_STRING:
+        r = step_build_string(f, x->oparg);
+        break;
+    case UNARY_NEGATIVE:
+    case UNARY_INVERT:
+    case UNARY_NOT:
+        r = step_unary(f, x->opcode);
+        break;
+    default:
+        r = step_binary(f, x);
+    }
+    if (r == NULL) {
+        return -1;
+    }
+    pyframe_push(f, r);
+    return 0;
+}
+
+int
+tc_branch(tc_iframe *f, const tc_exit *x, int *next_pc)
+{
+    PyObject *v = f->localsplus[f->stacktop - 1];
+    int truth = PyObject_IsTrue(v);
+    if (truth < 0) {
+        return -1;
+    }
+    int on_true = x->jump == TC_JUMP_POP_IF_TRUE
+                  || x->jump == TC_JUMP_IF_TRUE_OR_POP;
+    int taken = truth == on_true;
+    int keep = taken && (x->jump == TC_JUMP_IF_FALSE_OR_POP
+                         || x->jump == TC_JUMP_IF_TRUE_OR_POP);
+    if (!keep) {
+        Py_DECREF(pop_value(f));
+    }
+    *next_pc = taken ? x->target : x->next_pc;
+    return 0;
+}
