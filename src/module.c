@@ -209,6 +209,13 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 }
 
 static PyObject *
+mod_set_recorder(PyObject *m, PyObject *arg)
+{
+    Py_XSETREF(tc_hooks.recorder, arg == Py_None ? NULL : Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 mod_set_log_mask(PyObject *m, PyObject *arg)
 {
     unsigned long mask = PyLong_AsUnsignedLong(arg);
@@ -282,6 +289,7 @@ static PyMethodDef module_methods[] = {
     {"set_config", (PyCFunction)(void (*)(void))mod_set_config,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"set_log_mask", mod_set_log_mask, METH_O, NULL},
+    {"set_recorder", mod_set_recorder, METH_O, NULL},
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},

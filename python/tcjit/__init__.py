@@ -15,10 +15,12 @@ from . import _C
 from ._backends import Backend, compile_backend as _compile_backend
 from ._logging import init_from_env as _init_logs, set_logs
 from .config import config
+from .explain import ExplainOutput, explain
 from .graph import Graph, Node
 
 __all__ = ["enable", "disable", "compile", "reset", "counters", "config",
-           "set_logs", "Graph", "Node", "Unsupported", "is_enabled"]
+           "set_logs", "Graph", "Node", "Unsupported", "is_enabled", "explain",
+           "ExplainOutput"]
 
 
 class Unsupported(RuntimeError):

@@ -34,6 +34,7 @@ typedef struct tc_entry {
     int return_pc;
     int return_pushes;
     tc_exit exit;             /* how the segment ends */
+    int nmemo;                /* template memo slots (tracer.h) */
     tc_compiled *compiled;    /* backend "auto", CPU tensors */
     tc_gpu_compiled *gpu;     /* backend "auto", CUDA tensors */
     PyObject *backend_fn;     /* other backends: callable(*inputs) */

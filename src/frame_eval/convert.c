@@ -2,11 +2,21 @@
  * graph, hand it to a backend, log what happened. */
 #include "eval_frame.h"
 
+#include <time.h>
+
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/ptx.h"
 
 static int next_frame_id;
+
+static double
+now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ---- logging helpers ---------------------------------------------------- */
 
@@ -23,6 +33,14 @@ static int
 log_graph_break(PyCodeObject *co, PyObject *reason, int line,
                 const char *hint)
 {
+    if (tc_hooks.recorder != NULL
+        && tc_record("break", Py_BuildValue("{s:O,s:O,s:i,s:O,s:s}", "reason",
+                                            reason, "filename",
+                                            co->co_filename, "lineno", line,
+                                            "name", co->co_name, "hint",
+                                            hint)) < 0) {
+        return -1;
+    }
     if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
         return 0;
     }
@@ -36,6 +54,10 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
 static int
 log_guards(tc_code_state *st, tc_entry *e)
 {
+    if (tc_hooks.recorder != NULL
+        && tc_record("guards", tc_guards_format(e->guards)) < 0) {
+        return -1;
+    }
     if (!(tc_log_mask & TC_LOG_GUARDS)) {
         return 0;
     }
@@ -325,6 +347,7 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
 {
     tc_trace t;
     *skip = 0;
+    double started = now_seconds();
     if (tc_trace_frame(f, pc, &t) < 0) {
         return NULL;
     }
@@ -357,6 +380,7 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     e->return_pc = t.return_pc;
     e->return_pushes = t.return_pushes;
     e->exit = t.exit;
+    e->nmemo = t.nmemo;
     memset(&t.exit, 0, sizeof(t.exit));
     int rc = (e->is_auto < 0 || fullgraph < 0) ? -1 : 0;
     PyCodeObject *co = f->f_code;
@@ -385,6 +409,10 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         rc = log_guards(st, e);
     }
     tc_trace_clear(&t);
+    if (rc == 0 && tc_hooks.recorder != NULL) {
+        rc = tc_record("compile_time",
+                       PyFloat_FromDouble(now_seconds() - started));
+    }
     if (rc < 0) {
         tc_entry_free(e);
         return NULL;

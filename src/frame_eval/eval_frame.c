@@ -32,6 +32,20 @@ tc_log(unsigned channel, const char *name, PyObject *msg)
     return r ? 0 : -1;
 }
 
+int
+tc_record(const char *event, PyObject *data)
+{
+    if (data == NULL) {
+        return -1;
+    }
+    PyObject *r = tc_hooks.recorder
+        ? PyObject_CallFunction(tc_hooks.recorder, "sO", event, data)
+        : Py_NewRef(Py_None);
+    Py_DECREF(data);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 void
 tc_set_enabled(int on)
 {
@@ -112,9 +126,76 @@ must_pass_through(PyThreadState *ts, tc_iframe *f, int throwflag)
 
 /* ---- running an entry ---------------------------------------------------- */
 
-static PyObject *
-build_result(const tc_template *t, PyObject **outputs, PyObject **vals)
+/* What templates are built from: the graph outputs, the fetched source
+ * values, and the frame's globals (for deferred functions). */
+typedef struct {
+    PyObject **outputs;
+    PyObject **vals;
+    PyObject *globals;
+    PyObject **memo;      /* built containers, by template memo slot */
+} build_ctx;
+
+static void
+memo_release(PyObject **memo, int n)
 {
+    for (int i = 0; i < n; i++) {
+        Py_CLEAR(memo[i]);
+    }
+}
+
+static PyObject *build_result(const tc_template *t, const build_ctx *cx);
+
+/* Values the tracer deferred to the exit (f-strings of tensors, lambdas). */
+static PyObject *
+build_deferred(const tc_template *t, const build_ctx *cx)
+{
+    if (t->kind == TC_TMPL_FUNCTION) {
+        return PyFunction_New(t->obj, cx->globals);
+    }
+    PyObject *items = PyTuple_New(t->n), *r = NULL;
+    for (int i = 0; items && i < t->n; i++) {
+        PyObject *v = build_result(&t->items[i], cx);
+        if (v == NULL) {
+            Py_CLEAR(items);
+            break;
+        }
+        PyTuple_SET_ITEM(items, i, v);
+    }
+    if (items == NULL) {
+        return NULL;
+    }
+    if (t->kind == TC_TMPL_JOIN) {
+        PyObject *empty = PyUnicode_FromString("");
+        r = empty ? PyUnicode_Join(empty, items) : NULL;
+        Py_XDECREF(empty);
+    }
+    else {
+        r = tc_format_value(PyTuple_GET_ITEM(items, 0),
+                            t->n > 1 ? PyTuple_GET_ITEM(items, 1) : NULL,
+                            (int)PyLong_AsLong(t->obj));
+    }
+    Py_DECREF(items);
+    return r;
+}
+
+static PyObject *build_value(const tc_template *t, const build_ctx *cx);
+
+static PyObject *
+build_result(const tc_template *t, const build_ctx *cx)
+{
+    if (t->memo < 0) {
+        return build_value(t, cx);
+    }
+    if (cx->memo[t->memo] == NULL) {
+        cx->memo[t->memo] = build_value(t, cx);
+    }
+    return Py_XNewRef(cx->memo[t->memo]);
+}
+
+static PyObject *
+build_value(const tc_template *t, const build_ctx *cx)
+{
+    PyObject **outputs = cx->outputs, **vals = cx->vals;
     PyObject *r;
     switch (t->kind) {
     case TC_TMPL_OUTPUT:
@@ -127,13 +208,23 @@ build_result(const tc_template *t, PyObject **outputs, PyObject **vals)
     case TC_TMPL_NULL:
         PyErr_SetString(PyExc_SystemError, "tcjit: NULL in a container");
         return NULL;
+    case TC_TMPL_ATTR:
+        r = build_result(&t->items[0], cx);
+        if (r != NULL) {
+            Py_SETREF(r, PyObject_GetAttr(r, t->obj));
+        }
+        return r;
+    case TC_TMPL_FORMAT:
+    case TC_TMPL_JOIN:
+    case TC_TMPL_FUNCTION:
+        return build_deferred(t, cx);
     case TC_TMPL_CONST:
         return Py_NewRef(t->obj);
     case TC_TMPL_TUPLE:
     case TC_TMPL_LIST:
         r = t->kind == TC_TMPL_TUPLE ? PyTuple_New(t->n) : PyList_New(t->n);
         for (int i = 0; r && i < t->n; i++) {
-            PyObject *item = build_result(&t->items[i], outputs, vals);
+            PyObject *item = build_result(&t->items[i], cx);
             if (item == NULL) {
                 Py_CLEAR(r);
                 break;
@@ -209,17 +300,16 @@ release_outputs(tc_entry *e, PyObject **outputs)
 /* Make the frame hold what the segment computed: the locals it wrote and
  * its whole value stack (which replaces the stack it started from). */
 static int
-write_back(tc_iframe *f, const tc_exit *x, PyObject **outputs,
-           PyObject **vals)
+write_back(tc_iframe *f, const tc_exit *x, const build_ctx *cxp)
 {
     PyCodeObject *co = f->f_code;
+    build_ctx cx = *cxp;
     PyObject *stack[x->nstack + 1];
     const unsigned char *kinds =
         (const unsigned char *)PyBytes_AS_STRING(co->co_localspluskinds);
     for (int i = 0; i < x->nstack; i++) {
         const tc_template *t = &x->stack_vals[i];
-        stack[i] = t->kind == TC_TMPL_NULL ? NULL
-                                           : build_result(t, outputs, vals);
+        stack[i] = t->kind == TC_TMPL_NULL ? NULL : build_result(t, &cx);
         if (stack[i] == NULL && t->kind != TC_TMPL_NULL) {
             while (--i >= 0) {
                 Py_XDECREF(stack[i]);
@@ -229,7 +319,7 @@ write_back(tc_iframe *f, const tc_exit *x, PyObject **outputs,
     }
     for (int k = 0; k < x->nlocals; k++) {
         int slot = x->local_slots[k];
-        PyObject *v = build_result(&x->local_vals[k], outputs, vals);
+        PyObject *v = build_result(&x->local_vals[k], &cx);
         if (v == NULL) {
             for (int i = 0; i < x->nstack; i++) {
                 Py_XDECREF(stack[i]);
@@ -529,10 +619,14 @@ take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
           PyObject **vals, int *pc)
 {
     const tc_exit *x = &e->exit;
+    PyObject *memo[e->nmemo + 1];
+    memset(memo, 0, sizeof(memo));
+    build_ctx cx = {outputs, vals, f->f_globals, memo};
     int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
     if (rc == 0) {
-        rc = write_back(f, x, outputs, vals);
+        rc = write_back(f, x, &cx);
     }
+    memo_release(memo, e->nmemo);
     release_outputs(e, outputs);
     tc_guards_release(e->guards, vals);
     if (rc < 0) {
@@ -582,7 +676,11 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             return fail_at(ts, f, st, pc);
         }
         if (e->exit.kind == TC_EXIT_RETURN) {
-            PyObject *result = build_result(&e->ret, outputs, lr.vals);
+            PyObject *memo[e->nmemo + 1];
+            memset(memo, 0, sizeof(memo));
+            build_ctx cx = {outputs, lr.vals, f->f_globals, memo};
+            PyObject *result = build_result(&e->ret, &cx);
+            memo_release(memo, e->nmemo);
             release_outputs(e, outputs);
             tc_guards_release(e->guards, lr.vals);
             if (result == NULL) {

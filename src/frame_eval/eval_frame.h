@@ -43,6 +43,7 @@ typedef struct {
     PyObject *warn;            /* warn(message: str) */
     PyObject *auto_backend;    /* the backend tcjit.enable() uses */
     PyObject *unsupported;     /* tcjit.Unsupported (fullgraph=True) */
+    PyObject *recorder;        /* explain(): recorder(event, data) or NULL */
 } tc_python_hooks;
 
 extern tc_python_hooks tc_hooks;
@@ -50,6 +51,10 @@ extern tc_python_hooks tc_hooks;
 /* Emit a log message on a channel (does nothing if the channel is off).
  * Returns 0 or -1 with an exception. */
 int tc_log(unsigned channel, const char *name, PyObject *msg);
+
+/* Tell tcjit.explain() about a compile event ("break", "guards",
+ * "compile_time"); a no-op unless explain is running.  0 or -1. */
+int tc_record(const char *event, PyObject *data);
 
 /* Turn the hook on for every frame (enable) or only for frames that a
  * tcjit.compile wrapper asks for. */

@@ -77,17 +77,8 @@ static PyObject *
 step_format(tc_iframe *f, int oparg)
 {
     PyObject *spec = (oparg & FVS_MASK) ? pop_value(f) : NULL;
-    PyObject *value = pop_value(f), *conv = NULL, *r = NULL;
-    switch (oparg & FVC_MASK) {
-    case FVC_STR: conv = PyObject_Str(value); break;
-    case FVC_REPR: conv = PyObject_Repr(value); break;
-    case FVC_ASCII: conv = PyObject_ASCII(value); break;
-    default: conv = Py_NewRef(value); break;
-    }
-    if (conv != NULL) {
-        r = PyObject_Format(conv, spec);
-        Py_DECREF(conv);
-    }
+    PyObject *value = pop_value(f);
+    PyObject *r = tc_format_value(value, spec, oparg);
     Py_DECREF(value);
     Py_XDECREF(spec);
     return r;
@@ -186,6 +177,35 @@ step_unary(tc_iframe *f, int opcode)
     return r;
 }
 
+/* MAKE_FUNCTION: [.., defaults?, kwdefaults?, annotations?, closure?,
+ * code] per the flag bits of oparg (3.11 and 3.12 take the qualified name
+ * from the code object). */
+static PyObject *
+step_make_function(tc_iframe *f, int oparg)
+{
+    PyObject *code = pop_value(f);
+    PyObject *func = PyFunction_New(code, f->f_globals);
+    Py_DECREF(code);
+    int rc = func ? 0 : -1;
+    static const char *const attrs[] = {"__closure__", "__annotations__",
+                                        "__kwdefaults__", "__defaults__"};
+    for (int bit = 3; bit >= 0; bit--) {
+        if (oparg & (1 << bit)) {
+            PyObject *v = pop_value(f);
+            if (rc == 0) {
+                rc = bit == 3 ? PyFunction_SetClosure(func, v)
+                              : PyObject_SetAttrString(func, attrs[3 - bit],
+                                                       v);
+            }
+            Py_DECREF(v);
+        }
+    }
+    if (rc < 0) {
+        Py_CLEAR(func);
+    }
+    return func;
+}
+
 int
 tc_step(tc_iframe *f, const tc_exit *x)
 {
@@ -204,6 +224,9 @@ tc_step(tc_iframe *f, const tc_exit *x)
         break;
     case BUILD_STRING:
         r = step_build_string(f, x->oparg);
+        break;
+    case MAKE_FUNCTION:
+        r = step_make_function(f, x->oparg);
         break;
     case UNARY_NEGATIVE:
     case UNARY_INVERT:

@@ -5,7 +5,8 @@
  * current only when it is not), one vectorcall per output / temporary
  * (torch.empty_strided on cuda:N, arguments prebuilt), one data_ptr() per
  * used tensor, one call for torch's current stream, and one cuLaunchKernel
- * per kernel.
+ * per kernel (two for a split reduction, which also gets a uint8 scratch
+ * tensor for its partials).
  *
  * The stream: torch._C._cuda_getCurrentRawStream(device) returns the raw
  * cudaStream_t as an int (~0.1-0.2 us); when a torch build lacks it we
@@ -33,6 +34,9 @@ struct tc_gpu_compiled {
     PyObject **view_argv;   /* [noutputs][3]: sizes, strides, offset */
     char *needs_ptr;        /* [nbuffers] */
     int max_args;
+    CUfunction *fn_fin;     /* [nkernels] split-reduction final entries */
+    int64_t scratch_bytes;  /* largest scratch of a split reduction */
+    PyObject *scratch_argv[4];  /* torch.empty_strided arguments for it */
 };
 
 static PyObject *empty_strided = NULL;
@@ -302,7 +306,8 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
     int n = plan->nkernels;
     c->fn = calloc((size_t)(n + 1), sizeof(CUfunction));
     c->fn_vec = calloc((size_t)(n + 1), sizeof(CUfunction));
-    if (c->fn == NULL || c->fn_vec == NULL) {
+    c->fn_fin = calloc((size_t)(n + 1), sizeof(CUfunction));
+    if (c->fn == NULL || c->fn_vec == NULL || c->fn_fin == NULL) {
         PyErr_NoMemory();
         tc_gpu_free(c);
         return NULL;
@@ -312,8 +317,29 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
         if (tc_cu_function(mod, ki->entry, &c->fn[i], err, sizeof(err)) < 0
             || (ki->entry_vec[0]
                 && tc_cu_function(mod, ki->entry_vec, &c->fn_vec[i], err,
+                                  sizeof(err)) < 0)
+            || (ki->entry_final[0]
+                && tc_cu_function(mod, ki->entry_final, &c->fn_fin[i], err,
                                   sizeof(err)) < 0)) {
             PyErr_SetString(PyExc_RuntimeError, err);
+            tc_gpu_free(c);
+            return NULL;
+        }
+        if (ki->scratch_bytes > c->scratch_bytes) {
+            c->scratch_bytes = ki->scratch_bytes;
+        }
+    }
+    if (c->scratch_bytes > 0) {
+        /* a uint8 tensor per call (like the temporaries: stream-ordered
+         * caching allocator, so concurrent calls on other streams never
+         * share it) */
+        int64_t one = 1;
+        c->scratch_argv[0] = int_tuple(1, &c->scratch_bytes);
+        c->scratch_argv[1] = int_tuple(1, &one);
+        c->scratch_argv[2] = Py_NewRef(dtype_objs[TC_U8]);
+        c->scratch_argv[3] = PyUnicode_FromFormat("cuda:%d", device);
+        if (c->scratch_argv[0] == NULL || c->scratch_argv[1] == NULL
+            || c->scratch_argv[3] == NULL) {
             tc_gpu_free(c);
             return NULL;
         }
@@ -345,6 +371,10 @@ tc_gpu_free(tc_gpu_compiled *c)
     free(c->needs_ptr);
     free(c->fn);
     free(c->fn_vec);
+    free(c->fn_fin);
+    for (int i = 0; i < 4; i++) {
+        Py_XDECREF(c->scratch_argv[i]);
+    }
     /* the CUmodule stays in the driver.c cache for the process */
     tc_ptx_module_clear(&c->mod);
     free_plan(c->plan);
@@ -410,9 +440,11 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     PyObject **objs = objs_stack;
     CUdeviceptr *ptrs = ptrs_stack, *args = args_stack;
     void **params = params_stack;
+    PyObject *scratch = NULL;
     int rc = -1;
-    if (nb > TC_STACK_BUFS || c->max_args > TC_STACK_BUFS) {
-        size_t n = (size_t)(nb > c->max_args ? nb : c->max_args) + 1;
+    /* + 1: the scratch pointer of split reductions */
+    if (nb > TC_STACK_BUFS - 1 || c->max_args > TC_STACK_BUFS - 1) {
+        size_t n = (size_t)(nb > c->max_args ? nb : c->max_args) + 2;
         objs = calloc(n, sizeof(PyObject *));
         ptrs = calloc(n, sizeof(CUdeviceptr));
         args = calloc(n, sizeof(CUdeviceptr));
@@ -455,6 +487,14 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     if (p->nkernels > 0 && current_stream(c->device, &stream) < 0) {
         goto out;
     }
+    CUdeviceptr scratch_ptr = 0;
+    if (c->scratch_bytes > 0) {
+        scratch = PyObject_Vectorcall(empty_strided, c->scratch_argv, 2,
+                                      alloc_kwnames);
+        if (scratch == NULL || data_ptr(scratch, &scratch_ptr) < 0) {
+            goto out;
+        }
+    }
     for (int i = 0; i < p->nkernels; i++) {
         const tc_kernel *k = &p->kernels[i];
         const tc_ptx_kernel *ki = &c->mod.kernels[i];
@@ -467,12 +507,22 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
             params[a] = &args[a];
             misalign |= args[a] & 15;
         }
+        args[k->nargs] = scratch_ptr;   /* split reductions only */
+        params[k->nargs] = &args[k->nargs];
         int vec = c->fn_vec[i] != NULL && misalign == 0;
         if (tc_cu_launch(vec ? c->fn_vec[i] : c->fn[i],
                          vec ? ki->entry_vec : ki->entry,
                          (unsigned)(vec ? ki->grid_vec : ki->grid),
                          (unsigned)ki->block, stream, params, err,
                          sizeof(err)) < 0) {
+            PyErr_SetString(PyExc_RuntimeError, err);
+            goto out;
+        }
+        if (c->fn_fin[i] != NULL
+            && tc_cu_launch(c->fn_fin[i], ki->entry_final,
+                            (unsigned)ki->grid_final,
+                            (unsigned)ki->block_final, stream, params, err,
+                            sizeof(err)) < 0) {
             PyErr_SetString(PyExc_RuntimeError, err);
             goto out;
         }
@@ -508,6 +558,7 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     }
     rc = 0;
 out:
+    Py_XDECREF(scratch);
     if (objs != NULL) {
         for (int b = 0; b < nb; b++) {
             Py_XDECREF(objs[b]);

@@ -35,8 +35,19 @@
  * shared-memory slot per warp, which every thread then folds in warp order
  * (identical, deterministic results in all threads; no broadcast step).
  *
- * Math: see ptx_math.c (float64 transcendentals, pow) and the comment at
- * emit_unary in ptx_emit.c (float32 transcendentals).
+ * Split reductions: a few long rows (a whole-tensor sum, argmax, ...)
+ * would leave the device idle with one block per row, so such kernels
+ * (red_splits in ptx_emit.c) become two entries: <name> runs S blocks per
+ * row, each reducing a strided subset of the row and writing its partial
+ * accumulators to a scratch buffer; <name>_fin runs one block per row,
+ * combines the S partials in order and runs the epilogue.  Deterministic
+ * (fixed S and assignment), and float sums become a tree.  Within a
+ * thread, phases with accumulators run 4 points per iteration into 4
+ * accumulator sets (folded at the end), so no thread sums one long
+ * sequential chain.
+ *
+ * Math: see ptx_math.c (float64 transcendentals and pow as KIR, float32
+ * transcendentals as PTX with fma, max 1.5 ulp).
  */
 #ifndef TCJIT_PTX_H
 #define TCJIT_PTX_H
@@ -55,6 +66,14 @@ typedef struct {
     int grid_vec;          /* blocks for entry_vec */
     int skip;              /* nothing to compute (an empty domain) */
     int is_reduction;
+    /* split reductions: entry computes per-block partials into a scratch
+     * buffer of scratch_bytes (one more .u64 parameter, after the
+     * kernel arguments, in both entries), then entry_final (one more
+     * launch, same parameters) combines them and runs the epilogue */
+    char entry_final[64];  /* "" if not split */
+    int grid_final;
+    int block_final;
+    int64_t scratch_bytes;
 } tc_ptx_kernel;
 
 typedef struct {
@@ -84,9 +103,18 @@ int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx);
 
 /* ptx_math.c: rewrites float64 EXP, LOG, SIN, COS, TANH and float32 /
  * float64 POW of k into KIR made of basic ops (float64 polynomials; see
- * there).  Float32 EXP/LOG/SIN/COS/TANH are left to
- * tc_kernel_decompose_transcendentals (src/graph/transcendental.c).
+ * there).  Float32 EXP/LOG/SIN/COS/TANH stay in the kernel: the emitter
+ * writes them with tc_ptx_f32_unary.
  * Returns 0 or -1 (allocation failure; k unchanged). */
 int tc_ptx_decompose_math(tc_kernel *k);
+
+/* ptx_math.c: float32 EXP, LOG, SIN, COS, TANH of register x into register
+ * d (PTX register names) as one `{ ... }` block of PTX lines, each passed
+ * to pr (without indentation or newline).  uid makes the block's labels
+ * unique within the entry; sm picks NaN-propagating min/max (sm_80+).
+ * Returns 0, or -1 for another op. */
+typedef void (*tc_ptx_printf)(void *ctx, const char *fmt, ...);
+int tc_ptx_f32_unary(tc_kop op, int sm, const char *d, const char *x, int uid,
+                     tc_ptx_printf pr, void *ctx);
 
 #endif

@@ -11,8 +11,9 @@
  *
  * Floating point: add/sub/mul/div/sqrt use the .rn forms (IEEE, no FMA
  * contraction, denormals kept: no .ftz), so results agree with eager bit
- * for bit where eager does one rounding per op.  Transcendentals are
- * rewritten into such ops first (ptx_math.c explains why not *.approx).
+ * for bit where eager does one rounding per op.  Float64 transcendentals
+ * are rewritten into such ops first; float32 ones are fma-based PTX blocks
+ * (ptx_math.c explains both, and why not *.approx).
  */
 #include "ptx.h"
 
@@ -513,12 +514,30 @@ emit_binop(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
     fail(e, "op %d unsupported for dtype %s", (int)op, dtname(dt));
 }
 
-/* Float32/float64 transcendentals never reach this point: they are
- * rewritten into basic ops first (tc_kernel_decompose_transcendentals for
- * float32: Cody-Waite / float64 Payne-Hanek-style reduction + polynomial;
- * tc_ptx_decompose_math for float64 and pow), because the PTX *.approx
- * instructions miss assert_close's float32 tolerance on part of the range
- * and PTX has nothing at all for float64. */
+/* out() for tc_ptx_f32_unary */
+static void
+out_cb(void *ctx, const char *fmt, ...)
+{
+    em *e = ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    if (fmt[0] == '$') {        /* labels start at column 0 */
+        sb_vprintf(&e->b, fmt, ap);
+    }
+    else {
+        sb_printf(&e->b, "\t");
+        sb_vprintf(&e->b, fmt, ap);
+    }
+    va_end(ap);
+    sb_printf(&e->b, "\n");
+}
+
+/* Float64 transcendentals never reach this point: tc_ptx_decompose_math
+ * rewrites them (and pow) into basic ops first, since PTX has nothing for
+ * float64.  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
+ * (ptx_math.c, tc_ptx_f32_unary: fma-based reduction + polynomials, not the
+ * *.approx instructions, which miss assert_close's float32 tolerance on
+ * part of the range). */
 static void
 emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 {
@@ -558,6 +577,16 @@ emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
             out(e, "mov.%s %s, %s;", bty(dt), R(d), R(a));
         }
         return;
+    case KOP_EXP:
+    case KOP_LOG:
+    case KOP_SIN:
+    case KOP_COS:
+    case KOP_TANH:
+        if (dt == TC_F32) {
+            tc_ptx_f32_unary(op, e->sm, R(d), R(a), e->label++, out_cb, e);
+            return;
+        }
+        break;
     case KOP_NOT:
         if (fl) {
             break;
@@ -992,6 +1021,8 @@ typedef struct {
     reg *base;
     char *nc;
     int wide;
+    int scratch;        /* split reductions: one more .u64 parameter */
+    reg scratch_base;   /* its global address */
 } entry;
 
 /* Header, parameters, base pointers.  The body follows in e->b; the
@@ -1004,12 +1035,22 @@ begin_entry(entry *en, sbuf *mod)
     for (int a = 0; a < k->nargs; a++) {
         sb_printf(mod, "%s\n\t.param .u64 %s_p%d", a ? "," : "", en->name, a);
     }
+    if (en->scratch) {
+        sb_printf(mod, "%s\n\t.param .u64 %s_p%d", k->nargs ? "," : "",
+                  en->name, k->nargs);
+    }
     sb_printf(mod, ")\n{\n");
-    for (int a = 0; a < k->nargs; a++) {
+    for (int a = 0; a < k->nargs + (en->scratch != 0); a++) {
         reg t = newreg(en->e, C_RD);
-        en->base[a] = newreg(en->e, C_RD);
+        reg b = newreg(en->e, C_RD);
         out(en->e, "ld.param.u64 %s, [%s_p%d];", R(t), en->name, a);
-        out(en->e, "cvta.to.global.u64 %s, %s;", R(en->base[a]), R(t));
+        out(en->e, "cvta.to.global.u64 %s, %s;", R(b), R(t));
+        if (a < k->nargs) {
+            en->base[a] = b;
+        }
+        else {
+            en->scratch_base = b;
+        }
     }
 }
 
@@ -1380,6 +1421,30 @@ red_block(const tc_kernel *k)
     return b < 32 ? 32 : b > 256 ? 256 : (int)b;
 }
 
+/* Blocks per row for a split (two-kernel) reduction, 1 for none: few rows
+ * (numel <= 2 x SMs), long ones (>= 32K points), one phase whose body and
+ * prologue store nothing (sum, argmax, ... of a whole tensor; not softmax).
+ * Enough blocks to fill the device with 256-thread blocks, each thread
+ * still reducing >= 8 points. */
+static int
+red_splits(const tc_kernel *k, int sm_count)
+{
+    if (k->nphases != 1 || k->red_numel < 32768 || k->numel < 1
+        || k->numel > 2 * (int64_t)sm_count) {
+        return 1;
+    }
+    for (int i = 0; i < k->phases[0].end; i++) {
+        if (k->insts[i].op == KOP_STORE) {
+            return 1;
+        }
+    }
+    int64_t s = ((int64_t)sm_count * 8 + k->numel - 1) / k->numel;
+    int64_t s2 = k->red_numel / 2048;
+    s = s < s2 ? s : s2;
+    s = s > 4096 ? 4096 : s;
+    return s >= 4 ? (int)s : 1;
+}
+
 /* Region boundaries: region j (0..nphases) is pre_j / post = insts
  * [rb[j], re[j]). */
 static void
@@ -1407,19 +1472,65 @@ shfl(em *e, reg d, reg v, int off)
     }
 }
 
+/* One reduction point r of body ph, accumulating into s->acc_v/acc_i. */
+static void
+emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
+               const reg *ooff, char *used, reg *roff)
+{
+    em *e = s->e;
+    const tc_kernel *k = s->k;
+    int wide = en->wide;
+    s->ridx64 = newreg(e, C_RD);
+    if (wide) {
+        out(e, "mov.b64 %s, %s;", R(s->ridx64), R(r));
+    }
+    else {
+        out(e, "cvt.u64.u32 %s, %s;", R(s->ridx64), R(r));
+    }
+    used_args(k, k->phases[ph].begin, k->phases[ph].end, used);
+    emit_offsets(e, r, lr, wide, NULL, used, roff);
+    for (int a = 0; a < k->nargs; a++) {
+        if (used[a]) {
+            reg o = newreg(e, r.c);
+            out(e, "add.%s %s, %s, %s;", wide ? "s64" : "s32", R(o),
+                R(ooff[a]), R(roff[a]));
+            s->addr[a] = emit_addr(e, en->base[a], o, wide, k->args[a].dtype);
+        }
+    }
+    for (int i = k->phases[ph].begin; i < k->phases[ph].end && !e->failed;
+         i++) {
+        emit_inst(s, i);
+    }
+}
+
+/* Accumulators per thread: float sums of long rows must not be one
+ * sequential chain per thread (kir.h), and independent chains also keep
+ * more loads in flight. */
+#define TC_RED_UNROLL 4
+
+/* Split reductions (ptx.h): mode RED_PARTIAL computes, for block b, the
+ * partial accumulators of row b / S over the reduction points
+ * r = (b % S) * ntid + tid + j * S * ntid and thread 0 writes them to the
+ * scratch buffer; mode RED_FINAL runs the rows as usual but reads and
+ * combines the S partials of its row instead of running body_0.  Scratch
+ * layout: per ACC of phase 0, numel * S 8-byte value slots at sc_off[i]
+ * (+ numel * S index slots after them for ARGMAX / ARGMIN). */
+enum { RED_ROWS, RED_PARTIAL, RED_FINAL };
+
 static void
 emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
-               int *smem_bytes)
+               int *smem_bytes, int mode, int nsplit, const int64_t *sc_off)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
-    const char *st = wide ? "s64" : "s32";
     int nwarps = block / 32;
     int na = k->nargs > 0 ? k->nargs : 1;
     int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
     regions(k, rb, re);
+    reg *accs[TC_RED_UNROLL] = {0}, *acci[TC_RED_UNROLL] = {0};
+    int accs_ready = 0;
     char *used = malloc((size_t)na);
     reg *ooff = calloc((size_t)na, sizeof(reg));
     reg *roff = calloc((size_t)na, sizeof(reg));
@@ -1470,6 +1581,17 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     }
     reg row = newreg(e, wide ? C_RD : C_R), rstep = newreg(e, row.c);
     reg tid_w = newreg(e, row.c), ntid_w = newreg(e, row.c);
+    /* first reduction point and step of this thread */
+    reg rfirst = newreg(e, row.c), rstride = newreg(e, row.c);
+    reg split = newreg(e, C_R);
+    if (mode == RED_PARTIAL) {
+        /* one row per block: row = ctaid / S, split = ctaid % S */
+        reg q = newreg(e, C_R);
+        out(e, "div.u32 %s, %s, %d;", R(q), R(ct), nsplit);
+        out(e, "rem.u32 %s, %s, %d;", R(split), R(ct), nsplit);
+        out(e, "mov.u32 %s, %s;", R(ct), R(q));
+        out(e, "mov.u32 %s, %lld;", R(nct), (long long)k->numel);
+    }
     if (wide) {
         out(e, "cvt.u64.u32 %s, %s;", R(row), R(ct));
         out(e, "cvt.u64.u32 %s, %s;", R(rstep), R(nct));
@@ -1481,6 +1603,36 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         out(e, "mov.u32 %s, %s;", R(rstep), R(nct));
         out(e, "mov.u32 %s, %s;", R(tid_w), R(tid));
         out(e, "mov.u32 %s, %s;", R(ntid_w), R(ntid));
+    }
+    if (mode == RED_PARTIAL) {
+        reg sp = newreg(e, row.c);
+        if (wide) {
+            out(e, "cvt.u64.u32 %s, %s;", R(sp), R(split));
+        }
+        else {
+            out(e, "mov.u32 %s, %s;", R(sp), R(split));
+        }
+        out(e, "mad.lo.%s %s, %s, %s, %s;", it, R(rfirst), R(sp), R(ntid_w),
+            R(tid_w));
+        out(e, "mul.lo.%s %s, %s, %d;", it, R(rstride), R(ntid_w), nsplit);
+    }
+    else {
+        out(e, "mov.%s %s, %s;", it, R(rfirst), R(tid_w));
+        out(e, "mov.%s %s, %s;", it, R(rstride), R(ntid_w));
+    }
+    /* extra accumulator sets (TC_RED_UNROLL) */
+    accs[0] = acc_v;
+    acci[0] = acc_i;
+    for (int u = 1; u < TC_RED_UNROLL; u++) {
+        accs[u] = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+        acci[u] = calloc((size_t)(k->ninsts + 1), sizeof(reg));
+        if (accs[u] == NULL || acci[u] == NULL) {
+            fail(e, "out of memory");
+        }
+    }
+    accs_ready = 1;
+    if (e->failed) {
+        goto done;
     }
     int id = e->label++;
     reg p = newreg(e, C_P);
@@ -1503,6 +1655,37 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     s.acc_i = acc_i;
     s.ridx64 = NOREG;
     for (int ph = 0; ph <= k->nphases && !e->failed; ph++) {
+        if (mode == RED_PARTIAL && ph == k->nphases) {
+            /* thread 0 writes the block's partials of phase 0 */
+            reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
+            reg a = newreg(e, C_RD);
+            if (wide) {
+                out(e, "mov.b64 %s, %s;", R(row64), R(row));
+            }
+            else {
+                out(e, "cvt.u64.u32 %s, %s;", R(row64), R(row));
+            }
+            out(e, "cvt.u64.u32 %s, %s;", R(slot), R(split));
+            out(e, "mad.lo.u64 %s, %s, %d, %s;", R(slot), R(row64), nsplit,
+                R(slot));
+            out(e, "mad.lo.u64 %s, %s, 8, %s;", R(a), R(slot),
+                R(en->scratch_base));
+            for (int i = rb[0]; i < re[0]; i++) {
+                const tc_kinst *in = &k->insts[i];
+                if (in->op != KOP_ACC) {
+                    continue;
+                }
+                int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
+                out(e, "@%s st.global.b%d [%s+%lld], %s;", R(t0), w, R(a),
+                    (long long)sc_off[i], R(acc_v[i]));
+                if (acc_i[i].n >= 0) {
+                    out(e, "@%s st.global.b64 [%s+%lld], %s;", R(t0), R(a),
+                        (long long)(sc_off[i] + 8 * k->numel * nsplit),
+                        R(acc_i[i]));
+                }
+            }
+            break;
+        }
         /* pre_ph (or post): outer addresses, thread-0 stores */
         used_args(k, rb[ph], re[ph], used);
         for (int a = 0; a < k->nargs; a++) {
@@ -1518,44 +1701,129 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         if (ph == k->nphases) {
             break;
         }
-        /* body_ph over r = tid, tid + ntid, ... */
+        /* body_ph over r = rfirst, rfirst + rstride, ... */
         s.store_pred = NOREG;
         int bid = e->label++;
-        if (k->red_numel > 0) {
+        int nacc = 0;
+        for (int i = rb[ph]; i < re[ph]; i++) {
+            nacc += k->insts[i].op == KOP_ACC;
+        }
+        if (mode == RED_FINAL) {
+            /* the S partials of this row instead of body_0 */
+            reg j = newreg(e, C_R), q = newreg(e, C_P);
+            reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
+            reg a = newreg(e, C_RD);
+            if (wide) {
+                out(e, "mov.b64 %s, %s;", R(row64), R(row));
+            }
+            else {
+                out(e, "cvt.u64.u32 %s, %s;", R(row64), R(row));
+            }
+            out(e, "mov.u32 %s, %s;", R(j), R(tid));
+            out(e, "setp.ge.u32 %s, %s, %d;", R(q), R(j), nsplit);
+            out(e, "@%s bra $bdone_%d;", R(q), bid);
+            label(e, "body", bid);
+            out(e, "cvt.u64.u32 %s, %s;", R(slot), R(j));
+            out(e, "mad.lo.u64 %s, %s, %d, %s;", R(slot), R(row64), nsplit,
+                R(slot));
+            out(e, "mad.lo.u64 %s, %s, 8, %s;", R(a), R(slot),
+                R(en->scratch_base));
+            for (int i = rb[ph]; i < re[ph]; i++) {
+                const tc_kinst *in = &k->insts[i];
+                if (in->op != KOP_ACC) {
+                    continue;
+                }
+                tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+                reg tv = newv(e, in->dtype);
+                reg ti = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+                int w = tv.c == C_RD || tv.c == C_FD ? 64 : 32;
+                out(e, "ld.global.b%d %s, [%s+%lld];", w, R(tv), R(a),
+                    (long long)sc_off[i]);
+                if (ti.n >= 0) {
+                    out(e, "ld.global.b64 %s, [%s+%lld];", R(ti), R(a),
+                        (long long)(sc_off[i] + 8 * k->numel * nsplit));
+                }
+                acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti);
+            }
+            out(e, "add.u32 %s, %s, %s;", R(j), R(j), R(ntid));
+            out(e, "setp.lt.u32 %s, %s, %d;", R(q), R(j), nsplit);
+            out(e, "@%s bra $body_%d;", R(q), bid);
+            label(e, "bdone", bid);
+        }
+        else if (k->red_numel > 0) {
             reg r = newreg(e, row.c);
             reg q = newreg(e, C_P);
-            out(e, "mov.%s %s, %s;", it, R(r), R(tid_w));
+            out(e, "mov.%s %s, %s;", it, R(r), R(rfirst));
+            int nu = nacc > 0 && k->red_numel >= 2 * TC_RED_UNROLL
+                     ? TC_RED_UNROLL : 1;
+            if (nu > 1) {
+                /* nu points per iteration, one accumulator set each */
+                for (int u = 1; u < nu; u++) {
+                    for (int i = rb[ph]; i < re[ph]; i++) {
+                        const tc_kinst *in = &k->insts[i];
+                        if (in->op != KOP_ACC) {
+                            continue;
+                        }
+                        tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+                        accs[u][i] = newv(e, in->dtype);
+                        acci[u][i] = acc_has_index(kind) ? newreg(e, C_RD)
+                                                         : NOREG;
+                        acc_identity(e, kind, in->dtype, accs[u][i],
+                                     acci[u][i]);
+                    }
+                }
+                reg last = newreg(e, row.c), stepn = newreg(e, row.c);
+                reg lastoff = newreg(e, row.c);
+                out(e, "mul.lo.%s %s, %s, %d;", it, R(lastoff), R(rstride),
+                    nu - 1);
+                out(e, "mul.lo.%s %s, %s, %d;", it, R(stepn), R(rstride), nu);
+                out(e, "add.%s %s, %s, %s;", it, R(last), R(r), R(lastoff));
+                out(e, "setp.ge.%s %s, %s, %lld;", it, R(q), R(last),
+                    (long long)k->red_numel);
+                out(e, "@%s bra $utail_%d;", R(q), bid);
+                label(e, "ubody", bid);
+                reg ru = r;
+                for (int u = 0; u < nu && !e->failed; u++) {
+                    if (u > 0) {    /* ru = r + u * rstride */
+                        reg nx = newreg(e, row.c);
+                        out(e, "add.%s %s, %s, %s;", it, R(nx), R(ru),
+                            R(rstride));
+                        ru = nx;
+                    }
+                    s.acc_v = accs[u];
+                    s.acc_i = acci[u];
+                    emit_red_point(&s, en, lr, ph, ru, ooff, used, roff);
+                }
+                s.acc_v = acc_v;
+                s.acc_i = acc_i;
+                out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(stepn));
+                out(e, "add.%s %s, %s, %s;", it, R(last), R(r), R(lastoff));
+                out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(last),
+                    (long long)k->red_numel);
+                out(e, "@%s bra $ubody_%d;", R(q), bid);
+                label(e, "utail", bid);
+            }
             out(e, "setp.ge.%s %s, %s, %lld;", it, R(q), R(r),
                 (long long)k->red_numel);
             out(e, "@%s bra $bdone_%d;", R(q), bid);
             label(e, "body", bid);
-            s.ridx64 = newreg(e, C_RD);
-            if (wide) {
-                out(e, "mov.b64 %s, %s;", R(s.ridx64), R(r));
-            }
-            else {
-                out(e, "cvt.u64.u32 %s, %s;", R(s.ridx64), R(r));
-            }
-            used_args(k, k->phases[ph].begin, k->phases[ph].end, used);
-            emit_offsets(e, r, lr, wide, NULL, used, roff);
-            for (int a = 0; a < k->nargs; a++) {
-                if (used[a]) {
-                    reg o = newreg(e, row.c);
-                    out(e, "add.%s %s, %s, %s;", st, R(o), R(ooff[a]),
-                        R(roff[a]));
-                    addr[a] = emit_addr(e, en->base[a], o, wide,
-                                        k->args[a].dtype);
-                }
-            }
-            for (int i = k->phases[ph].begin;
-                 i < k->phases[ph].end && !e->failed; i++) {
-                emit_inst(&s, i);
-            }
-            out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(ntid_w));
+            emit_red_point(&s, en, lr, ph, r, ooff, used, roff);
+            out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(rstride));
             out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(r),
                 (long long)k->red_numel);
             out(e, "@%s bra $body_%d;", R(q), bid);
             label(e, "bdone", bid);
+            /* fold the extra sets into set 0 */
+            for (int u = 1; u < nu; u++) {
+                for (int i = rb[ph]; i < re[ph]; i++) {
+                    const tc_kinst *in = &k->insts[i];
+                    if (in->op == KOP_ACC) {
+                        acc_combine(e, (tc_acc_kind)in->imm.i, in->dtype,
+                                    acc_v[i], acc_i[i], accs[u][i],
+                                    acci[u][i]);
+                    }
+                }
+            }
         }
         /* combine the accumulators of this phase across the block */
         int off = slot[ph];
@@ -1628,6 +1896,12 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     out(e, "@%s bra $row_%d;", R(p), id);
     label(e, "rdone", id);
 done:
+    if (accs_ready) {
+        for (int u = 1; u < TC_RED_UNROLL; u++) {
+            free(accs[u]);
+            free(acci[u]);
+        }
+    }
     free(used);
     free(ooff);
     free(roff);
@@ -1735,6 +2009,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
     int rc = -1;
     nest lo = {0}, lr = {0};
     em e = {0};
+    int64_t *sc_off = NULL;
     e.sm = sm;
     int na = k.nargs > 0 ? k.nargs : 1;
     reg *base = calloc((size_t)na, sizeof(reg));
@@ -1743,8 +2018,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
-    if (tc_ptx_decompose_math(&k) < 0
-        || tc_kernel_decompose_transcendentals(&k) < 0) {
+    if (tc_ptx_decompose_math(&k) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
@@ -1804,12 +2078,51 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
     else {
         int block = red_block(&k);
         int smem = 0;
-        info->block = block;
+        int nsplit = red_splits(&k, sm_count);
         info->skip = k.numel == 0;
-        info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
-        begin_entry(&en, mod);
-        emit_reduction(&en, &lo, &lr, block, &smem);
-        finish_entry(&en, mod);
+        if (nsplit <= 1) {
+            info->block = block;
+            info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
+            begin_entry(&en, mod);
+            emit_reduction(&en, &lo, &lr, block, &smem, RED_ROWS, 1, NULL);
+            finish_entry(&en, mod);
+        }
+        else if ((sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t)))
+                 == NULL) {
+            snprintf(err, errlen, "tcjit gpu: out of memory");
+            goto done;
+        }
+        else {
+            int64_t total = 0;
+            for (int i = 0; i < k.phases[0].begin; i++) {
+                if (k.insts[i].op == KOP_ACC) {
+                    sc_off[i] = total;
+                    total += 8 * k.numel * nsplit
+                             * (acc_has_index((tc_acc_kind)k.insts[i].imm.i)
+                                    ? 2 : 1);
+                }
+            }
+            info->scratch_bytes = total;
+            info->block = 256;
+            info->grid = (int)(k.numel * nsplit);
+            en.scratch = 1;
+            begin_entry(&en, mod);
+            emit_reduction(&en, &lo, &lr, 256, &smem, RED_PARTIAL, nsplit,
+                           sc_off);
+            finish_entry(&en, mod);
+            int fb = (nsplit + 31) / 32 * 32;
+            fb = fb > 256 ? 256 : fb;
+            snprintf(info->entry_final, sizeof(info->entry_final), "%.59s_fin",
+                     info->entry);
+            info->block_final = fb;
+            info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
+            reset_em(&e, sm);
+            en.name = info->entry_final;
+            begin_entry(&en, mod);
+            emit_reduction(&en, &lo, &lr, fb, &smem, RED_FINAL, nsplit,
+                           sc_off);
+            finish_entry(&en, mod);
+        }
     }
     if (e.failed) {
         snprintf(err, errlen, "tcjit gpu: %s: %s", k.name, e.err);
@@ -1821,6 +2134,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
     }
     rc = 0;
 done:
+    free(sc_off);
     free(e.b.s);
     free(base);
     free(nc);

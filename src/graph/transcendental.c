@@ -401,8 +401,16 @@ tc_kernel_decompose_transcendentals(tc_kernel *k)
     return decompose(k, NULL);
 }
 
+/* Reduction kernels (nphases > 0) get the exact sin/cos: the fast path's
+ * flag is one value OR-ed over the whole kernel, which would cross region
+ * boundaries (kir.h visibility), and a reduction block cannot be redone
+ * after its accumulators saw it.  *flag is -1 then. */
 int
 tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag)
 {
+    if (k->nphases > 0) {
+        *flag = -1;
+        return decompose(k, NULL);
+    }
     return decompose(k, flag);
 }

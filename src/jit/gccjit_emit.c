@@ -14,6 +14,7 @@
  * selects and NaN handling is done with comparisons.
  */
 #include "jit_internal.h"
+#include "threadpool.h"
 
 #include <libgccjit.h>
 #include <math.h>
@@ -53,12 +54,21 @@ tc_loop_clear(tc_loop *l)
     l->strides = NULL;
 }
 
+/* One group of loop dims (the outer ones, or the reduction ones) while it
+ * is being collapsed. */
+typedef struct {
+    int n;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t (*strides)[TC_MAX_DIMS];  /* [nargs][n] */
+    int nargs;
+} dim_group;
+
 /* Can dim d (outer) and d + 1 (inner) be walked as one dimension? */
 static int
-mergeable(const tc_loop *l, int d)
+mergeable(const dim_group *g, int d)
 {
-    for (int a = 0; a < l->nargs; a++) {
-        if (l->strides[a][d] != l->strides[a][d + 1] * l->sizes[d + 1]) {
+    for (int a = 0; a < g->nargs; a++) {
+        if (g->strides[a][d] != g->strides[a][d + 1] * g->sizes[d + 1]) {
             return 0;
         }
     }
@@ -66,61 +76,148 @@ mergeable(const tc_loop *l, int d)
 }
 
 static void
-remove_dim(tc_loop *l, int d)
+remove_dim(dim_group *g, int d)
 {
-    for (int k = d; k + 1 < l->ndim; k++) {
-        l->sizes[k] = l->sizes[k + 1];
-        for (int a = 0; a < l->nargs; a++) {
-            l->strides[a][k] = l->strides[a][k + 1];
+    for (int k = d; k + 1 < g->n; k++) {
+        g->sizes[k] = g->sizes[k + 1];
+        for (int a = 0; a < g->nargs; a++) {
+            g->strides[a][k] = g->strides[a][k + 1];
         }
     }
-    l->ndim--;
+    g->n--;
+}
+
+/* Drops size-1 dims and merges contiguous neighbours; an empty group
+ * becomes one size-1 dim.  Size-1 dims never move a pointer; a size-0 dim
+ * empties everything, so the group is kept as is then (the runtime skips
+ * an empty outer range; the emitter emits no loop over an empty reduction
+ * domain).  Merging keeps the row-major linear index of the group. */
+static void
+collapse_group(dim_group *g)
+{
+    int empty = 0;
+    for (int d = 0; d < g->n; d++) {
+        empty |= g->sizes[d] == 0;
+    }
+    for (int d = g->n - 1; d >= 0 && !empty; d--) {
+        if (g->sizes[d] == 1) {
+            remove_dim(g, d);
+        }
+    }
+    for (int d = g->n - 2; d >= 0 && !empty; d--) {
+        if (mergeable(g, d)) {
+            g->sizes[d] *= g->sizes[d + 1];
+            for (int a = 0; a < g->nargs; a++) {
+                g->strides[a][d] = g->strides[a][d + 1];
+            }
+            remove_dim(g, d + 1);
+        }
+    }
+    if (g->n == 0) {
+        g->n = 1;
+        g->sizes[0] = 1;
+        for (int a = 0; a < g->nargs; a++) {
+            g->strides[a][0] = 0;
+        }
+    }
+}
+
+/* Loads kernel dims [from, from + n) into g. */
+static void
+group_load(dim_group *g, const tc_kernel *k, int from, int n)
+{
+    g->n = n;
+    g->nargs = k->nargs;
+    for (int d = 0; d < n; d++) {
+        g->sizes[d] = k->sizes[from + d];
+        for (int a = 0; a < k->nargs; a++) {
+            g->strides[a][d] = k->args[a].strides[from + d];
+        }
+    }
+}
+
+/* Stores g at loop dims [at, at + g->n). */
+static void
+group_store(const dim_group *g, tc_loop *l, int at)
+{
+    for (int d = 0; d < g->n; d++) {
+        l->sizes[at + d] = g->sizes[d];
+        for (int a = 0; a < l->nargs; a++) {
+            l->strides[a][at + d] = g->strides[a][d];
+        }
+    }
+}
+
+/* Full reductions at least this long are split into chunks of about
+ * TC_CHUNK elements (at most TC_MAX_CHUNKS of them). */
+#define TC_SPLIT_MIN 65536
+#define TC_CHUNK 16384
+#define TC_MAX_CHUNKS 4096
+
+static void
+plan_split(tc_loop *l)
+{
+    l->nchunks = 0;
+    l->chunk_rows = 0;
+    if (l->sizes[0] != 1 || l->ndim != 1 || l->red_numel < TC_SPLIT_MIN) {
+        return;
+    }
+    int64_t n0 = l->sizes[l->ndim];
+    int64_t inner = l->red_numel / n0;
+    int64_t rows = (TC_CHUNK + inner - 1) / inner;
+    if ((n0 + rows - 1) / rows > TC_MAX_CHUNKS) {
+        rows = (n0 + TC_MAX_CHUNKS - 1) / TC_MAX_CHUNKS;
+    }
+    int64_t nchunks = (n0 + rows - 1) / rows;
+    if (nchunks >= 2) {
+        l->nchunks = nchunks;
+        l->chunk_rows = rows;
+    }
 }
 
 int
 tc_loop_build(const tc_kernel *k, tc_loop *l)
 {
     memset(l, 0, sizeof(*l));
-    l->nargs = k->nargs;
-    l->strides = calloc((size_t)(k->nargs > 0 ? k->nargs : 1),
-                        sizeof(*l->strides));
-    if (l->strides == NULL) {
+    int red = k->nphases > 0;
+    int nred = red ? k->nred : 0;
+    if (k->ndim < 0 || nred < 0 || k->ndim + nred > TC_MAX_DIMS) {
         return -1;
     }
-    l->ndim = k->ndim;
-    for (int d = 0; d < k->ndim; d++) {
-        l->sizes[d] = k->sizes[d];
-        for (int a = 0; a < k->nargs; a++) {
-            l->strides[a][d] = k->args[a].strides[d];
+    size_t na = (size_t)(k->nargs > 0 ? k->nargs : 1);
+    l->nargs = k->nargs;
+    l->strides = calloc(na, sizeof(*l->strides));
+    int64_t (*tmp)[TC_MAX_DIMS] = calloc(na, sizeof(*tmp));
+    if (l->strides == NULL || tmp == NULL) {
+        free(tmp);
+        return -1;
+    }
+    dim_group g = {.strides = tmp};
+    group_load(&g, k, 0, k->ndim);
+    collapse_group(&g);
+    group_store(&g, l, 0);
+    l->ndim = g.n;
+    if (red) {
+        group_load(&g, k, k->ndim, nred);
+        collapse_group(&g);
+        /* both groups padded: at most one extra dim in all */
+        if (l->ndim + g.n > TC_MAX_DIMS) {
+            free(tmp);
+            return -1;
         }
-    }
-    /* Size-1 dims never move a pointer; a size-0 dim empties everything,
-     * and the runtime skips empty kernels, so keep the nest as is then. */
-    int empty = 0;
-    for (int d = 0; d < l->ndim; d++) {
-        empty |= l->sizes[d] == 0;
-    }
-    for (int d = l->ndim - 1; d >= 0 && !empty; d--) {
-        if (l->sizes[d] == 1) {
-            remove_dim(l, d);
+        group_store(&g, l, l->ndim);
+        l->nred = g.n;
+        l->nphases = k->nphases;
+        l->red_numel = 1;
+        for (int d = 0; d < l->nred; d++) {
+            l->red_numel *= l->sizes[l->ndim + d];
         }
-    }
-    for (int d = l->ndim - 2; d >= 0 && !empty; d--) {
-        if (mergeable(l, d)) {
-            l->sizes[d] *= l->sizes[d + 1];
-            for (int a = 0; a < l->nargs; a++) {
-                l->strides[a][d] = l->strides[a][d + 1];
-            }
-            remove_dim(l, d + 1);
+        for (int i = 0; i < k->ninsts; i++) {
+            l->nacc += k->insts[i].op == KOP_ACC;
         }
+        plan_split(l);
     }
-    if (l->ndim == 0) {
-        l->ndim = 1;
-        l->sizes[0] = 1;
-        for (int a = 0; a < l->nargs; a++) {
-            l->strides[a][0] = 0;
-        }
-    }
+    free(tmp);
     return 0;
 }
 
@@ -246,16 +343,20 @@ from_bits(emitter *e, tc_dtype dt, R *v)
     return cast(e, v, e->vt[dt]);
 }
 
-/* cond ? a : b without a branch: cond is a uint8 0/1; mask = -(U)cond. */
+/* cond ? a : b without a branch: cond is a uint8 0/1; mask = -(U)cond,
+ * result b ^ ((a ^ b) & mask).  Not (a & m) | (b & ~m): libgccjit folds
+ * ~-(U)cond into a conditional that gimplifies into a branch (and the
+ * shared cond tree is evaluated twice); this form uses cond once and
+ * vectorizes to a compare plus a masked xor. */
 static R *
 select_bits(emitter *e, tc_dtype dt, R *cond, R *a, R *b)
 {
     T *u = e->ut[dt];
     R *m = un(e, GCC_JIT_UNARY_OP_MINUS, u, cast(e, cond, u));
-    R *nm = un(e, GCC_JIT_UNARY_OP_BITWISE_NEGATE, u, m);
-    R *x = bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, u, to_bits(e, dt, a), m);
-    R *y = bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, u, to_bits(e, dt, b), nm);
-    return from_bits(e, dt, bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, u, x, y));
+    R *bb = to_bits(e, dt, b);
+    R *d = bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, u, to_bits(e, dt, a), bb);
+    R *x = bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, u, d, m);
+    return from_bits(e, dt, bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, u, bb, x));
 }
 
 /* Integer arithmetic in the unsigned type: wraps instead of being UB. */
@@ -767,6 +868,12 @@ new_block(loop_state *ls)
     return gcc_jit_function_new_block(ls->fn, NULL);
 }
 
+static gcc_jit_block *
+new_block_fn(gcc_jit_function *fn)
+{
+    return gcc_jit_function_new_block(fn, NULL);
+}
+
 /* for (i = lo; i < hi; i++) body; then jump to after.  Returns the block
  * where the body goes; *latch is where the body must end with a jump. */
 static gcc_jit_block *
@@ -942,7 +1049,12 @@ load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
                                                        name);
         R *slot = lv(gcc_jit_context_new_array_access(
             e->ctx, NULL, args, iconst(e, e->t_i64, a)));
-        gcc_jit_block_add_assignment(entry, NULL, p, cast(e, slot, pt));
+        R *ptr = cast(e, slot, pt);
+        if (k->args[a].offset != 0) {
+            /* a view's storage offset, in elements */
+            ptr = ptr_offset(e, ptr, iconst(e, e->t_i64, k->args[a].offset));
+        }
+        gcc_jit_block_add_assignment(entry, NULL, p, ptr);
         base[a] = lv(p);
     }
 }
@@ -1018,6 +1130,1200 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
     return rc;
 }
 
+/* ---- reduction kernels -------------------------------------------------- *
+ *
+ * A row program (kir.h "Reduction kernels") per outer point.  Each phase
+ * with accumulators runs its innermost reduction dim as
+ *
+ *     for (i = lo; i + L <= hi; i += L)
+ *         for (j = 0; j < L; j++) { body(i + j); lane[j] = upd(lane[j], v) }
+ *     tail: body(i); lane[t++ % L] = upd(...)
+ *
+ * with L partial accumulators per ACC in a local array: the j loop is a
+ * plain fixed-count loop GCC vectorizes without reassociating anything
+ * (no -ffast-math needed), and every lane still sees its points in
+ * increasing r, so first-index ties stay exact.  Lanes are folded pairwise
+ * at the end with the combine rule of their kind.  Float SUM lanes are
+ * also folded into a running sum every TC_SUM_BLOCK elements, and that one
+ * into a second level every TC_SUM_GROUP folds: a cascade about as
+ * accurate as torch's.  Phases without accumulators are plain loops. */
+
+#define TC_LANES 32          /* array size; a phase uses nl of them */
+#define TC_LANES_HEAVY 16    /* nl for bodies of more than ... */
+#define TC_HEAVY_BODY 24     /* ... this many instructions */
+#define TC_SUM_BLOCK 4096
+#define TC_SUM_GROUP 64
+
+typedef struct {
+    int inst, phase;
+    tc_acc_kind kind;
+    tc_dtype dt;
+    int fsum;                        /* float SUM: cascaded */
+    int nl;                          /* lanes used (its phase's) */
+    gcc_jit_lvalue *lane_v, *lane_i; /* lane arrays (index: ARG kinds) */
+    gcc_jit_lvalue *r1, *r2;         /* cascade levels (fsum) */
+    gcc_jit_lvalue *res_v, *res_i;   /* results after the phase */
+} acc_info;
+
+enum { RM_ROW, RM_PART, RM_FIN };
+
+typedef struct {
+    emitter *e;
+    gcc_jit_function *fn;
+    const tc_kernel *k;
+    const tc_loop *l;
+    int mode, part_phase;
+    R *state;                 /* int64_t *: PART, FIN */
+    R *chunk;                 /* PART: chunk index */
+    R **val;
+    gcc_jit_lvalue **elem;    /* per argument: the element here (staged) */
+    gcc_jit_lvalue **relem;   /* per argument: the element in memory */
+    R **row;                  /* per argument: pointer at the outer point */
+    R **cur;                  /* per argument: at the current reduction row */
+    const int *acc_of;        /* inst -> acc index, or -1 */
+    const int *region;        /* inst -> 2p (pre_p), 2p + 1 (body_p), 2P */
+    const int *sstore;        /* inst -> also store it into this arg, -1 */
+    const int *reload;        /* inst -> load it from this arg, -1 */
+    acc_info *acc;
+    int nacc;
+    int cascade;              /* levels above the lanes: 0, 1 or 2 */
+    gcc_jit_lvalue *cnt, *nfl, *tcnt; /* cascade counters, tail lane */
+    gcc_jit_lvalue *take;     /* uint8 scratch for ARG updates */
+    R *lane;                  /* current lane (int64) */
+    int nl;                   /* lanes of the phase being emitted */
+    gcc_jit_lvalue **stage;   /* per argument: staging array, or NULL */
+    R *ridx;                  /* current reduction index r (int64) */
+    int nlocal;               /* for unique local names */
+    char *err;
+    size_t errlen;
+} red_state;
+
+static int
+is_arg_kind(tc_acc_kind kind)
+{
+    return kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+}
+
+static gcc_jit_lvalue *
+new_local(red_state *s, T *t, const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "%s_%d", what, s->nlocal++);
+    return gcc_jit_function_new_local(s->fn, NULL, t, name);
+}
+
+static R *
+fconst(emitter *e, tc_dtype dt, double v)
+{
+    tc_kinst in = {.op = KOP_CONST, .dtype = dt, .a = -1, .b = -1, .c = -1};
+    in.imm.f = v;
+    return emit_const(e, &in);
+}
+
+/* The dtype's lowest (or highest) value: -inf / +inf for floats. */
+static R *
+dtype_limit(emitter *e, tc_dtype dt, int highest)
+{
+    T *t = e->vt[dt];
+    switch (dt) {
+    case TC_F32:
+    case TC_F64:
+        return fconst(e, dt, highest ? INFINITY : -INFINITY);
+    case TC_BOOL:
+        return iconst(e, t, highest);
+    case TC_U8:
+        return iconst(e, t, highest ? 255 : 0);
+    case TC_I8:
+        return iconst(e, t, highest ? INT8_MAX : INT8_MIN);
+    case TC_I16:
+        return iconst(e, t, highest ? INT16_MAX : INT16_MIN);
+    case TC_I32:
+        return iconst(e, t, highest ? INT32_MAX : INT32_MIN);
+    default:
+        return iconst(e, t, highest ? INT64_MAX : INT64_MIN);
+    }
+}
+
+static R *
+acc_identity(emitter *e, const acc_info *a)
+{
+    T *t = e->vt[a->dt];
+    switch (a->kind) {
+    case TC_ACC_SUM:
+    case TC_ACC_ANY:
+        return gcc_jit_context_zero(e->ctx, t);
+    case TC_ACC_PROD:
+    case TC_ACC_ALL:
+        return gcc_jit_context_one(e->ctx, t);
+    case TC_ACC_MAX:
+    case TC_ACC_ARGMAX:
+        return dtype_limit(e, a->dt, 0);
+    default:
+        return dtype_limit(e, a->dt, 1);
+    }
+}
+
+static R *
+lane_at(emitter *e, gcc_jit_lvalue *arr, R *j)
+{
+    return lv(gcc_jit_context_new_array_access(e->ctx, NULL, lv(arr), j));
+}
+
+static gcc_jit_lvalue *
+lane_lv(emitter *e, gcc_jit_lvalue *arr, R *j)
+{
+    return gcc_jit_context_new_array_access(e->ctx, NULL, lv(arr), j);
+}
+
+static R *
+bool_and(emitter *e, R *a, R *b)
+{
+    return bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, e->vt[TC_BOOL], a, b);
+}
+
+static R *
+bool_or(emitter *e, R *a, R *b)
+{
+    return bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, e->vt[TC_BOOL], a, b);
+}
+
+/* The value rule shared by updates and combines of the non-ARG kinds. */
+static R *
+acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
+{
+    switch (a->kind) {
+    case TC_ACC_SUM:
+        return emit_binary(e, KOP_ADD, a->dt, v, x, 0);
+    case TC_ACC_PROD:
+        return emit_binary(e, KOP_MUL, a->dt, v, x, 0);
+    case TC_ACC_MAX:
+        return a->dt == TC_BOOL ? bool_or(e, v, x)
+                                : emit_minmax(e, KOP_MAX, a->dt, v, x, 0);
+    case TC_ACC_MIN:
+        return a->dt == TC_BOOL ? bool_and(e, v, x)
+                                : emit_minmax(e, KOP_MIN, a->dt, v, x, 0);
+    case TC_ACC_ANY:
+        return bool_or(e, v, x);
+    default: /* ALL */
+        return bool_and(e, v, x);
+    }
+}
+
+/* Element update: (v, iv) = upd((v, iv), x at index r). */
+static void
+acc_update(emitter *e, gcc_jit_block *blk, const acc_info *a,
+           gcc_jit_lvalue *take, gcc_jit_lvalue *v, gcc_jit_lvalue *iv,
+           R *x, R *r)
+{
+    R *cv = lv(v);
+    if (!is_arg_kind(a->kind)) {
+        gcc_jit_block_add_assignment(blk, NULL, v, acc_value_step(e, a, cv,
+                                                                  x));
+        return;
+    }
+    /* (x beats v, or x is NaN and v is not, or nothing seen yet) */
+    enum gcc_jit_comparison c = a->kind == TC_ACC_ARGMAX
+                                    ? GCC_JIT_COMPARISON_GT
+                                    : GCC_JIT_COMPARISON_LT;
+    R *t = cmp(e, c, x, cv);
+    if (is_float(a->dt)) {
+        t = bool_or(e, t, bool_and(e, cmp(e, GCC_JIT_COMPARISON_NE, x, x),
+                                   cmp(e, GCC_JIT_COMPARISON_EQ, cv, cv)));
+    }
+    t = bool_or(e, t, cmp(e, GCC_JIT_COMPARISON_LT, lv(iv),
+                          iconst(e, e->t_i64, 0)));
+    gcc_jit_block_add_assignment(blk, NULL, take, t);
+    gcc_jit_block_add_assignment(blk, NULL, v,
+                                 select_bits(e, a->dt, lv(take), x, cv));
+    gcc_jit_block_add_assignment(blk, NULL, iv,
+                                 select_bits(e, TC_I64, lv(take), r,
+                                             lv(iv)));
+}
+
+/* Combine of partials: (v, iv) = comb((v, iv), (bv, bi)).  ARG kinds pick
+ * the better value, NaN over non-NaN, the smaller index on ties; an empty
+ * partial (index -1) loses ties, so indices compare as unsigned. */
+static void
+acc_combine(emitter *e, gcc_jit_block *blk, const acc_info *a,
+            gcc_jit_lvalue *take, gcc_jit_lvalue *v, gcc_jit_lvalue *iv,
+            R *bv, R *bi)
+{
+    R *cv = lv(v);
+    if (!is_arg_kind(a->kind)) {
+        gcc_jit_block_add_assignment(blk, NULL, v, acc_value_step(e, a, cv,
+                                                                  bv));
+        return;
+    }
+    enum gcc_jit_comparison c = a->kind == TC_ACC_ARGMAX
+                                    ? GCC_JIT_COMPARISON_GT
+                                    : GCC_JIT_COMPARISON_LT;
+    R *better = cmp(e, c, bv, cv);
+    R *eq = cmp(e, GCC_JIT_COMPARISON_EQ, bv, cv);
+    if (is_float(a->dt)) {
+        R *n1 = cmp(e, GCC_JIT_COMPARISON_NE, cv, cv);
+        R *n2 = cmp(e, GCC_JIT_COMPARISON_NE, bv, bv);
+        R *not_n1 = bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, e->vt[TC_BOOL], n1,
+                        iconst(e, e->vt[TC_BOOL], 1));
+        better = bool_or(e, better, bool_and(e, n2, not_n1));
+        eq = bool_or(e, eq, bool_and(e, n1, n2));
+    }
+    T *u64 = e->ut[TC_I64];
+    R *lower = cmp(e, GCC_JIT_COMPARISON_LT, cast(e, bi, u64),
+                   cast(e, lv(iv), u64));
+    gcc_jit_block_add_assignment(blk, NULL, take,
+                                 bool_or(e, better, bool_and(e, eq, lower)));
+    gcc_jit_block_add_assignment(blk, NULL, v,
+                                 select_bits(e, a->dt, lv(take), bv, cv));
+    gcc_jit_block_add_assignment(blk, NULL, iv,
+                                 select_bits(e, TC_I64, lv(take), bi,
+                                             lv(iv)));
+}
+
+static void
+lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a)
+{
+    emitter *e = s->e;
+    R *id = acc_identity(e, a);
+    for (int j = 0; j < a->nl; j++) {
+        R *jj = iconst(e, e->t_i64, j);
+        gcc_jit_block_add_assignment(blk, NULL, lane_lv(e, a->lane_v, jj),
+                                     id);
+        if (is_arg_kind(a->kind)) {
+            gcc_jit_block_add_assignment(blk, NULL,
+                                         lane_lv(e, a->lane_i, jj),
+                                         iconst(e, e->t_i64, -1));
+        }
+    }
+}
+
+/* Pairwise fold of the lanes into lane 0 (the lanes are consumed). */
+static void
+lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a)
+{
+    emitter *e = s->e;
+    for (int step = a->nl / 2; step >= 1; step /= 2) {
+        for (int j = 0; j < step; j++) {
+            R *jj = iconst(e, e->t_i64, j);
+            R *kk = iconst(e, e->t_i64, j + step);
+            int arg = is_arg_kind(a->kind);
+            acc_combine(e, blk, a, s->take, lane_lv(e, a->lane_v, jj),
+                        arg ? lane_lv(e, a->lane_i, jj) : NULL,
+                        lane_at(e, a->lane_v, kk),
+                        arg ? lane_at(e, a->lane_i, kk) : NULL);
+        }
+    }
+}
+
+/* Slot (value, index) lvalues of accumulator ai in block `blockno` of the
+ * state (0: combined results, 1 + c: partials of chunk c). */
+static void
+state_slot(red_state *s, R *state, R *blockno, int ai, gcc_jit_lvalue **v,
+           gcc_jit_lvalue **iv)
+{
+    emitter *e = s->e;
+    R *at = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
+                bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, blockno,
+                    iconst(e, e->t_i64, 2 * (int64_t)s->nacc)),
+                iconst(e, e->t_i64, 2 * (int64_t)ai));
+    R *p = ptr_offset(e, state, at);
+    T *pt = gcc_jit_type_get_pointer(e->vt[s->acc[ai].dt]);
+    *v = gcc_jit_rvalue_dereference(cast(e, p, pt), NULL);
+    *iv = gcc_jit_context_new_array_access(e->ctx, NULL, p,
+                                           iconst(e, e->t_i64, 1));
+}
+
+/* KOP_ACC at its declaration point. */
+static void
+acc_declare(red_state *s, gcc_jit_block *blk, acc_info *a, int ai)
+{
+    emitter *e = s->e;
+    if (s->mode == RM_ROW
+        || (s->mode == RM_PART && a->phase == s->part_phase)) {
+        lanes_reset(s, blk, a);
+        if (a->fsum) {
+            R *z = gcc_jit_context_zero(e->ctx, e->vt[a->dt]);
+            gcc_jit_block_add_assignment(blk, NULL, a->r1, z);
+            gcc_jit_block_add_assignment(blk, NULL, a->r2, z);
+        }
+        return;
+    }
+    /* FIN, or PART of a later phase: the combined result */
+    gcc_jit_lvalue *v, *iv;
+    state_slot(s, s->state, iconst(e, e->t_i64, 0), ai, &v, &iv);
+    gcc_jit_block_add_assignment(blk, NULL, a->res_v, lv(v));
+    gcc_jit_block_add_assignment(blk, NULL, a->res_i, lv(iv));
+}
+
+/* Emits insts [from, to) into blk (straight-line). */
+static int
+red_emit_region(red_state *s, gcc_jit_block *blk, int from, int to,
+                char prefix)
+{
+    emitter *e = s->e;
+    const tc_kernel *k = s->k;
+    body_state bs = {e, k, s->val, s->elem, prefix};
+    for (int i = from; i < to; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (in->op == KOP_ACC) {
+            acc_declare(s, blk, &s->acc[s->acc_of[i]], s->acc_of[i]);
+            continue;
+        }
+        if (in->op == KOP_ACC_UPDATE) {
+            acc_info *a = &s->acc[s->acc_of[in->a]];
+            acc_update(e, blk, a, s->take, lane_lv(e, a->lane_v, s->lane),
+                       is_arg_kind(a->kind) ? lane_lv(e, a->lane_i, s->lane)
+                                            : NULL,
+                       s->val[in->b], s->ridx);
+            continue;
+        }
+        if (in->op == KOP_ACC_RESULT) {
+            acc_info *a = &s->acc[s->acc_of[in->a]];
+            s->val[i] = lv(in->imm.i ? a->res_i : a->res_v);
+            continue;
+        }
+        if (in->op == KOP_STORE && s->mode == RM_PART
+            && !(s->region[i] & 1)) {
+            continue;  /* pre-region stores: once, in the finish call */
+        }
+        R *r = s->reload[i] >= 0 ? lv(s->relem[s->reload[i]])
+                                 : emit_inst(&bs, blk, i, s->err, s->errlen);
+        if (in->op == KOP_STORE) {
+            continue;
+        }
+        if (r == NULL) {
+            return -1;
+        }
+        if (in->op == KOP_CONST) {
+            s->val[i] = r;
+            continue;
+        }
+        char name[24];
+        snprintf(name, sizeof(name), "%c%d", prefix, i);
+        gcc_jit_lvalue *l = gcc_jit_function_new_local(
+            s->fn, NULL, e->vt[in->dtype], name);
+        gcc_jit_block_add_assignment(blk, NULL, l, r);
+        s->val[i] = lv(l);
+        if (s->sstore[i] >= 0) {
+            gcc_jit_block_add_assignment(blk, NULL, s->elem[s->sstore[i]],
+                                         s->val[i]);
+        }
+    }
+    return 0;
+}
+
+static void
+set_row_elems(red_state *s)
+{
+    for (int a = 0; a < s->k->nargs; a++) {
+        s->elem[a] = gcc_jit_context_new_array_access(
+            s->e->ctx, NULL, s->row[a], iconst(s->e, s->e->t_i64, 0));
+        s->relem[a] = s->elem[a];
+    }
+}
+
+/* Element lvalues at index i of the innermost reduction dim. */
+static void
+set_red_elems(red_state *s, R *i)
+{
+    emitter *e = s->e;
+    int d = s->l->ndim + s->l->nred - 1;
+    for (int a = 0; a < s->k->nargs; a++) {
+        int64_t st = s->l->strides[a][d];
+        R *idx = st == 1   ? i
+                 : st == 0 ? iconst(e, e->t_i64, 0)
+                           : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
+                                 iconst(e, e->t_i64, st));
+        s->elem[a] = gcc_jit_context_new_array_access(e->ctx, NULL,
+                                                      s->cur[a], idx);
+        s->relem[a] = s->elem[a];
+    }
+}
+
+/* ptrs[a] += i * strides[a][d], into fresh locals assigned in blk. */
+static void
+advance(red_state *s, int d, R *i, gcc_jit_block *blk, R **ptrs)
+{
+    emitter *e = s->e;
+    for (int a = 0; a < s->k->nargs; a++) {
+        int64_t st = s->l->strides[a][d];
+        if (st == 0) {
+            continue;
+        }
+        R *idx = st == 1 ? i : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
+                                   iconst(e, e->t_i64, st));
+        gcc_jit_lvalue *q = new_local(s, gcc_jit_rvalue_get_type(ptrs[a]),
+                                      "p");
+        gcc_jit_block_add_assignment(blk, NULL, q, ptr_offset(e, ptrs[a],
+                                                             idx));
+        ptrs[a] = lv(q);
+    }
+}
+
+static int
+phase_has_updates(const tc_kernel *k, int p)
+{
+    for (int i = k->phases[p].begin; i < k->phases[p].end; i++) {
+        if (k->insts[i].op == KOP_ACC_UPDATE) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Lanes of phase p: two vectors of float32 for light bodies (two
+ * independent chains hide the update latency, e.g. max's compare and
+ * select), one for heavy ones (register pressure; the body's own work
+ * hides the latency). */
+static int
+phase_lanes(const tc_kernel *k, int p)
+{
+    int n = k->phases[p].end - k->phases[p].begin;
+    return n > TC_HEAVY_BODY ? TC_LANES_HEAVY : TC_LANES;
+}
+
+static int
+phase_has_fsum(const red_state *s, int p)
+{
+    for (int a = 0; a < s->nacc; a++) {
+        if (s->acc[a].phase == p && s->acc[a].fsum) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Folds the float SUM lanes of phase p into r1 (and r1 into r2 every
+ * TC_SUM_GROUP folds when `group`).  Returns the block to continue in. */
+static gcc_jit_block *
+emit_flush(red_state *s, gcc_jit_block *blk, int p, int group)
+{
+    emitter *e = s->e;
+    for (int ai = 0; ai < s->nacc; ai++) {
+        acc_info *a = &s->acc[ai];
+        if (a->phase != p || !a->fsum) {
+            continue;
+        }
+        lanes_fold(s, blk, a);
+        gcc_jit_block_add_assignment(
+            blk, NULL, a->r1,
+            bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r1),
+                lane_at(e, a->lane_v, iconst(e, e->t_i64, 0))));
+        lanes_reset(s, blk, a);
+    }
+    if (!group || s->cascade < 2) {
+        return blk;
+    }
+    gcc_jit_block_add_assignment_op(blk, NULL, s->nfl, GCC_JIT_BINARY_OP_PLUS,
+                                    iconst(e, e->t_i64, 1));
+    gcc_jit_block *up = gcc_jit_function_new_block(s->fn, NULL);
+    gcc_jit_block *next = gcc_jit_function_new_block(s->fn, NULL);
+    gcc_jit_block_end_with_conditional(
+        blk, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_GE,
+                                       lv(s->nfl),
+                                       iconst(e, e->t_i64, TC_SUM_GROUP)),
+        up, next);
+    for (int ai = 0; ai < s->nacc; ai++) {
+        acc_info *a = &s->acc[ai];
+        if (a->phase != p || !a->fsum) {
+            continue;
+        }
+        gcc_jit_block_add_assignment_op(up, NULL, a->r2,
+                                        GCC_JIT_BINARY_OP_PLUS, lv(a->r1));
+        gcc_jit_block_add_assignment(up, NULL, a->r1,
+                                     gcc_jit_context_zero(e->ctx,
+                                                          e->vt[a->dt]));
+    }
+    gcc_jit_block_add_assignment(up, NULL, s->nfl, iconst(e, e->t_i64, 0));
+    gcc_jit_block_end_with_jump(up, NULL, next);
+    return next;
+}
+
+/* for (i = lo; i < hi; i++) as in counted_loop, for red_state. */
+static gcc_jit_block *
+red_loop(red_state *s, gcc_jit_block *cur, gcc_jit_lvalue *i, R *lo, R *hi,
+         gcc_jit_block *after, gcc_jit_block **latch)
+{
+    loop_state ls = {.e = s->e, .fn = s->fn};
+    return counted_loop(&ls, cur, i, lo, hi, after, latch);
+}
+
+/* The innermost reduction dim [lo, hi) of phase p, ending with a jump to
+ * `after`.  rrow: r of the row's first point. */
+static int
+emit_red_inner(red_state *s, gcc_jit_block *blk, int p, R *lo, R *hi,
+               R *rrow, int64_t size, gcc_jit_block *after)
+{
+    emitter *e = s->e;
+    T *i64 = e->t_i64;
+    const tc_kphase *ph = &s->k->phases[p];
+    gcc_jit_lvalue *i = new_local(s, i64, "ri");
+    if (!phase_has_updates(s->k, p)) {
+        gcc_jit_block *latch;
+        gcc_jit_block *body = red_loop(s, blk, i, lo, hi, after, &latch);
+        set_red_elems(s, lv(i));
+        s->ridx = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, rrow, lv(i));
+        if (red_emit_region(s, body, ph->begin, ph->end, 'v') < 0) {
+            return -1;
+        }
+        gcc_jit_block_end_with_jump(body, NULL, latch);
+        return 0;
+    }
+    int blocked = s->cascade > 0 && phase_has_fsum(s, p);
+    int nl = s->nl;
+    gcc_jit_lvalue *ib = new_local(s, i64, "ib");
+    gcc_jit_lvalue *ie = new_local(s, i64, "ie");
+    gcc_jit_lvalue *j = new_local(s, i64, "j");
+    gcc_jit_block *cond_b = new_block_fn(s->fn), *head = new_block_fn(s->fn);
+    gcc_jit_block *cond_t = new_block_fn(s->fn), *tbody = new_block_fn(s->fn);
+    gcc_jit_block *bend = new_block_fn(s->fn), *bnext = new_block_fn(s->fn);
+    gcc_jit_block_add_assignment(blk, NULL, ib, lo);
+    gcc_jit_block_end_with_jump(blk, NULL, cond_b);
+    gcc_jit_block_end_with_conditional(
+        cond_b, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                                       lv(ib), hi),
+        head, after);
+    if (blocked) {
+        R *ibb = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, lv(ib),
+                     iconst(e, i64, TC_SUM_BLOCK));
+        R *c = cmp(e, GCC_JIT_COMPARISON_LT, ibb, hi);
+        gcc_jit_block_add_assignment(head, NULL, ie,
+                                     select_bits(e, TC_I64, c, ibb, hi));
+    }
+    else {
+        gcc_jit_block_add_assignment(head, NULL, ie, hi);
+    }
+    gcc_jit_block_add_assignment(head, NULL, i, lv(ib));
+    if (size < 0 || size >= nl) {
+        /* vector part: for (; i + nl <= ie; i += nl) for j < nl.  Body
+         * stores go to a local staging array, copied out after the lane
+         * loop: a store through an argument pointer inside it would make
+         * GCC version the loop on an alias check, and the scalar fallback
+         * keeps the lanes in memory. */
+        gcc_jit_block *cond_v = new_block_fn(s->fn);
+        gcc_jit_block *jinit = new_block_fn(s->fn);
+        gcc_jit_block *vlatch = new_block_fn(s->fn);
+        gcc_jit_block_end_with_jump(head, NULL, cond_v);
+        R *iL = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, lv(i),
+                    iconst(e, i64, nl));
+        gcc_jit_block_end_with_conditional(
+            cond_v, NULL,
+            gcc_jit_context_new_comparison(e->ctx, NULL,
+                                           GCC_JIT_COMPARISON_LE, iL,
+                                           lv(ie)),
+            jinit, cond_t);
+        int nstage = 0;
+        for (int a = 0; a < s->k->nargs; a++) {
+            s->stage[a] = NULL;
+        }
+        for (int q = ph->begin; q < ph->end; q++) {
+            const tc_kinst *in = &s->k->insts[q];
+            int a = in->op == KOP_STORE ? in->arg : s->sstore[q];
+            if (a >= 0 && s->stage[a] == NULL) {
+                s->stage[a] = new_local(
+                    s, gcc_jit_context_new_array_type(
+                           e->ctx, NULL, e->vt[s->k->args[a].dtype], nl),
+                    "stage");
+                nstage++;
+            }
+        }
+        gcc_jit_block *copy = nstage ? new_block_fn(s->fn) : vlatch;
+        gcc_jit_block *jlatch;
+        gcc_jit_block *jbody = red_loop(s, jinit, j, iconst(e, i64, 0),
+                                        iconst(e, i64, nl), copy, &jlatch);
+        R *idx = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, lv(i), lv(j));
+        set_red_elems(s, idx);
+        gcc_jit_lvalue **real = s->elem;
+        gcc_jit_lvalue *staged[s->k->nargs + 1];
+        for (int a = 0; a < s->k->nargs; a++) {
+            staged[a] = s->stage[a] != NULL ? lane_lv(e, s->stage[a], lv(j))
+                                            : real[a];
+        }
+        s->elem = staged;
+        s->lane = lv(j);
+        s->ridx = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, rrow, idx);
+        int rc = red_emit_region(s, jbody, ph->begin, ph->end, 'v');
+        s->elem = real;
+        if (rc < 0) {
+            return -1;
+        }
+        gcc_jit_block_end_with_jump(jbody, NULL, jlatch);
+        if (nstage) {
+            gcc_jit_lvalue *jc = new_local(s, i64, "jc");
+            gcc_jit_block *clatch;
+            gcc_jit_block *cbody = red_loop(s, copy, jc, iconst(e, i64, 0),
+                                            iconst(e, i64, nl), vlatch,
+                                            &clatch);
+            set_red_elems(s, bin(e, GCC_JIT_BINARY_OP_PLUS, i64, lv(i),
+                                 lv(jc)));
+            for (int a = 0; a < s->k->nargs; a++) {
+                if (s->stage[a] != NULL) {
+                    gcc_jit_block_add_assignment(
+                        cbody, NULL, s->elem[a],
+                        lane_at(e, s->stage[a], lv(jc)));
+                }
+            }
+            gcc_jit_block_end_with_jump(cbody, NULL, clatch);
+        }
+        gcc_jit_block_add_assignment_op(vlatch, NULL, i,
+                                        GCC_JIT_BINARY_OP_PLUS,
+                                        iconst(e, i64, nl));
+        gcc_jit_block_end_with_jump(vlatch, NULL, cond_v);
+    }
+    else {
+        gcc_jit_block_end_with_jump(head, NULL, cond_t);
+    }
+    /* tail: one point at a time, lanes round-robin */
+    gcc_jit_block_end_with_conditional(
+        cond_t, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                                       lv(i), lv(ie)),
+        tbody, bend);
+    set_red_elems(s, lv(i));
+    s->lane = bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, i64, lv(s->tcnt),
+                  iconst(e, i64, nl - 1));
+    s->ridx = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, rrow, lv(i));
+    if (red_emit_region(s, tbody, ph->begin, ph->end, 't') < 0) {
+        return -1;
+    }
+    gcc_jit_block_add_assignment_op(tbody, NULL, s->tcnt,
+                                    GCC_JIT_BINARY_OP_PLUS, iconst(e, i64, 1));
+    gcc_jit_block_add_assignment_op(tbody, NULL, i, GCC_JIT_BINARY_OP_PLUS,
+                                    iconst(e, i64, 1));
+    gcc_jit_block_end_with_jump(tbody, NULL, cond_t);
+    if (blocked) {
+        gcc_jit_block *flush = new_block_fn(s->fn);
+        gcc_jit_block_add_assignment_op(
+            bend, NULL, s->cnt, GCC_JIT_BINARY_OP_PLUS,
+            bin(e, GCC_JIT_BINARY_OP_MINUS, i64, lv(ie), lv(ib)));
+        gcc_jit_block_end_with_conditional(
+            bend, NULL,
+            gcc_jit_context_new_comparison(e->ctx, NULL,
+                                           GCC_JIT_COMPARISON_GE, lv(s->cnt),
+                                           iconst(e, i64, TC_SUM_BLOCK)),
+            flush, bnext);
+        gcc_jit_block_add_assignment(flush, NULL, s->cnt, iconst(e, i64, 0));
+        flush = emit_flush(s, flush, p, 1);
+        gcc_jit_block_end_with_jump(flush, NULL, bnext);
+    }
+    else {
+        gcc_jit_block_end_with_jump(bend, NULL, bnext);
+    }
+    gcc_jit_block_add_assignment(bnext, NULL, ib, lv(ie));
+    gcc_jit_block_end_with_jump(bnext, NULL, cond_b);
+    return 0;
+}
+
+/* Phase p's loop nest over the reduction dims, then its results (or, in
+ * PART mode, its partials).  lo0/hi0: range of the outermost reduction
+ * dim (PART), NULL for all of it.  Returns the block to continue in. */
+static gcc_jit_block *
+red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
+{
+    emitter *e = s->e;
+    T *i64 = e->t_i64;
+    const tc_loop *l = s->l;
+    s->nl = phase_lanes(s->k, p);
+    gcc_jit_block_add_assignment(blk, NULL, s->cnt, iconst(e, i64, 0));
+    gcc_jit_block_add_assignment(blk, NULL, s->nfl, iconst(e, i64, 0));
+    gcc_jit_block_add_assignment(blk, NULL, s->tcnt, iconst(e, i64, 0));
+    gcc_jit_block *done = new_block_fn(s->fn);
+    if (l->red_numel > 0) {
+        for (int a = 0; a < s->k->nargs; a++) {
+            s->cur[a] = s->row[a];
+        }
+        int nr = l->nred, off = l->ndim;
+        R *rrow = iconst(e, i64, 0);
+        gcc_jit_block *after = done;
+        for (int d = 0; d < nr - 1; d++) {
+            int64_t rowstride = 1;
+            for (int q = d + 1; q < nr; q++) {
+                rowstride *= l->sizes[off + q];
+            }
+            R *lo = d == 0 && lo0 != NULL ? lo0 : iconst(e, i64, 0);
+            R *hi = d == 0 && hi0 != NULL ? hi0
+                                          : iconst(e, i64, l->sizes[off + d]);
+            gcc_jit_lvalue *i = new_local(s, i64, "rd");
+            gcc_jit_block *latch;
+            gcc_jit_block *body = red_loop(s, blk, i, lo, hi, after, &latch);
+            advance(s, off + d, lv(i), body, s->cur);
+            gcc_jit_lvalue *rr = new_local(s, i64, "rrow");
+            gcc_jit_block_add_assignment(
+                body, NULL, rr,
+                bin(e, GCC_JIT_BINARY_OP_PLUS, i64, rrow,
+                    bin(e, GCC_JIT_BINARY_OP_MULT, i64, lv(i),
+                        iconst(e, i64, rowstride))));
+            rrow = lv(rr);
+            blk = body;
+            after = latch;
+        }
+        int64_t n = l->sizes[off + nr - 1];
+        int ranged = nr == 1 && lo0 != NULL;
+        R *lo = ranged ? lo0 : iconst(e, i64, 0);
+        R *hi = ranged ? hi0 : iconst(e, i64, n);
+        if (emit_red_inner(s, blk, p, lo, hi, rrow, ranged ? -1 : n,
+                           after) < 0) {
+            return NULL;
+        }
+    }
+    else {
+        gcc_jit_block_end_with_jump(blk, NULL, done);
+    }
+    /* results */
+    blk = done;
+    gcc_jit_lvalue *pv = NULL, *pi = NULL;
+    for (int ai = 0; ai < s->nacc; ai++) {
+        acc_info *a = &s->acc[ai];
+        if (a->phase != p) {
+            continue;
+        }
+        R *res_v, *res_i = iconst(e, i64, -1);
+        if (a->fsum && s->cascade > 0) {
+            lanes_fold(s, blk, a);
+            R *t = bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r1),
+                       lane_at(e, a->lane_v, iconst(e, i64, 0)));
+            if (s->cascade > 1) {
+                gcc_jit_block_add_assignment(blk, NULL, a->r1, t);
+                t = bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r2),
+                        lv(a->r1));
+            }
+            res_v = t;
+        }
+        else {
+            lanes_fold(s, blk, a);
+            res_v = lane_at(e, a->lane_v, iconst(e, i64, 0));
+            if (is_arg_kind(a->kind)) {
+                res_i = lane_at(e, a->lane_i, iconst(e, i64, 0));
+            }
+        }
+        if (s->mode == RM_PART) {
+            state_slot(s, s->state,
+                       bin(e, GCC_JIT_BINARY_OP_PLUS, i64, s->chunk,
+                           iconst(e, i64, 1)),
+                       ai, &pv, &pi);
+            gcc_jit_block_add_assignment(blk, NULL, pv, res_v);
+            gcc_jit_block_add_assignment(blk, NULL, pi, res_i);
+        }
+        else {
+            gcc_jit_block_add_assignment(blk, NULL, a->res_v, res_v);
+            gcc_jit_block_add_assignment(blk, NULL, a->res_i, res_i);
+        }
+    }
+    return blk;
+}
+
+/* Region bounds: pre_p = [pre_begin(p), phases[p].begin). */
+static int
+pre_begin(const tc_kernel *k, int p)
+{
+    return p == 0 ? 0 : k->phases[p - 1].end;
+}
+
+/* The row program of one outer point (ROW), one chunk of phase
+ * part_phase (PART) or the finishing regions (FIN), starting in blk with
+ * s->row set.  Returns the block to continue in. */
+static gcc_jit_block *
+red_emit_program(red_state *s, gcc_jit_block *blk, R *lo0, R *hi0)
+{
+    const tc_kernel *k = s->k;
+    int last = s->mode == RM_PART ? s->part_phase : k->nphases - 1;
+    for (int p = 0; p <= last; p++) {
+        set_row_elems(s);
+        if (red_emit_region(s, blk, pre_begin(k, p), k->phases[p].begin,
+                            'v') < 0) {
+            return NULL;
+        }
+        if (s->mode == RM_FIN) {
+            continue;
+        }
+        if (s->mode == RM_PART && p < s->part_phase) {
+            continue;
+        }
+        blk = red_emit_phase(s, blk, p, lo0, hi0);
+        if (blk == NULL) {
+            return NULL;
+        }
+    }
+    if (s->mode != RM_PART) {
+        set_row_elems(s);
+        if (red_emit_region(s, blk, k->phases[k->nphases - 1].end,
+                            k->ninsts, 'v') < 0) {
+            return NULL;
+        }
+    }
+    return blk;
+}
+
+/* Locals every function of a reduction kernel needs. */
+static void
+red_locals(red_state *s)
+{
+    emitter *e = s->e;
+    for (int ai = 0; ai < s->nacc; ai++) {
+        acc_info *a = &s->acc[ai];
+        T *t = e->vt[a->dt];
+        a->lane_v = new_local(s, gcc_jit_context_new_array_type(
+                                     e->ctx, NULL, t, TC_LANES), "lane");
+        a->lane_i = is_arg_kind(a->kind)
+                        ? new_local(s, gcc_jit_context_new_array_type(
+                                           e->ctx, NULL, e->t_i64, TC_LANES),
+                                    "lanei")
+                        : NULL;
+        a->r1 = new_local(s, t, "r1");
+        a->r2 = new_local(s, t, "r2");
+        a->res_v = new_local(s, t, "acc");
+        a->res_i = new_local(s, e->t_i64, "acci");
+    }
+    s->cnt = new_local(s, e->t_i64, "cnt");
+    s->nfl = new_local(s, e->t_i64, "nfl");
+    s->tcnt = new_local(s, e->t_i64, "tcnt");
+    s->take = new_local(s, e->vt[TC_BOOL], "take");
+}
+
+/* Cascade levels for n elements accumulated by one call. */
+static int
+cascade_for(int64_t n)
+{
+    return n > (int64_t)TC_SUM_BLOCK * TC_SUM_GROUP ? 2
+           : n > TC_SUM_BLOCK                       ? 1
+                                                    : 0;
+}
+
+static int
+load_row_pointers(red_state *s, R *args, gcc_jit_block *entry)
+{
+    loop_state ls = {.e = s->e, .fn = s->fn};
+    load_arg_pointers(&ls, s->k, args, entry, s->row);
+    return 0;
+}
+
+/* void name(void **args, int64_t begin, int64_t end): rows [begin, end) */
+static int
+emit_red_rows(red_state *s, const char *name)
+{
+    emitter *e = s->e;
+    const tc_loop *l = s->l;
+    gcc_jit_param *params[3] = {
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "begin"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "end"),
+    };
+    s->fn = gcc_jit_context_new_function(e->ctx, NULL,
+                                         GCC_JIT_FUNCTION_EXPORTED, e->t_void,
+                                         name, 3, params, 0);
+    s->mode = RM_ROW;
+    s->cascade = cascade_for(l->red_numel);
+    red_locals(s);
+    gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
+    gcc_jit_block *exitb = gcc_jit_function_new_block(s->fn, "exit");
+    gcc_jit_block_end_with_void_return(exitb, NULL);
+    load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
+    gcc_jit_block *blk = entry, *after = exitb;
+    for (int d = 0; d < l->ndim; d++) {
+        R *lo = d == 0 ? gcc_jit_param_as_rvalue(params[1])
+                       : iconst(e, e->t_i64, 0);
+        R *hi = d == 0 ? gcc_jit_param_as_rvalue(params[2])
+                       : iconst(e, e->t_i64, l->sizes[d]);
+        gcc_jit_lvalue *i = new_local(s, e->t_i64, "i");
+        gcc_jit_block *latch;
+        gcc_jit_block *body = red_loop(s, blk, i, lo, hi, after, &latch);
+        advance(s, d, lv(i), body, s->row);
+        blk = body;
+        after = latch;
+    }
+    blk = red_emit_program(s, blk, NULL, NULL);
+    if (blk == NULL) {
+        return -1;
+    }
+    gcc_jit_block_end_with_jump(blk, NULL, after);
+    return 0;
+}
+
+/* Split full reduction: part / comb functions per phase, and fin. */
+static int
+emit_red_split(red_state *s, const char *base)
+{
+    emitter *e = s->e;
+    const tc_loop *l = s->l;
+    const tc_kernel *k = s->k;
+    T *i64p = gcc_jit_type_get_pointer(e->t_i64);
+    char name[48];
+    int64_t inner = l->red_numel / l->sizes[l->ndim];
+    for (int p = 0; p < k->nphases; p++) {
+        gcc_jit_param *params[5] = {
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "rb"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "re"),
+            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "chunk"),
+        };
+        snprintf(name, sizeof(name), "%s_p%d", base, p);
+        s->fn = gcc_jit_context_new_function(
+            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 5,
+            params, 0);
+        s->mode = RM_PART;
+        s->part_phase = p;
+        s->state = gcc_jit_param_as_rvalue(params[3]);
+        s->chunk = gcc_jit_param_as_rvalue(params[4]);
+        s->cascade = cascade_for(l->chunk_rows * inner);
+        red_locals(s);
+        gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
+        load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
+        gcc_jit_block *blk = red_emit_program(
+            s, entry, gcc_jit_param_as_rvalue(params[1]),
+            gcc_jit_param_as_rvalue(params[2]));
+        if (blk == NULL) {
+            return -1;
+        }
+        gcc_jit_block_end_with_void_return(blk, NULL);
+
+        /* comb: pairwise over the chunks' partials, into block 0 */
+        gcc_jit_param *cp[2] = {
+            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "n"),
+        };
+        snprintf(name, sizeof(name), "%s_c%d", base, p);
+        s->fn = gcc_jit_context_new_function(
+            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 2, cp,
+            0);
+        s->take = new_local(s, e->vt[TC_BOOL], "take");
+        R *st = gcc_jit_param_as_rvalue(cp[0]);
+        R *n = gcc_jit_param_as_rvalue(cp[1]);
+        gcc_jit_lvalue *step = new_local(s, e->t_i64, "step");
+        gcc_jit_lvalue *c = new_local(s, e->t_i64, "c");
+        gcc_jit_block *centry = gcc_jit_function_new_block(s->fn, "entry");
+        gcc_jit_block *cond_s = new_block_fn(s->fn);
+        gcc_jit_block *sbody = new_block_fn(s->fn);
+        gcc_jit_block *cond_c = new_block_fn(s->fn);
+        gcc_jit_block *cbody = new_block_fn(s->fn);
+        gcc_jit_block *slatch = new_block_fn(s->fn);
+        gcc_jit_block *fin = new_block_fn(s->fn);
+        gcc_jit_block_add_assignment(centry, NULL, step,
+                                     iconst(e, e->t_i64, 1));
+        gcc_jit_block_end_with_jump(centry, NULL, cond_s);
+        gcc_jit_block_end_with_conditional(
+            cond_s, NULL,
+            gcc_jit_context_new_comparison(e->ctx, NULL,
+                                           GCC_JIT_COMPARISON_LT, lv(step),
+                                           n),
+            sbody, fin);
+        gcc_jit_block_add_assignment(sbody, NULL, c, iconst(e, e->t_i64, 0));
+        gcc_jit_block_end_with_jump(sbody, NULL, cond_c);
+        gcc_jit_block_end_with_conditional(
+            cond_c, NULL,
+            gcc_jit_context_new_comparison(
+                e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+                bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
+            cbody, slatch);
+        R *one = iconst(e, e->t_i64, 1);
+        for (int ai = 0; ai < s->nacc; ai++) {
+            if (s->acc[ai].phase != p) {
+                continue;
+            }
+            gcc_jit_lvalue *av, *aiv, *bv, *biv;
+            state_slot(s, st, bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
+                                  one), ai, &av, &aiv);
+            state_slot(s, st,
+                       bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
+                           bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
+                               lv(step)), one),
+                       ai, &bv, &biv);
+            acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
+                        lv(biv));
+            gcc_jit_lvalue *rv, *riv;
+            state_slot(s, st, iconst(e, e->t_i64, 0), ai, &rv, &riv);
+            gcc_jit_lvalue *pv, *piv;
+            state_slot(s, st, one, ai, &pv, &piv);
+            gcc_jit_block_add_assignment(fin, NULL, rv, lv(pv));
+            gcc_jit_block_add_assignment(fin, NULL, riv, lv(piv));
+        }
+        gcc_jit_block_add_assignment_op(
+            cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
+            bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(step), lv(step)));
+        gcc_jit_block_end_with_jump(cbody, NULL, cond_c);
+        gcc_jit_block_add_assignment_op(slatch, NULL, step,
+                                        GCC_JIT_BINARY_OP_PLUS, lv(step));
+        gcc_jit_block_end_with_jump(slatch, NULL, cond_s);
+        gcc_jit_block_end_with_void_return(fin, NULL);
+    }
+    gcc_jit_param *fp[2] = {
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+        gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+    };
+    snprintf(name, sizeof(name), "%s_f", base);
+    s->fn = gcc_jit_context_new_function(e->ctx, NULL,
+                                         GCC_JIT_FUNCTION_EXPORTED, e->t_void,
+                                         name, 2, fp, 0);
+    s->mode = RM_FIN;
+    s->state = gcc_jit_param_as_rvalue(fp[1]);
+    s->cascade = 0;
+    red_locals(s);
+    gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
+    load_row_pointers(s, gcc_jit_param_as_rvalue(fp[0]), entry);
+    gcc_jit_block *blk = red_emit_program(s, entry, NULL, NULL);
+    if (blk == NULL) {
+        return -1;
+    }
+    gcc_jit_block_end_with_void_return(blk, NULL);
+    return 0;
+}
+
+/* Checks the structure kir.h promises (regions, accumulator placement,
+ * visibility) and fills acc_of / region / accs.  Returns the number of
+ * accumulators, or -1 with err set. */
+static int
+check_reduction(const tc_kernel *k, int *acc_of, int *region, acc_info *acc,
+                char *err, size_t errlen)
+{
+    int np = k->nphases, nacc = 0;
+    if (np > TC_KIR_MAX_PHASES || k->nred < 0) {
+        goto bad;
+    }
+    for (int p = 0; p < np; p++) {
+        if (k->phases[p].begin < pre_begin(k, p)
+            || k->phases[p].end < k->phases[p].begin
+            || k->phases[p].end > k->ninsts) {
+            goto bad;
+        }
+        for (int i = pre_begin(k, p); i < k->phases[p].begin; i++) {
+            region[i] = 2 * p;
+        }
+        for (int i = k->phases[p].begin; i < k->phases[p].end; i++) {
+            region[i] = 2 * p + 1;
+        }
+    }
+    for (int i = k->phases[np - 1].end; i < k->ninsts; i++) {
+        region[i] = 2 * np;
+    }
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        acc_of[i] = -1;
+        if (check_inst(k, i, err, errlen) < 0) {
+            return -1;
+        }
+        int ops[3] = {in->a, in->b, in->c};
+        int accop = in->op == KOP_ACC_UPDATE || in->op == KOP_ACC_RESULT;
+        for (int j = 0; j < 3; j++) {
+            int o = ops[j];
+            if (o < 0) {
+                continue;
+            }
+            int is_acc = k->insts[o].op == KOP_ACC;
+            if (is_acc != (accop && j == 0)) {
+                goto bad;
+            }
+            /* body values are visible only inside their own body */
+            if (!is_acc && (region[o] & 1) && region[o] != region[i]) {
+                goto bad;
+            }
+        }
+        if ((in->op == KOP_LOAD || in->op == KOP_STORE) && !(region[i] & 1)) {
+            for (int d = 0; d < k->nred; d++) {
+                if (k->args[in->arg].strides[k->ndim + d] != 0) {
+                    goto bad;
+                }
+            }
+        }
+        if (in->op == KOP_ACC) {
+            if ((region[i] & 1) || region[i] == 2 * np
+                || in->imm.i < 0 || in->imm.i >= TC_ACC_NKINDS) {
+                goto bad;
+            }
+            acc_info *a = &acc[nacc];
+            memset(a, 0, sizeof(*a));
+            a->inst = i;
+            a->phase = region[i] / 2;
+            a->kind = (tc_acc_kind)in->imm.i;
+            a->dt = in->dtype;
+            a->fsum = a->kind == TC_ACC_SUM && is_float(a->dt);
+            a->nl = phase_lanes(k, a->phase);
+            acc_of[i] = nacc++;
+        }
+        if (in->op == KOP_ACC_UPDATE) {
+            const acc_info *a = &acc[acc_of[in->a]];
+            if (region[i] != 2 * a->phase + 1 || in->b < 0
+                || k->insts[in->b].dtype != a->dt) {
+                goto bad;
+            }
+        }
+        if (in->op == KOP_ACC_RESULT) {
+            const acc_info *a = &acc[acc_of[in->a]];
+            int comp = (int)in->imm.i;
+            if ((region[i] & 1) || region[i] <= 2 * a->phase + 1
+                || comp < 0 || comp > 1
+                || (comp == 1 && !is_arg_kind(a->kind))
+                || in->dtype != (comp ? TC_I64 : a->dt)) {
+                goto bad;
+            }
+        }
+    }
+    return nacc;
+bad:
+    snprintf(err, errlen, "tcjit cpu: %s: malformed reduction kernel",
+             k->name);
+    return -1;
+}
+
+static int plan_reuse(const tc_kernel *k, const int *region, int *sstore,
+                      int *reload);
+
+static int
+emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
+                      const char *name, char *err, size_t errlen)
+{
+    int n = k->ninsts + 1;
+    int *acc_of = calloc((size_t)n, sizeof(int));
+    int *region = calloc((size_t)n, sizeof(int));
+    int *sstore = calloc((size_t)n, sizeof(int));
+    int *reload = calloc((size_t)n, sizeof(int));
+    acc_info *acc = calloc((size_t)n, sizeof(acc_info));
+    R **val = calloc((size_t)n, sizeof(R *));
+    gcc_jit_lvalue **elem = calloc((size_t)(k->nargs + 1), sizeof(*elem));
+    gcc_jit_lvalue **relem = calloc((size_t)(k->nargs + 1),
+                                    sizeof(*relem));
+    R **row = calloc((size_t)(k->nargs + 1), sizeof(R *));
+    R **cur = calloc((size_t)(k->nargs + 1), sizeof(R *));
+    gcc_jit_lvalue **stage = calloc((size_t)(k->nargs + 1), sizeof(*stage));
+    int rc = -1;
+    if (!acc_of || !region || !acc || !val || !elem || !row || !cur
+        || !sstore || !reload || !stage || !relem) {
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+        goto done;
+    }
+    int nacc = check_reduction(k, acc_of, region, acc, err, errlen);
+    if (nacc < 0) {
+        goto done;
+    }
+    if (plan_reuse(k, region, sstore, reload) < 0) {
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+        nacc = -1;
+        goto done;
+    }
+    red_state s = {
+        .e = e, .k = k, .l = l, .val = val, .elem = elem, .relem = relem,
+        .row = row,
+        .cur = cur, .acc_of = acc_of, .region = region, .sstore = sstore,
+        .reload = reload, .stage = stage, .acc = acc, .nacc = nacc,
+        .err = err,
+        .errlen = errlen,
+    };
+    rc = l->nchunks > 0 ? emit_red_split(&s, name) : emit_red_rows(&s, name);
+done:
+    free(acc_of);
+    free(region);
+    free(sstore);
+    free(reload);
+    free(stage);
+    free(relem);
+    free(acc);
+    free(val);
+    free(elem);
+    free(row);
+    free(cur);
+    return rc;
+}
+
 /* ---- decomposition into the variants ----------------------------------- */
 
 static void
@@ -1055,6 +2361,156 @@ writes_its_input(const tc_kernel *k)
     return 0;
 }
 
+/* ---- reusing an output as scratch across phases ------------------------ *
+ *
+ * softmax's write pass recomputes exp(x - max), which the sum pass already
+ * computed.  Eager stores it into the output during the sum pass and
+ * rescales it in place; so do we: when body_q recomputes an expensive value
+ * u that body_p (p < q) computed as u', and body_q stores into an output
+ * argument o of u's dtype after computing u, body_p also stores u' into o
+ * and body_q reloads u from o.  Only when o is written nowhere else, read
+ * by nothing, shares its buffer with no other argument, and its elements
+ * are distinct for distinct points (so every scratch element is private to
+ * one point and overwritten by the real store). */
+
+/* Instructions of a reduced body subtree at least this big are reused. */
+#define TC_REUSE_MIN_COST 8
+
+static int
+same_key(const tc_kernel *k, const int *vn, const int *region, int i, int j)
+{
+    const tc_kinst *a = &k->insts[i], *b = &k->insts[j];
+    if (a->op != b->op || a->dtype != b->dtype) {
+        return 0;
+    }
+    if (a->op == KOP_CONST) {
+        return memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
+    }
+    /* only body values can be equal to another (same point, other pass) */
+    if (!(region[i] & 1) || !(region[j] & 1) || a->op == KOP_STORE
+        || a->op >= KOP_ACC) {
+        return 0;
+    }
+    if (a->op == KOP_LOAD) {
+        return a->arg == b->arg;
+    }
+    int oa[3] = {a->a, a->b, a->c}, ob[3] = {b->a, b->b, b->c};
+    for (int t = 0; t < 3; t++) {
+        if ((oa[t] < 0) != (ob[t] < 0)
+            || (oa[t] >= 0 && vn[oa[t]] != vn[ob[t]])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Instructions of body region `reg` that value i depends on (i included). */
+static int
+subtree_cost(const tc_kernel *k, const int *region, int reg, int i,
+             char *seen)
+{
+    if (i < 0 || region[i] != reg || seen[i]) {
+        return 0;
+    }
+    seen[i] = 1;
+    const tc_kinst *in = &k->insts[i];
+    return 1 + subtree_cost(k, region, reg, in->a, seen)
+           + subtree_cost(k, region, reg, in->b, seen)
+           + subtree_cost(k, region, reg, in->c, seen);
+}
+
+/* Can argument o serve as scratch for body region reg from inst u on? */
+static int
+scratch_ok(const tc_kernel *k, const int *region, int o, int reg, int u)
+{
+    const tc_karg *ao = &k->args[o];
+    if (!ao->is_output || ao->dtype != k->insts[u].dtype) {
+        return 0;
+    }
+    for (int a = 0; a < k->nargs; a++) {
+        if (a != o && k->args[a].buffer == ao->buffer) {
+            return 0;
+        }
+    }
+    for (int d = 0; d < k->ndim + k->nred; d++) {
+        if (k->sizes[d] > 1 && ao->strides[d] == 0) {
+            return 0;
+        }
+    }
+    int stored = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (in->arg != o || (in->op != KOP_LOAD && in->op != KOP_STORE)) {
+            continue;
+        }
+        if (in->op == KOP_LOAD || region[i] != reg || i < u) {
+            return 0;
+        }
+        stored = 1;
+    }
+    return stored;
+}
+
+/* Fills sstore[i] (store value i into that argument too) and reload[i]
+ * (value i is a load of that argument); -1 elsewhere. */
+static int
+plan_reuse(const tc_kernel *k, const int *region, int *sstore, int *reload)
+{
+    int n = k->ninsts;
+    for (int i = 0; i < n; i++) {
+        sstore[i] = reload[i] = -1;
+    }
+    if (k->nphases < 2 || writes_its_input(k)) {
+        return 0;
+    }
+    int *vn = malloc(sizeof(int) * (size_t)(n + 1));
+    char *seen = malloc((size_t)n + 1);
+    if (vn == NULL || seen == NULL) {
+        free(vn);
+        free(seen);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        vn[i] = i;
+        for (int j = 0; j < i; j++) {
+            if (vn[j] == j && same_key(k, vn, region, i, j)) {
+                vn[i] = j;
+                break;
+            }
+        }
+    }
+    for (int q = 1; q < k->nphases; q++) {
+        int reg = 2 * q + 1;
+        int best = -1, best_cost = TC_REUSE_MIN_COST - 1;
+        for (int u = k->phases[q].begin; u < k->phases[q].end; u++) {
+            int first = vn[u];
+            if (first == u || !(region[first] & 1) || region[first] >= reg
+                || k->insts[u].op == KOP_CONST) {
+                continue;
+            }
+            memset(seen, 0, (size_t)n);
+            int cost = subtree_cost(k, region, reg, u, seen);
+            if (cost > best_cost) {
+                best_cost = cost;
+                best = u;
+            }
+        }
+        if (best < 0) {
+            continue;
+        }
+        for (int o = 0; o < k->nargs; o++) {
+            if (scratch_ok(k, region, o, reg, best)) {
+                sstore[vn[best]] = o;
+                reload[best] = o;
+                break;
+            }
+        }
+    }
+    free(vn);
+    free(seen);
+    return 0;
+}
+
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
 static int
@@ -1071,7 +2527,9 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
         || tc_kernel_decompose_transcendentals_cpu(fast, &kv->flag) < 0) {
         return -1;
     }
-    if (kv->flag >= 0 && !writes_its_input(k)) {
+    /* Reduction kernels: no versioned blocks (a block cannot be redone
+     * once accumulators saw it); their sin/cos take the exact path. */
+    if (kv->flag >= 0 && !writes_its_input(k) && k->nphases == 0) {
         kv->fast = fast;
     }
     return 0;
@@ -1104,6 +2562,11 @@ set_options(gcc_jit_context *c)
      * ~20% of the compile time and buy little: tails are < 16 elements. */
     gcc_jit_context_add_command_line_option(c,
                                             "--param=vect-epilogues-nomask=0");
+    /* Reduction lane loops run TC_LANES (16) iterations: completely
+     * peeling them before the vectorizer (the default limit is 16) would
+     * turn the lane array into scalars it cannot vectorize. */
+    gcc_jit_context_add_command_line_option(
+        c, "--param=max-completely-peel-times=8");
     gcc_jit_context_add_driver_option(c, "-lm");
     if (opt_info == 1) {
         gcc_jit_context_add_command_line_option(c, "-fopt-info-vec-all");
@@ -1112,6 +2575,17 @@ set_options(gcc_jit_context *c)
         gcc_jit_context_set_bool_option(
             c, GCC_JIT_BOOL_OPTION_DUMP_GENERATED_CODE, 1);
     }
+    if (opt_info == 4) {
+        gcc_jit_context_set_bool_option(
+            c, GCC_JIT_BOOL_OPTION_DUMP_INITIAL_GIMPLE, 1);
+    }
+    if (opt_info == 3) {
+        /* vectorizer details in a kept /tmp/libgccjit-* directory */
+        gcc_jit_context_set_bool_option(
+            c, GCC_JIT_BOOL_OPTION_KEEP_INTERMEDIATES, 1);
+        gcc_jit_context_add_command_line_option(c,
+                                                "-fdump-tree-vect-details");
+    }
 }
 
 static int
@@ -1119,26 +2593,32 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, char *err,
          size_t errlen)
 {
     for (int i = 0; i < plan->nkernels; i++) {
-        if (plan->kernels[i].nphases > 0 || plan->kernels[i].nred > 0) {
-            snprintf(err, errlen, "tcjit cpu: %s: reduction kernels are not "
-                     "supported by the CPU backend yet",
-                     plan->kernels[i].name);
+        const tc_kernel *k = &plan->kernels[i];
+        if (k->nphases < 0 || k->nphases > TC_KIR_MAX_PHASES
+            || (k->nphases == 0 && k->nred > 0)) {
+            snprintf(err, errlen, "tcjit cpu: %s: bad reduction structure",
+                     k->name);
             return -1;
         }
-        if (tc_loop_build(&plan->kernels[i], &code->loops[i]) < 0) {
-            snprintf(err, errlen, "tcjit cpu: out of memory");
+        if (tc_loop_build(k, &code->loops[i]) < 0) {
+            snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
+                     "nest", k->name);
             return -1;
         }
         tc_kernel exact, fast;
         kernel_variants kv;
-        int rc = make_variants(&plan->kernels[i], &exact, &fast, &kv);
+        int rc = make_variants(k, &exact, &fast, &kv);
         if (rc < 0) {
             snprintf(err, errlen, "tcjit cpu: out of memory");
         }
         else {
             char name[32];
             snprintf(name, sizeof(name), "tc_k%d", i);
-            rc = emit_kernel(e, &kv, &code->loops[i], name, err, errlen);
+            rc = k->nphases > 0
+                     ? emit_reduction_kernel(e, kv.exact, &code->loops[i],
+                                             name, err, errlen)
+                     : emit_kernel(e, &kv, &code->loops[i], name, err,
+                                   errlen);
         }
         variants_clear(&exact, &fast);
         if (rc < 0) {
@@ -1182,15 +2662,32 @@ compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
         code->result = res;
     }
     for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
-        char name[32];
+        char name[48];
         snprintf(name, sizeof(name), "tc_k%d", i);
-        code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(code->result,
-                                                             name);
-        if (code->fns[i] == NULL) {
-            snprintf(err, errlen, "tcjit cpu: %s missing after compile",
-                     name);
-            rc = -1;
+        const tc_loop *l = &code->loops[i];
+        if (l->nchunks == 0) {
+            code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(
+                code->result, name);
+            rc = code->fns[i] == NULL ? -1 : 0;
+            continue;
         }
+        tc_split_fns *sp = &code->split[i];
+        for (int p = 0; rc == 0 && p < l->nphases; p++) {
+            snprintf(name, sizeof(name), "tc_k%d_p%d", i, p);
+            sp->part[p] = (tc_part_fn)gcc_jit_result_get_code(code->result,
+                                                              name);
+            snprintf(name, sizeof(name), "tc_k%d_c%d", i, p);
+            sp->comb[p] = (tc_comb_fn)gcc_jit_result_get_code(code->result,
+                                                              name);
+            rc = sp->part[p] == NULL || sp->comb[p] == NULL ? -1 : 0;
+        }
+        snprintf(name, sizeof(name), "tc_k%d_f", i);
+        sp->fin = (tc_fin_fn)gcc_jit_result_get_code(code->result, name);
+        rc = rc < 0 || sp->fin == NULL ? -1 : 0;
+    }
+    if (rc < 0 && code->result != NULL) {
+        snprintf(err, errlen, "tcjit cpu: kernel function missing after "
+                 "compile");
     }
     gcc_jit_context_release(c);
     return rc;
@@ -1210,6 +2707,7 @@ tc_jit_code_free(tc_jit_code *code)
     }
     free(code->loops);
     free(code->fns);
+    free(code->split);
     free(code);
 }
 
@@ -1225,7 +2723,8 @@ tc_jit_code_compile(const tc_plan *plan, char *err, size_t errlen)
     code->nkernels = n;
     code->fns = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_kernel_fn));
     code->loops = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_loop));
-    if (code->fns == NULL || code->loops == NULL) {
+    code->split = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_split_fns));
+    if (code->fns == NULL || code->loops == NULL || code->split == NULL) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
         tc_jit_code_free(code);
         return NULL;
@@ -1242,4 +2741,95 @@ tc_jit_code_compile(const tc_plan *plan, char *err, size_t errlen)
         return NULL;
     }
     return code;
+}
+
+/* ---- running a compiled kernel ------------------------------------------ */
+
+int64_t
+tc_jit_code_work(const tc_jit_code *code, int i)
+{
+    const tc_loop *l = &code->loops[i];
+    int64_t w = l->sizes[0] * tc_loop_inner_numel(l);
+    if (l->nphases > 0) {
+        w *= (l->red_numel > 0 ? l->red_numel : 1) * l->nphases;
+    }
+    return w;
+}
+
+typedef struct {
+    tc_kernel_fn fn;
+    void **args;
+} rows_task;
+
+static void
+run_rows(void *p, int64_t b, int64_t e)
+{
+    rows_task *t = p;
+    t->fn(t->args, b, e);
+}
+
+typedef struct {
+    tc_part_fn fn;
+    void **args;
+    int64_t *state;
+    int64_t rows, n0;
+} chunk_task;
+
+static void
+run_chunks_task(void *p, int64_t b, int64_t e)
+{
+    chunk_task *t = p;
+    for (int64_t c = b; c < e; c++) {
+        int64_t rb = c * t->rows;
+        int64_t re = rb + t->rows < t->n0 ? rb + t->rows : t->n0;
+        t->fn(t->args, rb, re, t->state, c);
+    }
+}
+
+int
+tc_jit_code_run(const tc_jit_code *code, int i, void **args,
+                int64_t threshold)
+{
+    const tc_loop *l = &code->loops[i];
+    int64_t outer = l->sizes[0], inner = tc_loop_inner_numel(l);
+    if (outer == 0 || inner == 0) {
+        return 0;
+    }
+    int64_t work = tc_jit_code_work(code, i);
+    int par = work >= threshold && tc_threadpool_get_threads() >= 2;
+    if (l->nchunks > 0) {
+        /* chunk boundaries are fixed by the shape: the same partials and
+         * the same combine order however many threads run them */
+        const tc_split_fns *sp = &code->split[i];
+        size_t n = 2 * (size_t)l->nacc * (size_t)(1 + l->nchunks);
+        int64_t *state = calloc(n > 0 ? n : 1, sizeof(int64_t));
+        if (state == NULL) {
+            return -1;
+        }
+        for (int p = 0; p < l->nphases; p++) {
+            chunk_task t = {sp->part[p], args, state, l->chunk_rows,
+                            l->sizes[l->ndim]};
+            if (par) {
+                tc_threadpool_parallel_for(l->nchunks, 1, run_chunks_task,
+                                           &t);
+            }
+            else {
+                run_chunks_task(&t, 0, l->nchunks);
+            }
+            sp->comb[p](state, l->nchunks);
+        }
+        sp->fin(args, state);
+        free(state);
+        return 0;
+    }
+    if (outer < 2 || !par) {
+        code->fns[i](args, 0, outer);
+        return 0;
+    }
+    /* Chunks of at least ~16K element-steps keep the pool overhead small. */
+    int64_t per = work / outer;
+    int64_t grain = (16384 + per - 1) / per;
+    rows_task t = {code->fns[i], args};
+    tc_threadpool_parallel_for(outer, grain, run_rows, &t);
+    return 0;
 }

@@ -9,9 +9,35 @@
 #include "../graph/schedule.h"
 
 /* Every kernel compiles to this signature: args[i] is the base pointer of
- * kernel argument i, and only outer indices [begin, end) of the *collapsed*
- * loop nest (tc_loop below) run; inner dimensions run in full. */
+ * kernel argument i (tc_karg.offset is added inside), and only outer
+ * indices [begin, end) of the *collapsed* loop nest (tc_loop below) run;
+ * inner dimensions run in full.  For a reduction kernel every outer point
+ * runs its whole row program (all phases). */
 typedef void (*tc_kernel_fn)(void **args, int64_t begin, int64_t end);
+
+/* A full reduction (one outer point, a long reduction domain) is instead
+ * split into chunks of its outermost collapsed reduction dim, with fixed
+ * boundaries (they depend on the shape only, so results do not depend on
+ * the thread count).  state is int64_t[2 * nacc * (1 + nchunks)]: per
+ * accumulator a (value, index) slot pair, first the combined results, then
+ * one block of partials per chunk.  For each phase p:
+ *     part[p](args, rb, re, state, c) for every chunk c (in parallel):
+ *         pre regions 0..p (stores skipped, earlier accumulators read from
+ *         the combined slots), body_p over outermost reduction indices
+ *         [rb, re), partial accumulators of phase p written to block c;
+ *     comb[p](state, nchunks): pairwise combine of the partials (fixed
+ *         order) into the combined slots;
+ * then fin(args, state) runs the pre and post regions with their stores. */
+typedef void (*tc_part_fn)(void **args, int64_t rb, int64_t re,
+                           int64_t *state, int64_t chunk);
+typedef void (*tc_comb_fn)(int64_t *state, int64_t nchunks);
+typedef void (*tc_fin_fn)(void **args, int64_t *state);
+
+typedef struct {
+    tc_part_fn part[TC_KIR_MAX_PHASES];
+    tc_comb_fn comb[TC_KIR_MAX_PHASES];
+    tc_fin_fn fin;
+} tc_split_fns;
 
 /* A kernel's loop nest after merging dimensions that are contiguous for
  * every argument and dropping size-1 dimensions.  Merging gives the
@@ -21,7 +47,16 @@ typedef struct {
     int ndim;                   /* >= 1 */
     int64_t sizes[TC_MAX_DIMS];
     int nargs;
-    int64_t (*strides)[TC_MAX_DIMS]; /* [nargs][ndim], malloc'd */
+    int64_t (*strides)[TC_MAX_DIMS]; /* [nargs][ndim + nred], malloc'd */
+    /* Reduction kernels (all 0 for pointwise ones): the reduction dims,
+     * collapsed among themselves the same way (merging keeps the row-major
+     * linear index r), follow the outer ones: sizes[ndim .. ndim+nred-1]. */
+    int nred;                   /* >= 1 for a reduction kernel */
+    int64_t red_numel;
+    int nphases;
+    int nacc;                   /* KOP_ACC instructions */
+    int64_t nchunks;            /* > 0: a split full reduction (above) */
+    int64_t chunk_rows;         /* outermost reduction indices per chunk */
 } tc_loop;
 
 int tc_loop_build(const tc_kernel *k, tc_loop *out);
@@ -34,8 +69,9 @@ int64_t tc_loop_inner_numel(const tc_loop *l);
 typedef struct tc_jit_code {
     void *result;               /* gcc_jit_result * */
     int nkernels;
-    tc_kernel_fn *fns;          /* [nkernels] */
+    tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
+    tc_split_fns *split;        /* [nkernels]; used where loops[i].nchunks */
 } tc_jit_code;
 
 /* Compiles all kernels of plan in one context with the flags of cpu.c.
@@ -44,6 +80,17 @@ tc_jit_code *tc_jit_code_compile(const tc_plan *plan, char *err,
                                  size_t errlen);
 void tc_jit_code_free(tc_jit_code *code);
 
+/* Element-steps kernel i does per call (what parallelism is judged by). */
+int64_t tc_jit_code_work(const tc_jit_code *code, int i);
+
+/* Runs kernel i of code over its whole domain: rows split over the thread
+ * pool when the work is at least threshold elements, split full
+ * reductions chunked (chunks in parallel under the same condition).  No
+ * Python involved: the caller releases the GIL if it wants to.  Returns 0,
+ * or -1 when scratch memory could not be allocated. */
+int tc_jit_code_run(const tc_jit_code *code, int i, void **args,
+                    int64_t threshold);
+
 /* transcendental.c, CPU only: like tc_kernel_decompose_transcendentals but
  * float32 sin/cos take a fast float path valid for |x| <= 8192; *flag is
  * the id of a TC_BOOL value true where that result is invalid, or -1.  The
@@ -51,7 +98,8 @@ void tc_jit_code_free(tc_jit_code *code);
 int tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag);
 
 /* Debug switch for tests/benchmarks: 1 = vectorizer remarks, 2 = the
- * generated assembly, both to stderr. */
+ * generated assembly, both to stderr; 3 = vectorizer details dumped into
+ * a kept /tmp/libgccjit-* directory. */
 void tc_jit_set_opt_info(int on);
 
 /* Detected CPU: "-march=..." argument (without "-march="). */

@@ -24,6 +24,8 @@ struct tc_compiled {
     tc_plan *plan;
     tc_jit_code *code;
     PyObject **alloc_argv;  /* [nbuffers][4]: sizes, strides, dtype, device */
+    PyObject **view_argv;   /* [noutputs][3]: sizes, strides, offset; NULL
+                               for outputs that are not views */
     size_t *temp_bytes;     /* [nbuffers]: TEMP allocation size */
     char *needs_ptr;        /* [nbuffers]: some kernel touches it */
     int max_args;
@@ -33,6 +35,8 @@ static PyObject *empty_strided = NULL;  /* torch.empty_strided */
 static PyObject *dtype_kwnames = NULL;  /* ("dtype", "device") */
 static PyObject *cpu_device = NULL;     /* torch.device("cpu") */
 static PyObject *str_data_ptr = NULL;   /* interned "data_ptr" */
+static PyObject *str_storage_offset = NULL; /* interned "storage_offset" */
+static PyObject *as_strided = NULL;     /* torch.as_strided */
 static PyObject *dtype_objs[TC_NDTYPES];
 static int64_t parallel_threshold = 32768;
 
@@ -94,8 +98,11 @@ tc_jit_init(void)
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     dtype_kwnames = Py_BuildValue("(ss)", "dtype", "device");
     empty_strided = PyObject_GetAttrString(torch, "empty_strided");
+    str_storage_offset = PyUnicode_InternFromString("storage_offset");
+    as_strided = PyObject_GetAttrString(torch, "as_strided");
     if (cpu_device == NULL || str_data_ptr == NULL || dtype_kwnames == NULL
-        || empty_strided == NULL) {
+        || empty_strided == NULL || str_storage_offset == NULL
+        || as_strided == NULL) {
         goto error;
     }
     Py_DECREF(torch);
@@ -108,6 +115,8 @@ error:
     Py_CLEAR(str_data_ptr);
     Py_CLEAR(dtype_kwnames);
     Py_CLEAR(empty_strided);
+    Py_CLEAR(str_storage_offset);
+    Py_CLEAR(as_strided);
     Py_DECREF(torch);
     return -1;
 }
@@ -132,6 +141,7 @@ free_plan(tc_plan *p)
     free(p->kernels);
     free(p->buffers);
     free(p->output_buffer);
+    free(p->outputs);
     free(p);
 }
 
@@ -163,6 +173,35 @@ layout_span(const tc_layout *l)
                                                       : l->strides[d]);
     }
     return span;
+}
+
+/* View outputs (eager returns an alias): the as_strided arguments. */
+static int
+prepare_views(tc_compiled *c)
+{
+    tc_plan *p = c->plan;
+    if (p->outputs == NULL) {
+        return 0;
+    }
+    c->view_argv = calloc((size_t)(3 * p->noutputs + 1), sizeof(PyObject *));
+    if (c->view_argv == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < p->noutputs; j++) {
+        const tc_output_desc *o = &p->outputs[j];
+        if (!o->is_view) {
+            continue;
+        }
+        PyObject **argv = &c->view_argv[3 * j];
+        argv[0] = int_tuple(o->layout.ndim, o->layout.sizes);
+        argv[1] = int_tuple(o->layout.ndim, o->layout.strides);
+        argv[2] = PyLong_FromLongLong(o->offset);
+        if (argv[0] == NULL || argv[1] == NULL || argv[2] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -214,13 +253,14 @@ prepare_buffers(tc_compiled *c)
     }
     for (int j = 0; j < p->noutputs; j++) {
         int b = p->output_buffer[j];
-        if (b < 0 || b >= nb || p->buffers[b].kind == TC_BUF_TEMP) {
+        if (b < 0 || b >= nb || p->buffers[b].kind == TC_BUF_TEMP
+            || (p->outputs != NULL && p->outputs[j].buffer != b)) {
             PyErr_SetString(PyExc_RuntimeError,
                             "tcjit cpu: graph output maps to no buffer");
             return -1;
         }
     }
-    return 0;
+    return prepare_views(c);
 }
 
 static char *
@@ -320,6 +360,12 @@ tc_jit_free(tc_compiled *c)
         }
     }
     free(c->alloc_argv);
+    if (c->view_argv != NULL) {
+        for (int i = 0; i < 3 * c->plan->noutputs; i++) {
+            Py_XDECREF(c->view_argv[i]);
+        }
+    }
+    free(c->view_argv);
     free(c->temp_bytes);
     free(c->needs_ptr);
     tc_jit_code_free(c->code);
@@ -354,37 +400,50 @@ tensor_data_ptr(PyObject *t)
     return p;
 }
 
-typedef struct {
-    tc_kernel_fn fn;
-    void **args;
-} task_ctx;
-
-static void
-run_task(void *p, int64_t b, int64_t e)
-{
-    task_ctx *t = p;
-    t->fn(t->args, b, e);
-}
-
-static void
+static int
 run_kernel(const tc_jit_code *code, int i, void **args)
 {
-    const tc_loop *l = &code->loops[i];
-    int64_t outer = l->sizes[0], inner = tc_loop_inner_numel(l);
-    if (outer == 0 || inner == 0) {
-        return;
+    int rc;
+    if (tc_jit_code_work(code, i) >= parallel_threshold) {
+        /* the pool (and a long kernel) runs without the GIL */
+        Py_BEGIN_ALLOW_THREADS
+        rc = tc_jit_code_run(code, i, args, parallel_threshold);
+        Py_END_ALLOW_THREADS
     }
-    if (outer < 2 || outer * inner < parallel_threshold
-        || tc_threadpool_get_threads() < 2) {
-        code->fns[i](args, 0, outer);
-        return;
+    else {
+        rc = tc_jit_code_run(code, i, args, parallel_threshold);
     }
-    /* Chunks of at least ~16K elements keep the pool overhead small. */
-    int64_t grain = (16384 + inner - 1) / inner;
-    task_ctx t = {code->fns[i], args};
-    Py_BEGIN_ALLOW_THREADS
-    tc_threadpool_parallel_for(outer, grain, run_task, &t);
-    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_NoMemory();
+    }
+    return rc;
+}
+
+/* Graph output j: the buffer's tensor, or for a view output
+ * torch.as_strided(base, sizes, strides, base.storage_offset() + offset),
+ * an alias of the input (or of the output buffer) as eager returns. */
+static PyObject *
+make_output(tc_compiled *c, int j, PyObject *base)
+{
+    const tc_plan *p = c->plan;
+    if (p->outputs == NULL || !p->outputs[j].is_view) {
+        return Py_NewRef(base);
+    }
+    PyObject **va = &c->view_argv[3 * j];
+    PyObject *so = PyObject_VectorcallMethod(
+        str_storage_offset, &base, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (so == NULL) {
+        return NULL;
+    }
+    PyObject *off = PyNumber_Add(so, va[2]);
+    Py_DECREF(so);
+    if (off == NULL) {
+        return NULL;
+    }
+    PyObject *argv[4] = {base, va[0], va[1], off};
+    PyObject *r = PyObject_Vectorcall(as_strided, argv, 4, NULL);
+    Py_DECREF(off);
+    return r;
 }
 
 /* Fills objs/ptrs for every buffer; TEMPs are malloc'd into ptrs. */
@@ -474,10 +533,20 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
         for (int a = 0; a < k->nargs; a++) {
             args[a] = ptrs[k->args[a].buffer];
         }
-        run_kernel(c->code, i, args);
+        rc = run_kernel(c->code, i, args);
     }
-    for (int j = 0; rc == 0 && j < p->noutputs; j++) {
-        outputs[j] = Py_NewRef(objs[p->output_buffer[j]]);
+    int nout = 0;
+    for (; rc == 0 && nout < p->noutputs; nout++) {
+        outputs[nout] = make_output(c, nout, objs[p->output_buffer[nout]]);
+        if (outputs[nout] == NULL) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc < 0) {
+        for (int j = 0; j < nout; j++) {
+            Py_CLEAR(outputs[j]);
+        }
     }
     release_buffers(p, objs, ptrs);
     if (objs != objs_stack) {

@@ -46,6 +46,8 @@ typedef struct {
     char *written;            /* locals stored to by this segment */
     tc_var **saved_stack;     /* the stack before the current instruction */
     int *outs, nouts;         /* graph outputs the exit templates use */
+    tc_var **memo;            /* containers given a memo slot, by slot */
+    int nmemo, memo_cap;
 } tracer;
 
 /* ---- errors --------------------------------------------------------------- */
@@ -205,7 +207,9 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
                            ? TC_VAR_TUPLE : TC_VAR_LIST, (int)n, items);
     if (v == NULL) {
         *rc = ERROR;
+        return NULL;
     }
+    v->source = source;  /* the caller's own list: keep its identity */
     return v;
 }
 
@@ -219,7 +223,9 @@ is_python_scalar(PyObject *v)
 static int
 is_known_object(PyObject *v)
 {
-    return PyModule_Check(v) || PyFunction_Check(v) || PyCFunction_Check(v)
+    /* Python functions are not inlined yet: the tracer never depends on
+     * their identity, so they need no guard. */
+    return PyModule_Check(v) || PyCFunction_Check(v)
            || tc_dtype_from_torch(v) >= 0 || tc_binding_find(v) != NULL;
 }
 
@@ -235,11 +241,10 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
         return wrap_tensor(T, value, source, rc);
     }
     if (is_python_scalar(value)) {
-        if (tc_guard_equals(gs, source, value) < 0) {
-            *rc = ERROR;
-            return NULL;
-        }
         v = tc_var_const(&T->arena, value, source);
+        if (v != NULL) {
+            v->kind = TC_VAR_LAZY;
+        }
     }
     else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
         return wrap_sequence(T, value, source, rc);
@@ -264,6 +269,31 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
     }
     return v;
+}
+
+/* The traced code depends on the value of v: specialize on it. */
+static int
+reify(tracer *T, tc_var *v)
+{
+    if (v == NULL || v->kind != TC_VAR_LAZY) {
+        return OK;
+    }
+    if (tc_guard_equals(T->out->guards, v->source, v->obj) < 0) {
+        return ERROR;
+    }
+    v->kind = TC_VAR_CONST;
+    return OK;
+}
+
+static int
+reify_all(tracer *T, tc_var **vs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (reify(T, vs[i]) != OK) {
+            return ERROR;
+        }
+    }
+    return OK;
 }
 
 /* ---- loads and stores ----------------------------------------------------- */
@@ -419,6 +449,10 @@ operand_node(tracer *T, tc_var *v, int *rc)
     if (v->kind == TC_VAR_TENSOR) {
         return v->node;
     }
+    if (reify(T, v) != OK) {
+        *rc = ERROR;
+        return -1;
+    }
     if (v->kind == TC_VAR_CONST && PyBool_Check(v->obj)) {
         node = tc_graph_scalar_bool(g, v->obj == Py_True);
     }
@@ -521,7 +555,7 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
             }
         }
     }
-    return OK;
+    return reify_all(T, params, b->nparams);
 }
 
 static int call_cast(tracer *T, tc_var *self, int dt);
@@ -757,7 +791,7 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
 {
     static const char *const pure[] = {"abs", "min", "max", "float", "int",
                                        "bool", "round", "len", "pow", NULL};
-    if (!PyCFunction_Check(fn) || kwnames != NULL || !all_const(args, n)) {
+    if (!PyCFunction_Check(fn) || kwnames != NULL) {
         return UNSUPPORTED;
     }
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
@@ -771,6 +805,12 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
         ok |= strcmp(pure[i], name) == 0;
     }
     if (!ok || n > 4) {
+        return UNSUPPORTED;
+    }
+    if (reify_all(T, args, n) != OK) {
+        return ERROR;
+    }
+    if (!all_const(args, n)) {
         return UNSUPPORTED;
     }
     PyObject *argv[4];
@@ -820,6 +860,10 @@ op_call(tracer *T, int argc)
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
     T->sp -= argc + 2;
+    if (callable->kind == TC_VAR_METHOD) {
+        return unsupported(T, "call to Tensor.%U (not a traceable torch op)",
+                           callable->obj);
+    }
     if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_CONST
         && callable->kind != TC_VAR_UNKNOWN) {
         return unsupported(T, "call of a %s value", tc_var_kind_name(callable));
@@ -856,6 +900,17 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         }
         d->obj = Py_NewRef(descr);
         return push(T, d) ? ERROR : push(T, self);
+    }
+    if (method && descr != NULL) {
+        /* A method we cannot trace: keep it symbolic so that the break
+         * happens once, at the call, not at the attribute load too. */
+        tc_var *m = tc_var_seq(&T->arena, TC_VAR_METHOD, 1, &self);
+        if (m == NULL) {
+            return ERROR;
+        }
+        m->obj = Py_NewRef(name);
+        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) ? ERROR
+                                                                  : push(T, m);
     }
     const tc_node *n = tensor_node(T, self);
     PyObject *r = NULL;
@@ -1000,6 +1055,9 @@ op_binary(tracer *T, int nb)
     if (a == NULL || b == NULL) {
         return unsupported(T, "malformed binary op");
     }
+    if (reify(T, a) != OK || reify(T, b) != OK) {
+        return ERROR;
+    }
     if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
         return push_folded(T, fold_binary(nb, a->obj, b->obj), "operator");
     }
@@ -1028,6 +1086,9 @@ op_compare(tracer *T, int cmp)
     if (a == NULL || b == NULL || cmp < 0 || cmp > 5) {
         return unsupported(T, "malformed comparison");
     }
+    if (reify(T, a) != OK || reify(T, b) != OK) {
+        return ERROR;
+    }
     if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
         return push_folded(T, PyObject_RichCompare(a->obj, b->obj, cmp),
                            "comparison");
@@ -1046,6 +1107,9 @@ op_unary(tracer *T, int opcode)
     tc_var *a = pop(T);
     if (a == NULL) {
         return unsupported(T, "malformed unary op");
+    }
+    if (reify(T, a) != OK) {
+        return ERROR;
     }
     if (a->kind == TC_VAR_CONST) {
         PyObject *r = opcode == UNARY_NEGATIVE ? PyNumber_Negative(a->obj)
@@ -1096,6 +1160,9 @@ static int
 op_unpack(tracer *T, int n)
 {
     tc_var *seq = pop(T);
+    if (reify(T, seq) != OK) {
+        return ERROR;
+    }
     if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
         return unpack_const(T, seq->obj, n);
     }
@@ -1140,6 +1207,9 @@ op_subscr(tracer *T)
     if (seq == NULL || idx == NULL) {
         return unsupported(T, "malformed subscript");
     }
+    if (reify(T, seq) != OK || reify(T, idx) != OK) {
+        return ERROR;
+    }
     if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
         return push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
                            "subscript");
@@ -1159,12 +1229,105 @@ op_subscr(tracer *T)
                        "supported yet)", tc_var_kind_name(seq));
 }
 
+/* A lambda or nested function without closure or defaults: made when the
+ * segment exits (it is only passed along, e.g. as a sort key). */
+static int
+op_make_function(tracer *T, int oparg)
+{
+    tc_var *code = peek(T, 1);
+    if (oparg != 0 || code == NULL || code->kind != TC_VAR_UNKNOWN
+        || !PyCode_Check(code->obj)) {
+        return unsupported(T, "a nested function with defaults or a "
+                           "closure");
+    }
+    tc_var *d = tc_var_new(&T->arena, TC_VAR_DEFERRED, -1);
+    if (d == NULL) {
+        return ERROR;
+    }
+    d->node = TC_TMPL_FUNCTION;
+    d->obj = Py_NewRef(code->obj);
+    pop(T);
+    return push(T, d);
+}
+
+/* f-strings of Python values fold; of tensors they are deferred. */
+static int
+op_format_value(tracer *T, int oparg)
+{
+    int has_spec = (oparg & FVS_MASK) != 0;
+    tc_var *spec = has_spec ? peek(T, 1) : NULL;
+    tc_var *value = peek(T, 1 + has_spec);
+    if (value == NULL || reify(T, value) != OK || reify(T, spec) != OK) {
+        return value == NULL ? unsupported(T, "malformed stack") : ERROR;
+    }
+    if (value->kind != TC_VAR_CONST || (spec && spec->kind != TC_VAR_CONST)) {
+        /* formatting a tensor: done when the segment exits, so the break
+         * happens once, where the string is used (print, logging...) */
+        tc_var *items[2] = {value, spec};
+        tc_var *d = tc_var_seq(&T->arena, TC_VAR_DEFERRED, 1 + has_spec,
+                               items);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->node = TC_TMPL_FORMAT;
+        d->obj = PyLong_FromLong(oparg);
+        T->sp -= 1 + has_spec;
+        return d->obj ? push(T, d) : ERROR;
+    }
+    T->sp -= 1 + has_spec;
+    return push_folded(T, tc_format_value(value->obj, spec ? spec->obj : NULL,
+                                          oparg), "format");
+}
+
+PyObject *
+tc_format_value(PyObject *value, PyObject *spec, int oparg)
+{
+    PyObject *conv = (oparg & FVC_MASK) == FVC_STR ? PyObject_Str(value)
+                   : (oparg & FVC_MASK) == FVC_REPR ? PyObject_Repr(value)
+                   : (oparg & FVC_MASK) == FVC_ASCII ? PyObject_ASCII(value)
+                   : Py_NewRef(value);
+    PyObject *r = conv ? PyObject_Format(conv, spec) : NULL;
+    Py_XDECREF(conv);
+    return r;
+}
+
+static int
+op_build_string(tracer *T, int n)
+{
+    if (T->sp < n) {
+        return unsupported(T, "malformed stack");
+    }
+    tc_var **parts = &T->stack[T->sp - n];
+    if (!all_const(parts, n)) {
+        tc_var *d = tc_var_seq(&T->arena, TC_VAR_DEFERRED, n, parts);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->node = TC_TMPL_JOIN;
+        T->sp -= n;
+        return push(T, d);
+    }
+    PyObject *tup = PyTuple_New(n), *empty = PyUnicode_FromString("");
+    for (int i = 0; tup && i < n; i++) {
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(parts[i]->obj));
+    }
+    PyObject *r = tup && empty ? PyUnicode_Join(empty, tup) : NULL;
+    Py_XDECREF(tup);
+    Py_XDECREF(empty);
+    T->sp -= n;
+    return push_folded(T, r, "f-string");
+}
+
 /* ---- control flow -------------------------------------------------------------- */
 
 /* Truth value of a var known at trace time: 1/0, or -2 if data-dependent. */
 static int
 static_truth(tracer *T, tc_var *v)
 {
+    if (reify(T, v) != OK) {
+        PyErr_Clear();
+        return -2;
+    }
     if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT) {
         int r = PyObject_IsTrue(v->obj);
         if (r < 0) {
@@ -1193,6 +1356,9 @@ op_jump(tracer *T, tc_jump_kind kind, int target, int *next)
     }
     int taken;
     if (kind == TC_JUMP_POP_IF_NONE || kind == TC_JUMP_POP_IF_NOT_NONE) {
+        if (reify(T, v) != OK) {
+            return ERROR;
+        }
         int is_none = v->kind == TC_VAR_CONST && v->obj == Py_None;
         taken = (kind == TC_JUMP_POP_IF_NONE) == is_none;
     }
@@ -1241,9 +1407,39 @@ output_index(tracer *T, int node)
  * the frame come back as the very same objects (identity matters: a list
  * the caller holds, a tensor returned unchanged). */
 static int
+memo_slot(tracer *T, tc_var *v)
+{
+    for (int i = 0; i < T->nmemo; i++) {
+        if (T->memo[i] == v) {
+            return i;
+        }
+    }
+    if (T->nmemo == T->memo_cap) {
+        int cap = T->memo_cap ? 2 * T->memo_cap : 8;
+        tc_var **n = PyMem_Realloc(T->memo, cap * sizeof(*n));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        T->memo = n;
+        T->memo_cap = cap;
+    }
+    T->memo[T->nmemo] = v;
+    return T->nmemo++;
+}
+
+static int
 var_template(tracer *T, tc_var *v, tc_template *t)
 {
     memset(t, 0, sizeof(*t));
+    t->memo = -1;
+    if (v->source < 0 && (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST
+                          || v->kind == TC_VAR_DEFERRED)) {
+        t->memo = memo_slot(T, v);
+        if (t->memo < 0) {
+            return ERROR;
+        }
+    }
     if (v->kind == TC_VAR_NULL) {
         t->kind = TC_TMPL_NULL;
         return OK;
@@ -1252,6 +1448,33 @@ var_template(tracer *T, tc_var *v, tc_template *t)
         t->kind = TC_TMPL_SOURCE;
         t->index = v->source;
         return OK;
+    }
+    if (v->kind == TC_VAR_DEFERRED) {
+        t->kind = (tc_tmpl_kind)v->node;
+        t->obj = Py_XNewRef(v->obj);
+        t->items = PyMem_Calloc(v->nitems + 1, sizeof(tc_template));
+        if (t->items == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        t->n = v->nitems;
+        for (int i = 0; i < v->nitems; i++) {
+            if (var_template(T, v->items[i], &t->items[i]) != OK) {
+                return ERROR;
+            }
+        }
+        return OK;
+    }
+    if (v->kind == TC_VAR_METHOD) {
+        t->kind = TC_TMPL_ATTR;
+        t->obj = Py_NewRef(v->obj);
+        t->items = PyMem_Calloc(1, sizeof(tc_template));
+        t->n = t->items ? 1 : 0;
+        if (t->items == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        return var_template(T, v->items[0], &t->items[0]);
     }
     switch (v->kind) {
     case TC_VAR_TENSOR:
@@ -1321,6 +1544,7 @@ exit_kind_for(int opcode, int oparg, int next_pc, int *jump, int *target)
     case UNARY_NOT:
     case FORMAT_VALUE:
     case BUILD_STRING:
+    case MAKE_FUNCTION:
         return TC_EXIT_STEP;
     default:
         return TC_EXIT_FALLBACK;
@@ -1447,6 +1671,12 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         T->stack[T->sp - 1] = T->stack[T->sp - oparg];
         T->stack[T->sp - oparg] = v;
         return OK;
+    case MAKE_FUNCTION:
+        return op_make_function(T, oparg);
+    case FORMAT_VALUE:
+        return op_format_value(T, oparg);
+    case BUILD_STRING:
+        return op_build_string(T, oparg);
     case RETURN_VALUE:
         v = pop(T);
         return v ? op_return(T, v, 1) : unsupported(T, "malformed stack");
@@ -1598,6 +1828,7 @@ tracer_fini(tracer *T)
     PyMem_Free(T->saved_stack);
     PyMem_Free(T->inputs);
     PyMem_Free(T->outs);
+    PyMem_Free(T->memo);
 }
 
 /* Does the frame receive a tensor argument?  Such a frame is not "tensor
@@ -1629,6 +1860,7 @@ tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
     if (rc == ERROR && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
         rc = unsupported_from_exception(&T, "tracing");
     }
+    t->nmemo = T.nmemo;
     if (rc == DONE && tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0) {
         PyErr_NoMemory();
         rc = ERROR;

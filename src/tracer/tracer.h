@@ -20,11 +20,19 @@ typedef enum {
     TC_TMPL_TUPLE,    /* items */
     TC_TMPL_LIST,
     TC_TMPL_SOURCE,   /* the value of guard source `index` (identity kept) */
-    TC_TMPL_NULL      /* CPython's NULL stack marker */
+    TC_TMPL_NULL,     /* CPython's NULL stack marker */
+    TC_TMPL_ATTR,     /* getattr(items[0], obj) */
+    TC_TMPL_FORMAT,   /* f-string field: format(items[0], items[1]?),
+                         index = FORMAT_VALUE's oparg */
+    TC_TMPL_JOIN,     /* "".join(items) */
+    TC_TMPL_FUNCTION  /* a function made from the code object obj */
 } tc_tmpl_kind;
 
 typedef struct tc_template {
     tc_tmpl_kind kind;
+    int memo;          /* containers: slot shared by every template of the
+                          same symbolic value, so it is built once per exit
+                          (a list appended to must stay one list) */
     int index;
     PyObject *obj;
     int n;
@@ -73,6 +81,7 @@ typedef struct {
     int return_pc;         /* code unit index of the return instruction */
     int return_pushes;     /* 1: RETURN_VALUE, push the result; 0: RETURN_CONST */
     tc_exit exit;          /* COMPILED: how the segment ends */
+    int nmemo;             /* memo slots used by ret and exit templates */
     int device;            /* -1: cpu, k: cuda:k (all inputs agree) */
     PyObject *reason;      /* EAGER: what was unsupported (str) */
     int reason_line;
@@ -86,6 +95,10 @@ typedef struct {
  * for real, exceptions included. */
 int tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t);
 void tc_exit_clear(tc_exit *x);
+
+/* FORMAT_VALUE's semantics (conversion in oparg & FVC_MASK, spec may be
+ * NULL): one implementation for tracing, STEP and deferred values. */
+PyObject *tc_format_value(PyObject *value, PyObject *spec, int oparg);
 void tc_trace_clear(tc_trace *t);
 void tc_template_clear(tc_template *t);
 

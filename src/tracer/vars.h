@@ -18,6 +18,12 @@ typedef enum {
     TC_VAR_TUPLE,
     TC_VAR_LIST,
     TC_VAR_OBJECT,   /* a module, function or method descriptor we know */
+    TC_VAR_LAZY,     /* a Python scalar read from the frame, not yet
+                        guarded: it becomes CONST (with an EQUALS guard)
+                        only if the traced code depends on its value */
+    TC_VAR_METHOD,   /* getattr(items[0], obj) not traced: a bound method */
+    TC_VAR_DEFERRED, /* a value built only when the segment exits: an
+                        f-string of a tensor, a lambda; node = template kind */
     TC_VAR_UNKNOWN   /* anything else: using it is unsupported */
 } tc_var_kind;
 
