@@ -213,6 +213,26 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
     return v;
 }
 
+/* torch.Tensor and nn.Parameter only: other subclasses may override ops
+ * (__torch_function__) and must keep their type, so they stay opaque and
+ * every op on them runs eagerly. */
+static int
+is_plain_tensor(PyObject *v)
+{
+    static PyObject *parameter_type;
+    if (parameter_type == NULL) {
+        PyObject *nn = PyImport_ImportModule("torch.nn");
+        parameter_type = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
+        Py_XDECREF(nn);
+        if (parameter_type == NULL) {
+            PyErr_Clear();
+            parameter_type = tc_tensor_type;
+        }
+    }
+    PyObject *t = (PyObject *)Py_TYPE(v);
+    return t == tc_tensor_type || t == parameter_type;
+}
+
 static int
 is_python_scalar(PyObject *v)
 {
@@ -237,7 +257,7 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
     tc_guard_set *gs = T->out->guards;
     tc_var *v;
     *rc = OK;
-    if (PyObject_TypeCheck(value, (PyTypeObject *)tc_tensor_type)) {
+    if (is_plain_tensor(value)) {
         return wrap_tensor(T, value, source, rc);
     }
     if (is_python_scalar(value)) {
@@ -247,7 +267,11 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
         }
     }
     else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
-        return wrap_sequence(T, value, source, rc);
+        /* guarded (length, items) only if the code looks inside it */
+        v = tc_var_const(&T->arena, value, source);
+        if (v != NULL) {
+            v->kind = TC_VAR_LAZY;
+        }
     }
     else if (is_known_object(value)) {
         if (tc_guard_id(gs, source, value) < 0) {
@@ -276,6 +300,20 @@ static int
 reify(tracer *T, tc_var *v)
 {
     if (v == NULL || v->kind != TC_VAR_LAZY) {
+        return OK;
+    }
+    if (PyTuple_CheckExact(v->obj) || PyList_CheckExact(v->obj)) {
+        int rc = OK;
+        tc_var *seq = wrap_sequence(T, v->obj, v->source, &rc);
+        if (seq == NULL) {
+            return rc;
+        }
+        PyObject *obj = v->obj;
+        *v = *seq;  /* v becomes the sequence var; seq gives up its items
+                       so the arena frees them once, through v */
+        seq->items = NULL;
+        seq->nitems = 0;
+        Py_DECREF(obj);
         return OK;
     }
     if (tc_guard_equals(T->out->guards, v->source, v->obj) < 0) {
@@ -1186,6 +1224,9 @@ static int
 op_list_extend(tracer *T)
 {
     tc_var *src = pop(T), *list = pop(T);
+    if (reify(T, src) != OK) {
+        return ERROR;
+    }
     if (src == NULL || list == NULL || list->kind != TC_VAR_LIST
         || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
         return unsupported(T, "list.extend of a non-sequence");

@@ -1,0 +1,350 @@
+"""Graph breaks that resume: segments, STEP / BRANCH / FALLBACK exits,
+explain(), fullgraph=True, exceptions and mutation across breaks.
+
+Every compiled result is compared with eager PyTorch.
+"""
+import gc
+import inspect
+import sys
+import traceback
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same
+
+
+def line_of(fn, needle):
+    lines, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if needle in line:
+            return start + i
+    raise AssertionError(needle)
+
+
+def broken_model(x, training=True):
+    y = x.sin()
+    print(f"Input norm: {x.norm()}")          # break: norm, print
+    if x.sum() > 0:                           # break: data-dependent branch
+        y = y * 2
+    results = sorted([y, y.cos()], key=lambda t: t.sum())   # break: sorted
+    return results[0]
+
+
+@pytest.mark.parametrize("shift", [-3.0, 3.0])
+def test_broken_model_matches_eager_on_both_branches(shift, capsys):
+    x = torch.randn(16) + shift
+    cf = tcjit.compile(broken_model)
+    for _ in range(3):
+        check_same(cf(x), broken_model(x))
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 6 and out[0] == out[1]      # print ran once per call
+    c = tcjit.counters()
+    assert c["graphs"] >= 2 and c["recompiles"] == 0
+
+
+def test_broken_model_under_enable():
+    tcjit.enable()
+    try:
+        for shift in (-3.0, 3.0, -3.0):
+            x = torch.randn(8) + shift
+            got = broken_model(x)
+            tcjit.disable()
+            check_same(got, broken_model(x))
+            tcjit.enable()
+    finally:
+        tcjit.disable()
+
+
+def test_explain_lists_graphs_breaks_and_ops():
+    x = torch.randn(16) + 3.0
+    ex = tcjit.explain(broken_model)(x)
+    check_same(ex.result, broken_model(x))
+    assert ex.graph_count == len(ex.graphs) >= 2
+    assert ex.graph_break_count == len(ex.break_reasons) >= 3
+    assert ex.op_count == sum(len(o) for o in ex.ops_per_graph)
+    assert ["sin"] in ex.ops_per_graph
+    reasons = [b.reason for b in ex.break_reasons]
+    assert any("print" in r for r in reasons)
+    assert any("data-dependent branch" in r for r in reasons)
+    assert any("sorted" in r for r in reasons)
+    lines = {b.lineno for b in ex.break_reasons}
+    assert line_of(broken_model, "print(") in lines
+    assert line_of(broken_model, "if x.sum()") in lines
+    assert line_of(broken_model, "sorted(") in lines
+    assert all(b.filename == __file__ for b in ex.break_reasons)
+    assert ex.guards and ex.compile_times
+    text = str(ex)
+    assert "Graph Count" in text and "Break Reason" in text and "sin" in text
+
+
+def test_fullgraph_raises_at_first_break():
+    cf = tcjit.compile(broken_model, fullgraph=True)
+    with pytest.raises(tcjit.Unsupported) as info:
+        cf(torch.randn(4))
+    assert isinstance(info.value, RuntimeError)
+    msg = str(info.value)
+    assert "norm" in msg
+    assert f"{__file__}:{line_of(broken_model, 'print(')}" in msg
+
+
+# ---- STEP exits ---------------------------------------------------------------------
+
+def test_step_item_and_python_math():
+    def f(x):
+        y = x * 3
+        s = y.sum().item()          # .sum() and .item() break
+        return y + s, s * 2
+
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        x = torch.randn(5)
+        check_same(cf(x), f(x))
+
+
+def test_step_unsupported_operator_runs_in_torch():
+    def f(a, b):
+        c = (a + 1) @ b             # matmul is not compiled yet: a STEP
+        return c.relu() * 2
+
+    cf = tcjit.compile(f)
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    check_same(cf(a, b), f(a, b))
+
+
+def test_step_attribute_and_subscript_of_unknown_objects():
+    class Box:
+        pass
+
+    box = Box()
+    box.scale = 3.0
+    table = {"k": 2.0}
+
+    def f(x, box, table):
+        return x * box.scale + table["k"]
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x, box, table), f(x, box, table))
+    box.scale = 5.0
+    table["k"] = -1.0
+    check_same(cf(x, box, table), f(x, box, table))
+
+
+def test_fstring_of_tensor_is_one_break(capsys):
+    def f(x):
+        y = x + 1
+        print(f"y={y}, n={y.shape[0]}")
+        return y * 2
+
+    ex = tcjit.explain(f)(torch.ones(3))
+    assert [b.reason for b in ex.break_reasons] == \
+        ["call to print (not a traceable torch op)"]
+    check_same(ex.result, f(torch.ones(3)))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == out[1]
+
+
+# ---- BRANCH exits ---------------------------------------------------------------------
+
+def test_while_loop_on_tensor_condition():
+    def f(x):
+        n = 0
+        while x.abs().sum() > 1:
+            x = x / 2
+            n += 1
+        return x, n
+
+    cf = tcjit.compile(f)
+    for scale in (1.0, 100.0, 0.01):
+        x = torch.full((4,), scale)
+        check_same(cf(x), f(x))
+
+
+def test_and_or_on_tensors():
+    def f(x, y):
+        if (x > 0).all() and (y > 0).any():
+            return x + y
+        return x - y
+
+    cf = tcjit.compile(f)
+    for sx, sy in ((1, 1), (1, -1), (-1, 1)):
+        x, y = torch.full((3,), float(sx)), torch.full((3,), float(sy))
+        check_same(cf(x, y), f(x, y))
+
+
+# ---- FALLBACK ------------------------------------------------------------------------
+
+def test_try_except_runs_in_cpython():
+    def f(x):
+        y = x * 2
+        try:
+            z = y.item()            # raises for more than one element
+        except RuntimeError:
+            z = -1.0
+        return y + z
+
+    cf = tcjit.compile(f)
+    for x in (torch.ones(1), torch.ones(3)):
+        check_same(cf(x), f(x))
+
+
+def test_loop_with_break_inside(capsys):
+    def f(x):
+        for i in range(3):
+            print(i)
+            x = x + i
+        return x.cos()
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x), f(x))
+    out = capsys.readouterr().out.split()
+    assert out == ["0", "1", "2"] * 2
+
+
+# ---- closures across breaks ---------------------------------------------------------
+
+def test_closure_and_cell_variables_across_a_break():
+    scale = torch.tensor(2.0)
+
+    def f(x):
+        k = x + 1
+
+        def inner():
+            return k * scale     # k is a cell variable of f
+
+        print("break")
+        return inner() + scale
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x), f(x))
+    check_same(cf(x), f(x))
+
+
+# ---- mutation -------------------------------------------------------------------------
+
+def test_mutation_of_caller_objects_happens_once_in_order():
+    class Obj:
+        pass
+
+    def f(x, log, obj):
+        y = x + 1
+        log.append(y)
+        obj.last = y * 2
+        log.append(len(log))
+        return y
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    log1, log2, o1, o2 = [], [], Obj(), Obj()
+    r1, r2 = cf(x, log1, o1), f(x, log2, o2)
+    check_same(r1, r2)
+    assert len(log1) == 2 and log1[1] == 1
+    check_same(log1[0], log2[0])
+    check_same(o1.last, o2.last)
+
+
+def test_inplace_ops_on_inputs_mutate_like_eager():
+    def f(x):
+        x.add_(1)
+        x += 2
+        return x * 3
+
+    cf = tcjit.compile(f)
+    a, b = torch.randn(4), None
+    b = a.clone()
+    ra, rb = cf(a), f(b)
+    check_same(ra, rb)
+    check_same(a, b)
+
+
+def test_local_list_identity_across_breaks():
+    def f(x):
+        out = []
+        out.append(x + 1)
+        out.append(x * 2)
+        return out, len(out)
+
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    check_same(cf(x), f(x))
+
+
+# ---- exceptions ------------------------------------------------------------------------
+
+def _raise_before(x):
+    raise ValueError("before")          # before
+
+
+def _raise_at(x):
+    y = x + 1
+    return y @ torch.ones(5)            # at: the matmul STEP raises
+
+
+def _raise_after(x):
+    print("break")
+    y = x * 2
+    raise KeyError(f"after {y.shape}")  # after
+
+
+@pytest.mark.parametrize("fn,exc,needle", [
+    (_raise_before, ValueError, "# before"),
+    (_raise_at, RuntimeError, "# at"),
+    (_raise_after, KeyError, "# after"),
+])
+def test_exceptions_keep_type_message_and_line(fn, exc, needle):
+    cf = tcjit.compile(fn)
+    x = torch.ones(3)
+    with pytest.raises(exc) as eager:
+        fn(x)
+    for _ in range(2):
+        with pytest.raises(exc) as got:
+            cf(x)
+        assert str(got.value) == str(eager.value)
+        frames = traceback.extract_tb(got.tb)
+        assert (fn.__code__.co_filename, line_of(fn, needle)) in \
+            [(fr.filename, fr.lineno) for fr in frames]
+
+
+def test_try_except_catches_an_exception_from_a_step():
+    def f(x):
+        try:
+            y = x @ torch.ones(7)       # raises inside the STEP
+        except RuntimeError:
+            y = x.sum()
+        return y * 2
+
+    cf = tcjit.compile(f)
+    x = torch.ones(3)
+    check_same(cf(x), f(x))
+
+
+# ---- no leaks ---------------------------------------------------------------------------
+
+def test_ten_thousand_calls_of_a_breaking_function_do_not_leak():
+    def f(x, box):
+        y = x.sin()
+        box.append(y.sum().item())
+        if len(box) > 100:
+            box.clear()
+        return y * 2
+
+    cf = tcjit.compile(f)
+    x, box = torch.randn(8), []
+    for _ in range(200):
+        cf(x, box)
+    gc.collect()
+    rx, rbox = sys.getrefcount(x), sys.getrefcount(box)
+    import tracemalloc
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for _ in range(10000):
+        cf(x, box)
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert sys.getrefcount(x) == rx and sys.getrefcount(box) == rbox
+    assert grown < 1 << 20, grown
