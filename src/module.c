@@ -276,6 +276,12 @@ mod_op_table(PyObject *m, PyObject *unused)
 }
 
 static PyObject *
+mod_bindings(PyObject *m, PyObject *unused)
+{
+    return tc_bindings_table();
+}
+
+static PyObject *
 mod_cflags(PyObject *m, PyObject *unused)
 {
     return PyUnicode_FromString(tc_jit_cflags());
@@ -292,6 +298,7 @@ static PyMethodDef module_methods[] = {
     {"set_recorder", mod_set_recorder, METH_O, NULL},
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
+    {"bindings", mod_bindings, METH_NOARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}
 };

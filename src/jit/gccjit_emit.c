@@ -1144,15 +1144,16 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
  * (no -ffast-math needed), and every lane still sees its points in
  * increasing r, so first-index ties stay exact.  Lanes are folded pairwise
  * at the end with the combine rule of their kind.  Float SUM lanes are
- * also folded into a running sum every TC_SUM_BLOCK elements, and that one
- * into a second level every TC_SUM_GROUP folds: a cascade about as
- * accurate as torch's.  Phases without accumulators are plain loops. */
+ * cascaded like torch's sums: after TC_FAN adds per lane they are added
+ * into a second lane array (and cleared), which after TC_FAN such adds
+ * goes into a third, and so on; every level add is a vectorized lane
+ * loop.  Phases without accumulators are plain loops. */
 
 #define TC_LANES 32          /* array size; a phase uses nl of them */
 #define TC_LANES_HEAVY 16    /* nl for bodies of more than ... */
 #define TC_HEAVY_BODY 24     /* ... this many instructions */
-#define TC_SUM_BLOCK 4096
-#define TC_SUM_GROUP 64
+#define TC_FAN 16
+#define TC_MAX_LEVELS 6
 
 typedef struct {
     int inst, phase;
@@ -1161,11 +1162,13 @@ typedef struct {
     int fsum;                        /* float SUM: cascaded */
     int nl;                          /* lanes used (its phase's) */
     gcc_jit_lvalue *lane_v, *lane_i; /* lane arrays (index: ARG kinds) */
-    gcc_jit_lvalue *r1, *r2;         /* cascade levels (fsum) */
+    gcc_jit_lvalue *tot[TC_MAX_LEVELS]; /* cascade levels (fsum) */
     gcc_jit_lvalue *res_v, *res_i;   /* results after the phase */
 } acc_info;
 
 enum { RM_ROW, RM_PART, RM_FIN };
+
+static int levels_for(int64_t n, int nl);
 
 typedef struct {
     emitter *e;
@@ -1186,8 +1189,10 @@ typedef struct {
     const int *reload;        /* inst -> load it from this arg, -1 */
     acc_info *acc;
     int nacc;
-    int cascade;              /* levels above the lanes: 0, 1 or 2 */
-    gcc_jit_lvalue *cnt, *nfl, *tcnt; /* cascade counters, tail lane */
+    int64_t call_elems;       /* reduction points one call accumulates */
+    int cascade;              /* levels above the lanes (this phase) */
+    gcc_jit_lvalue *cnt[TC_MAX_LEVELS]; /* cascade counters */
+    gcc_jit_lvalue *tcnt;     /* tail lane */
     gcc_jit_lvalue *take;     /* uint8 scratch for ARG updates */
     R *lane;                  /* current lane (int64) */
     int nl;                   /* lanes of the phase being emitted */
@@ -1380,15 +1385,15 @@ acc_combine(emitter *e, gcc_jit_block *blk, const acc_info *a,
 }
 
 static void
-lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a)
+lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a,
+            gcc_jit_lvalue *arr)
 {
     emitter *e = s->e;
     R *id = acc_identity(e, a);
     for (int j = 0; j < a->nl; j++) {
         R *jj = iconst(e, e->t_i64, j);
-        gcc_jit_block_add_assignment(blk, NULL, lane_lv(e, a->lane_v, jj),
-                                     id);
-        if (is_arg_kind(a->kind)) {
+        gcc_jit_block_add_assignment(blk, NULL, lane_lv(e, arr, jj), id);
+        if (is_arg_kind(a->kind) && arr == a->lane_v) {
             gcc_jit_block_add_assignment(blk, NULL,
                                          lane_lv(e, a->lane_i, jj),
                                          iconst(e, e->t_i64, -1));
@@ -1396,9 +1401,11 @@ lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a)
     }
 }
 
-/* Pairwise fold of the lanes into lane 0 (the lanes are consumed). */
+/* Pairwise fold of lane array arr (a's lanes or a cascade level) into
+ * its element 0 (the array is consumed). */
 static void
-lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a)
+lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a,
+           gcc_jit_lvalue *arr)
 {
     emitter *e = s->e;
     for (int step = a->nl / 2; step >= 1; step /= 2) {
@@ -1406,9 +1413,9 @@ lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a)
             R *jj = iconst(e, e->t_i64, j);
             R *kk = iconst(e, e->t_i64, j + step);
             int arg = is_arg_kind(a->kind);
-            acc_combine(e, blk, a, s->take, lane_lv(e, a->lane_v, jj),
+            acc_combine(e, blk, a, s->take, lane_lv(e, arr, jj),
                         arg ? lane_lv(e, a->lane_i, jj) : NULL,
-                        lane_at(e, a->lane_v, kk),
+                        lane_at(e, arr, kk),
                         arg ? lane_at(e, a->lane_i, kk) : NULL);
         }
     }
@@ -1439,11 +1446,10 @@ acc_declare(red_state *s, gcc_jit_block *blk, acc_info *a, int ai)
     emitter *e = s->e;
     if (s->mode == RM_ROW
         || (s->mode == RM_PART && a->phase == s->part_phase)) {
-        lanes_reset(s, blk, a);
-        if (a->fsum) {
-            R *z = gcc_jit_context_zero(e->ctx, e->vt[a->dt]);
-            gcc_jit_block_add_assignment(blk, NULL, a->r1, z);
-            gcc_jit_block_add_assignment(blk, NULL, a->r2, z);
+        lanes_reset(s, blk, a, a->lane_v);
+        int levels = a->fsum ? levels_for(s->call_elems, a->nl) : 0;
+        for (int lvl = 0; lvl < levels; lvl++) {
+            lanes_reset(s, blk, a, a->tot[lvl]);
         }
         return;
     }
@@ -1592,51 +1598,87 @@ phase_has_fsum(const red_state *s, int p)
     return 0;
 }
 
-/* Folds the float SUM lanes of phase p into r1 (and r1 into r2 every
- * TC_SUM_GROUP folds when `group`).  Returns the block to continue in. */
+static gcc_jit_block *red_loop(red_state *s, gcc_jit_block *cur,
+                               gcc_jit_lvalue *i, R *lo, R *hi,
+                               gcc_jit_block *after, gcc_jit_block **latch);
+
+/* Cascade level `lvl` of array-level k of a float SUM accumulator: 0 is
+ * the lanes, k > 0 the arrays above. */
+static gcc_jit_lvalue *
+level_arr(const acc_info *a, int k)
+{
+    return k == 0 ? a->lane_v : a->tot[k - 1];
+}
+
+/* For the float SUM accumulators of phase p: level k + 1 += level k,
+ * level k = 0, in one lane loop (vectorized).  Returns the block after. */
 static gcc_jit_block *
-emit_flush(red_state *s, gcc_jit_block *blk, int p, int group)
+flush_level(red_state *s, gcc_jit_block *blk, int p, int k)
 {
     emitter *e = s->e;
+    gcc_jit_block *after = new_block_fn(s->fn), *latch;
+    gcc_jit_lvalue *j = new_local(s, e->t_i64, "jf");
+    gcc_jit_block *body = red_loop(s, blk, j, iconst(e, e->t_i64, 0),
+                                   iconst(e, e->t_i64, s->nl), after,
+                                   &latch);
     for (int ai = 0; ai < s->nacc; ai++) {
         acc_info *a = &s->acc[ai];
         if (a->phase != p || !a->fsum) {
             continue;
         }
-        lanes_fold(s, blk, a);
-        gcc_jit_block_add_assignment(
-            blk, NULL, a->r1,
-            bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r1),
-                lane_at(e, a->lane_v, iconst(e, e->t_i64, 0))));
-        lanes_reset(s, blk, a);
-    }
-    if (!group || s->cascade < 2) {
-        return blk;
-    }
-    gcc_jit_block_add_assignment_op(blk, NULL, s->nfl, GCC_JIT_BINARY_OP_PLUS,
-                                    iconst(e, e->t_i64, 1));
-    gcc_jit_block *up = gcc_jit_function_new_block(s->fn, NULL);
-    gcc_jit_block *next = gcc_jit_function_new_block(s->fn, NULL);
-    gcc_jit_block_end_with_conditional(
-        blk, NULL,
-        gcc_jit_context_new_comparison(e->ctx, NULL, GCC_JIT_COMPARISON_GE,
-                                       lv(s->nfl),
-                                       iconst(e, e->t_i64, TC_SUM_GROUP)),
-        up, next);
-    for (int ai = 0; ai < s->nacc; ai++) {
-        acc_info *a = &s->acc[ai];
-        if (a->phase != p || !a->fsum) {
-            continue;
-        }
-        gcc_jit_block_add_assignment_op(up, NULL, a->r2,
-                                        GCC_JIT_BINARY_OP_PLUS, lv(a->r1));
-        gcc_jit_block_add_assignment(up, NULL, a->r1,
+        gcc_jit_lvalue *src = lane_lv(e, level_arr(a, k), lv(j));
+        gcc_jit_block_add_assignment_op(body, NULL,
+                                        lane_lv(e, level_arr(a, k + 1),
+                                                lv(j)),
+                                        GCC_JIT_BINARY_OP_PLUS, lv(src));
+        gcc_jit_block_add_assignment(body, NULL, src,
                                      gcc_jit_context_zero(e->ctx,
                                                           e->vt[a->dt]));
     }
-    gcc_jit_block_add_assignment(up, NULL, s->nfl, iconst(e, e->t_i64, 0));
-    gcc_jit_block_end_with_jump(up, NULL, next);
-    return next;
+    gcc_jit_block_end_with_jump(body, NULL, latch);
+    return after;
+}
+
+/* After a block of points: count them, and flush the cascade levels that
+ * are full (level 0 after TC_FAN * nl points, level k after TC_FAN
+ * flushes of level k - 1).  Ends blk with a jump to next. */
+static void
+emit_cascade_step(red_state *s, gcc_jit_block *blk, int p, R *npoints,
+                  gcc_jit_block *next)
+{
+    emitter *e = s->e;
+    T *i64 = e->t_i64;
+    for (int k = 0; k < s->cascade; k++) {
+        int64_t full = k == 0 ? (int64_t)TC_FAN * s->nl : TC_FAN;
+        gcc_jit_block_add_assignment_op(blk, NULL, s->cnt[k],
+                                        GCC_JIT_BINARY_OP_PLUS,
+                                        k == 0 ? npoints : iconst(e, i64, 1));
+        gcc_jit_block *fl = new_block_fn(s->fn);
+        gcc_jit_block_end_with_conditional(
+            blk, NULL,
+            gcc_jit_context_new_comparison(e->ctx, NULL,
+                                           GCC_JIT_COMPARISON_GE,
+                                           lv(s->cnt[k]),
+                                           iconst(e, i64, full)),
+            fl, next);
+        gcc_jit_block_add_assignment(fl, NULL, s->cnt[k], iconst(e, i64, 0));
+        blk = flush_level(s, fl, p, k);
+    }
+    gcc_jit_block_end_with_jump(blk, NULL, next);
+}
+
+/* Levels above the lanes so that no array adds more than ~TC_FAN values
+ * per lane: n points over nl lanes. */
+static int
+levels_for(int64_t n, int nl)
+{
+    int64_t per_lane = (n + nl - 1) / nl, span = TC_FAN;
+    int k = 0;
+    while (span < per_lane && k < TC_MAX_LEVELS) {
+        span *= TC_FAN;
+        k++;
+    }
+    return k;
 }
 
 /* for (i = lo; i < hi; i++) as in counted_loop, for red_state. */
@@ -1669,7 +1711,7 @@ emit_red_inner(red_state *s, gcc_jit_block *blk, int p, R *lo, R *hi,
         gcc_jit_block_end_with_jump(body, NULL, latch);
         return 0;
     }
-    int blocked = s->cascade > 0 && phase_has_fsum(s, p);
+    int blocked = s->cascade > 0;
     int nl = s->nl;
     gcc_jit_lvalue *ib = new_local(s, i64, "ib");
     gcc_jit_lvalue *ie = new_local(s, i64, "ie");
@@ -1686,7 +1728,7 @@ emit_red_inner(red_state *s, gcc_jit_block *blk, int p, R *lo, R *hi,
         head, after);
     if (blocked) {
         R *ibb = bin(e, GCC_JIT_BINARY_OP_PLUS, i64, lv(ib),
-                     iconst(e, i64, TC_SUM_BLOCK));
+                     iconst(e, i64, (int64_t)TC_FAN * nl));
         R *c = cmp(e, GCC_JIT_COMPARISON_LT, ibb, hi);
         gcc_jit_block_add_assignment(head, NULL, ie,
                                      select_bits(e, TC_I64, c, ibb, hi));
@@ -1793,19 +1835,10 @@ emit_red_inner(red_state *s, gcc_jit_block *blk, int p, R *lo, R *hi,
                                     iconst(e, i64, 1));
     gcc_jit_block_end_with_jump(tbody, NULL, cond_t);
     if (blocked) {
-        gcc_jit_block *flush = new_block_fn(s->fn);
-        gcc_jit_block_add_assignment_op(
-            bend, NULL, s->cnt, GCC_JIT_BINARY_OP_PLUS,
-            bin(e, GCC_JIT_BINARY_OP_MINUS, i64, lv(ie), lv(ib)));
-        gcc_jit_block_end_with_conditional(
-            bend, NULL,
-            gcc_jit_context_new_comparison(e->ctx, NULL,
-                                           GCC_JIT_COMPARISON_GE, lv(s->cnt),
-                                           iconst(e, i64, TC_SUM_BLOCK)),
-            flush, bnext);
-        gcc_jit_block_add_assignment(flush, NULL, s->cnt, iconst(e, i64, 0));
-        flush = emit_flush(s, flush, p, 1);
-        gcc_jit_block_end_with_jump(flush, NULL, bnext);
+        emit_cascade_step(s, bend, p,
+                          bin(e, GCC_JIT_BINARY_OP_MINUS, i64, lv(ie),
+                              lv(ib)),
+                          bnext);
     }
     else {
         gcc_jit_block_end_with_jump(bend, NULL, bnext);
@@ -1825,8 +1858,12 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
     T *i64 = e->t_i64;
     const tc_loop *l = s->l;
     s->nl = phase_lanes(s->k, p);
-    gcc_jit_block_add_assignment(blk, NULL, s->cnt, iconst(e, i64, 0));
-    gcc_jit_block_add_assignment(blk, NULL, s->nfl, iconst(e, i64, 0));
+    s->cascade = phase_has_fsum(s, p) ? levels_for(s->call_elems, s->nl)
+                                      : 0;
+    for (int k = 0; k < s->cascade; k++) {
+        gcc_jit_block_add_assignment(blk, NULL, s->cnt[k],
+                                     iconst(e, i64, 0));
+    }
     gcc_jit_block_add_assignment(blk, NULL, s->tcnt, iconst(e, i64, 0));
     gcc_jit_block *done = new_block_fn(s->fn);
     if (l->red_numel > 0) {
@@ -1870,8 +1907,11 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
     else {
         gcc_jit_block_end_with_jump(blk, NULL, done);
     }
-    /* results */
+    /* results: the cascade levels added up, then the lanes folded */
     blk = done;
+    for (int k = 0; k < s->cascade; k++) {
+        blk = flush_level(s, blk, p, k);
+    }
     gcc_jit_lvalue *pv = NULL, *pi = NULL;
     for (int ai = 0; ai < s->nacc; ai++) {
         acc_info *a = &s->acc[ai];
@@ -1880,18 +1920,11 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
         }
         R *res_v, *res_i = iconst(e, i64, -1);
         if (a->fsum && s->cascade > 0) {
-            lanes_fold(s, blk, a);
-            R *t = bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r1),
-                       lane_at(e, a->lane_v, iconst(e, i64, 0)));
-            if (s->cascade > 1) {
-                gcc_jit_block_add_assignment(blk, NULL, a->r1, t);
-                t = bin(e, GCC_JIT_BINARY_OP_PLUS, e->vt[a->dt], lv(a->r2),
-                        lv(a->r1));
-            }
-            res_v = t;
+            lanes_fold(s, blk, a, a->tot[s->cascade - 1]);
+            res_v = lane_at(e, a->tot[s->cascade - 1], iconst(e, i64, 0));
         }
         else {
-            lanes_fold(s, blk, a);
+            lanes_fold(s, blk, a, a->lane_v);
             res_v = lane_at(e, a->lane_v, iconst(e, i64, 0));
             if (is_arg_kind(a->kind)) {
                 res_i = lane_at(e, a->lane_i, iconst(e, i64, 0));
@@ -1970,24 +2003,21 @@ red_locals(red_state *s)
                                            e->ctx, NULL, e->t_i64, TC_LANES),
                                     "lanei")
                         : NULL;
-        a->r1 = new_local(s, t, "r1");
-        a->r2 = new_local(s, t, "r2");
+        for (int k = 0; k < TC_MAX_LEVELS; k++) {
+            a->tot[k] = a->fsum ? new_local(
+                                      s, gcc_jit_context_new_array_type(
+                                             e->ctx, NULL, t, TC_LANES),
+                                      "lvl")
+                                : NULL;
+        }
         a->res_v = new_local(s, t, "acc");
         a->res_i = new_local(s, e->t_i64, "acci");
     }
-    s->cnt = new_local(s, e->t_i64, "cnt");
-    s->nfl = new_local(s, e->t_i64, "nfl");
+    for (int k = 0; k < TC_MAX_LEVELS; k++) {
+        s->cnt[k] = new_local(s, e->t_i64, "cnt");
+    }
     s->tcnt = new_local(s, e->t_i64, "tcnt");
     s->take = new_local(s, e->vt[TC_BOOL], "take");
-}
-
-/* Cascade levels for n elements accumulated by one call. */
-static int
-cascade_for(int64_t n)
-{
-    return n > (int64_t)TC_SUM_BLOCK * TC_SUM_GROUP ? 2
-           : n > TC_SUM_BLOCK                       ? 1
-                                                    : 0;
 }
 
 static int
@@ -2013,7 +2043,7 @@ emit_red_rows(red_state *s, const char *name)
                                          GCC_JIT_FUNCTION_EXPORTED, e->t_void,
                                          name, 3, params, 0);
     s->mode = RM_ROW;
-    s->cascade = cascade_for(l->red_numel);
+    s->call_elems = l->red_numel;
     red_locals(s);
     gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
     gcc_jit_block *exitb = gcc_jit_function_new_block(s->fn, "exit");
@@ -2066,7 +2096,7 @@ emit_red_split(red_state *s, const char *base)
         s->part_phase = p;
         s->state = gcc_jit_param_as_rvalue(params[3]);
         s->chunk = gcc_jit_param_as_rvalue(params[4]);
-        s->cascade = cascade_for(l->chunk_rows * inner);
+        s->call_elems = l->chunk_rows * inner;
         red_locals(s);
         gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
         load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
@@ -2157,7 +2187,7 @@ emit_red_split(red_state *s, const char *base)
                                          name, 2, fp, 0);
     s->mode = RM_FIN;
     s->state = gcc_jit_param_as_rvalue(fp[1]);
-    s->cascade = 0;
+    s->call_elems = 0;
     red_locals(s);
     gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
     load_row_pointers(s, gcc_jit_param_as_rvalue(fp[0]), entry);

@@ -283,3 +283,20 @@ tc_is_trusted_module(PyObject *obj)
     }
     return 0;
 }
+
+PyObject *
+tc_bindings_table(void)
+{
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < NBINDINGS; i++) {
+        const tc_binding_def *d = &binding_defs[i];
+        PyObject *row = Py_BuildValue("(sz)", d->path, d->op);
+        if (row == NULL || PyList_Append(list, row) < 0) {
+            Py_XDECREF(row);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(row);
+    }
+    return list;
+}

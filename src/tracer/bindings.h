@@ -45,6 +45,9 @@ typedef struct {
 
 int tc_bindings_init(void);
 
+/* [(python spelling, registry op or None), ...] for docs/ops.md. */
+PyObject *tc_bindings_table(void);
+
 /* The binding for a callable object, or NULL. */
 const tc_binding *tc_binding_find(PyObject *callable);
 

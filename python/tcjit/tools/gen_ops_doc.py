@@ -1,0 +1,48 @@
+"""Print docs/ops.md from the op registry and the tracer's binding table:
+``python3 -m tcjit.tools.gen_ops_doc > docs/ops.md`` (``make docs-ops``).
+tests/test_docs.py fails when the committed file is stale."""
+import collections
+
+from tcjit import _C
+
+HEADER = """# Supported operations
+
+Generated from the op registry (`src/graph/ops.c`) and the tracer's table of
+Python spellings (`src/tracer/bindings.c`) by `make docs-ops`; do not edit.
+
+Anything not listed here still works: tcjit ends the compiled segment before
+it, runs that one instruction in Python (a *graph break*, see
+[graph_breaks.md](graph_breaks.md)) and goes on compiling after it.
+Python operators (`+ - * / ** & | ^ ~ < <= > >= == !=`, unary `-`) on tensors
+map to the ops of the same meaning.  `float16`/`bfloat16` inputs are not
+compiled yet (their frames run eagerly).
+"""
+
+
+def render():
+    spellings = collections.defaultdict(list)
+    extras = []
+    for path, op in _C.bindings():
+        if op is None or op.startswith(("float", "int", "uint", "bool")):
+            extras.append(path if op is None else f"{path} (to {op})")
+        else:
+            spellings[op].append(path)
+    out = [HEADER, "## Ops", "",
+           "| op | operands | dtypes | Python spellings | notes |",
+           "|---|---|---|---|---|"]
+    for row in _C.op_table():
+        names = ", ".join(f"`{p}`" for p in spellings.get(row["name"], []))
+        names = names or "internal (reached through a decomposition only)"
+        doc = row["doc"].replace("|", "\\|")
+        out.append(f"| `{row['name']}` | {row['arity']} | "
+                   f"{', '.join(row['dtypes'])} | {names} | {doc} |")
+    out += ["", "## Other traced calls", ""]
+    out += [f"* `{e}`" for e in sorted(extras)]
+    out += ["* `x.shape`, `x.dtype`, `x.ndim` (constants under the tensor's guard)",
+            "* builtins `abs`, `min`, `max`, `float`, `int`, `bool`, `round`, "
+            "`len`, `pow` on Python numbers (folded)", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render(), end="")
