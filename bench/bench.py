@@ -7,7 +7,11 @@
 
 For every workload and every implementation:
   per call     median of many warmed-up calls (tiny calls are batched so a
-               sample takes >= 1 ms; CUDA is synchronized around each sample)
+               sample takes >= 1 ms); on CUDA each sample is timed with CUDA
+               events around the batch
+  --device cuda  adds the GPU rows of DESIGN.md (16M f32 chain, a bf16 row
+               that is skipped until tcjit has bfloat16) and an eager-only
+               device-to-device copy row: the bandwidth reference of the run
   first call   tcjit: tcjit.reset(), then the first call of a fresh function
                object (trace + compile + run); torch.compile: first call after
                torch._dynamo.reset(), with an empty Inductor cache directory
@@ -55,6 +59,10 @@ def _nbytes(*tensors):
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def device_copy(x):
+    return torch.empty_like(x).copy_(x)
+
+
 WORKLOADS = [
     {
         "name": "pointwise f32 chain, 4M",
@@ -70,6 +78,29 @@ WORKLOADS = [
         "make_inputs": lambda dev: (torch.randn(1, device=dev),),
         "bytes": lambda inp: 2 * _nbytes(inp[0]),
     },
+    # --device cuda only (DESIGN.md's GPU rows) -------------------------------
+    {
+        "name": "pointwise f32 chain, 16M",
+        "devices": ("cuda",),
+        "fn": pointwise_chain,
+        "make_inputs": lambda dev: (torch.randn(1 << 24, device=dev),
+                                    torch.randn(1 << 24, device=dev)),
+        "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+    },
+    {
+        "name": "pointwise bf16 chain, 16M",
+        "devices": ("cuda",),
+        "skip": "tcjit has no bfloat16 yet",
+    },
+    {
+        # bandwidth reference measured in the same run: eager only
+        "name": "device copy 64 MB (empty_like + copy_)",
+        "devices": ("cuda",),
+        "reference_only": True,
+        "fn": device_copy,
+        "make_inputs": lambda dev: (torch.randn(1 << 24, device=dev),),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
 ]
 
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -83,7 +114,35 @@ def fresh_function(fn):
                               fn.__defaults__, fn.__closure__)
 
 
+def per_call_seconds_cuda(fn, args, budget):
+    """Like per_call_seconds, timed with CUDA events around each batch (GPU
+    time from the first launch to the end of the last kernel)."""
+    for _ in range(5):
+        fn(*args)
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn(*args)
+    end.record()
+    end.synchronize()
+    one = max(start.elapsed_time(end) * 1e-3, 1e-7)
+    inner = max(1, int(1e-3 / one))
+    samples = []
+    deadline = time.perf_counter() + budget
+    while len(samples) < 10 or (time.perf_counter() < deadline and len(samples) < 1000):
+        start.record()
+        for _ in range(inner):
+            fn(*args)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3 / inner)
+    return statistics.median(samples)
+
+
 def per_call_seconds(fn, args, sync, budget):
+    if sync is torch.cuda.synchronize:
+        return per_call_seconds_cuda(fn, args, budget)
     for _ in range(5):
         fn(*args)
     sync()
@@ -113,6 +172,8 @@ def first_call_seconds(fn, args, sync):
 
 
 def run_workload(w, device, sync, budget, inductor):
+    if "skip" in w:
+        return {"name": w["name"], "device": device, "skipped": w["skip"]}
     torch.manual_seed(0)
     args = w["make_inputs"](device)
     nbytes = w["bytes"](args)
@@ -124,6 +185,8 @@ def run_workload(w, device, sync, budget, inductor):
         res[impl] = {"per_call_s": t, "first_call_s": first, "gb_per_s": nbytes / t / 1e9}
 
     record("eager", None, w["fn"])
+    if w.get("reference_only"):
+        return res
 
     try:
         tcjit.reset()
@@ -171,6 +234,9 @@ def print_table(results, out):
     print(hdr, file=out)
     print("-" * len(hdr), file=out)
     for r in results:
+        if "skipped" in r:
+            print(f"{r['name']:{w}}  skipped: {r['skipped']}", file=out)
+            continue
         for i, impl in enumerate(impls):
             if impl not in r:
                 continue
@@ -215,7 +281,8 @@ def main():
             pass
 
     selected = [w for w in WORKLOADS
-                if not opts.only or any(s.lower() in w["name"].lower() for s in opts.only)]
+                if opts.device in w.get("devices", ("cpu", "cuda"))
+                and (not opts.only or any(s.lower() in w["name"].lower() for s in opts.only))]
     if not selected:
         sys.exit(f"bench: no workload matches {opts.only}; --list shows the names")
 

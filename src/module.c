@@ -164,7 +164,7 @@ mod_counters(PyObject *m, PyObject *unused)
 static PyObject *
 mod_reset(PyObject *m, PyObject *unused)
 {
-    if (tc_cache_reset() < 0) {
+    if (tc_cache_reset() < 0 || PySet_Clear(tc_reported_breaks) < 0) {
         return NULL;
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
@@ -309,6 +309,10 @@ module_exec(PyObject *m)
     if (pyframe_init_opcode_info() < 0 || tc_guards_init() < 0
         || tc_bindings_init() < 0 || tc_cache_init() < 0
         || tc_jit_init() < 0) {
+        return -1;
+    }
+    tc_reported_breaks = PySet_New(NULL);
+    if (tc_reported_breaks == NULL) {
         return -1;
     }
     PyObject *cf_type = PyType_FromSpec(&cf_spec);

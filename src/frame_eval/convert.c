@@ -44,6 +44,16 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
     if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
         return 0;
     }
+    /* each break is reported once, however often its segment recompiles */
+    PyObject *key = Py_BuildValue("(OiO)", co->co_filename, line, reason);
+    int seen = key ? PySet_Contains(tc_reported_breaks, key) : -1;
+    if (seen == 0) {
+        seen = PySet_Add(tc_reported_breaks, key);
+    }
+    Py_XDECREF(key);
+    if (seen != 0) {
+        return seen < 0 ? -1 : 0;
+    }
     return tc_log(TC_LOG_GRAPH_BREAKS, "graph_breaks", PyUnicode_FromFormat(
         "Graph break in user code at %U:%d\nReason: Unsupported: %U\n"
         "User code traceback:\n  File \"%U\", line %d, in %U\nHint: %s",

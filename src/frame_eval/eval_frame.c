@@ -12,6 +12,7 @@ tc_counters tc_stats;
 tc_settings tc_config = {8, NULL, NULL};
 unsigned tc_log_mask;
 tc_python_hooks tc_hooks;
+PyObject *tc_reported_breaks;
 
 static int enabled_all;
 static int hook_installed;

@@ -48,6 +48,9 @@ typedef struct {
 
 extern tc_python_hooks tc_hooks;
 
+/* Breaks already logged: (filename, line, reason); cleared by reset(). */
+extern PyObject *tc_reported_breaks;
+
 /* Emit a log message on a channel (does nothing if the channel is off).
  * Returns 0 or -1 with an exception. */
 int tc_log(unsigned channel, const char *name, PyObject *msg);

@@ -78,6 +78,45 @@ tc_gpu_case_chain(int64_t n, char *err, size_t errlen)
     return finish(b, 1, &r);
 }
 
+tc_plan *
+tc_gpu_case_f32_unary5(int64_t n, char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {n};
+    int x = in_(b, TC_F32, 1, s, NULL);
+    int outs[5] = {OP1(b, "sin", x), OP1(b, "cos", x), OP1(b, "exp", x),
+                   OP1(b, "log", x), OP1(b, "tanh", x)};
+    return finish(b, 5, outs);
+}
+
+static tc_plan *
+c_f32_unary5(char *err, size_t errlen)
+{
+    return tc_gpu_case_f32_unary5(4099, err, errlen);
+}
+
+/* f32 transcendentals over wide ranges (the fast/slow sin path split,
+ * exp overflow/underflow, log of denormals, tanh saturation), from the
+ * harness's [-3, 3) inputs */
+static tc_plan *
+c_f32_math_wide(char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {100003};
+    int x = in_(b, TC_F32, 1, s, NULL);
+    int outs[8] = {
+        OP1(b, "sin", OP2(b, "mul", x, SF(b, 4.0e4))),
+        OP1(b, "cos", OP2(b, "mul", x, SF(b, 3.0e7))),
+        OP1(b, "exp", OP2(b, "mul", x, SF(b, 35.0))),
+        OP1(b, "log", OP2(b, "mul", OP1(b, "abs", x), SF(b, 1e-38))),
+        OP1(b, "log", OP2(b, "mul", OP1(b, "abs", x), SF(b, 1e30))),
+        OP1(b, "tanh", OP2(b, "mul", x, SF(b, 4.0))),
+        OP1(b, "sin", OP2(b, "mul", x, SF(b, 1e38))),
+        OP1(b, "exp", OP2(b, "div", x, SF(b, 1e-4))),
+    };
+    return finish(b, 8, outs);
+}
+
 static tc_plan *
 c_chain_small(char *err, size_t errlen)
 {
@@ -337,6 +376,8 @@ c_vec_dtypes(char *err, size_t errlen)
 const tc_gpu_case tc_gpu_cases[] = {
     {"chain_f32_1M", c_chain_small, 1},
     {"f32_math_bcast", c_f32_math, 1},
+    {"f32_math_wide", c_f32_math_wide, 1},
+    {"f32_unary5", c_f32_unary5, 1},
     {"f64_math", c_f64_math, 1},
     {"int_dtypes", c_ints, 1},
     {"casts", c_casts, 1},

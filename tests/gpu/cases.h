@@ -23,6 +23,19 @@ extern const int tc_gpu_ncases;
  * the bandwidth figure. */
 tc_plan *tc_gpu_case_chain(int64_t n, char *err, size_t errlen);
 
+/* sin, cos, exp, log, tanh of one float32 input of n elements (five
+ * outputs): harness.c checks them bit for bit against f32math_ref.c. */
+tc_plan *tc_gpu_case_f32_unary5(int64_t n, char *err, size_t errlen);
+
+/* f32math_ref.c: CPU mirror of the PTX float32 transcendentals
+ * (tc_ptx_f32_unary); tc_f32m_check(0) prints sampled ulp errors vs double
+ * libm and returns the number of failing functions. */
+float tc_ref_sincosf(float x, int is_cos);
+float tc_ref_expf(float x);
+float tc_ref_logf(float x);
+float tc_ref_tanhf(float x);
+int tc_f32m_check(int exhaustive);
+
 /* kir_ref.c: runs plan on the CPU over host buffers bufs[nbuffers]
  * (inputs filled, others allocated with the buffer's span).  Sequential,
  * float32 in float, libm transcendentals.  Returns 0 or -1. */

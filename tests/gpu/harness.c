@@ -3,7 +3,9 @@
  * device's sm, load it through driver.c, run the kernels on cuMemAlloc'd
  * buffers (scalar entries, then the 16-byte-aligned vector entries), and
  * compare every output buffer with the KIR interpreter (kir_ref.c) under
- * torch.testing.assert_close's default tolerances.  Then the bandwidth of
+ * torch.testing.assert_close's default tolerances.  Then the float32
+ * transcendentals bit for bit against their CPU mirror (f32math_ref.c),
+ * and the bandwidth of
  * the 16M-element float32 chain vs cuMemcpyDtoD.  Built and run by
  * tests/gpu/run_device.sh. */
 #include "cases.h"
@@ -94,7 +96,8 @@ compare(tc_dtype dt, const void *got, const void *want, int64_t n,
 typedef struct {
     tc_plan *p;
     tc_ptx_module mod;
-    CUfunction *fn, *fnv;
+    CUfunction *fn, *fnv, *fnf;
+    CUdeviceptr scratch;   /* split reductions (ptx.h), 0 if none */
     CUdeviceptr *dptr;
     void **host;
     int64_t *bytes;
@@ -114,7 +117,16 @@ prog_load(prog *g, tc_plan *p)
     }
     g->fn = calloc((size_t)p->nkernels + 1, sizeof(CUfunction));
     g->fnv = calloc((size_t)p->nkernels + 1, sizeof(CUfunction));
+    g->fnf = calloc((size_t)p->nkernels + 1, sizeof(CUfunction));
+    int64_t scratch = 0;
     for (int i = 0; i < p->nkernels; i++) {
+        if (g->mod.kernels[i].entry_final[0]
+            && tc_cu_function(m, g->mod.kernels[i].entry_final, &g->fnf[i], err, sizeof(err)) < 0) {
+            return -1;
+        }
+        if (g->mod.kernels[i].scratch_bytes > scratch) {
+            scratch = g->mod.kernels[i].scratch_bytes;
+        }
         if (tc_cu_function(m, g->mod.kernels[i].entry, &g->fn[i], err, sizeof(err)) < 0) {
             return -1;
         }
@@ -122,6 +134,9 @@ prog_load(prog *g, tc_plan *p)
             && tc_cu_function(m, g->mod.kernels[i].entry_vec, &g->fnv[i], err, sizeof(err)) < 0) {
             return -1;
         }
+    }
+    if (scratch > 0) {
+        CK(cu->cuMemAlloc(&g->scratch, (size_t)scratch));
     }
     int nb = p->nbuffers;
     g->dptr = calloc((size_t)nb + 1, sizeof(CUdeviceptr));
@@ -149,16 +164,24 @@ prog_launch(prog *g, int vec)
         if (ki->skip) {
             continue;
         }
-        CUdeviceptr args[64];
-        void *params[64];
+        CUdeviceptr args[65];
+        void *params[65];
         for (int a = 0; a < k->nargs; a++) {
             args[a] = g->dptr[k->args[a].buffer];
             params[a] = &args[a];
         }
+        args[k->nargs] = g->scratch;
+        params[k->nargs] = &args[k->nargs];
         int v = vec && g->fnv[i] != NULL;
         if (tc_cu_launch(v ? g->fnv[i] : g->fn[i], v ? ki->entry_vec : ki->entry,
                          (unsigned)(v ? ki->grid_vec : ki->grid), (unsigned)ki->block,
                          NULL, params, err, sizeof(err)) < 0) {
+            return -1;
+        }
+        if (g->fnf[i] != NULL
+            && tc_cu_launch(g->fnf[i], ki->entry_final, (unsigned)ki->grid_final,
+                            (unsigned)ki->block_final, NULL, params, err,
+                            sizeof(err)) < 0) {
             return -1;
         }
     }
@@ -177,6 +200,10 @@ prog_free(prog *g)
     free(g->bytes);
     free(g->fn);
     free(g->fnv);
+    free(g->fnf);
+    if (g->scratch) {
+        cu->cuMemFree(g->scratch);
+    }
     tc_ptx_module_clear(&g->mod);
     tc_plan_free(g->p);
 }
@@ -250,6 +277,74 @@ run_case(const char *name, tc_plan *p)
         free(ref[b]);
     }
     free(ref);
+    prog_free(&g);
+}
+
+/* The float32 transcendentals bit for bit against their CPU mirror
+ * (f32math_ref.c): every op is IEEE-rounded (fma.rn, rcp.rn, cvt.rn), so
+ * the GPU must reproduce the mirror exactly; the mirror's ulp errors (vs
+ * double libm) then hold for the device.  16M inputs: random bit patterns
+ * (every exponent, inf, nan, denormals) and log-uniform magnitudes. */
+static void
+f32_math_bits(void)
+{
+    int64_t n = 16 << 20;
+    tc_plan *p = tc_gpu_case_f32_unary5(n, err, sizeof(err));
+    prog g;
+    if (p == NULL || prog_load(&g, p) < 0) {
+        printf("FAIL f32_math_bits: %s\n", err);
+        fails++;
+        return;
+    }
+    int xb = -1;
+    for (int b = 0; b < p->nbuffers; b++) {
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            xb = b;
+        }
+    }
+    float *x = g.host[xb];
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = next();
+        if (i % 2 == 0) {
+            uint32_t u = (uint32_t)r;
+            memcpy(&x[i], &u, 4);
+        }
+        else {
+            double m = (double)(r >> 11) / 9007199254740992.0;
+            double e = (double)((r >> 3) % 90) / 10.0 - 3.0;
+            x[i] = (float)((r & 1 ? -1 : 1) * m * pow(10.0, e));
+        }
+    }
+    CK(cu->cuMemcpyHtoD(g.dptr[xb], x, (size_t)n * 4));
+    static const char *names[5] = {"sin", "cos", "exp", "log", "tanh"};
+    for (int vec = 0; vec <= 1; vec++) {
+        if (prog_launch(&g, vec) < 0) {
+            printf("FAIL f32_math_bits: %s\n", err);
+            fails++;
+            break;
+        }
+        CK(cu->cuCtxSynchronize());
+        for (int j = 0; j < 5; j++) {
+            int ob = p->output_buffer[j];
+            float *y = g.host[ob];
+            CK(cu->cuMemcpyDtoH(y, g.dptr[ob], (size_t)n * 4));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float w = j < 2 ? tc_ref_sincosf(x[i], j)
+                          : j == 2 ? tc_ref_expf(x[i])
+                          : j == 3 ? tc_ref_logf(x[i]) : tc_ref_tanhf(x[i]);
+                int ok = memcmp(&w, &y[i], 4) == 0 || (w != w && y[i] != y[i]);
+                if (!ok && bad++ < 3) {
+                    printf("  %s(%.9g): gpu %.9g, mirror %.9g\n", names[j],
+                           x[i], y[i], w);
+                }
+            }
+            printf("%s f32_math_bits %s (%s): %lld/%lld differ from the CPU"
+                   " mirror\n", bad ? "FAIL" : "PASS", names[j],
+                   vec ? "vec" : "scalar", (long long)bad, (long long)n);
+            fails += bad != 0;
+        }
+    }
     prog_free(&g);
 }
 
@@ -343,6 +438,9 @@ main(int argc, char **argv)
             continue;
         }
         run_case(tc_gpu_cases[i].name, p);
+    }
+    if (only == NULL || strcmp(only, "f32_math_bits") == 0) {
+        f32_math_bits();
     }
     if (only == NULL || strcmp(only, "bench") == 0) {
         bench();

@@ -127,7 +127,10 @@ acc_step(tc_acc_kind kind, tc_dtype dt, val *av, val *ai, val x, int64_t xi)
     int fl = isf(dt);
     switch (kind) {
     case TC_ACC_SUM:
-        if (fl) av->f = rnd(dt, av->f + x.f); else av->i = wrap(dt, (int64_t)((uint64_t)av->i + (uint64_t)x.i));
+        /* float sums accumulate in double (rounded once at ACC_RESULT):
+         * a reference for the GPU's tree-shaped sums, not a copy of one
+         * particular float32 summation order */
+        if (fl) av->f = av->f + x.f; else av->i = wrap(dt, (int64_t)((uint64_t)av->i + (uint64_t)x.i));
         return;
     case TC_ACC_PROD:
         if (fl) av->f = rnd(dt, av->f * x.f); else av->i = wrap(dt, (int64_t)((uint64_t)av->i * (uint64_t)x.i));
@@ -259,7 +262,16 @@ run_inst(ctx *c, int i)
         return 0;
     }
     case KOP_ACC_RESULT:
-        r = in->imm.i == 1 ? cast(c->acc_i[in->a], TC_I64, dt) : cast(c->v[in->a], k->insts[in->a].dtype, dt);
+        if (in->imm.i == 1) {
+            r = cast(c->acc_i[in->a], TC_I64, dt);
+        } else {
+            val v = c->v[in->a];
+            tc_dtype adt2 = k->insts[in->a].dtype;
+            if (isf(adt2)) {
+                v.f = rnd(adt2, v.f);
+            }
+            r = cast(v, adt2, dt);
+        }
         break;
     default:
         return -1;

@@ -8,6 +8,8 @@
 #   TC_GPU_BIG=1 bash tests/gpu/run_device.sh   also the 2^31-element
 #                                           64-bit-index case (~4.3 GB)
 #
+#   bash tests/gpu/run_device.sh f32_math_bits   float32 transcendentals
+#                                           bit for bit vs the CPU mirror
 # Prints PASS/FAIL per case and mode (scalar / vec entries) and BENCH lines
 # (GB/s of the 16M float32 chain vs cuMemcpyDtoD).  Exit status 0 = all
 # passed.
@@ -15,8 +17,9 @@ set -u
 cd "$(dirname "$0")/../.."
 CC=${CC:-$(command -v cc || command -v gcc || command -v clang)}
 out=${TMPDIR:-/tmp}/tcjit_gpu_harness
-"$CC" -std=gnu11 -O2 -Wall -Isrc/graph -Isrc/gpu -o "$out" \
+"$CC" -std=gnu11 -O2 -Wall -ffp-contract=off -Isrc/graph -Isrc/gpu -o "$out" \
     tests/gpu/harness.c tests/gpu/cases.c tests/gpu/kir_ref.c \
+    tests/gpu/f32math_ref.c \
     src/gpu/ptx_emit.c src/gpu/ptx_math.c src/gpu/driver.c \
     src/graph/graph.c src/graph/ops.c src/graph/kir.c \
     src/graph/schedule.c src/graph/transcendental.c \

@@ -1,8 +1,9 @@
 /* test_ptx.c - every kernel of tests/gpu/cases.c must assemble with ptxas
  * for sm_80 and sm_90 (no GPU needed).  Build and run (repo root):
  *
- *   gcc -std=gnu11 -O1 -Isrc/graph -Isrc/gpu -o /tmp/test_ptx \
- *       tests/gpu/test_ptx.c tests/gpu/cases.c src/gpu/ptx_emit.c \
+ *   gcc -std=gnu11 -O1 -ffp-contract=off -Isrc/graph -Isrc/gpu \
+ *       -o /tmp/test_ptx tests/gpu/test_ptx.c tests/gpu/cases.c \
+ *       tests/gpu/kir_ref.c tests/gpu/f32math_ref.c src/gpu/ptx_emit.c \
  *       src/gpu/ptx_math.c src/graph/{graph,ops,kir,schedule,transcendental}.c -lm
  *   /tmp/test_ptx [outdir]        (PTXAS=/path/to/ptxas to override)
  */
@@ -136,6 +137,8 @@ main(int argc, char **argv)
     }
     static const int sms[2] = {80, 90};
     int fails = 0, checked = 0;
+    /* float32 transcendentals (PTX blocks) through their CPU mirror */
+    fails += tc_f32m_check(0);
     for (int i = 0; i < tc_gpu_ncases; i++) {
         char err[512] = "";
         tc_plan *p = tc_gpu_cases[i].build(err, sizeof(err));

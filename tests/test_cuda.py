@@ -1,0 +1,250 @@
+"""tcjit's CUDA backend (src/gpu) through the Python API.
+
+GPU tests (skipped when torch.cuda.is_available() is False): pointwise
+functions over float32 / float64 / int32 / int64 / bool CUDA tensors in
+several layouts, compared with eager (values, dtype, device, strides);
+ordering with torch work on a non-default stream; a 16M-element chain.
+
+CPU test (runs in CI without a GPU): every PTX module tcjit emits for the
+same functions compiled on CPU tensors (tcjit._C.set_config(ptx_dump_dir=)
+makes the runtime write gNNNNN_sm80.ptx / _sm90.ptx per CPU graph) must
+assemble with ptxas.  Skipped only when ptxas is not installed.
+"""
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same, run_both
+
+HAS_CUDA = torch.cuda.is_available()
+cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
+
+DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool]
+DTYPE_IDS = ["f32", "f64", "i32", "i64", "bool"]
+
+
+def make(shape, dtype, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        t = (torch.randn(shape, generator=g, dtype=torch.float64) * 2).to(dtype)
+    elif dtype == torch.bool:
+        t = torch.randint(0, 2, shape, generator=g).bool()
+    else:
+        t = torch.randint(-5, 6, shape, generator=g).to(dtype)
+    return t.to(device)
+
+
+# ---- layouts: builder(dtype, n, device) -> n tensors, compare strides? ------
+
+def _contig(dt, n, dev):
+    return [make((37, 64), dt, i, dev) for i in range(n)]
+
+
+def _transposed(dt, n, dev):
+    return [make((64, 37), dt, i, dev).t() for i in range(n)]
+
+
+def _bcast(dt, n, dev):  # [N, M] with [M]
+    return [make((37, 64), dt, i, dev) for i in range(n - 1)] + [make((64,), dt, 9, dev)]
+
+
+def _zero_d(dt, n, dev):
+    return [make((), dt, i, dev) for i in range(n)]
+
+
+def _empty(dt, n, dev):
+    return [make((0, 5), dt, i, dev) for i in range(n)]
+
+
+def _sliced(dt, n, dev):
+    return [make((37, 130), dt, i, dev)[3:, 1::2] for i in range(n)]
+
+
+def _odd_1d(dt, n, dev):  # vector entry + scalar tail, and an offset view
+    return [make((4099 + 1,), dt, i, dev)[1:] for i in range(n)]
+
+
+LAYOUTS = {
+    "contiguous": (_contig, True),
+    "transposed": (_transposed, True),
+    "bcast": (_bcast, True),
+    "0d": (_zero_d, True),
+    "empty": (_empty, True),
+    "sliced": (_sliced, False),
+    "odd_1d": (_odd_1d, True),
+}
+
+# Each lambda is its own code object (tcjit caches per code object).
+FUNCS = {
+    "arith": (2, lambda x, y: x * y + x - y),
+    "cmp_where": (2, lambda x, y: torch.where(x > y, x, y) + (x == y)),
+    "minmax": (2, lambda x, y: torch.maximum(x, y) - torch.minimum(x, 2 * y)),
+    "logic": (2, lambda x, y: (x > 0) & (y <= 1) | (x != y)),
+    "div": (2, lambda x, y: x / (y.abs() + 1)),
+    "casts": (1, lambda x: (x.to(torch.float64) * 0.5, x.to(torch.int32), x.to(torch.bool))),
+    "math": (1, lambda x: torch.exp(x * 0.5).tanh() + torch.log(x.abs() + 1)
+             + torch.sin(x) * torch.cos(x)),
+    "chain": (2, lambda x, y: (torch.sin(x) + torch.cos(y)).relu() * 2 + 1),
+    "sigmoid_sqrt": (1, lambda x: torch.sigmoid(x) * torch.sqrt(x.abs()) - x.neg()),
+    "pow": (2, lambda x, y: x.abs() ** (y * 0.5)),
+}
+FLOAT_ONLY = {"math", "chain", "sigmoid_sqrt", "pow"}
+
+
+def _cases():
+    out = []
+    for fname, (nargs, fn) in FUNCS.items():
+        for dt, dname in zip(DTYPES, DTYPE_IDS):
+            if fname in FLOAT_ONLY and not dt.is_floating_point:
+                continue
+            for lname in LAYOUTS:
+                out.append(pytest.param(fname, dt, lname,
+                                        id=f"{fname}-{dname}-{lname}"))
+    return out
+
+
+def _inputs(fname, dt, lname, dev):
+    nargs, _ = FUNCS[fname]
+    build, strides = LAYOUTS[lname]
+    return build(dt, nargs, dev), strides
+
+
+@cuda_only
+@pytest.mark.parametrize("fname, dt, lname", _cases())
+def test_pointwise_cuda(fname, dt, lname):
+    args, strides = _inputs(fname, dt, lname, "cuda")
+    run_both(FUNCS[fname][1], *args, strides=strides)
+
+
+@cuda_only
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_math_wide_range_cuda(dt):
+    """Transcendentals over wide ranges and special values (the fast and
+    the exact sin/cos paths, exp overflow/underflow, log of denormals)."""
+    special = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-40,
+               105615.0, 105616.0]
+    if dt == torch.float32:
+        # float64 sin/cos reduce exactly only for |x| < 1.6e6 (ptx_math.c)
+        special += [3e38, -3e38, 1e20]
+    x = torch.cat([torch.linspace(-3e5, 3e5, 100003, dtype=dt),
+                   torch.linspace(-120, 120, 10007, dtype=dt),
+                   torch.tensor(special, dtype=dt)])
+    x = x.cuda()
+    fns = [lambda x: torch.sin(x), lambda x: torch.cos(x), lambda x: torch.exp(x),
+           lambda x: torch.log(x.abs()), lambda x: torch.tanh(x)]
+    for fn in fns:
+        run_both(fn, x)
+
+
+@cuda_only
+def test_non_default_stream():
+    """Kernels go to torch's current stream: a producer on stream s (a big
+    matmul), tcjit on s, a consumer on s; no synchronization in between."""
+    g = tcjit.compile(lambda x, y: (torch.sin(x) + torch.cos(y)).relu() * 2 + 1)
+    a = torch.randn(2048, 2048, device="cuda")
+    g(a, a)  # compile outside the stream
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        outs = []
+        for i in range(4):
+            b = (a @ a) * (1.0 / 2048) + i   # slow producer on s
+            r = g(b, b)
+            outs.append((b, r * 3))          # consumer on s
+    s.synchronize()
+    for b, r3 in outs:
+        e = ((torch.sin(b) + torch.cos(b)).relu() * 2 + 1) * 3
+        torch.testing.assert_close(r3, e)
+    # and back on the default stream, after work on s
+    with torch.cuda.stream(s):
+        c = torch.full((1 << 20,), 0.25, device="cuda")
+    torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(g(c, c), (torch.sin(c) + torch.cos(c)).relu() * 2 + 1)
+
+
+@cuda_only
+def test_chain_16m_cuda():
+    x = torch.randn(1 << 24, device="cuda")
+    y = torch.randn(1 << 24, device="cuda")
+    run_both(lambda x, y: (torch.sin(x) + torch.cos(y)).relu() * 2 + 1, x, y)
+
+
+@cuda_only
+def test_x_plus_one_cuda():
+    x = torch.randn(1, device="cuda")
+    run_both(lambda x: x + 1, x)
+    c = tcjit.counters()
+    assert c["graphs"] >= 1 and c["eager_fallbacks"] == 0, c
+    run_both(lambda x: x + 1, torch.randn((), device="cuda"))
+
+
+# ---- ptxas on every PTX module (CPU only, CI) --------------------------------
+
+def _ptxas():
+    for p in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas", "/usr/local/bin/ptxas"):
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_ptx_assembles(tmp_path):
+    """Compile every function of this file on CPU tensors (all dtypes and
+    layouts) with ptx_dump_dir set; every dumped module must assemble for
+    its sm with ptxas, and none may have failed to emit."""
+    ptxas = _ptxas()
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        for p in _cases():
+            fname, dt, lname = p.values
+            args, _ = _inputs(fname, dt, lname, "cpu")
+            tcjit.reset()
+            try:
+                tcjit.compile(FUNCS[fname][1])(*args)
+            except Exception:  # eager raises too (e.g. sub of bool)
+                pass
+        x = torch.linspace(-3e5, 3e5, 1001)
+        tcjit.compile(lambda x: (x.sin(), x.cos(), x.exp(), x.log(), x.tanh()))(x)
+        tcjit.compile(lambda x: (x.double().sin(), x.double().exp()))(x)
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    errors = sorted(glob.glob(os.path.join(d, "*.error")))
+    assert not errors, open(errors[0]).read()
+    files = sorted(glob.glob(os.path.join(d, "*.ptx")))
+    assert len(files) >= 40, f"only {len(files)} PTX modules dumped"
+    failed = []
+    for f in files:
+        sm = f.rsplit("_sm", 1)[1].split(".")[0]
+        r = subprocess.run([ptxas, f"-arch=sm_{sm}", f, "-o", os.devnull],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            failed.append(f"{os.path.basename(f)}: {r.stderr.strip()[:500]}")
+    assert not failed, f"{len(failed)}/{len(files)} modules fail ptxas:\n" + "\n".join(failed[:5])
+
+
+@pytest.mark.skipif(_ptxas() is None or shutil.which("gcc") is None,
+                    reason="needs ptxas and gcc")
+def test_ptx_c_cases(tmp_path):
+    """tests/gpu/test_ptx.c (no GPU): the float32 transcendentals' CPU
+    mirror vs libm (sampled ulp errors), the float64 KIR math vs libm, and
+    ptxas on every case of tests/gpu/cases.c (reductions, split reductions,
+    softmax, layer_norm, 64-bit indexing, every dtype)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    exe = str(tmp_path / "test_ptx")
+    srcs = ["tests/gpu/test_ptx.c", "tests/gpu/cases.c", "tests/gpu/kir_ref.c",
+            "tests/gpu/f32math_ref.c", "src/gpu/ptx_emit.c", "src/gpu/ptx_math.c",
+            "src/graph/graph.c", "src/graph/ops.c", "src/graph/kir.c",
+            "src/graph/schedule.c", "src/graph/transcendental.c"]
+    r = subprocess.run(["gcc", "-std=gnu11", "-O1", "-ffp-contract=off", "-Isrc/graph",
+                        "-Isrc/gpu", "-o", exe] + srcs + ["-lm"],
+                       cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([exe, str(tmp_path / "ptx")], cwd=root, capture_output=True,
+                       text=True, env=dict(os.environ, PTXAS=_ptxas()))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
