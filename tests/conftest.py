@@ -57,8 +57,8 @@ def counters():
 def check_same(actual, expected, *, strides=True, path="out"):
     """Compare a compiled result with eager's, recursively."""
     if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), \
-            f"{path}: expected a tensor, got {type(actual).__name__}"
+        assert type(actual) is type(expected), \
+            f"{path}: {type(actual).__name__} != eager {type(expected).__name__}"
         assert actual.dtype == expected.dtype, \
             f"{path}: dtype {actual.dtype} != eager {expected.dtype}"
         assert actual.shape == expected.shape, \
@@ -98,12 +98,15 @@ def clone_args(args):
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def run_both(fn, *args, strides=True, backend="auto", calls=2):
+def run_both(fn, *args, strides=True, backend="auto", calls=2,
+             expect_compiled=False):
     """Run fn eagerly and compiled (``calls`` times: the first call compiles,
     later ones run the cached code); compare each result with eager's and
     check that the inputs were not modified.  If eager raises, the compiled
-    function must raise exactly the same exception type.  Returns the
-    compiled function."""
+    function must raise exactly the same exception type.  With
+    expect_compiled, a call eager accepts must have run compiled code, not an
+    eager fallback (so the comparison tested tcjit's code, not eager's).
+    Returns the compiled function."""
     compiled = tcjit.compile(fn, backend=backend)
     saved = clone_args(args)
     try:
@@ -119,6 +122,12 @@ def run_both(fn, *args, strides=True, backend="auto", calls=2):
     for i in range(calls):
         actual = compiled(*args)
         check_same(actual, expected, strides=strides, path=f"call{i}")
+    if expect_compiled:
+        # (a function that returns an input unchanged may need no graph)
+        c = tcjit.counters()
+        assert (c["eager_fallbacks"] == 0 and c["frames_skipped"] == 0
+                and c["cache_misses"] >= 1 and c["cache_hits"] >= calls - 1), \
+            f"expected compiled code to run, got counters {c}"
     for a, s in zip(args, saved):
         if isinstance(a, torch.Tensor):
             torch.testing.assert_close(a, s, rtol=0, atol=0, equal_nan=True,

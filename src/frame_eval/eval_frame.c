@@ -517,15 +517,15 @@ handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     tc_stats.cache_misses++;
     *eager = 0;
     if (previous > 0 && previous >= tc_config.recompile_limit) {
-        *eager = 1;
         if (!st->limit_hit) {
             st->limit_hit = 1;
             if (tc_log(TC_LOG_RECOMPILES, "recompiles",
                        format_recompile(co, reasons, 0)) < 0
                 || warn_recompile_limit(co, reasons) < 0) {
-                return NULL;
+                return NULL;  /* e.g. the warning filtered into an error */
             }
         }
+        *eager = 1;
         return NULL;
     }
     if (previous > 0) {

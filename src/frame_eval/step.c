@@ -132,6 +132,21 @@ step_store_attr(tc_iframe *f, const tc_exit *x)
     return rc;
 }
 
+/* STORE_SUBSCR: [.., value, container, key]; DELETE_SUBSCR: [.., container,
+ * key] */
+static int
+step_subscr_write(tc_iframe *f, int opcode)
+{
+    PyObject *key = pop_value(f), *container = pop_value(f);
+    PyObject *value = opcode == STORE_SUBSCR ? pop_value(f) : NULL;
+    int rc = value ? PyObject_SetItem(container, key, value)
+                   : PyObject_DelItem(container, key);
+    Py_DECREF(key);
+    Py_DECREF(container);
+    Py_XDECREF(value);
+    return rc;
+}
+
 static PyObject *
 step_binary(tc_iframe *f, const tc_exit *x)
 {
@@ -219,6 +234,9 @@ tc_step(tc_iframe *f, const tc_exit *x)
         return step_load_attr(f, x);
     case STORE_ATTR:
         return step_store_attr(f, x);
+    case STORE_SUBSCR:
+    case DELETE_SUBSCR:
+        return step_subscr_write(f, x->opcode);
     case FORMAT_VALUE:
         r = step_format(f, x->oparg);
         break;

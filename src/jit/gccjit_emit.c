@@ -1,7 +1,9 @@
 /* gccjit_emit.c - kernel IR -> machine code through libgccjit.
  *
- * All kernels of a plan go into one gccjit context, so one compile pays for
- * one assembler + linker run.  Kernel i becomes
+ * All pointwise kernels of a plan go into one gccjit context, so one
+ * compile pays for one assembler + linker run; reduction kernels go into a
+ * second one (they allow FMA contraction, see KIND_REDUCTION).  Pointwise
+ * kernel i becomes
  *
  *     void tc_k<i>(void **args, int64_t begin, int64_t end)
  *
@@ -12,6 +14,10 @@
  * Everything in the element body is branch-free: libgccjit has no ternary
  * operator and a branch would stop vectorization, so selects are bit
  * selects and NaN handling is done with comparisons.
+ *
+ * Reduction kernels (kir.h "Reduction kernels") become a row program per
+ * outer point, or for a long full reduction a set of chunk functions
+ * (jit_internal.h tc_split_fns); see "reduction kernels" below.
  */
 #include "jit_internal.h"
 #include "threadpool.h"
@@ -1301,12 +1307,14 @@ acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
         return emit_binary(e, KOP_ADD, a->dt, v, x, 0);
     case TC_ACC_PROD:
         return emit_binary(e, KOP_MUL, a->dt, v, x, 0);
+    /* max(x, v): "x > v or x is NaN" keeps the NaN test of x off the
+     * loop-carried chain through v; a NaN v stays (x > NaN is false) */
     case TC_ACC_MAX:
         return a->dt == TC_BOOL ? bool_or(e, v, x)
-                                : emit_minmax(e, KOP_MAX, a->dt, v, x, 0);
+                                : emit_minmax(e, KOP_MAX, a->dt, x, v, 0);
     case TC_ACC_MIN:
         return a->dt == TC_BOOL ? bool_and(e, v, x)
-                                : emit_minmax(e, KOP_MIN, a->dt, v, x, 0);
+                                : emit_minmax(e, KOP_MIN, a->dt, x, v, 0);
     case TC_ACC_ANY:
         return bool_or(e, v, x);
     default: /* ALL */
@@ -1402,23 +1410,49 @@ lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a,
 }
 
 /* Pairwise fold of lane array arr (a's lanes or a cascade level) into
- * its element 0 (the array is consumed). */
-static void
+ * its element 0 (the array is consumed).  Steps of at least
+ * TC_FOLD_LOOP lanes are lane loops, which GCC vectorizes (one vector
+ * operation per step); the last few are scalar.  Returns the block to
+ * continue in. */
+#define TC_FOLD_LOOP 8
+
+static gcc_jit_block *red_loop(red_state *s, gcc_jit_block *cur,
+                               gcc_jit_lvalue *i, R *lo, R *hi,
+                               gcc_jit_block *after, gcc_jit_block **latch);
+
+static gcc_jit_block *
 lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a,
            gcc_jit_lvalue *arr)
 {
     emitter *e = s->e;
+    int arg = is_arg_kind(a->kind);
     for (int step = a->nl / 2; step >= 1; step /= 2) {
+        if (step >= TC_FOLD_LOOP) {
+            gcc_jit_lvalue *j = new_local(s, e->t_i64, "jfold");
+            gcc_jit_block *after = new_block_fn(s->fn), *latch;
+            gcc_jit_block *body = red_loop(s, blk, j, iconst(e, e->t_i64, 0),
+                                           iconst(e, e->t_i64, step), after,
+                                           &latch);
+            R *k = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(j),
+                       iconst(e, e->t_i64, step));
+            acc_combine(e, body, a, s->take, lane_lv(e, arr, lv(j)),
+                        arg ? lane_lv(e, a->lane_i, lv(j)) : NULL,
+                        lane_at(e, arr, k),
+                        arg ? lane_at(e, a->lane_i, k) : NULL);
+            gcc_jit_block_end_with_jump(body, NULL, latch);
+            blk = after;
+            continue;
+        }
         for (int j = 0; j < step; j++) {
             R *jj = iconst(e, e->t_i64, j);
             R *kk = iconst(e, e->t_i64, j + step);
-            int arg = is_arg_kind(a->kind);
             acc_combine(e, blk, a, s->take, lane_lv(e, arr, jj),
                         arg ? lane_lv(e, a->lane_i, jj) : NULL,
                         lane_at(e, arr, kk),
                         arg ? lane_at(e, a->lane_i, kk) : NULL);
         }
     }
+    return blk;
 }
 
 /* Slot (value, index) lvalues of accumulator ai in block `blockno` of the
@@ -1920,11 +1954,11 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
         }
         R *res_v, *res_i = iconst(e, i64, -1);
         if (a->fsum && s->cascade > 0) {
-            lanes_fold(s, blk, a, a->tot[s->cascade - 1]);
+            blk = lanes_fold(s, blk, a, a->tot[s->cascade - 1]);
             res_v = lane_at(e, a->tot[s->cascade - 1], iconst(e, i64, 0));
         }
         else {
-            lanes_fold(s, blk, a, a->lane_v);
+            blk = lanes_fold(s, blk, a, a->lane_v);
             res_v = lane_at(e, a->lane_v, iconst(e, i64, 0));
             if (is_arg_kind(a->kind)) {
                 res_i = lane_at(e, a->lane_i, iconst(e, i64, 0));
@@ -2567,8 +2601,15 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
 
 /* ---- context setup and compile ----------------------------------------- */
 
+/* Kinds of kernels, compiled in separate contexts: pointwise kernels
+ * must match eager bit for bit, reduction kernels cannot (their summation
+ * order differs anyway) and get FMA contraction, which the float32 exp /
+ * log polynomials of softmax & co. need to keep up with eager's SIMD
+ * versions (Sleef uses FMA).  A plan with both pays one more as + ld run. */
+enum { KIND_POINTWISE, KIND_REDUCTION, NKINDS };
+
 static void
-set_options(gcc_jit_context *c)
+set_options(gcc_jit_context *c, int kind)
 {
     char march[64];
     gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL,
@@ -2582,21 +2623,23 @@ set_options(gcc_jit_context *c)
         snprintf(march, sizeof(march), "-march=%s", m);
         gcc_jit_context_add_command_line_option(c, march);
     }
-    /* No FMA contraction: results must match eager bit for bit.  errno
-     * and FP traps are not observable here; ignoring them lets GCC
-     * vectorize sqrt/floor/rint. */
-    gcc_jit_context_add_command_line_option(c, "-ffp-contract=off");
+    /* No FMA contraction in pointwise kernels: results must match eager
+     * bit for bit (see KIND_*).  errno and FP traps are not observable
+     * here; ignoring them lets GCC vectorize sqrt/floor/rint. */
+    gcc_jit_context_add_command_line_option(
+        c, kind == KIND_REDUCTION ? "-ffp-contract=fast"
+                                  : "-ffp-contract=off");
     gcc_jit_context_add_command_line_option(c, "-fno-math-errno");
     gcc_jit_context_add_command_line_option(c, "-fno-trapping-math");
     /* Vectorized epilogues (a second, narrower copy of every loop) cost
      * ~20% of the compile time and buy little: tails are < 16 elements. */
     gcc_jit_context_add_command_line_option(c,
                                             "--param=vect-epilogues-nomask=0");
-    /* Reduction lane loops run TC_LANES (16) iterations: completely
-     * peeling them before the vectorizer (the default limit is 16) would
-     * turn the lane array into scalars it cannot vectorize. */
+    /* Reduction lane loops run 8 to 32 iterations: completely peeling
+     * them before the vectorizer (the default limit is 16) would turn the
+     * lane arrays into scalars it cannot vectorize. */
     gcc_jit_context_add_command_line_option(
-        c, "--param=max-completely-peel-times=8");
+        c, "--param=max-completely-peel-times=4");
     gcc_jit_context_add_driver_option(c, "-lm");
     if (opt_info == 1) {
         gcc_jit_context_add_command_line_option(c, "-fopt-info-vec-all");
@@ -2619,11 +2662,21 @@ set_options(gcc_jit_context *c)
 }
 
 static int
-emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, char *err,
-         size_t errlen)
+kernel_kind(const tc_kernel *k)
+{
+    return k->nphases > 0 ? KIND_REDUCTION : KIND_POINTWISE;
+}
+
+/* Emits the kernels of one kind. */
+static int
+emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
+         char *err, size_t errlen)
 {
     for (int i = 0; i < plan->nkernels; i++) {
         const tc_kernel *k = &plan->kernels[i];
+        if (kernel_kind(k) != kind) {
+            continue;
+        }
         if (k->nphases < 0 || k->nphases > TC_KIR_MAX_PHASES
             || (k->nphases == 0 && k->nred > 0)) {
             snprintf(err, errlen, "tcjit cpu: %s: bad reduction structure",
@@ -2666,61 +2719,85 @@ gccjit_error(gcc_jit_context *c, const char *what, char *err, size_t errlen)
              msg != NULL ? msg : "unknown libgccjit error");
 }
 
+/* Looks up kernel i's functions in res. */
 static int
-compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
-               size_t errlen)
+lookup_kernel(gcc_jit_result *res, tc_jit_code *code, int i)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "tc_k%d", i);
+    const tc_loop *l = &code->loops[i];
+    if (l->nchunks == 0) {
+        code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(res, name);
+        return code->fns[i] == NULL ? -1 : 0;
+    }
+    tc_split_fns *sp = &code->split[i];
+    for (int p = 0; p < l->nphases; p++) {
+        snprintf(name, sizeof(name), "tc_k%d_p%d", i, p);
+        sp->part[p] = (tc_part_fn)gcc_jit_result_get_code(res, name);
+        snprintf(name, sizeof(name), "tc_k%d_c%d", i, p);
+        sp->comb[p] = (tc_comb_fn)gcc_jit_result_get_code(res, name);
+        if (sp->part[p] == NULL || sp->comb[p] == NULL) {
+            return -1;
+        }
+    }
+    snprintf(name, sizeof(name), "tc_k%d_f", i);
+    sp->fin = (tc_fin_fn)gcc_jit_result_get_code(res, name);
+    return sp->fin == NULL ? -1 : 0;
+}
+
+/* One context: the kernels of one kind. */
+static int
+compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
+             size_t errlen)
 {
     gcc_jit_context *c = gcc_jit_context_acquire();
     if (c == NULL) {
         snprintf(err, errlen, "tcjit cpu: gcc_jit_context_acquire failed");
         return -1;
     }
-    set_options(c);
+    set_options(c, kind);
     emitter e = {.ctx = c};
     init_types(&e);
-    int rc = emit_all(&e, plan, code, err, errlen);
+    int rc = emit_all(&e, plan, code, kind, err, errlen);
     if (rc == 0 && gcc_jit_context_get_first_error(c) != NULL) {
         gccjit_error(c, "building kernels", err, errlen);
         rc = -1;
     }
+    gcc_jit_result *res = NULL;
     if (rc == 0) {
-        gcc_jit_result *res = gcc_jit_context_compile(c);
+        res = gcc_jit_context_compile(c);
         if (res == NULL) {
             gccjit_error(c, "compile failed", err, errlen);
             rc = -1;
         }
-        code->result = res;
+        code->results[kind] = res;
     }
     for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
-        char name[48];
-        snprintf(name, sizeof(name), "tc_k%d", i);
-        const tc_loop *l = &code->loops[i];
-        if (l->nchunks == 0) {
-            code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(
-                code->result, name);
-            rc = code->fns[i] == NULL ? -1 : 0;
-            continue;
+        if (kernel_kind(&plan->kernels[i]) == kind
+            && lookup_kernel(res, code, i) < 0) {
+            snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
+                     "compile", i);
+            rc = -1;
         }
-        tc_split_fns *sp = &code->split[i];
-        for (int p = 0; rc == 0 && p < l->nphases; p++) {
-            snprintf(name, sizeof(name), "tc_k%d_p%d", i, p);
-            sp->part[p] = (tc_part_fn)gcc_jit_result_get_code(code->result,
-                                                              name);
-            snprintf(name, sizeof(name), "tc_k%d_c%d", i, p);
-            sp->comb[p] = (tc_comb_fn)gcc_jit_result_get_code(code->result,
-                                                              name);
-            rc = sp->part[p] == NULL || sp->comb[p] == NULL ? -1 : 0;
-        }
-        snprintf(name, sizeof(name), "tc_k%d_f", i);
-        sp->fin = (tc_fin_fn)gcc_jit_result_get_code(code->result, name);
-        rc = rc < 0 || sp->fin == NULL ? -1 : 0;
-    }
-    if (rc < 0 && code->result != NULL) {
-        snprintf(err, errlen, "tcjit cpu: kernel function missing after "
-                 "compile");
     }
     gcc_jit_context_release(c);
     return rc;
+}
+
+static int
+compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
+               size_t errlen)
+{
+    int have[NKINDS] = {0};
+    for (int i = 0; i < plan->nkernels; i++) {
+        have[kernel_kind(&plan->kernels[i])] = 1;
+    }
+    for (int kind = 0; kind < NKINDS; kind++) {
+        if (have[kind] && compile_kind(plan, code, kind, err, errlen) < 0) {
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void
@@ -2729,8 +2806,10 @@ tc_jit_code_free(tc_jit_code *code)
     if (code == NULL) {
         return;
     }
-    if (code->result != NULL) {
-        gcc_jit_result_release(code->result);
+    for (int kind = 0; kind < 2; kind++) {
+        if (code->results[kind] != NULL) {
+            gcc_jit_result_release(code->results[kind]);
+        }
     }
     for (int i = 0; code->loops != NULL && i < code->nkernels; i++) {
         tc_loop_clear(&code->loops[i]);

@@ -65,17 +65,21 @@ void tc_loop_clear(tc_loop *l);
 /* Elements one outer index stands for (product of inner sizes). */
 int64_t tc_loop_inner_numel(const tc_loop *l);
 
-/* Result of one libgccjit compile: one function per kernel of a plan. */
+/* Result of compiling a plan: one function (or, for split reductions, a
+ * set of them) per kernel. */
 typedef struct tc_jit_code {
-    void *result;               /* gcc_jit_result * */
+    void *results[2];           /* gcc_jit_result *: pointwise kernels,
+                                   reduction kernels (separate contexts:
+                                   only the latter allow FMA contraction) */
     int nkernels;
     tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
     tc_split_fns *split;        /* [nkernels]; used where loops[i].nchunks */
 } tc_jit_code;
 
-/* Compiles all kernels of plan in one context with the flags of cpu.c.
- * No Python involved.  Returns NULL with a message in err on failure. */
+/* Compiles all kernels of plan with the flags of cpu.c: pointwise kernels
+ * in one context, reduction kernels in another.  No Python involved.
+ * Returns NULL with a message in err on failure. */
 tc_jit_code *tc_jit_code_compile(const tc_plan *plan, char *err,
                                  size_t errlen);
 void tc_jit_code_free(tc_jit_code *code);

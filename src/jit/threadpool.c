@@ -4,7 +4,11 @@
  * new generation number; workers wake, grab chunks from an atomic counter
  * until none are left, and the last one to finish signals the caller, which
  * has been grabbing chunks too.  Between jobs workers sleep on a condition
- * variable, so an idle pool costs nothing.
+ * variable, so an idle pool costs nothing -- after spinning for TC_SPIN_NS
+ * first: a sleep/wake round trip costs tens of microseconds here, more than
+ * a whole 1M-element reduction, and kernels of one graph come back to back
+ * (OpenMP, which eager torch uses, spins the same way).  The caller spins
+ * as long for the workers to finish before it sleeps.
  */
 #include "threadpool.h"
 
@@ -12,7 +16,26 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+#define TC_SPIN_NS 100000
+
+static int64_t
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 typedef struct {
     tc_task_fn fn;
@@ -30,8 +53,8 @@ static struct {
     pthread_t *workers;
     int nworkers;               /* started workers */
     int want;                   /* configured threads, 0 = default */
-    int stop;
-    unsigned long generation;
+    int stop;                   /* also read without mu (atomics) */
+    unsigned long generation;   /* written under mu, read atomically */
     unsigned long start_generation; /* generation when workers started */
     job_t job;
 } pool = {
@@ -81,6 +104,24 @@ finish_participant(void)
     }
 }
 
+/* Spins until a job newer than seen or a stop request shows up, for at
+ * most TC_SPIN_NS.  Returns 1 if one did. */
+static int
+spin_for_job(unsigned long seen)
+{
+    int64_t end = now_ns() + TC_SPIN_NS;
+    for (int i = 0;; i++) {
+        if (__atomic_load_n(&pool.generation, __ATOMIC_ACQUIRE) != seen
+            || __atomic_load_n(&pool.stop, __ATOMIC_ACQUIRE)) {
+            return 1;
+        }
+        cpu_relax();
+        if ((i & 63) == 63 && now_ns() > end) {
+            return 0;
+        }
+    }
+}
+
 static void *
 worker_main(void *unused)
 {
@@ -90,6 +131,11 @@ worker_main(void *unused)
     pthread_mutex_lock(&pool.mu);
     unsigned long seen = pool.start_generation;
     for (;;) {
+        if (!pool.stop && pool.generation == seen) {
+            pthread_mutex_unlock(&pool.mu);
+            spin_for_job(seen);
+            pthread_mutex_lock(&pool.mu);
+        }
         while (!pool.stop && pool.generation == seen) {
             pthread_cond_wait(&pool.wake, &pool.mu);
         }
@@ -149,7 +195,7 @@ stop_workers(void)
         return;
     }
     pthread_mutex_lock(&pool.mu);
-    pool.stop = 1;
+    __atomic_store_n(&pool.stop, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.mu);
     for (int i = 0; i < pool.nworkers; i++) {
@@ -194,12 +240,21 @@ tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
     pool.job.chunk = chunk;
     atomic_store(&pool.job.next, 0);
     atomic_store(&pool.job.active, nw + 1);
-    pool.generation++;
+    /* release: a spinning worker that sees it sees the job too */
+    __atomic_store_n(&pool.generation, pool.generation + 1,
+                     __ATOMIC_RELEASE);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.mu);
 
     run_chunks(&pool.job);
     finish_participant();
+    int64_t end = now_ns() + TC_SPIN_NS;
+    for (int i = 0; atomic_load(&pool.job.active) > 0; i++) {
+        cpu_relax();
+        if ((i & 63) == 63 && now_ns() > end) {
+            break;
+        }
+    }
     pthread_mutex_lock(&pool.mu);
     while (atomic_load(&pool.job.active) > 0) {
         pthread_cond_wait(&pool.done, &pool.mu);

@@ -245,7 +245,10 @@ is_known_object(PyObject *v)
 {
     /* Python functions are not inlined yet: the tracer never depends on
      * their identity, so they need no guard. */
-    return PyModule_Check(v) || PyCFunction_Check(v)
+    int plain_builtin = PyCFunction_Check(v)
+        && (PyCFunction_GET_SELF(v) == NULL
+            || PyModule_Check(PyCFunction_GET_SELF(v)));
+    return PyModule_Check(v) || plain_builtin
            || tc_dtype_from_torch(v) >= 0 || tc_binding_find(v) != NULL;
 }
 
@@ -899,8 +902,11 @@ op_call(tracer *T, int argc)
     memcpy(args, argv, nargs * sizeof(tc_var *));
     T->sp -= argc + 2;
     if (callable->kind == TC_VAR_METHOD) {
-        return unsupported(T, "call to Tensor.%U (not a traceable torch op)",
-                           callable->obj);
+        tc_var *self = callable->items[0];
+        return unsupported(T, "call to %s.%U (not a traceable torch op)",
+                           self->kind == TC_VAR_LAZY && self->obj
+                               ? Py_TYPE(self->obj)->tp_name
+                               : tc_var_kind_name(self), callable->obj);
     }
     if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_CONST
         && callable->kind != TC_VAR_UNKNOWN) {
@@ -1030,6 +1036,16 @@ op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj)) {
         return module_attr(T, owner, name, method);
+    }
+    if (method && owner->kind != TC_VAR_NULL) {
+        /* list.append(...), obj.method(...): one break, at the call */
+        tc_var *m = tc_var_seq(&T->arena, TC_VAR_METHOD, 1, &owner);
+        if (m == NULL) {
+            return ERROR;
+        }
+        m->obj = Py_NewRef(name);
+        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) ? ERROR
+                                                                  : push(T, m);
     }
     return unsupported(T, "attribute '%U' of a %s", name,
                        tc_var_kind_name(owner));
@@ -1575,6 +1591,8 @@ exit_kind_for(int opcode, int oparg, int next_pc, int *jump, int *target)
     case LOAD_ATTR:
     case LOAD_METHOD:
     case STORE_ATTR:
+    case STORE_SUBSCR:
+    case DELETE_SUBSCR:
     case BINARY_SUBSCR:
     case BINARY_OP:
     case COMPARE_OP:

@@ -1,0 +1,628 @@
+"""Guards: cache hits, every guard kind's recompile path with its exact
+recompiles log line, the recompile limit and tcjit.config."""
+import re
+import warnings
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same, counters, log_messages
+
+scale = 2.0          # read by test_global_scalar_guard (G['scale'])
+W_GLOBAL = torch.arange(6, dtype=torch.float32)
+
+
+def where(fn):
+    code = fn.__code__
+    return f"{code.co_name} in {code.co_filename}:{code.co_firstlineno}"
+
+
+def assert_one_recompile(caplog, fn, reason):
+    """Exactly one recompiles message, in the documented format, whose only
+    guard failure is ``reason`` (literal text)."""
+    msgs = log_messages(caplog, "recompiles")
+    assert len(msgs) == 1, msgs
+    pattern = (re.escape(f"Recompiling function {where(fn)}")
+               + r"\n    triggered by the following guard failure\(s\):"
+               + r"\n    - \d+/0: " + re.escape(reason))
+    assert re.fullmatch(pattern, msgs[0]), msgs[0]
+
+
+# ---- hits ------------------------------------------------------------------
+
+def test_cache_hit_same_shapes(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, y):
+        return torch.sin(x) * y + 1
+
+    cf = tcjit.compile(f)
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    check_same(cf(x, y), f(x, y))
+    c1 = counters()
+    assert c1["frames_compiled"] == 1
+    assert c1["cache_misses"] == 1
+    assert c1["graphs"] == 1
+    assert c1["kernels_compiled"] >= 1
+    x2, y2 = torch.randn(4, 5), torch.randn(4, 5)
+    check_same(cf(x2, y2), f(x2, y2))
+    check_same(cf(x2, y), f(x2, y))
+    c2 = counters()
+    assert c2["frames_compiled"] == 1
+    assert c2["cache_hits"] == c1["cache_hits"] + 2
+    assert c2["cache_misses"] == 1
+    assert c2["recompiles"] == 0
+    assert c2["kernels_compiled"] == c1["kernels_compiled"]
+    assert log_messages(caplog, "recompiles") == []
+
+
+def test_alternating_shapes_hit_both_entries():
+    def f(x):
+        return x * 3 - 1
+
+    cf = tcjit.compile(f)
+    a, b = torch.randn(4), torch.randn(8)
+    for _ in range(3):
+        check_same(cf(a), f(a))
+        check_same(cf(b), f(b))
+    c = counters()
+    assert c["frames_compiled"] == 2
+    assert c["recompiles"] == 1
+    assert c["cache_hits"] == 4
+
+
+# ---- each guard kind --------------------------------------------------------
+
+def test_size_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.cos() + 2
+
+    cf = tcjit.compile(f)
+    x4, x8 = torch.randn(4), torch.randn(8)
+    check_same(cf(x4), f(x4))
+    check_same(cf(x8), f(x8))
+    assert_one_recompile(caplog, f, "tensor 'x' size mismatch at index 0. "
+                                    "expected 4, actual 8")
+    c = counters()
+    assert c["recompiles"] == 1 and c["frames_compiled"] == 2
+    # the first entry is still there
+    check_same(cf(x4), f(x4))
+    assert counters()["frames_compiled"] == 2
+    assert len(log_messages(caplog, "recompiles")) == 1
+
+
+def test_size_guard_second_dim(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x * x
+
+    cf = tcjit.compile(f)
+    a, b = torch.randn(3, 4), torch.randn(3, 6)
+    check_same(cf(a), f(a))
+    check_same(cf(b), f(b))
+    assert_one_recompile(caplog, f, "tensor 'x' size mismatch at index 1. "
+                                    "expected 4, actual 6")
+
+
+def test_stride_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.exp() - x
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4, 4)
+    xt = torch.randn(4, 4).t()
+    check_same(cf(x), f(x))
+    check_same(cf(xt), f(xt))          # strides compared: eager keeps (1, 4)
+    assert_one_recompile(caplog, f, "tensor 'x' stride mismatch at index 0. "
+                                    "expected 4, actual 1")
+
+
+def test_stride_guard_sliced(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x + 1
+
+    cf = tcjit.compile(f)
+    a = torch.randn(4, 5)
+    s = torch.randn(4, 10)[:, ::2]
+    check_same(cf(a), f(a))
+    check_same(cf(s), f(s), strides=False)
+    assert_one_recompile(caplog, f, "tensor 'x' stride mismatch at index 0. "
+                                    "expected 5, actual 10")
+
+
+def test_dtype_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.sigmoid() * 2
+
+    cf = tcjit.compile(f)
+    a = torch.randn(5)
+    check_same(cf(a), f(a))
+    check_same(cf(a.double()), f(a.double()))
+    assert_one_recompile(caplog, f, "tensor 'x' dtype mismatch. "
+                                    "expected Float, actual Double")
+
+
+def test_dtype_guard_second_input(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, y):
+        return x + y
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    yi = torch.arange(5, dtype=torch.int32)
+    check_same(cf(x, x), f(x, x))
+    check_same(cf(x, yi), f(x, yi))
+    assert_one_recompile(caplog, f, "tensor 'y' dtype mismatch. "
+                                    "expected Float, actual Int")
+
+
+def test_rank_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return torch.tanh(x) + 0.5
+
+    cf = tcjit.compile(f)
+    a, b = torch.randn(2, 3), torch.randn(2, 3, 4)
+    check_same(cf(a), f(a))
+    check_same(cf(b), f(b))
+    assert_one_recompile(caplog, f, "tensor 'x' rank mismatch. "
+                                    "expected 2, actual 3")
+
+
+def test_rank_guard_0d_vs_1d(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x * 4
+
+    cf = tcjit.compile(f)
+    a, b = torch.tensor(3.0), torch.tensor([3.0])
+    check_same(cf(a), f(a))
+    check_same(cf(b), f(b))
+    assert_one_recompile(caplog, f, "tensor 'x' rank mismatch. "
+                                    "expected 0, actual 1")
+
+
+def test_requires_grad_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return torch.sin(x) * x + 1
+
+    cf = tcjit.compile(f)
+    a = torch.randn(6)
+    check_same(cf(a), f(a))
+    before = counters()["eager_fallbacks"]
+    xr = a.clone().requires_grad_()
+    xe = a.clone().requires_grad_()
+    out = cf(xr)
+    ref = f(xe)
+    check_same(out, ref)
+    assert out.grad_fn is not None
+    out.backward(torch.ones(6))
+    ref.backward(torch.ones(6))
+    torch.testing.assert_close(xr.grad, xe.grad)
+    assert counters()["eager_fallbacks"] > before
+    assert_one_recompile(caplog, f, "tensor 'x' requires_grad mismatch. "
+                                    "expected requires_grad=0")
+
+
+def test_python_scalar_equals_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, alpha):
+        return x * alpha + alpha
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    check_same(cf(x, 0.5), f(x, 0.5))
+    check_same(cf(x, 0.5), f(x, 0.5))
+    assert counters()["frames_compiled"] == 1
+    check_same(cf(x, 0.25), f(x, 0.25))
+    assert_one_recompile(caplog, f, "L['alpha'] == 0.5")
+    assert counters()["frames_compiled"] == 2
+
+
+def test_python_scalar_type_change_int_to_float(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, n):
+        return x * n
+
+    cf = tcjit.compile(f)
+    x = torch.arange(6, dtype=torch.int32)
+    r1 = cf(x, 2)
+    check_same(r1, f(x, 2))
+    assert r1.dtype == torch.int32
+    r2 = cf(x, 2.0)             # 2.0 == 2, but int32 * 2.0 is float32
+    check_same(r2, f(x, 2.0))
+    assert r2.dtype == torch.float32
+    assert_one_recompile(caplog, f, "L['n'] == 2")
+
+
+def test_python_bool_vs_int_scalar():
+    def f(x, n):
+        return x + n
+
+    cf = tcjit.compile(f)
+    b = torch.tensor([True, False, True])
+    check_same(cf(b, True), f(b, True))    # bool + True -> bool
+    check_same(cf(b, 1), f(b, 1))          # bool + 1 -> int64
+
+
+def test_global_scalar_guard(tcjit_logs):
+    global scale
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x * scale
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    try:
+        check_same(cf(x), f(x))
+        scale = 3.0
+        out = cf(x)
+        check_same(out, f(x))
+        torch.testing.assert_close(out, x * 3.0)
+    finally:
+        scale = 2.0
+    assert_one_recompile(caplog, f, "G['scale'] == 2.0")
+    check_same(cf(x), x * 2.0)
+
+
+def test_global_tensor_same_shape_new_values():
+    """A global tensor is an input of the graph, not a constant: rebinding
+    it or mutating it in place must show in the next result."""
+    global W_GLOBAL
+    saved = W_GLOBAL
+
+    def f(x):
+        return x + W_GLOBAL
+
+    cf = tcjit.compile(f)
+    x = torch.randn(6)
+    try:
+        check_same(cf(x), f(x))
+        W_GLOBAL = torch.randn(6)
+        check_same(cf(x), f(x))
+        W_GLOBAL.mul_(-2)
+        check_same(cf(x), f(x))
+        W_GLOBAL = torch.randn(3, 6)     # new shape: guard fails, recompiles
+        check_same(cf(x), f(x))
+        W_GLOBAL = torch.randn(6).double()
+        check_same(cf(x), f(x))
+    finally:
+        W_GLOBAL = saved
+
+
+def test_grad_mode_guard(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.relu() + 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    with torch.no_grad():
+        check_same(cf(x), f(x))
+    check_same(cf(x), f(x))
+    assert_one_recompile(caplog, f,
+                         "GLOBAL_STATE changed: grad_mode (expected False)")
+
+
+def test_grad_mode_guard_other_direction(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.relu() * 3
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    check_same(cf(x), f(x))
+    with torch.no_grad():
+        check_same(cf(x), f(x))
+    assert_one_recompile(caplog, f,
+                         "GLOBAL_STATE changed: grad_mode (expected True)")
+
+
+def test_no_grad_with_requires_grad_input_compiles():
+    def f(x):
+        return x * 2 + 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5, requires_grad=True)
+    with torch.no_grad():
+        out = cf(x)
+        ref = f(x)
+    check_same(out, ref)
+    assert not out.requires_grad
+    assert counters()["frames_compiled"] == 1
+
+
+def test_closure_scalar_rebound():
+    k = 2.0
+
+    def f(x):
+        return x * k
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x), x * 2.0)
+    k = 5.0
+    check_same(cf(x), x * 5.0)
+    check_same(cf(x), f(x))
+
+
+def test_shape_specialization_guarded():
+    def f(x):
+        return x * x.shape[0] + x.size(1)
+
+    cf = tcjit.compile(f)
+    for shape in [(2, 3), (5, 3), (2, 7), (2, 3)]:
+        x = torch.randn(shape)
+        check_same(cf(x), f(x))
+
+
+# ---- recompile limit -----------------------------------------------------------
+
+def test_recompile_limit_patch():
+    def f(x):
+        return x * 2 + 1
+
+    cf = tcjit.compile(f)
+    with tcjit.config.patch(recompile_limit=2):
+        assert tcjit.config.recompile_limit == 2
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for n in range(1, 7):
+                x = torch.randn(n)
+                check_same(cf(x), f(x))
+        ours = [x for x in w if "recompile_limit" in str(x.message)]
+        assert len(ours) == 1, [str(x.message) for x in w]
+        assert ours[0].category is RuntimeWarning
+        assert str(ours[0].message).startswith(
+            "tcjit hit config.recompile_limit (2)")
+        c = counters()
+        assert c["frames_compiled"] == 2
+        assert c["eager_fallbacks"] >= 4
+        # cached entries still hit
+        check_same(cf(torch.ones(1)), f(torch.ones(1)))
+        assert counters()["frames_compiled"] == 2
+    assert tcjit.config.recompile_limit == 8
+
+
+def test_recompile_limit_default_8():
+    assert tcjit.config.recompile_limit == 8
+
+    def f(x):
+        return x.abs() - 1
+
+    cf = tcjit.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(1, 12):
+            x = torch.randn(n)
+            check_same(cf(x), f(x))
+    ours = [x for x in w if "recompile_limit" in str(x.message)]
+    assert len(ours) == 1
+    assert str(ours[0].message).startswith("tcjit hit config.recompile_limit (8)")
+    assert counters()["frames_compiled"] == 8
+
+
+def test_reset_clears_recompile_limit():
+    def f(x):
+        return x + 10
+
+    cf = tcjit.compile(f)
+    with tcjit.config.patch(recompile_limit=1):
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            for n in (1, 2, 3):
+                cf(torch.randn(n))
+        assert counters()["frames_compiled"] == 1
+        tcjit.reset()
+        assert counters()["frames_compiled"] == 0
+        x = torch.randn(3)
+        check_same(cf(x), f(x))
+        assert counters()["frames_compiled"] == 1
+
+
+def test_recompile_limit_is_per_code_object():
+    def f(x):
+        return x * 5
+
+    def g(x):
+        return x * 6
+
+    cf, cg = tcjit.compile(f), tcjit.compile(g)
+    with tcjit.config.patch(recompile_limit=1):
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            cf(torch.randn(1))
+            cf(torch.randn(2))
+        before = counters()["frames_compiled"]
+        x = torch.randn(2)
+        check_same(cg(x), g(x))
+        assert counters()["frames_compiled"] == before + 1
+
+
+# ---- config -------------------------------------------------------------------
+
+def test_config_patch_restores():
+    c = tcjit.config
+    assert (c.recompile_limit, c.num_threads, c.parallel_threshold) == (8, 0, 32768)
+    with c.patch(recompile_limit=3, num_threads=1, parallel_threshold=10):
+        assert (c.recompile_limit, c.num_threads, c.parallel_threshold) == (3, 1, 10)
+    assert (c.recompile_limit, c.num_threads, c.parallel_threshold) == (8, 0, 32768)
+    with pytest.raises(KeyError):
+        with c.patch(recompile_limit=4):
+            assert c.recompile_limit == 4
+            raise KeyError("boom")
+    assert c.recompile_limit == 8
+
+
+def test_config_validation():
+    with pytest.raises(AttributeError):
+        tcjit.config.no_such_setting = 1
+    with pytest.raises(AttributeError):
+        tcjit.config.no_such_setting
+    with pytest.raises(AttributeError):
+        with tcjit.config.patch(no_such_setting=1):
+            pass
+    for bad in (-1, 1.5, True, "2", None):
+        with pytest.raises(ValueError):
+            tcjit.config.num_threads = bad
+    assert tcjit.config.num_threads == 0
+    tcjit.config.parallel_threshold = 1
+    assert tcjit.config.parallel_threshold == 1
+    assert "parallel_threshold=1" in repr(tcjit.config)
+
+
+def test_config_threads_do_not_change_results():
+    def f(x):
+        return (x.sin() * 2 + x.cos()).relu()
+
+    cf = tcjit.compile(f)
+    x = torch.randn(100_000)
+    ref = f(x)
+    for nt, thr in [(1, 1), (2, 1), (2, 100), (0, 32768), (3, 5000)]:
+        with tcjit.config.patch(num_threads=nt, parallel_threshold=thr):
+            check_same(cf(x), ref)
+
+
+# ---- guards log ----------------------------------------------------------------
+
+def test_guards_log(tcjit_logs):
+    caplog = tcjit_logs("guards")
+
+    def f(x, alpha):
+        return x * alpha
+
+    cf = tcjit.compile(f)
+    cf(torch.randn(3, 2), 0.5)
+    msgs = log_messages(caplog, "guards")
+    assert msgs, "guards channel printed nothing"
+    text = "\n".join(msgs)
+    assert "L['x']" in text
+    assert "L['alpha']" in text
+    assert "0.5" in text
+    assert "grad_mode" in text
+
+
+# ---- more global state and types ----------------------------------------------
+
+def test_default_dtype_is_guarded():
+    """int * 2.5 gives the default dtype: compiled code must follow
+    torch.set_default_dtype (DESIGN: GLOBAL_STATE covers default dtype)."""
+    def f(x):
+        return x * 2.5, x / 2
+
+    cf = tcjit.compile(f)
+    xi = torch.arange(5, dtype=torch.int32)
+    check_same(cf(xi), f(xi))
+    saved = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        ref = f(xi)
+        assert ref[0].dtype == torch.float64
+        check_same(cf(xi), ref)
+    finally:
+        torch.set_default_dtype(saved)
+    check_same(cf(xi), f(xi))
+
+
+def test_tensor_subclass_type_guard():
+    def f(x):
+        return x * 2 - 1
+
+    cf = tcjit.compile(f)
+    p = torch.nn.Parameter(torch.randn(4), requires_grad=False)
+    t = torch.randn(4)
+    ref_p = f(p)
+    out_p = cf(p)
+    assert type(out_p) is type(ref_p)
+    check_same(out_p, ref_p)
+    check_same(cf(t), f(t))
+    check_same(cf(p), f(p))
+
+
+def test_separate_backends_have_separate_entries():
+    def f(x):
+        return x.exp() + 1
+
+    auto, eager = tcjit.compile(f), tcjit.compile(f, backend="eager")
+    x = torch.randn(4)
+    check_same(auto(x), f(x))
+    check_same(eager(x), f(x))
+    check_same(auto(x), f(x))
+    check_same(eager(x), f(x))
+    c = counters()
+    assert c["frames_compiled"] == 2
+    assert c["cache_hits"] == 2
+
+
+def test_python_scalar_none_and_string_args():
+    def f(x, mode, bias):
+        if mode == "double":
+            x = x * 2
+        return x if bias is None else x + bias
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    for mode, bias in [("double", None), ("double", 1.0), ("same", None),
+                       ("same", torch.ones(3)), ("double", None)]:
+        check_same(cf(x, mode, bias), f(x, mode, bias))
+
+
+def test_nan_scalar_argument_hits_cache():
+    """EQUALS on a NaN must not fail forever (nan != nan): the same NaN
+    argument should reuse the compiled entry, not recompile every call."""
+    import math
+
+    def f(x, a):
+        return x + a
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    for _ in range(3):
+        check_same(cf(x, math.nan), f(x, math.nan))
+    c = counters()
+    assert c["frames_compiled"] == 1, c
+    assert c["cache_hits"] == 2, c
+
+
+def test_recompile_limit_warning_turned_into_error():
+    """Under -W error the limit warning raises: the call must then raise that
+    RuntimeWarning (or run eagerly), never some unrelated error."""
+    def f(x):
+        return x + 1
+
+    cf = tcjit.compile(f)
+    with tcjit.config.patch(recompile_limit=1):
+        check_same(cf(torch.ones(1)), f(torch.ones(1)))
+        x2 = torch.randn(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            try:
+                out = cf(x2)
+            except RuntimeWarning as e:
+                assert "recompile_limit" in str(e)
+            else:
+                check_same(out, f(x2))
+        x3 = torch.randn(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check_same(cf(x3), f(x3))
