@@ -103,7 +103,7 @@ int tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag);
 
 /* Debug switch for tests/benchmarks: 1 = vectorizer remarks, 2 = the
  * generated assembly, both to stderr; 3 = vectorizer details dumped into
- * a kept /tmp/libgccjit-* directory. */
+ * a kept /tmp/libgccjit-* directory; 4 = the initial GIMPLE to stderr. */
 void tc_jit_set_opt_info(int on);
 
 /* Detected CPU: "-march=..." argument (without "-march="). */
