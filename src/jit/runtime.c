@@ -70,7 +70,8 @@ tc_jit_cflags(void)
     if (flags[0] == '\0') {
         const char *m = tc_cpu_march();
         snprintf(flags, sizeof(flags),
-                 "-O3%s%s -ffp-contract=off -fno-math-errno "
+                 "-O2 -ftree-vectorize -fvect-cost-model=dynamic%s%s "
+                 "-ffp-contract=off -fno-math-errno "
                  "-fno-trapping-math",
                  m ? " -march=" : "", m ? m : "");
     }
