@@ -106,8 +106,21 @@ static inline int
 pyframe_tracing_active(PyThreadState *ts, PyCodeObject *co)
 {
 #if TC_PY312
-    return ts->c_tracefunc != NULL || ts->c_profilefunc != NULL
-           || co->_co_monitoring != NULL;
+    if (ts->c_tracefunc != NULL || ts->c_profilefunc != NULL) {
+        return 1;
+    }
+    /* _co_monitoring stays allocated after a tracer went away (pytest,
+     * coverage, a debugger session): only active tools count. */
+    _PyCoMonitoringData *mon = co->_co_monitoring;
+    if (mon == NULL) {
+        return 0;
+    }
+    for (int i = 0; i < _PY_MONITORING_UNGROUPED_EVENTS; i++) {
+        if (mon->active_monitors.tools[i]) {
+            return 1;
+        }
+    }
+    return 0;
 #else
     (void)co;
     return ts->cframe->use_tracing != 0;
