@@ -39,7 +39,9 @@ def test_broken_model_matches_eager_on_both_branches(shift, capsys):
     for _ in range(3):
         check_same(cf(x), broken_model(x))
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 6 and out[0] == out[1]      # print ran once per call
+    assert len(out) == 6                            # print ran once per call
+    norms = [float(line.split(":")[1]) for line in out]
+    assert norms[0] == pytest.approx(norms[1], rel=1e-6)
     c = tcjit.counters()
     assert c["graphs"] >= 2 and c["recompiles"] == 0
 
@@ -64,7 +66,7 @@ def test_explain_lists_graphs_breaks_and_ops():
     assert ex.graph_count == len(ex.graphs) >= 2
     assert ex.graph_break_count == len(ex.break_reasons) >= 3
     assert ex.op_count == sum(len(o) for o in ex.ops_per_graph)
-    assert ["sin"] in ex.ops_per_graph
+    assert "sin" in ex.ops_per_graph[0] and "sum" in ex.ops_per_graph[0]
     reasons = [b.reason for b in ex.break_reasons]
     assert any("print" in r for r in reasons)
     assert any("data-dependent branch" in r for r in reasons)
@@ -85,7 +87,7 @@ def test_fullgraph_raises_at_first_break():
         cf(torch.randn(4))
     assert isinstance(info.value, RuntimeError)
     msg = str(info.value)
-    assert "norm" in msg
+    assert "call to print" in msg
     assert f"{__file__}:{line_of(broken_model, 'print(')}" in msg
 
 
@@ -94,7 +96,7 @@ def test_fullgraph_raises_at_first_break():
 def test_step_item_and_python_math():
     def f(x):
         y = x * 3
-        s = y.sum().item()          # .sum() and .item() break
+        s = y.amax().item()         # .item() breaks
         return y + s, s * 2
 
     cf = tcjit.compile(f)

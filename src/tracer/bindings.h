@@ -11,7 +11,7 @@
 
 #include <Python.h>
 
-#define TC_MAX_PARAMS 6
+#define TC_MAX_PARAMS 8
 
 /* How the parsed arguments become graph nodes. */
 typedef enum {
@@ -23,6 +23,12 @@ typedef enum {
     TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by `op` name */
     TC_CALL_NO_INPLACE,/* like OP, but an `inplace` flag must be False */
     TC_CALL_DIV,       /* input, other, rounding_mode=None */
+    TC_CALL_REDUCE,    /* input, dim, keepdim, dtype/correction/p... */
+    TC_CALL_SOFTMAX,   /* input, dim, dtype; op "softmax"/"log_softmax" */
+    TC_CALL_LAYER_NORM,/* input, normalized_shape, weight, bias, eps */
+    TC_CALL_RMS_NORM,  /* input, normalized_shape, weight, eps */
+    TC_CALL_VIEW,      /* shape ops: op names the builder; "self, *dims"
+                          takes the dims as varargs or one sequence */
     TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
     TC_CALL_DIM,       /* Tensor.dim() */
     TC_CALL_NUMEL,     /* Tensor.numel() */

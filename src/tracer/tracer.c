@@ -770,10 +770,309 @@ call_meta(tracer *T, const tc_binding *b, tc_var **p)
     return push(T, v);
 }
 
+/* ---- reductions, normalizations, views ---------------------------------- */
+
+static int
+push_node(tracer *T, int node, const char *what, const char *err)
+{
+    if (node < 0) {
+        return unsupported(T, "%s: %s", what, err);
+    }
+    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, -1);
+    if (v == NULL) {
+        return ERROR;
+    }
+    v->node = node;
+    return push(T, v);
+}
+
+static int
+is_none(tc_var *v)
+{
+    return v->kind == TC_VAR_CONST && v->obj == Py_None;
+}
+
+/* A Python int, or a tuple/list/torch.Size of them, known at trace time:
+ * dims and shapes.  Returns the count, or -1 if it is not one. */
+static int
+int_list(tracer *T, tc_var *v, int64_t *out, int max)
+{
+    if (reify(T, v) != OK) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (v->kind == TC_VAR_CONST && PyLong_Check(v->obj)
+        && !PyBool_Check(v->obj)) {
+        out[0] = PyLong_AsLongLong(v->obj);
+        return 1;
+    }
+    if (v->kind == TC_VAR_CONST && PyTuple_Check(v->obj)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(v->obj);
+        if (n > max) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PyTuple_GET_ITEM(v->obj, i);
+            if (!PyLong_Check(x) || PyBool_Check(x)) {
+                return -1;
+            }
+            out[i] = PyLong_AsLongLong(x);
+        }
+        return (int)n;
+    }
+    if ((v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST)
+        && v->nitems <= max) {
+        for (int i = 0; i < v->nitems; i++) {
+            if (int_list(T, v->items[i], &out[i], 1) != 1) {
+                return -1;
+            }
+        }
+        return v->nitems;
+    }
+    return -1;
+}
+
+static int
+dtype_param(tc_var *v, int *has, tc_dtype *dt)
+{
+    *has = !is_none(v);
+    if (!*has) {
+        return 0;
+    }
+    int code = v->obj ? tc_dtype_from_torch(v->obj) : -1;
+    if (code < 0) {
+        return -1;
+    }
+    *dt = (tc_dtype)code;
+    return 0;
+}
+
+static int
+call_reduce(tracer *T, const tc_binding *b, tc_var **p)
+{
+    const char *name = b->def->op;
+    tc_reduce_args a;
+    memset(&a, 0, sizeof(a));
+    a.correction = 1;
+    a.p = 2;
+    int i = 1;
+    if (strcmp(name, "norm") == 0) {
+        tc_var *pv = p[i++];
+        double pp = -1;
+        if (pv->kind == TC_VAR_CONST && PyUnicode_Check(pv->obj)
+            && PyUnicode_CompareWithASCIIString(pv->obj, "fro") == 0) {
+            pp = 2;
+        }
+        else if (pv->kind == TC_VAR_CONST && PyNumber_Check(pv->obj)) {
+            pp = PyFloat_AsDouble(pv->obj);
+        }
+        if (pp != 1 && pp != 2) {
+            PyErr_Clear();
+            return unsupported(T, "norm with p other than 1, 2 or 'fro'");
+        }
+        a.p = pp;
+    }
+    if (!is_none(p[i])) {
+        a.ndims = int_list(T, p[i], a.dims, TC_MAX_DIMS);
+        if (a.ndims < 0) {
+            return unsupported(T, "%s() with a dim that is not an int or "
+                               "a tuple of ints", name);
+        }
+        if (a.ndims == 0) {
+            return unsupported(T, "%s() with dim=() (torch's meaning "
+                               "differs between ops)", name);
+        }
+    }
+    i++;
+    int var_like = strcmp(name, "var") == 0 || strcmp(name, "std") == 0;
+    if (var_like && !is_none(p[i])) {       /* unbiased */
+        a.correction = PyObject_IsTrue(p[i]->obj) ? 1 : 0;
+    }
+    i += var_like;
+    a.keepdim = p[i]->kind == TC_VAR_CONST && PyObject_IsTrue(p[i]->obj);
+    i++;
+    if (var_like && !is_none(p[i])) {       /* correction */
+        a.correction = PyFloat_AsDouble(p[i]->obj);
+        if (a.correction == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return unsupported(T, "%s() with a non-number correction", name);
+        }
+    }
+    else if (i < b->nparams && strcmp(b->names[i], "dtype") == 0
+             && dtype_param(p[i], &a.has_dtype, &a.dtype) < 0) {
+        return unsupported(T, "%s() with an unsupported dtype", name);
+    }
+    int rc = OK, x = operand_node(T, p[0], &rc);
+    if (x < 0 || p[0]->kind != TC_VAR_TENSOR) {
+        return x < 0 ? rc : unsupported(T, "%s() of a non-tensor", name);
+    }
+    char err[256];
+    return push_node(T, tc_graph_reduce(T->out->graph, name, x, &a, err,
+                                        sizeof(err)), name, err);
+}
+
+static int
+call_softmax(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t dim;
+    int has_dtype = 0;
+    tc_dtype dt = TC_F32;
+    tc_var *dtv = p[b->nparams - 1];
+    if (p[0]->kind != TC_VAR_TENSOR || int_list(T, p[1], &dim, 1) != 1
+        || dtype_param(dtv, &has_dtype, &dt) < 0) {
+        return unsupported(T, "%s() needs a tensor and an int dim",
+                           b->def->op);
+    }
+    char err[256];
+    int log = strcmp(b->def->op, "log_softmax") == 0;
+    return push_node(T, tc_graph_softmax(T->out->graph, p[0]->node, dim,
+                                         has_dtype, dt, log, err,
+                                         sizeof(err)), b->def->op, err);
+}
+
+/* weight / bias: a tensor, or None (-1). */
+static int
+optional_tensor(tc_var *v)
+{
+    return v->kind == TC_VAR_TENSOR ? v->node : is_none(v) ? -1 : -2;
+}
+
+static int
+call_norm_layer(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t shape[TC_MAX_DIMS];
+    int n = int_list(T, p[1], shape, TC_MAX_DIMS);
+    int rms = b->def->call == TC_CALL_RMS_NORM;
+    int w = optional_tensor(p[2]), bias = rms ? -1 : optional_tensor(p[3]);
+    tc_var *epsv = p[rms ? 3 : 4];
+    int has_eps = !is_none(epsv);
+    double eps = has_eps ? PyFloat_AsDouble(epsv->obj) : 0;
+    if (p[0]->kind != TC_VAR_TENSOR || n < 0 || w == -2 || bias == -2
+        || (eps == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return unsupported(T, "%s() with unsupported arguments",
+                           b->def->path);
+    }
+    char err[256];
+    int node = rms
+        ? tc_graph_rms_norm(T->out->graph, p[0]->node, n, shape, w, has_eps,
+                            eps, err, sizeof(err))
+        : tc_graph_layer_norm(T->out->graph, p[0]->node, n, shape, w, bias,
+                              eps, err, sizeof(err));
+    return push_node(T, node, b->def->path, err);
+}
+
+/* x.view(2, 3) and x.view((2, 3)) alike. */
+static int
+vararg_dims(tracer *T, tc_var **args, int nargs, int64_t *dims)
+{
+    if (nargs == 1) {
+        return int_list(T, args[0], dims, TC_MAX_DIMS);
+    }
+    if (nargs > TC_MAX_DIMS) {
+        return -1;
+    }
+    for (int i = 0; i < nargs; i++) {
+        if (int_list(T, args[i], &dims[i], 1) != 1) {
+            return -1;
+        }
+    }
+    return nargs;
+}
+
+static int
+call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
+{
+    tc_graph *g = T->out->graph;
+    int64_t d[TC_MAX_DIMS];
+    char err[256] = "";
+    int x = self->node, node = -1, n = 0;
+    if (self->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "%s of a non-tensor", op);
+    }
+    if (strcmp(op, "t") == 0) {
+        node = tc_graph_t(g, x, err, sizeof(err));
+    }
+    else if (strcmp(op, "contiguous") == 0) {
+        const tc_layout *l = &tensor_node(T, self)->layout;
+        tc_layout c = *l;
+        tc_layout_contiguous(&c);
+        if (memcmp(c.strides, l->strides, l->ndim * sizeof(int64_t)) == 0
+            && tensor_node(T, self)->offset == 0) {
+            return push(T, self);       /* eager returns self */
+        }
+        node = tc_graph_op(g, "contiguous", 1, &x, TC_F32, err, sizeof(err));
+    }
+    else if ((n = vararg_dims(T, rest, nrest, d)) < 0 && nrest > 0) {
+        return unsupported(T, "Tensor.%s() with non-constant arguments", op);
+    }
+    else if (strcmp(op, "transpose") == 0 && n == 2) {
+        node = tc_graph_transpose(g, x, d[0], d[1], err, sizeof(err));
+    }
+    else if (strcmp(op, "unsqueeze") == 0 && n == 1) {
+        node = tc_graph_unsqueeze(g, x, d[0], err, sizeof(err));
+    }
+    else if (strcmp(op, "squeeze") == 0) {
+        node = tc_graph_squeeze(g, x, nrest ? n : -1, d, err, sizeof(err));
+    }
+    else if (strcmp(op, "flatten") == 0) {
+        int64_t s = nrest > 0 ? d[0] : 0, e = nrest > 1 ? d[1] : -1;
+        node = tc_graph_flatten(g, x, s, e, err, sizeof(err));
+    }
+    else if (strcmp(op, "permute") == 0) {
+        node = tc_graph_permute(g, x, n, d, err, sizeof(err));
+    }
+    else if (strcmp(op, "view") == 0) {
+        node = tc_graph_view(g, x, n, d, err, sizeof(err));
+    }
+    else if (strcmp(op, "reshape") == 0) {
+        node = tc_graph_reshape(g, x, n, d, err, sizeof(err));
+    }
+    else if (strcmp(op, "expand") == 0) {
+        node = tc_graph_expand(g, x, n, d, err, sizeof(err));
+    }
+    else {
+        return unsupported(T, "Tensor.%s() with these arguments", op);
+    }
+    if (node == x) {
+        return push(T, self);
+    }
+    return push_node(T, node, op, err);
+}
+
+static int
+call_view_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
+                  PyObject *kwnames)
+{
+    if (strstr(b->def->sig, "*dims") != NULL) {
+        if (kwnames != NULL || nargs < 1) {
+            return unsupported(T, "%s() with keyword arguments",
+                               b->def->path);
+        }
+        return call_view(T, b->def->op, args[0], args + 1, nargs - 1);
+    }
+    tc_var *p[TC_MAX_PARAMS];
+    int rc = parse_args(T, b, args, nargs, kwnames, p);
+    if (rc != OK) {
+        return rc;
+    }
+    int nrest = 0;
+    tc_var *rest[TC_MAX_PARAMS];
+    for (int i = 1; i < b->nparams; i++) {
+        if (!is_none(p[i])) {
+            rest[nrest++] = p[i];
+        }
+    }
+    return call_view(T, b->def->op, p[0], rest, nrest);
+}
+
 static int
 call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
              PyObject *kwnames)
 {
+    if (b->def->call == TC_CALL_VIEW) {
+        return call_view_binding(T, b, args, nargs, kwnames);
+    }
     tc_var *p[TC_MAX_PARAMS];
     int rc = parse_args(T, b, args, nargs, kwnames, p);
     if (rc != OK) {
@@ -810,6 +1109,15 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     case TC_CALL_DIM:
     case TC_CALL_NUMEL:
         return call_meta(T, b, p);
+    case TC_CALL_REDUCE:
+        return call_reduce(T, b, p);
+    case TC_CALL_SOFTMAX:
+        return call_softmax(T, b, p);
+    case TC_CALL_LAYER_NORM:
+    case TC_CALL_RMS_NORM:
+        return call_norm_layer(T, b, p);
+    case TC_CALL_VIEW:
+        break;
     }
     return unsupported(T, "call kind");
 }

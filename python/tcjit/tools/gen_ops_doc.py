@@ -19,6 +19,19 @@ compiled yet (their frames run eagerly).
 """
 
 
+# Traced names that are not registry entries: graph builders that
+# decompose them into registry ops (src/graph/graph.h).
+DECOMPOSED = {
+    "mean": "sum / n", "var": "two-pass: mean, sum of squared deviations",
+    "std": "sqrt(var)", "logsumexp": "amax, exp, sum, log (inf-safe)",
+    "norm": "p=1: sum(abs); p=2: sqrt(sum(x*x))",
+    "softmax": "amax, sub, exp, sum, div; one kernel per row",
+    "log_softmax": "amax, sub, exp, sum, log, sub; one kernel per row",
+    "transpose": "view", "t": "view", "unsqueeze": "view", "squeeze": "view",
+    "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
+}
+
+
 def render():
     spellings = collections.defaultdict(list)
     extras = []
@@ -36,6 +49,13 @@ def render():
         doc = row["doc"].replace("|", "\\|")
         out.append(f"| `{row['name']}` | {row['arity']} | "
                    f"{', '.join(row['dtypes'])} | {names} | {doc} |")
+    out += ["", "## Decomposed ops and views", "",
+            "| name | Python spellings | how |", "|---|---|---|"]
+    for name, how in DECOMPOSED.items():
+        names = ", ".join(f"`{p}`" for p in spellings.get(name, []))
+        out.append(f"| `{name}` | {names} | {how} |")
+    out += ["", "Also traced: `F.layer_norm` and `F.rms_norm` (mean / var / rsqrt "
+            "with weight and bias, one kernel per row).", ""]
     out += ["", "## Other traced calls", ""]
     out += [f"* `{e}`" for e in sorted(extras)]
     out += ["* `x.shape`, `x.dtype`, `x.ndim` (constants under the tensor's guard)",

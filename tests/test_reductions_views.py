@@ -1,0 +1,134 @@
+"""Reductions, softmax / layer_norm and views traced from Python, checked
+against eager: values, dtypes, shapes, strides, and view aliasing."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tcjit
+from conftest import check_same
+
+REDUCTIONS = {
+    "sum_all": lambda x: x.sum(),
+    "sum_dim_keep": lambda x: x.sum(1, keepdim=True),
+    "sum_dims": lambda x: torch.sum(x, (0, 1)),
+    "sum_dtype": lambda x: x.sum(-1, dtype=torch.float64),
+    "mean": lambda x: x.mean(0),
+    "amax": lambda x: x.amax(-1),
+    "amin_keep": lambda x: torch.amin(x, 0, keepdim=True),
+    "prod": lambda x: (x / 4 + 1).prod(1),
+    "var": lambda x: x.var(1),
+    "var_corr0": lambda x: x.var(0, correction=0),
+    "std_all": lambda x: x.std(),
+    "std_unbiased_false": lambda x: x.std(1, False),
+    "logsumexp": lambda x: x.logsumexp(1),
+    "norm": lambda x: x.norm(),
+    "norm_dim": lambda x: x.norm(dim=1),
+    "norm_p1": lambda x: x.norm(p=1, dim=0),
+    "argmax": lambda x: x.argmax(1),
+    "argmin_all": lambda x: x.argmin(),
+    "any": lambda x: (x > 1).any(1),
+    "all": lambda x: (x > -3).all(),
+    "sum_of_relu_fused": lambda x: (x.relu() * 2).sum(1) + 1,
+    "int_sum": lambda x: (x > 0).to(torch.int32).sum(0),
+}
+
+LAYOUTS = {
+    "contiguous": lambda: torch.randn(16, 33),
+    "transposed": lambda: torch.randn(33, 16).t(),
+    "sliced": lambda: torch.randn(16, 66)[:, ::2],
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_reduction(name, layout):
+    fn = REDUCTIONS[name]
+    x = LAYOUTS[layout]()
+    cf = tcjit.compile(fn)
+    for _ in range(2):
+        check_same(cf(x), fn(x))
+    assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+def test_reduction_of_empty_and_0d():
+    def f(x):
+        return x.sum(), x.sum(0), x.mean(1)
+
+    for x in (torch.randn(0, 4), torch.randn(3, 0)):
+        check_same(tcjit.compile(f)(x), f(x))
+    s = torch.tensor(2.5)
+    g = lambda x: (x.sum(), x.amax())  # noqa: E731
+    check_same(tcjit.compile(g)(s), g(s))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_and_log_softmax(dim):
+    def f(x):
+        return torch.softmax(x, dim), F.log_softmax(x * 2, dim=dim), \
+            x.softmax(dim, dtype=torch.float64)
+
+    x = torch.randn(24, 40) * 4
+    check_same(tcjit.compile(f)(x), f(x))
+
+
+def test_layer_norm_and_rms_norm():
+    w, b = torch.randn(64), torch.randn(64)
+
+    def f(x):
+        return F.layer_norm(x, (64,), w, b), F.layer_norm(x, (64,)), \
+            F.rms_norm(x, (64,), w, eps=1e-6)
+
+    x = torch.randn(8, 5, 64)
+    check_same(tcjit.compile(f)(x), f(x))
+
+
+VIEWS = {
+    "t": lambda x: x.t(),
+    "transpose_add": lambda x: x.transpose(0, 1) + 1,
+    "view": lambda x: x.view(4, 2, 33),
+    "view_tuple_relu": lambda x: x.view((33, 8)).relu(),
+    "reshape_flat": lambda x: x.reshape(-1),
+    "unsqueeze_squeeze": lambda x: x.unsqueeze(0).squeeze(0) * 2,
+    "permute_contiguous": lambda x: x.permute(1, 0).contiguous(),
+    "flatten": lambda x: torch.flatten(x.unsqueeze(1), 1),
+    "expand": lambda x: x.unsqueeze(0).expand(2, 8, 33),
+    "contiguous_noop": lambda x: x.contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_views_alias_and_layout_like_eager(name):
+    fn = VIEWS[name]
+    x = torch.randn(8, 33)
+    cf = tcjit.compile(fn)
+    got, want = cf(x), fn(x)
+    check_same(got, want)
+    shares = want.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert (got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) \
+        == shares
+    if shares:          # a view: writes to x show through, as in eager
+        x.add_(1)
+        check_same(got, want)
+
+
+def test_invalid_view_raises_like_eager():
+    def f(x):
+        return x.t().view(-1)
+
+    x = torch.randn(4, 6)
+    with pytest.raises(RuntimeError) as eager:
+        f(x)
+    with pytest.raises(RuntimeError) as got:
+        tcjit.compile(f)(x)
+    assert str(got.value) == str(eager.value)
+
+
+def test_hand_written_attention_with_softmax():
+    def attn(q, k, v, mask):
+        s = (q @ k.transpose(-2, -1)) * (q.size(-1) ** -0.5)
+        s = torch.where(mask, s, float("-inf"))
+        return torch.softmax(s, -1) @ v
+
+    q, k, v = (torch.randn(2, 16, 8) for _ in range(3))
+    mask = torch.ones(16, 16, dtype=torch.bool).tril()
+    check_same(tcjit.compile(attn)(q, k, v, mask), attn(q, k, v, mask))
