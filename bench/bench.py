@@ -63,6 +63,20 @@ def device_copy(x):
     return torch.empty_like(x).copy_(x)
 
 
+def softmax(x):
+    return torch.softmax(x, -1)
+
+
+def layer_norm(x, w, b):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def _ln_inputs(rows):
+    return lambda dev: (torch.randn(rows, 1024, device=dev),
+                        torch.randn(1024, device=dev),
+                        torch.randn(1024, device=dev))
+
+
 WORKLOADS = [
     {
         "name": "pointwise f32 chain, 4M",
@@ -78,7 +92,35 @@ WORKLOADS = [
         "make_inputs": lambda dev: (torch.randn(1, device=dev),),
         "bytes": lambda inp: 2 * _nbytes(inp[0]),
     },
+    {
+        "name": "softmax 1024x1024",
+        "devices": ("cpu",),
+        "fn": softmax,
+        "make_inputs": lambda dev: (torch.randn(1024, 1024, device=dev),),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
+    {
+        "name": "layer_norm 2048x1024",
+        "devices": ("cpu",),
+        "fn": layer_norm,
+        "make_inputs": _ln_inputs(2048),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
     # --device cuda only (DESIGN.md's GPU rows) -------------------------------
+    {
+        "name": "softmax 4096x4096",
+        "devices": ("cuda",),
+        "fn": softmax,
+        "make_inputs": lambda dev: (torch.randn(4096, 4096, device=dev),),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
+    {
+        "name": "layer_norm 8192x1024",
+        "devices": ("cuda",),
+        "fn": layer_norm,
+        "make_inputs": _ln_inputs(8192),
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
+    },
     {
         "name": "pointwise f32 chain, 16M",
         "devices": ("cuda",),
