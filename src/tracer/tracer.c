@@ -21,6 +21,15 @@
  * unrolling forever. */
 #define INSTRUCTION_BUDGET 20000
 
+/* What an inlined callee's tracer shares with its caller's. */
+typedef struct {
+    tc_var_arena arena;
+    int *inputs;              /* graph input i -> guard source id */
+    int ninputs, inputs_cap;
+    int touched_tensor;       /* a tensor was read from the frame */
+    int force_eager;          /* correctness needs the whole frame eager */
+} trace_shared;
+
 typedef struct {
     tc_iframe *frame;
     PyCodeObject *co;
@@ -34,15 +43,13 @@ typedef struct {
     int sp, stack_cap;
     PyObject *kwnames;        /* pending KW_NAMES (borrowed from co_consts) */
     PyObject *global_vars;    /* {name: index into arena} */
-    tc_var_arena arena;
+    trace_shared *sh;
     tc_trace *out;
     int pc;                   /* current instruction */
-    int *inputs;
-    int ninputs, inputs_cap;
     int grad_mode;
-    int touched_tensor;       /* a tensor was read from the frame */
-    int force_eager;          /* correctness needs the whole frame eager */
     int start_pc;
+    int depth;                /* inlined calls between here and the frame */
+    tc_var *inline_result;    /* an inlined callee's return value */
     char *written;            /* locals stored to by this segment */
     tc_var **saved_stack;     /* the stack before the current instruction */
     int *outs, nouts;         /* graph outputs the exit templates use */
@@ -116,17 +123,17 @@ peek(tracer *T, int n)
 static int
 add_input(tracer *T, int source)
 {
-    if (T->ninputs == T->inputs_cap) {
-        int cap = T->inputs_cap ? 2 * T->inputs_cap : 8;
-        int *n = PyMem_Realloc(T->inputs, cap * sizeof(int));
+    if (T->sh->ninputs == T->sh->inputs_cap) {
+        int cap = T->sh->inputs_cap ? 2 * T->sh->inputs_cap : 8;
+        int *n = PyMem_Realloc(T->sh->inputs, cap * sizeof(int));
         if (n == NULL) {
             PyErr_NoMemory();
             return ERROR;
         }
-        T->inputs = n;
-        T->inputs_cap = cap;
+        T->sh->inputs = n;
+        T->sh->inputs_cap = cap;
     }
-    T->inputs[T->ninputs++] = source;
+    T->sh->inputs[T->sh->ninputs++] = source;
     return OK;
 }
 
@@ -137,7 +144,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
 {
     tc_tensor_meta m;
     tc_dtype dt;
-    T->touched_tensor = 1;
+    T->sh->touched_tensor = 1;
     int r = tc_tensor_read_meta(value, &m, &dt);
     if (r != 0) {
         *rc = r < 0 ? ERROR : unsupported(T, "a tensor with unsupported "
@@ -149,7 +156,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
-    if (T->ninputs > 0 && m.device_index != T->out->device) {
+    if (T->sh->ninputs > 0 && m.device_index != T->out->device) {
         /* eager raises its own "Expected all tensors to be on the same
          * device" error, at the op that mixes them */
         *rc = unsupported(T, "tensors on different devices");
@@ -157,7 +164,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     }
     T->out->device = m.device_index;
     if (m.requires_grad && T->grad_mode) {
-        T->force_eager = 1;
+        T->sh->force_eager = 1;
         *rc = unsupported(T, "an input requires grad while grad mode is on "
                           "(training is not compiled yet)");
         return NULL;
@@ -166,7 +173,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     l.ndim = m.ndim;
     memcpy(l.sizes, m.sizes, sizeof(l.sizes));
     memcpy(l.strides, m.strides, sizeof(l.strides));
-    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, source);
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, source);
     if (v == NULL || add_input(T, source) < 0) {
         *rc = ERROR;
         return NULL;
@@ -203,7 +210,7 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
             return NULL;
         }
     }
-    tc_var *v = tc_var_seq(&T->arena, PyTuple_CheckExact(value)
+    tc_var *v = tc_var_seq(&T->sh->arena, PyTuple_CheckExact(value)
                            ? TC_VAR_TUPLE : TC_VAR_LIST, (int)n, items);
     if (v == NULL) {
         *rc = ERROR;
@@ -264,14 +271,14 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
         return wrap_tensor(T, value, source, rc);
     }
     if (is_python_scalar(value)) {
-        v = tc_var_const(&T->arena, value, source);
+        v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
         }
     }
     else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
         /* guarded (length, items) only if the code looks inside it */
-        v = tc_var_const(&T->arena, value, source);
+        v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
         }
@@ -281,13 +288,13 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
             *rc = ERROR;
             return NULL;
         }
-        v = tc_var_new(&T->arena, TC_VAR_OBJECT, source);
+        v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, source);
         if (v) {
             v->obj = Py_NewRef(value);
         }
     }
     else {
-        v = tc_var_new(&T->arena, TC_VAR_UNKNOWN, source);
+        v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, source);
         if (v) {
             v->obj = Py_NewRef(value);
         }
@@ -416,7 +423,7 @@ load_global(tracer *T, PyObject *name)
 {
     PyObject *cached = PyDict_GetItemWithError(T->global_vars, name);
     if (cached != NULL) {
-        return push(T, T->arena.vars[PyLong_AsLong(cached)]);
+        return push(T, T->sh->arena.vars[PyLong_AsLong(cached)]);
     }
     if (PyErr_Occurred()) {
         return ERROR;
@@ -436,7 +443,7 @@ load_global(tracer *T, PyObject *name)
     if (v == NULL) {
         return src < 0 ? ERROR : rc;
     }
-    PyObject *idx = PyLong_FromLong(T->arena.n - 1);
+    PyObject *idx = PyLong_FromLong(T->sh->arena.n - 1);
     if (idx == NULL || PyDict_SetItem(T->global_vars, name, idx) < 0) {
         Py_XDECREF(idx);
         return ERROR;
@@ -451,9 +458,9 @@ const_var(tracer *T, PyObject *value)
 {
     if (!PyTuple_CheckExact(value)) {
         if (is_python_scalar(value) || is_known_object(value)) {
-            return tc_var_const(&T->arena, value, -1);
+            return tc_var_const(&T->sh->arena, value, -1);
         }
-        tc_var *v = tc_var_new(&T->arena, TC_VAR_UNKNOWN, -1);
+        tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
         if (v) {
             v->obj = Py_NewRef(value);
         }
@@ -472,7 +479,7 @@ const_var(tracer *T, PyObject *value)
             goto done;
         }
     }
-    v = tc_var_seq(&T->arena, TC_VAR_TUPLE, (int)n, items);
+    v = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, (int)n, items);
 done:
     PyMem_Free(items);
     return v;
@@ -540,7 +547,7 @@ emit_op(tracer *T, const char *op, int n, tc_var **args, tc_dtype attr)
     if (node < 0) {
         return unsupported(T, "%s: %s", op, err);
     }
-    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, -1);
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
     if (v == NULL) {
         return ERROR;
     }
@@ -590,7 +597,7 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
                 return unsupported(T, "%s() missing argument '%s'", fname,
                                    b->names[i]);
             }
-            params[i] = tc_var_const(&T->arena, b->defaults[i], -1);
+            params[i] = tc_var_const(&T->sh->arena, b->defaults[i], -1);
             if (params[i] == NULL) {
                 return ERROR;
             }
@@ -765,7 +772,7 @@ call_meta(tracer *T, const tc_binding *b, tc_var **p)
     if (r == NULL) {
         return ERROR;
     }
-    tc_var *v = tc_var_const(&T->arena, r, -1);
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
     return push(T, v);
 }
@@ -778,7 +785,7 @@ push_node(tracer *T, int node, const char *what, const char *err)
     if (node < 0) {
         return unsupported(T, "%s: %s", what, err);
     }
-    tc_var *v = tc_var_new(&T->arena, TC_VAR_TENSOR, -1);
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
     if (v == NULL) {
         return ERROR;
     }
@@ -1170,7 +1177,7 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     if (r == NULL) {
         return unsupported_from_exception(T, name);
     }
-    tc_var *v = tc_var_const(&T->arena, r, -1);
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
     return push(T, v);
 }
@@ -1246,7 +1253,7 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     PyObject *descr = _PyType_Lookup((PyTypeObject *)tc_tensor_type, name);
     const tc_binding *b = descr ? tc_binding_find(descr) : NULL;
     if (method && b != NULL) {
-        tc_var *d = tc_var_new(&T->arena, TC_VAR_OBJECT, -1);
+        tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
         if (d == NULL) {
             return ERROR;
         }
@@ -1256,12 +1263,12 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     if (method && descr != NULL) {
         /* A method we cannot trace: keep it symbolic so that the break
          * happens once, at the call, not at the attribute load too. */
-        tc_var *m = tc_var_seq(&T->arena, TC_VAR_METHOD, 1, &self);
+        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &self);
         if (m == NULL) {
             return ERROR;
         }
         m->obj = Py_NewRef(name);
-        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) ? ERROR
+        return push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) ? ERROR
                                                                   : push(T, m);
     }
     const tc_node *n = tensor_node(T, self);
@@ -1281,11 +1288,11 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     if (r == NULL) {
         return ERROR;
     }
-    if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+    if (method && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
         Py_DECREF(r);
         return ERROR;
     }
-    tc_var *v = tc_var_const(&T->arena, r, -1);
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
     return push(T, v);
 }
@@ -1322,7 +1329,7 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
     if (v == NULL) {
         return rc;
     }
-    if (method && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+    if (method && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
         return ERROR;
     }
     return push(T, v);
@@ -1347,12 +1354,12 @@ op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (method && owner->kind != TC_VAR_NULL) {
         /* list.append(...), obj.method(...): one break, at the call */
-        tc_var *m = tc_var_seq(&T->arena, TC_VAR_METHOD, 1, &owner);
+        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
         if (m == NULL) {
             return ERROR;
         }
         m->obj = Py_NewRef(name);
-        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) ? ERROR
+        return push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) ? ERROR
                                                                   : push(T, m);
     }
     return unsupported(T, "attribute '%U' of a %s", name,
@@ -1405,7 +1412,7 @@ push_folded(tracer *T, PyObject *r, const char *what)
     if (r == NULL) {
         return unsupported_from_exception(T, what);
     }
-    tc_var *v = tc_var_const(&T->arena, r, -1);
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
     return push(T, v);
 }
@@ -1498,7 +1505,7 @@ op_build(tracer *T, tc_var_kind kind, int n)
         return unsupported(T, "malformed build");
     }
     T->sp -= n;
-    return push(T, tc_var_seq(&T->arena, kind, n, &T->stack[T->sp]));
+    return push(T, tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]));
 }
 
 static int
@@ -1512,7 +1519,7 @@ unpack_const(tracer *T, PyObject *obj, int n)
         ? OK : unsupported(T, "unpacking %zd values into %d names",
                            PyTuple_GET_SIZE(seq), n);
     for (int i = n - 1; rc == OK && i >= 0; i--) {
-        rc = push(T, tc_var_const(&T->arena, PyTuple_GET_ITEM(seq, i), -1));
+        rc = push(T, tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(seq, i), -1));
     }
     Py_DECREF(seq);
     return rc;
@@ -1561,7 +1568,7 @@ op_list_extend(tracer *T)
     }
     memcpy(items, list->items, list->nitems * sizeof(tc_var *));
     memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
-    return push(T, tc_var_seq(&T->arena, TC_VAR_LIST,
+    return push(T, tc_var_seq(&T->sh->arena, TC_VAR_LIST,
                               list->nitems + src->nitems, items));
 }
 
@@ -1605,7 +1612,7 @@ op_make_function(tracer *T, int oparg)
         return unsupported(T, "a nested function with defaults or a "
                            "closure");
     }
-    tc_var *d = tc_var_new(&T->arena, TC_VAR_DEFERRED, -1);
+    tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
     if (d == NULL) {
         return ERROR;
     }
@@ -1629,7 +1636,7 @@ op_format_value(tracer *T, int oparg)
         /* formatting a tensor: done when the segment exits, so the break
          * happens once, where the string is used (print, logging...) */
         tc_var *items[2] = {value, spec};
-        tc_var *d = tc_var_seq(&T->arena, TC_VAR_DEFERRED, 1 + has_spec,
+        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1 + has_spec,
                                items);
         if (d == NULL) {
             return ERROR;
@@ -1664,7 +1671,7 @@ op_build_string(tracer *T, int n)
     }
     tc_var **parts = &T->stack[T->sp - n];
     if (!all_const(parts, n)) {
-        tc_var *d = tc_var_seq(&T->arena, TC_VAR_DEFERRED, n, parts);
+        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, n, parts);
         if (d == NULL) {
             return ERROR;
         }
@@ -1990,7 +1997,7 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return push(T, const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg)));
     case LOAD_GLOBAL:
         if ((oparg & 1)
-            && push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1)) < 0) {
+            && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
             return ERROR;
         }
         return load_global(T, PyTuple_GET_ITEM(co->co_names, oparg >> 1));
@@ -2000,7 +2007,7 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
                                                 TC_LOAD_ATTR_NAME(oparg)),
                             TC_LOAD_ATTR_IS_METHOD(opcode, oparg));
     case PUSH_NULL:
-        return push(T, tc_var_new(&T->arena, TC_VAR_NULL, -1));
+        return push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1));
     case KW_NAMES:
         T->kwnames = PyTuple_GET_ITEM(co->co_consts, oparg);
         return OK;
@@ -2087,7 +2094,7 @@ run(tracer *T)
             ? unsupported(T, "more than %d instructions traced (a long "
                           "loop?)", INSTRUCTION_BUDGET)
             : trace_instruction(T, opcode, oparg, &next);
-        if (rc == UNSUPPORTED && !T->force_eager) {
+        if (rc == UNSUPPORTED && !T->sh->force_eager) {
             memcpy(T->stack, T->saved_stack, sp * sizeof(tc_var *));
             T->sp = sp;
             return end_segment(T, opcode, oparg, pc, next, kwnames)
@@ -2120,7 +2127,7 @@ wrap_stack(tracer *T)
         int rc = OK;
         tc_var *v;
         if (base[i] == NULL) {
-            v = tc_var_new(&T->arena, TC_VAR_NULL, -1);
+            v = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
         }
         else {
             int src = tc_source_add(T->out->guards, TC_SRC_STACK, -1, i, NULL);
@@ -2135,10 +2142,12 @@ wrap_stack(tracer *T)
 }
 
 static int
-tracer_init(tracer *T, tc_iframe *f, int start_pc, tc_trace *t)
+tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
+            tc_trace *t)
 {
     memset(T, 0, sizeof(*T));
     memset(t, 0, sizeof(*t));
+    T->sh = sh;
     T->start_pc = start_pc;
     T->frame = f;
     T->co = f->f_code;
@@ -2176,7 +2185,7 @@ tracer_init(tracer *T, tc_iframe *f, int start_pc, tc_trace *t)
         return ERROR;
     }
     if (tc_dtype_from_torch(dt) != TC_F32) {
-        T->force_eager = 1;
+        T->sh->force_eager = 1;
         return unsupported(T, "torch.set_default_dtype(%R) is not supported "
                            "yet", dt);
     }
@@ -2186,16 +2195,21 @@ tracer_init(tracer *T, tc_iframe *f, int start_pc, tc_trace *t)
 static void
 tracer_fini(tracer *T)
 {
-    tc_var_arena_clear(&T->arena);
     Py_XDECREF(T->code_bytes);
     Py_XDECREF(T->global_vars);
     PyMem_Free(T->locals);
     PyMem_Free(T->written);
     PyMem_Free(T->stack);
     PyMem_Free(T->saved_stack);
-    PyMem_Free(T->inputs);
     PyMem_Free(T->outs);
     PyMem_Free(T->memo);
+}
+
+static void
+shared_fini(trace_shared *sh)
+{
+    tc_var_arena_clear(&sh->arena);
+    PyMem_Free(sh->inputs);
 }
 
 /* Does the frame receive a tensor argument?  Such a frame is not "tensor
@@ -2220,7 +2234,9 @@ int
 tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
 {
     tracer T;
-    int rc = tracer_init(&T, f, start_pc, t);
+    trace_shared sh;
+    memset(&sh, 0, sizeof(sh));
+    int rc = tracer_init(&T, &sh, f, start_pc, t);
     if (rc == OK) {
         rc = run(&T);
     }
@@ -2234,10 +2250,11 @@ tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
     }
     if (rc == ERROR) {
         tracer_fini(&T);
+        shared_fini(&sh);
         tc_trace_clear(t);
         return -1;
     }
-    int no_tensors = !T.touched_tensor && !has_tensor_argument(f);
+    int no_tensors = !T.sh->touched_tensor && !has_tensor_argument(f);
     if (rc == UNSUPPORTED) {
         t->status = no_tensors && start_pc == 0 ? TC_TRACE_NO_TENSORS
                                                 : TC_TRACE_EAGER;
@@ -2246,16 +2263,17 @@ tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
         /* stopped before any tensor work: nothing to gain from this code */
         t->status = TC_TRACE_NO_TENSORS;
     }
-    else if (T.ninputs == 0 && tc_graph_op_count(t->graph) == 0
+    else if (T.sh->ninputs == 0 && tc_graph_op_count(t->graph) == 0
              && start_pc == 0 && t->exit.kind == TC_EXIT_RETURN) {
         t->status = TC_TRACE_NO_TENSORS;
     }
     else {
         t->status = TC_TRACE_COMPILED;
-        t->input_sources = T.inputs;
-        T.inputs = NULL;
+        t->input_sources = T.sh->inputs;
+        T.sh->inputs = NULL;
     }
     tracer_fini(&T);
+    shared_fini(&sh);
     return 0;
 }
 
