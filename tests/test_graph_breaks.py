@@ -352,3 +352,71 @@ def test_ten_thousand_calls_of_a_breaking_function_do_not_leak():
     assert grown < 1 << 20, grown
     assert len(box) == 1 and box[0] == pytest.approx(f(x, [0.0]).div(2).sum().item())
     assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+# ---- inlining ----------------------------------------------------------------------------
+
+def _scale(x, k=2.0, *, shift=0.0):
+    return x * k + shift
+
+
+def _mid(x):
+    return _scale(x.sin(), shift=1.0).relu()
+
+
+def _outer(x, y):
+    return _mid(x) + _scale(y, 3.0)
+
+
+def _innermost_breaks(x):
+    print("innermost")
+    return x.cos()
+
+
+def _level2(x):
+    return _innermost_breaks(x * 2) + 1
+
+
+def _level1(x):
+    return _level2(x.sin()).relu()
+
+
+def test_nested_calls_are_inlined_into_one_graph():
+    x, y = torch.randn(6), torch.randn(6)
+    ex = tcjit.explain(_outer)(x, y)
+    check_same(ex.result, _outer(x, y))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    ops = ex.ops_per_graph[0]
+    assert ops.count("mul") == 2 and "sin" in ops and "relu" in ops
+    cf = tcjit.compile(_outer)
+    check_same(cf(x, y), _outer(x, y))
+
+
+def test_a_break_in_an_inlined_callee_makes_the_call_a_step(capsys):
+    x = torch.randn(5)
+    ex = tcjit.explain(_level1)(x)
+    check_same(ex.result, _level1(x))
+    (brk,) = ex.break_reasons
+    assert "_level2" in brk.reason and "_innermost_breaks" in brk.reason
+    assert "call to print" in brk.reason
+    assert brk.lineno == line_of(_level1, "_level2(")
+    tcjit.enable()
+    try:
+        got = _level1(x)      # under enable() the callees compile on their own
+    finally:
+        tcjit.disable()
+    check_same(got, _level1(x))
+
+
+def test_redefining_an_inlined_function_recompiles():
+    global _scale
+    saved = _scale
+    x, y = torch.randn(4), torch.randn(4)
+    cf = tcjit.compile(_outer)
+    check_same(cf(x, y), _outer(x, y))
+    try:
+        _scale = lambda x, k=2.0, *, shift=0.0: x - k + shift  # noqa: E731
+        check_same(cf(x, y), _outer(x, y))
+        assert tcjit.counters()["recompiles"] >= 1
+    finally:
+        _scale = saved

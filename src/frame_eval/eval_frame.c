@@ -495,11 +495,11 @@ warn_recompile_limit(PyCodeObject *co, PyObject *reasons)
 }
 
 static int
-entries_at(tc_code_state *st, int pc)
+entries_at(tc_code_state *st, int pc, PyObject *backend)
 {
     int n = 0;
     for (tc_entry *e = st->entries; e; e = e->next) {
-        n += e->start_pc == pc;
+        n += e->start_pc == pc && e->backend == backend;
     }
     return n;
 }
@@ -513,7 +513,7 @@ handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
             PyObject *reasons, int *eager)
 {
     PyCodeObject *co = f->f_code;
-    int previous = entries_at(st, pc);
+    int previous = entries_at(st, pc, backend);
     tc_stats.cache_misses++;
     *eager = 0;
     if (previous > 0 && previous >= tc_config.recompile_limit) {

@@ -16,6 +16,7 @@
 #define OK 0
 #define ERROR (-1)
 #define UNSUPPORTED (-2)
+#define DONE 1  /* the segment ended (return or exit) */
 
 /* Straight-line code only: a budget keeps a constant-condition loop from
  * unrolling forever. */
@@ -370,6 +371,10 @@ load_local(tracer *T, int i)
 {
     if (T->locals[i] != NULL) {
         return push(T, T->locals[i]);
+    }
+    if (T->depth > 0) {
+        return unsupported(T, "read of unbound variable '%U'",
+                           local_name(T, i));
     }
     int rc, src;
     PyObject *value;
@@ -1193,6 +1198,145 @@ callable_name(PyObject *fn)
     return name;
 }
 
+static int run(tracer *T);
+static void tracer_fini(tracer *T);
+
+#define MAX_INLINE_DEPTH 8
+
+/* Bind a call's arguments to the callee's parameters (positional,
+ * keyword, defaults).  Returns OK or UNSUPPORTED. */
+static int
+bind_arguments(tracer *T, PyFunctionObject *fn, tc_var **args, int nargs,
+               PyObject *kwnames, tc_var **locals)
+{
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    int nparams = co->co_argcount + co->co_kwonlyargcount;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    if (npos > co->co_argcount) {
+        return unsupported(T, "too many positional arguments");
+    }
+    for (int i = 0; i < npos; i++) {
+        locals[i] = args[i];
+    }
+    for (int k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        for (int i = co->co_posonlyargcount; i < nparams; i++) {
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, i),
+                                  name) == 0) {
+                found = i;
+            }
+        }
+        if (found < 0 || locals[found] != NULL) {
+            return unsupported(T, "keyword argument '%U'", name);
+        }
+        locals[found] = args[npos + k];
+    }
+    PyObject *defs = fn->func_defaults, *kwdefs = fn->func_kwdefaults;
+    Py_ssize_t ndefs = defs ? PyTuple_GET_SIZE(defs) : 0;
+    for (int i = 0; i < nparams; i++) {
+        if (locals[i] != NULL) {
+            continue;
+        }
+        PyObject *d = NULL;
+        if (i < co->co_argcount && i >= co->co_argcount - ndefs) {
+            d = PyTuple_GET_ITEM(defs, i - (co->co_argcount - ndefs));
+        }
+        else if (i >= co->co_argcount && kwdefs != NULL) {
+            d = PyDict_GetItemWithError(
+                kwdefs, PyTuple_GET_ITEM(co->co_localsplusnames, i));
+        }
+        if (d == NULL) {
+            return PyErr_Occurred() ? ERROR
+                 : unsupported(T, "missing argument '%U'",
+                               PyTuple_GET_ITEM(co->co_localsplusnames, i));
+        }
+        if ((locals[i] = const_var(T, d)) == NULL) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
+static int
+tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co)
+{
+    memset(C, 0, sizeof(*C));
+    C->sh = T->sh;
+    C->out = T->out;
+    C->frame = T->frame;
+    C->co = co;
+    C->depth = T->depth + 1;
+    C->grad_mode = T->grad_mode;
+    C->nlocals = co->co_nlocalsplus;
+    C->global_vars = Py_NewRef(T->global_vars);
+    C->code_bytes = PyCode_GetCode(co);
+    C->stack_cap = co->co_stacksize + 1;
+    C->locals = PyMem_Calloc(C->nlocals + 1, sizeof(tc_var *));
+    C->written = PyMem_Calloc(C->nlocals + 1, 1);
+    C->stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
+    C->saved_stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
+    if (!C->code_bytes || !C->locals || !C->written || !C->stack
+        || !C->saved_stack) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        return ERROR;
+    }
+    C->code = (const tc_codeunit *)PyBytes_AS_STRING(C->code_bytes);
+    C->ncode = (int)(PyBytes_GET_SIZE(C->code_bytes) / 2);
+    return OK;
+}
+
+/* Calls of Python functions are traced into the caller's graph.  If the
+ * callee cannot be traced whole, the call is a STEP of the caller (the
+ * callee then compiles on its own when it runs). */
+static int
+inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
+            PyObject *kwnames)
+{
+    PyFunctionObject *fn = (PyFunctionObject *)callable->obj;
+    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    const int unsupported_flags = CO_GENERATOR | CO_COROUTINE
+        | CO_ASYNC_GENERATOR | CO_VARARGS | CO_VARKEYWORDS;
+    if (T->depth >= MAX_INLINE_DEPTH) {
+        return unsupported(T, "call to %U: calls nested deeper than %d are "
+                           "not inlined", co->co_qualname, MAX_INLINE_DEPTH);
+    }
+    if (fn->func_globals != T->frame->f_globals || callable->source < 0
+        || (co->co_flags & unsupported_flags) || co->co_ncellvars
+        || co->co_nfreevars) {
+        return unsupported(T, "call to %U (not inlined: another module, "
+                           "*args/**kwargs, generators and closures are "
+                           "not inlined yet)", co->co_qualname);
+    }
+    /* the code and defaults traced are those of this very function */
+    if (tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
+        return ERROR;
+    }
+    tracer C;
+    int rc = tracer_init_inline(&C, T, co);
+    if (rc == OK) {
+        rc = bind_arguments(&C, fn, args, nargs, kwnames, C.locals);
+    }
+    if (rc == OK) {
+        rc = run(&C);
+    }
+    tc_var *result = C.inline_result;
+    tracer_fini(&C);
+    if (rc == DONE && result != NULL) {
+        return push(T, result);
+    }
+    if (rc == UNSUPPORTED) {
+        PyObject *why = Py_NewRef(T->out->reason);
+        int line = T->out->reason_line;
+        rc = unsupported(T, "call to %U (not inlined: %U at %U:%d)",
+                         co->co_qualname, why, co->co_filename, line);
+        Py_DECREF(why);
+    }
+    return rc == DONE ? unsupported(T, "inlining failed") : rc;
+}
+
 static int
 op_call(tracer *T, int argc)
 {
@@ -1231,6 +1375,9 @@ op_call(tracer *T, int argc)
     const tc_binding *b = tc_binding_find(fn);
     if (b != NULL) {
         return call_binding(T, b, args, nargs, kwnames);
+    }
+    if (PyFunction_Check(fn)) {
+        return inline_call(T, callable, args, nargs, kwnames);
     }
     int rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
@@ -1967,7 +2114,6 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
 
 /* ---- dispatch ---------------------------------------------------------------------- */
 
-#define DONE 1  /* returned from the frame */
 
 static int
 trace_instruction(tracer *T, int opcode, int oparg, int *next)
@@ -2052,11 +2198,18 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case BUILD_STRING:
         return op_build_string(T, oparg);
     case RETURN_VALUE:
-        v = pop(T);
-        return v ? op_return(T, v, 1) : unsupported(T, "malformed stack");
     case RETURN_CONST:
-        v = const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg));
-        return v ? op_return(T, v, 0) : ERROR;
+        v = opcode == RETURN_VALUE
+            ? pop(T) : const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg));
+        if (v == NULL) {
+            return opcode == RETURN_VALUE ? unsupported(T, "malformed stack")
+                                          : ERROR;
+        }
+        if (T->depth > 0) {
+            T->inline_result = v;  /* an inlined callee returns */
+            return OK;
+        }
+        return op_return(T, v, opcode == RETURN_VALUE);
     default: {
         PyObject *opname = NULL, *dis = PyImport_ImportModule("dis");
         if (dis != NULL) {
@@ -2094,7 +2247,7 @@ run(tracer *T)
             ? unsupported(T, "more than %d instructions traced (a long "
                           "loop?)", INSTRUCTION_BUDGET)
             : trace_instruction(T, opcode, oparg, &next);
-        if (rc == UNSUPPORTED && !T->sh->force_eager) {
+        if (rc == UNSUPPORTED && !T->sh->force_eager && T->depth == 0) {
             memcpy(T->stack, T->saved_stack, sp * sizeof(tc_var *));
             T->sp = sp;
             return end_segment(T, opcode, oparg, pc, next, kwnames)
