@@ -1,0 +1,350 @@
+/* tensor_alloc.c - plan buffers as torch tensors, graph outputs as eager
+ * returns them (see tensor_alloc.h).
+ *
+ * torch.empty_strided alone is ~1 us, so its argument vectors are prebuilt
+ * and called with one vectorcall; nothing here adds a Python call to what
+ * a call of the executors needs.
+ */
+#include "tensor_alloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *empty_strided = NULL;  /* torch.empty_strided */
+static PyObject *as_strided = NULL;     /* torch.as_strided */
+static PyObject *alloc_kwnames = NULL;  /* ("dtype", "device") */
+static PyObject *str_data_ptr = NULL;   /* interned "data_ptr" */
+static PyObject *str_storage_offset = NULL; /* interned "storage_offset" */
+static PyObject *dtype_objs[TC_NDTYPES];
+
+static const char *const torch_dtype_names[TC_NDTYPES] = {
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64",
+};
+
+int
+tc_alloc_init(void)
+{
+    if (empty_strided != NULL) {
+        return 0;
+    }
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (torch == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        dtype_objs[i] = PyObject_GetAttrString(torch, torch_dtype_names[i]);
+        if (dtype_objs[i] == NULL) {
+            goto error;
+        }
+    }
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    str_storage_offset = PyUnicode_InternFromString("storage_offset");
+    alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device");
+    as_strided = PyObject_GetAttrString(torch, "as_strided");
+    /* last: it marks the module as initialised */
+    empty_strided = PyObject_GetAttrString(torch, "empty_strided");
+    if (str_data_ptr == NULL || str_storage_offset == NULL
+        || alloc_kwnames == NULL || as_strided == NULL
+        || empty_strided == NULL) {
+        goto error;
+    }
+    Py_DECREF(torch);
+    return 0;
+error:
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        Py_CLEAR(dtype_objs[i]);
+    }
+    Py_CLEAR(str_data_ptr);
+    Py_CLEAR(str_storage_offset);
+    Py_CLEAR(alloc_kwnames);
+    Py_CLEAR(as_strided);
+    Py_CLEAR(empty_strided);
+    Py_DECREF(torch);
+    return -1;
+}
+
+/* ---- compile ------------------------------------------------------------ */
+
+static size_t
+elem_size(tc_dtype dt)
+{
+    static const size_t sz[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
+    return (unsigned)dt < TC_NDTYPES ? sz[dt] : 1;
+}
+
+static PyObject *
+int_tuple(int n, const int64_t *v)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* Elements a layout spans (0 for an empty one). */
+static int64_t
+layout_span(const tc_layout *l)
+{
+    int64_t span = 1;
+    for (int d = 0; d < l->ndim; d++) {
+        if (l->sizes[d] == 0) {
+            return 0;
+        }
+        span += (l->sizes[d] - 1) * (l->strides[d] < 0 ? -l->strides[d]
+                                                      : l->strides[d]);
+    }
+    return span;
+}
+
+int
+tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device)
+{
+    int64_t one = 1;
+    argv[0] = int_tuple(1, &nbytes);
+    argv[1] = int_tuple(1, &one);
+    argv[2] = Py_NewRef(dtype_objs[TC_U8]);
+    argv[3] = Py_NewRef(device);
+    return argv[0] == NULL || argv[1] == NULL ? -1 : 0;
+}
+
+/* View outputs (eager returns an alias): the as_strided arguments. */
+static int
+prepare_views(tc_tensor_alloc *a)
+{
+    const tc_plan *p = a->plan;
+    if (p->outputs == NULL) {
+        return 0;
+    }
+    a->view_argv = calloc((size_t)(3 * p->noutputs + 1), sizeof(PyObject *));
+    if (a->view_argv == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < p->noutputs; j++) {
+        const tc_output_desc *o = &p->outputs[j];
+        if (!o->is_view) {
+            continue;
+        }
+        PyObject **argv = &a->view_argv[3 * j];
+        argv[0] = int_tuple(o->layout.ndim, o->layout.sizes);
+        argv[1] = int_tuple(o->layout.ndim, o->layout.strides);
+        argv[2] = PyLong_FromLongLong(o->offset);
+        if (argv[0] == NULL || argv[1] == NULL || argv[2] == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
+                 int temp_tensors, const char *who)
+{
+    int nb = p->nbuffers;
+    a->plan = p;
+    a->who = who;
+    a->temp_tensors = temp_tensors;
+    if (tc_alloc_init() < 0) {
+        return -1;
+    }
+    a->alloc_argv = calloc((size_t)(4 * nb + 1), sizeof(PyObject *));
+    a->temp_bytes = calloc((size_t)(nb + 1), sizeof(size_t));
+    a->needs_ptr = calloc((size_t)(nb + 1), 1);
+    if (a->alloc_argv == NULL || a->temp_bytes == NULL
+        || a->needs_ptr == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int b = 0; b < nb; b++) {
+        const tc_buffer *buf = &p->buffers[b];
+        PyObject **argv = &a->alloc_argv[4 * b];
+        if ((unsigned)buf->dtype >= TC_NDTYPES) {
+            PyErr_Format(PyExc_RuntimeError, "%s: bad buffer dtype", who);
+            return -1;
+        }
+        if (buf->kind == TC_BUF_TEMP) {
+            a->temp_bytes[b] = (size_t)layout_span(&buf->layout)
+                               * elem_size(buf->dtype);
+            /* a flat byte buffer the kernels index through their strides */
+            if (temp_tensors
+                && tc_alloc_bytes_argv(argv, (int64_t)a->temp_bytes[b],
+                                       device) < 0) {
+                return -1;
+            }
+        }
+        else if (buf->kind == TC_BUF_OUTPUT) {
+            argv[0] = int_tuple(buf->layout.ndim, buf->layout.sizes);
+            argv[1] = int_tuple(buf->layout.ndim, buf->layout.strides);
+            argv[2] = Py_NewRef(dtype_objs[buf->dtype]);
+            argv[3] = Py_NewRef(device);
+            if (argv[0] == NULL || argv[1] == NULL) {
+                return -1;
+            }
+        }
+    }
+    for (int i = 0; i < p->nkernels; i++) {
+        const tc_kernel *k = &p->kernels[i];
+        a->max_args = k->nargs > a->max_args ? k->nargs : a->max_args;
+        for (int j = 0; j < k->nargs; j++) {
+            if (k->args[j].buffer < 0 || k->args[j].buffer >= nb) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s: kernel argument without buffer", who);
+                return -1;
+            }
+            a->needs_ptr[k->args[j].buffer] = 1;
+        }
+    }
+    for (int j = 0; j < p->noutputs; j++) {
+        int b = p->output_buffer[j];
+        if (b < 0 || b >= nb || p->buffers[b].kind == TC_BUF_TEMP
+            || (p->outputs != NULL && p->outputs[j].buffer != b)) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "%s: graph output maps to no buffer", who);
+            return -1;
+        }
+    }
+    return prepare_views(a);
+}
+
+void
+tc_alloc_clear(tc_tensor_alloc *a)
+{
+    if (a->alloc_argv != NULL) {
+        for (int i = 0; i < 4 * a->plan->nbuffers; i++) {
+            Py_XDECREF(a->alloc_argv[i]);
+        }
+    }
+    if (a->view_argv != NULL) {
+        for (int i = 0; i < 3 * a->plan->noutputs; i++) {
+            Py_XDECREF(a->view_argv[i]);
+        }
+    }
+    free(a->alloc_argv);
+    free(a->view_argv);
+    free(a->temp_bytes);
+    free(a->needs_ptr);
+    a->alloc_argv = NULL;
+    a->view_argv = NULL;
+    a->temp_bytes = NULL;
+    a->needs_ptr = NULL;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+PyObject *
+tc_alloc_empty(PyObject *const *argv)
+{
+    return PyObject_Vectorcall(empty_strided, argv, 2, alloc_kwnames);
+}
+
+int
+tc_alloc_data_ptr(PyObject *t, void **out)
+{
+    PyObject *r = PyObject_VectorcallMethod(
+        str_data_ptr, &t, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    *out = PyLong_AsVoidPtr(r);
+    Py_DECREF(r);
+    return *out == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+int
+tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
+              Py_ssize_t ninputs, PyObject **objs, void **ptrs)
+{
+    const tc_plan *p = a->plan;
+    for (int b = 0; b < p->nbuffers; b++) {
+        const tc_buffer *buf = &p->buffers[b];
+        if (buf->kind == TC_BUF_INPUT) {
+            if (buf->index < 0 || buf->index >= ninputs) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s: missing graph input", a->who);
+                return -1;
+            }
+            objs[b] = Py_NewRef(inputs[buf->index]);
+        }
+        else if (buf->kind == TC_BUF_OUTPUT || a->temp_tensors) {
+            objs[b] = tc_alloc_empty(&a->alloc_argv[4 * b]);
+            if (objs[b] == NULL) {
+                return -1;
+            }
+        }
+        else {
+            size_t n = (a->temp_bytes[b] + 63) & ~(size_t)63;
+            ptrs[b] = aligned_alloc(64, n > 0 ? n : 64);
+            if (ptrs[b] == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            continue;
+        }
+        if (a->needs_ptr[b] && tc_alloc_data_ptr(objs[b], &ptrs[b]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs, void **ptrs)
+{
+    const tc_plan *p = a->plan;
+    for (int b = 0; b < p->nbuffers; b++) {
+        Py_XDECREF(objs[b]);
+        if (!a->temp_tensors && p->buffers[b].kind == TC_BUF_TEMP) {
+            free(ptrs[b]);
+        }
+    }
+}
+
+/* Graph output j: the buffer's tensor, or for a view output
+ * torch.as_strided(base, sizes, strides, base.storage_offset() + offset),
+ * an alias of the input (or of the output buffer) as eager returns. */
+static PyObject *
+make_output(const tc_tensor_alloc *a, int j, PyObject *base)
+{
+    const tc_plan *p = a->plan;
+    if (p->outputs == NULL || !p->outputs[j].is_view) {
+        return Py_NewRef(base);
+    }
+    PyObject **va = &a->view_argv[3 * j];
+    PyObject *so = PyObject_VectorcallMethod(
+        str_storage_offset, &base, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (so == NULL) {
+        return NULL;
+    }
+    PyObject *off = PyNumber_Add(so, va[2]);
+    Py_DECREF(so);
+    if (off == NULL) {
+        return NULL;
+    }
+    PyObject *argv[4] = {base, va[0], va[1], off};
+    PyObject *r = PyObject_Vectorcall(as_strided, argv, 4, NULL);
+    Py_DECREF(off);
+    return r;
+}
+
+int
+tc_alloc_outputs(const tc_tensor_alloc *a, PyObject *const *objs,
+                 PyObject **outputs)
+{
+    const tc_plan *p = a->plan;
+    for (int j = 0; j < p->noutputs; j++) {
+        outputs[j] = make_output(a, j, objs[p->output_buffer[j]]);
+        if (outputs[j] == NULL) {
+            for (int q = 0; q < j; q++) {
+                Py_CLEAR(outputs[q]);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}

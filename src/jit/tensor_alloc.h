@@ -1,0 +1,65 @@
+/* tensor_alloc.h - plan buffers as torch tensors, graph outputs as eager
+ * returns them; shared by the CPU (runtime.c) and CUDA (gpu_runtime.c)
+ * executors, which differ only in the device and in how they run kernels.
+ *
+ * Everything that depends only on the (static, guarded) shapes is built at
+ * compile time (tc_alloc_prepare): the torch.empty_strided argument vectors
+ * of OUTPUT (and, for a device backend, TEMP) buffers, the torch.as_strided
+ * arguments of view outputs, which buffers need a data pointer.  A call
+ * then does one vectorcall per allocated buffer and one data_ptr() per used
+ * tensor (tc_alloc_bind), and one as_strided per view output
+ * (tc_alloc_outputs).
+ */
+#ifndef TCJIT_TENSOR_ALLOC_H
+#define TCJIT_TENSOR_ALLOC_H
+
+#include <Python.h>
+#include "../graph/schedule.h"
+
+typedef struct tc_tensor_alloc {
+    const tc_plan *plan;    /* borrowed from the owner of this struct */
+    const char *who;        /* error message prefix, "tcjit cpu" */
+    int temp_tensors;       /* TEMPs are uint8 tensors, else aligned_alloc */
+    int max_args;           /* most arguments of one kernel */
+    PyObject **alloc_argv;  /* [nbuffers][4]: sizes, strides, dtype, device */
+    PyObject **view_argv;   /* [noutputs][3]: sizes, strides, offset; NULL
+                               for outputs that are not views */
+    size_t *temp_bytes;     /* [nbuffers]: TEMP allocation size */
+    char *needs_ptr;        /* [nbuffers]: some kernel touches it */
+} tc_tensor_alloc;
+
+/* Imports the torch pieces (idempotent).  0, or -1 with an exception. */
+int tc_alloc_init(void);
+
+/* Fills a (zeroed by the caller) for plan p on device (a torch device or
+ * its string, borrowed).  temp_tensors: allocate TEMP buffers as flat uint8
+ * tensors on device instead of host memory.  Validates the plan.  0, or -1
+ * with an exception; a is then cleared with tc_alloc_clear either way. */
+int tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
+                     int temp_tensors, const char *who);
+void tc_alloc_clear(tc_tensor_alloc *a);
+
+/* argv[4] for a flat uint8 tensor of nbytes on device (new references). */
+int tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device);
+
+/* torch.empty_strided(*argv[:2], dtype=argv[2], device=argv[3]). */
+PyObject *tc_alloc_empty(PyObject *const *argv);
+
+/* t.data_ptr() into *out.  0, or -1 with an exception. */
+int tc_alloc_data_ptr(PyObject *t, void **out);
+
+/* Per call: objs[b] gets a new reference to every buffer's tensor (the
+ * graph input itself for an INPUT; NULL for a host TEMP), ptrs[b] its data
+ * pointer where a kernel uses it (host TEMPs are allocated).  objs and ptrs
+ * must be zeroed; call tc_alloc_release afterwards, also on failure. */
+int tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
+                  Py_ssize_t ninputs, PyObject **objs, void **ptrs);
+void tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs,
+                      void **ptrs);
+
+/* outputs[j]: the output buffer's tensor, or for a view output an alias
+ * made with torch.as_strided.  On failure none is left set. */
+int tc_alloc_outputs(const tc_tensor_alloc *a, PyObject *const *objs,
+                     PyObject **outputs);
+
+#endif
