@@ -96,28 +96,6 @@ error:
     return -1;
 }
 
-static void
-free_plan(tc_plan *p)
-{
-    if (p == NULL) {
-        return;
-    }
-    if (tc_plan_free != NULL) {
-        tc_plan_free(p);
-        return;
-    }
-    for (int i = 0; i < p->nkernels; i++) {
-        free(p->kernels[i].args);
-        free(p->kernels[i].insts);
-        free(p->kernels[i].desc);
-    }
-    free(p->kernels);
-    free(p->buffers);
-    free(p->output_buffer);
-    free(p->outputs);
-    free(p);
-}
-
 tc_gpu_compiled *
 tc_gpu_compile(tc_plan *plan, int device, char **code_text)
 {
@@ -129,12 +107,12 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
         return NULL;
     }
     if (gpu_init() < 0) {
-        free_plan(plan);
+        tc_plan_free(plan);
         return NULL;
     }
     tc_gpu_compiled *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        free_plan(plan);
+        tc_plan_free(plan);
         PyErr_NoMemory();
         return NULL;
     }
@@ -226,7 +204,7 @@ tc_gpu_free(tc_gpu_compiled *c)
     }
     /* the CUmodule stays in the driver.c cache for the process */
     tc_ptx_module_clear(&c->mod);
-    free_plan(c->plan);
+    tc_plan_free(c->plan);
     free(c);
 }
 

@@ -631,3 +631,30 @@ tc_kernel_format(const tc_kernel *k)
     }
     return b.s;
 }
+
+int
+tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c)
+{
+    if (t->failed) {
+        return 0;
+    }
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 64;
+        tc_kinst *v = realloc(t->v, sizeof(tc_kinst) * (size_t)cap);
+        if (v == NULL) {
+            t->failed = 1;
+            return 0;
+        }
+        t->v = v;
+        t->cap = cap;
+    }
+    tc_kinst *in = &t->v[t->n];
+    memset(in, 0, sizeof(*in));
+    in->op = op;
+    in->dtype = dt;
+    in->a = a;
+    in->b = b;
+    in->c = c;
+    in->arg = -1;
+    return t->n++;
+}

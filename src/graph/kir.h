@@ -200,6 +200,17 @@ int kb_acc_result(tc_kbuilder *kb, int acc, int component);
 
 void tc_kernel_clear(tc_kernel *k);
 
+/* An instruction list being rebuilt by a rewriting pass (transcendental
+ * decompositions for the CPU and for PTX).  put never fails loudly: it
+ * sets `failed` and the pass checks once at the end. */
+typedef struct {
+    tc_kinst *v;
+    int n, cap;
+    int failed;
+} tc_kbuf;
+
+int tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c);
+
 /* Rewrite float32/float64 EXP, LOG, SIN, COS, TANH (and POW with a float
  * exponent) into vectorizable polynomial code made of the other ops, for
  * targets without SIMD transcendentals.  Returns 0 or -1. */

@@ -22,43 +22,14 @@
 
 /* A private instruction appender: the rewritten body is built into a new
  * array and swapped in at the end, so a failure leaves k untouched. */
-typedef struct {
-    tc_kinst *v;
-    int n, cap;
-    int failed;
-} tbuf;
+typedef tc_kbuf tbuf;
 
 #define F TC_F32
 #define D TC_F64
 #define I TC_I32
 #define B TC_BOOL
 
-static int
-put(tbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c)
-{
-    if (t->failed) {
-        return 0;
-    }
-    if (t->n == t->cap) {
-        int cap = t->cap ? t->cap * 2 : 64;
-        tc_kinst *v = realloc(t->v, sizeof(tc_kinst) * (size_t)cap);
-        if (v == NULL) {
-            t->failed = 1;
-            return 0;
-        }
-        t->v = v;
-        t->cap = cap;
-    }
-    tc_kinst *in = &t->v[t->n];
-    memset(in, 0, sizeof(*in));
-    in->op = op;
-    in->dtype = dt;
-    in->a = a;
-    in->b = b;
-    in->c = c;
-    in->arg = -1;
-    return t->n++;
-}
+#define put tc_kbuf_put
 
 static int
 kf(tbuf *t, tc_dtype dt, double v)

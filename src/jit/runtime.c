@@ -79,28 +79,6 @@ tc_jit_init(void)
 
 /* ---- compile ------------------------------------------------------------ */
 
-static void
-free_plan(tc_plan *p)
-{
-    if (p == NULL) {
-        return;
-    }
-    if (tc_plan_free != NULL) {
-        tc_plan_free(p);
-        return;
-    }
-    for (int i = 0; i < p->nkernels; i++) {
-        free(p->kernels[i].args);
-        free(p->kernels[i].insts);
-        free(p->kernels[i].desc);
-    }
-    free(p->kernels);
-    free(p->buffers);
-    free(p->output_buffer);
-    free(p->outputs);
-    free(p);
-}
-
 static char *
 format_code(const tc_plan *p)
 {
@@ -150,12 +128,12 @@ tc_jit_compile(tc_plan *plan, char **code_text)
         return NULL;
     }
     if (cpu_device == NULL && tc_jit_init() < 0) {
-        free_plan(plan);
+        tc_plan_free(plan);
         return NULL;
     }
     tc_compiled *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        free_plan(plan);
+        tc_plan_free(plan);
         PyErr_NoMemory();
         return NULL;
     }
@@ -194,7 +172,7 @@ tc_jit_free(tc_compiled *c)
     }
     tc_alloc_clear(&c->alloc);
     tc_jit_code_free(c->code);
-    free_plan(c->plan);
+    tc_plan_free(c->plan);
     free(c);
 }
 
