@@ -2220,7 +2220,10 @@ tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
     int sh = PW2("sub", x, m);
     int e = PW1("exp", sh);
     int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, 1, dt, err, errlen);
-    int r = log ? PW2("sub", sh, PW1("log", s)) : PW2("div", e, s);
+    /* eager multiplies by the reciprocal of the row sum (ATen's
+     * _vec_softmax): one division per row, not per element */
+    int r = log ? PW2("sub", sh, PW1("log", s))
+                : PW2("mul", e, PW1("reciprocal", s));
     if (r >= 0 && !layout_is_contiguous(&g->nodes[r].layout)) {
         r = PW1("contiguous", r); /* eager softmax output is contiguous */
     }
