@@ -420,3 +420,16 @@ def test_redefining_an_inlined_function_recompiles():
         assert tcjit.counters()["recompiles"] >= 1
     finally:
         _scale = saved
+
+
+def test_recompile_limit_warning_points_at_the_function():
+    def f(x):
+        return x + 1
+
+    cf = tcjit.compile(f)
+    with tcjit.config.patch(recompile_limit=1):
+        cf(torch.ones(1))
+        with pytest.warns(RuntimeWarning, match="recompile_limit") as rec:
+            cf(torch.ones(2))
+    assert rec[0].filename == __file__
+    assert rec[0].lineno == f.__code__.co_firstlineno

@@ -27,8 +27,10 @@ class Unsupported(RuntimeError):
     """Raised under fullgraph=True when a function cannot be compiled whole."""
 
 
-def _warn(message):
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+def _warn(message, filename, lineno):
+    """RuntimeWarning from the C runtime, attributed to the user's function
+    (there is no Python caller frame to point at)."""
+    warnings.warn_explicit(message, RuntimeWarning, filename, lineno)
 
 
 _AUTO = Backend("auto")

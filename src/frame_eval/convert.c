@@ -266,7 +266,7 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
 /* A backend failure is reported as a warning and the frame runs eagerly:
  * a bug in tcjit's code generation must not take the user's program down. */
 static int
-demote_to_eager(tc_entry *e)
+demote_to_eager(tc_entry *e, PyCodeObject *co)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -276,15 +276,9 @@ demote_to_eager(tc_entry *e)
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    if (msg == NULL) {
+    if (tc_warn(co, msg) < 0) {
         return -1;
     }
-    PyObject *r = PyObject_CallOneArg(tc_hooks.warn, msg);
-    Py_DECREF(msg);
-    if (r == NULL) {
-        return -1;
-    }
-    Py_DECREF(r);
     e->kind = TC_ENTRY_EAGER;
     return 0;
 }
@@ -317,7 +311,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         rc = e->is_auto ? compile_auto(e, g, title, device)
                         : compile_python(e, g, f, text);
         if (rc < 0 && e->is_auto) {
-            rc = demote_to_eager(e);
+            rc = demote_to_eager(e, co);
         }
     }
     free(text);

@@ -47,6 +47,21 @@ tc_record(const char *event, PyObject *data)
     return r ? 0 : -1;
 }
 
+int
+tc_warn(PyCodeObject *co, PyObject *msg)
+{
+    if (msg == NULL) {
+        return -1;
+    }
+    PyObject *r = tc_hooks.warn
+        ? PyObject_CallFunction(tc_hooks.warn, "OOi", msg, co->co_filename,
+                                co->co_firstlineno)
+        : Py_NewRef(Py_None);
+    Py_DECREF(msg);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 void
 tc_set_enabled(int on)
 {
@@ -487,11 +502,7 @@ warn_recompile_limit(PyCodeObject *co, PyObject *reasons)
     if (msg == NULL) {
         return -1;
     }
-    PyObject *r = tc_hooks.warn ? PyObject_CallOneArg(tc_hooks.warn, msg)
-                                : Py_NewRef(Py_None);
-    Py_DECREF(msg);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
+    return tc_warn(co, msg);
 }
 
 static int

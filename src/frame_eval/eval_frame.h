@@ -59,6 +59,10 @@ int tc_log(unsigned channel, const char *name, PyObject *msg);
  * "compile_time"); a no-op unless explain is running.  0 or -1. */
 int tc_record(const char *event, PyObject *data);
 
+/* Warn (RuntimeWarning) about the function of co, attributed to its
+ * definition line.  Steals msg.  0, or -1 if the warning was raised. */
+int tc_warn(PyCodeObject *co, PyObject *msg);
+
 /* Turn the hook on for every frame (enable) or only for frames that a
  * tcjit.compile wrapper asks for. */
 void tc_set_enabled(int on);
