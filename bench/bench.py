@@ -51,6 +51,12 @@ def pointwise_chain(x, y):
     return (torch.sin(x) + torch.cos(y)).relu() * 2 + 1
 
 
+def chain_with_break(x, y):
+    z = torch.sin(x) + torch.cos(y)
+    z = torch.nn.functional.gelu(z)   # not compiled by tcjit yet: a graph break
+    return z.relu() * 2 + 1
+
+
 def add_one(x):
     return x + 1
 
@@ -84,6 +90,14 @@ WORKLOADS = [
         "make_inputs": lambda dev: (torch.randn(1 << 22, device=dev),
                                     torch.randn(1 << 22, device=dev)),
         # reads x and y, writes one output of the same size
+        "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+    },
+    {
+        "name": "pointwise chain with a graph break, 4M",
+        "devices": ("cpu",),
+        "fn": chain_with_break,
+        "make_inputs": lambda dev: (torch.randn(1 << 22, device=dev),
+                                    torch.randn(1 << 22, device=dev)),
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
     },
     {
