@@ -139,6 +139,31 @@ LOWER(lower_sigmoid)
     return reciprocal_of(kb, c, bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), e));
 }
 
+/* x / (1 + exp(-x)), as ATen's vectorized silu computes it */
+LOWER(lower_silu)
+{
+    (void)out;
+    int e = un(kb, KOP_EXP, c, un(kb, KOP_NEG, c, a[0]));
+    return bin(kb, KOP_DIV, c, a[0],
+               bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), e));
+}
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gelu(approximate='tanh') */
+LOWER(lower_gelu_tanh)
+{
+    (void)out;
+    int x = a[0];
+    int x3 = bin(kb, KOP_MUL, c, bin(kb, KOP_MUL, c, x, x), x);
+    int inner = bin(kb, KOP_ADD, c, x,
+                    bin(kb, KOP_MUL, c, kb_const_f(kb, c, 0.044715), x3));
+    int t = un(kb, KOP_TANH, c, bin(kb, KOP_MUL, c,
+                                    kb_const_f(kb, c, 0.7978845608028654),
+                                    inner));
+    int half_x = bin(kb, KOP_MUL, c, kb_const_f(kb, c, 0.5), x);
+    return bin(kb, KOP_MUL, c, half_x,
+               bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), t));
+}
+
 /* where(x < 0, 0, x): NaN stays NaN */
 LOWER(lower_relu)
 {
@@ -350,6 +375,10 @@ const tc_op_def tc_ops[] = {
      "hyperbolic tangent"},
     {"sigmoid", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sigmoid,
      "1 / (1 + exp(-x))"},
+    {"silu", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_silu,
+     "x * sigmoid(x)"},
+    {"gelu_tanh", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_gelu_tanh,
+     "gelu(x, approximate='tanh')"},
     {"relu", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_relu,
      "max(x, 0), NaN propagating"},
     {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_pow,

@@ -143,6 +143,8 @@ static const tc_binding_def binding_defs[] = {
     /* torch.nn.functional */
     {"F.relu", "relu", TC_CALL_NO_INPLACE, "input, inplace=False"},
     UNARY("F.sigmoid", "sigmoid"), UNARY("F.tanh", "tanh"),
+    {"F.silu", "silu", TC_CALL_NO_INPLACE, "input, inplace=False"},
+    {"F.gelu", "gelu_tanh", TC_CALL_GELU, "input, *, approximate=None"},
     /* builtins */
     UNARY("builtins.abs", "abs"),
 };

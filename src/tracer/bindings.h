@@ -23,6 +23,7 @@ typedef enum {
     TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by `op` name */
     TC_CALL_NO_INPLACE,/* like OP, but an `inplace` flag must be False */
     TC_CALL_DIV,       /* input, other, rounding_mode=None */
+    TC_CALL_GELU,      /* input, *, approximate: only 'tanh' is traced */
     TC_CALL_REDUCE,    /* input, dim, keepdim, dtype/correction/p... */
     TC_CALL_SOFTMAX,   /* input, dim, dtype; op "softmax"/"log_softmax" */
     TC_CALL_LAYER_NORM,/* input, normalized_shape, weight, bias, eps */

@@ -1106,6 +1106,13 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
         return emit_op(T, "div", 2, p, TC_F32);
     case TC_CALL_CLAMP:
         return call_clamp(T, p);
+    case TC_CALL_GELU:
+        if (!(p[1]->kind == TC_VAR_CONST && PyUnicode_Check(p[1]->obj)
+              && PyUnicode_CompareWithASCIIString(p[1]->obj, "tanh") == 0)) {
+            return unsupported(T, "F.gelu with the exact (erf) form: erf is "
+                               "not compiled yet");
+        }
+        return emit_op(T, "gelu_tanh", 1, p, TC_F32);
     case TC_CALL_CAST:
         return call_cast(T, p[0], p[1]->obj ? tc_dtype_from_torch(p[1]->obj)
                                             : -1);
