@@ -279,57 +279,17 @@ expand(tbuf *t, const tc_kinst *in, const int *map)
     }
 }
 
+static int
+expand_in_ptx(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
+{
+    (void)ctx;
+    return expand(t, in, map);
+}
+
 int
 tc_ptx_decompose_math(tc_kernel *k)
 {
-    int any = 0;
-    for (int i = 0; i < k->ninsts; i++) {
-        any |= is_rewritten(&k->insts[i]);
-    }
-    if (!any) {
-        return 0;
-    }
-    int *map = malloc(sizeof(int) * (size_t)k->ninsts);
-    int *start = malloc(sizeof(int) * (size_t)(k->ninsts + 1));
-    tbuf t = {0};
-    if (map == NULL || start == NULL) {
-        free(map);
-        free(start);
-        return -1;
-    }
-    for (int i = 0; i < k->ninsts && !t.failed; i++) {
-        const tc_kinst *in = &k->insts[i];
-        start[i] = t.n;
-        if (is_rewritten(in)) {
-            map[i] = expand(&t, in, map);
-            continue;
-        }
-        int r = put(&t, in->op, in->dtype, -1, -1, -1);
-        if (t.failed) {
-            break;
-        }
-        t.v[r] = *in;
-        t.v[r].a = in->a >= 0 ? map[in->a] : -1;
-        t.v[r].b = in->b >= 0 ? map[in->b] : -1;
-        t.v[r].c = in->c >= 0 ? map[in->c] : -1;
-        map[i] = r;
-    }
-    free(map);
-    if (t.failed) {
-        free(t.v);
-        free(start);
-        return -1;
-    }
-    start[k->ninsts] = t.n;
-    for (int p = 0; p < k->nphases; p++) {
-        k->phases[p].begin = start[k->phases[p].begin];
-        k->phases[p].end = start[k->phases[p].end];
-    }
-    free(start);
-    free(k->insts);
-    k->insts = t.v;
-    k->ninsts = t.n;
-    return 0;
+    return tc_kernel_rewrite(k, is_rewritten, expand_in_ptx, NULL);
 }
 
 /* ---- float32 transcendentals as PTX ---------------------------------------

@@ -658,3 +658,51 @@ tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c)
     in->arg = -1;
     return t->n++;
 }
+
+int
+tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
+                  tc_kexpand_fn expand, void *ctx)
+{
+    int any = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        any |= wanted(&k->insts[i]);
+    }
+    if (!any) {
+        return 0;
+    }
+    int *map = malloc(sizeof(int) * (size_t)k->ninsts);
+    int *start = malloc(sizeof(int) * (size_t)(k->ninsts + 1));
+    tc_kbuf t = {0};
+    for (int i = 0; map && start && i < k->ninsts && !t.failed; i++) {
+        const tc_kinst *in = &k->insts[i];
+        start[i] = t.n;   /* reduction phase boundaries move with insts */
+        int r = wanted(in) ? expand(&t, in, map, ctx) : TC_KEEP;
+        if (r == TC_KEEP) {
+            r = tc_kbuf_put(&t, in->op, in->dtype, -1, -1, -1);
+            if (t.failed) {
+                break;
+            }
+            t.v[r] = *in;
+            t.v[r].a = in->a >= 0 ? map[in->a] : -1;
+            t.v[r].b = in->b >= 0 ? map[in->b] : -1;
+            t.v[r].c = in->c >= 0 ? map[in->c] : -1;
+        }
+        map[i] = r;
+    }
+    free(map);
+    if (map == NULL || start == NULL || t.failed) {
+        free(t.v);
+        free(start);
+        return -1;
+    }
+    start[k->ninsts] = t.n;
+    for (int p = 0; p < k->nphases; p++) {
+        k->phases[p].begin = start[k->phases[p].begin];
+        k->phases[p].end = start[k->phases[p].end];
+    }
+    free(start);
+    free(k->insts);
+    k->insts = t.v;
+    k->ninsts = t.n;
+    return 0;
+}

@@ -211,6 +211,18 @@ typedef struct {
 
 int tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c);
 
+/* A rewriting pass: for each instruction, expand() appends its
+ * replacement to t (operands mapped through map) and returns the new value
+ * id, or returns TC_KEEP to copy the instruction unchanged.  The driver
+ * remaps operands and phase boundaries and replaces k's instructions.
+ * wanted() says whether an instruction is rewritten at all; if none is, k
+ * is left alone.  Returns 0 or -1 (out of memory; k unchanged). */
+#define TC_KEEP (-2)
+typedef int (*tc_kexpand_fn)(tc_kbuf *t, const tc_kinst *in, const int *map,
+                             void *ctx);
+int tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
+                      tc_kexpand_fn expand, void *ctx);
+
 /* Rewrite float32/float64 EXP, LOG, SIN, COS, TANH (and POW with a float
  * exponent) into vectorizable polynomial code made of the other ops, for
  * targets without SIMD transcendentals.  Returns 0 or -1. */
