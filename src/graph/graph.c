@@ -231,24 +231,42 @@ layout_is_non_overlapping_and_dense(const tc_layout *l)
     return 1;
 }
 
-/* at::infer_dense_strides: keep the input's dim order (same insertion sort
- * as TensorIterator, stride-0 dims ambiguous), dense strides. */
-static void
-infer_dense_strides(const tc_layout *src, tc_layout *out)
+/* reorder_dimensions' should_swap: 1 = dim0 after dim1, -1 before, 0 ?. */
+static int
+should_swap(int n, const int64_t (*st)[TC_MAX_DIMS], const int64_t *shape,
+            int d0, int d1)
 {
-    int n = src->ndim, perm[TC_MAX_DIMS];
-    for (int i = 0; i < n; i++) {
-        perm[i] = n - 1 - i;
+    for (int k = 0; k < n; k++) {
+        int64_t s0 = st[k][d0], s1 = st[k][d1];
+        if (s0 == 0 || s1 == 0) {
+            continue;
+        }
+        if (s0 < s1) {
+            return -1;
+        }
+        if (s0 > s1) {
+            return 1;
+        }
+        if (shape[d0] > shape[d1]) {
+            return 1;
+        }
     }
-    for (int i = 1; i < n; i++) {
+    return 0;
+}
+
+/* TensorIterator's reorder_dimensions: perm[0] is the fastest-moving dim,
+ * found by insertion sort with should_swap over the operands' strides. */
+static void
+sort_dims(int nd, int n, const int64_t (*st)[TC_MAX_DIMS],
+          const int64_t *shape, int *perm)
+{
+    for (int i = 0; i < nd; i++) {
+        perm[i] = nd - 1 - i;
+    }
+    for (int i = 1; i < nd; i++) {
         int dim1 = i;
         for (int dim0 = i - 1; dim0 >= 0; dim0--) {
-            int64_t s0 = src->strides[perm[dim0]], s1 = src->strides[perm[dim1]];
-            int c = 0;
-            if (s0 != 0 && s1 != 0) {
-                c = s0 < s1 ? -1 : s0 > s1 ? 1
-                    : src->sizes[perm[dim0]] > src->sizes[perm[dim1]];
-            }
+            int c = should_swap(n, st, shape, perm[dim0], perm[dim1]);
             if (c > 0) {
                 int t = perm[dim0];
                 perm[dim0] = perm[dim1];
@@ -259,6 +277,16 @@ infer_dense_strides(const tc_layout *src, tc_layout *out)
             }
         }
     }
+}
+
+/* at::infer_dense_strides: keep the input's dim order (same insertion sort
+ * as TensorIterator, stride-0 dims ambiguous), dense strides. */
+static void
+infer_dense_strides(const tc_layout *src, tc_layout *out)
+{
+    int n = src->ndim, perm[TC_MAX_DIMS];
+    sort_dims(n, 1, (const int64_t (*)[TC_MAX_DIMS])&src->strides, src->sizes,
+              perm);
     int64_t cur = 1;
     for (int i = 0; i < n; i++) {
         out->strides[perm[i]] = cur;
@@ -368,29 +396,6 @@ broadcast_strides(const tc_layout *op, const tc_layout *shape, int64_t *st)
     }
 }
 
-/* reorder_dimensions' should_swap: 1 = dim0 after dim1, -1 before, 0 ?. */
-static int
-should_swap(int n, int64_t (*st)[TC_MAX_DIMS], const int64_t *shape,
-            int d0, int d1)
-{
-    for (int k = 0; k < n; k++) {
-        int64_t s0 = st[k][d0], s1 = st[k][d1];
-        if (s0 == 0 || s1 == 0) {
-            continue;
-        }
-        if (s0 < s1) {
-            return -1;
-        }
-        if (s0 > s1) {
-            return 1;
-        }
-        if (shape[d0] > shape[d1]) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void
 general_layout(int n, const tc_layout *const *ops, tc_layout *out)
 {
@@ -399,23 +404,7 @@ general_layout(int n, const tc_layout *const *ops, tc_layout *out)
     for (int k = 0; k < n; k++) {
         broadcast_strides(ops[k], out, st[k]);
     }
-    for (int i = 0; i < nd; i++) {
-        perm[i] = nd - 1 - i;
-    }
-    for (int i = 1; i < nd; i++) {
-        int dim1 = i;
-        for (int dim0 = i - 1; dim0 >= 0; dim0--) {
-            int c = should_swap(n, st, out->sizes, perm[dim0], perm[dim1]);
-            if (c > 0) {
-                int t = perm[dim0];
-                perm[dim0] = perm[dim1];
-                perm[dim1] = t;
-                dim1 = dim0;
-            } else if (c < 0) {
-                break;
-            }
-        }
-    }
+    sort_dims(nd, n, (const int64_t (*)[TC_MAX_DIMS])st, out->sizes, perm);
     int inverted = 1;
     for (int j = 0; j < nd; j++) {
         inverted &= perm[j] == nd - 1 - j;
