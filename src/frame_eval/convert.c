@@ -7,6 +7,7 @@
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/ptx.h"
+#include "../jit/tensor_alloc.h"
 
 static int next_frame_id;
 
@@ -86,21 +87,6 @@ log_guards(tc_code_state *st, tc_entry *e)
 /* ---- graph description for Python backends ------------------------------ */
 
 static PyObject *
-int64_tuple(const int64_t *v, int n)
-{
-    PyObject *t = PyTuple_New(n);
-    for (int i = 0; t && i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (x == NULL) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SET_ITEM(t, i, x);
-    }
-    return t;
-}
-
-static PyObject *
 scalar_value(const tc_node *n)
 {
     if (n->kind != TC_NODE_SCALAR) {
@@ -123,8 +109,8 @@ node_desc(const tc_node *n)
     for (int i = 0; ins && i < n->nin; i++) {
         PyTuple_SET_ITEM(ins, i, PyLong_FromLong(n->in[i]));
     }
-    PyObject *sizes = int64_tuple(n->layout.sizes, n->layout.ndim);
-    PyObject *strides = int64_tuple(n->layout.strides, n->layout.ndim);
+    PyObject *sizes = tc_int_tuple(n->layout.ndim, n->layout.sizes);
+    PyObject *strides = tc_int_tuple(n->layout.ndim, n->layout.strides);
     PyObject *value = scalar_value(n);
     PyObject *r = NULL;
     if (ins && sizes && strides && value) {

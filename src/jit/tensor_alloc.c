@@ -72,8 +72,8 @@ elem_size(tc_dtype dt)
     return (unsigned)dt < TC_NDTYPES ? sz[dt] : 1;
 }
 
-static PyObject *
-int_tuple(int n, const int64_t *v)
+PyObject *
+tc_int_tuple(int n, const int64_t *v)
 {
     PyObject *t = PyTuple_New(n);
     for (int i = 0; t != NULL && i < n; i++) {
@@ -106,8 +106,8 @@ int
 tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device)
 {
     int64_t one = 1;
-    argv[0] = int_tuple(1, &nbytes);
-    argv[1] = int_tuple(1, &one);
+    argv[0] = tc_int_tuple(1, &nbytes);
+    argv[1] = tc_int_tuple(1, &one);
     argv[2] = Py_NewRef(dtype_objs[TC_U8]);
     argv[3] = Py_NewRef(device);
     return argv[0] == NULL || argv[1] == NULL ? -1 : 0;
@@ -132,8 +132,8 @@ prepare_views(tc_tensor_alloc *a)
             continue;
         }
         PyObject **argv = &a->view_argv[3 * j];
-        argv[0] = int_tuple(o->layout.ndim, o->layout.sizes);
-        argv[1] = int_tuple(o->layout.ndim, o->layout.strides);
+        argv[0] = tc_int_tuple(o->layout.ndim, o->layout.sizes);
+        argv[1] = tc_int_tuple(o->layout.ndim, o->layout.strides);
         argv[2] = PyLong_FromLongLong(o->offset);
         if (argv[0] == NULL || argv[1] == NULL || argv[2] == NULL) {
             return -1;
@@ -179,8 +179,8 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
             }
         }
         else if (buf->kind == TC_BUF_OUTPUT) {
-            argv[0] = int_tuple(buf->layout.ndim, buf->layout.sizes);
-            argv[1] = int_tuple(buf->layout.ndim, buf->layout.strides);
+            argv[0] = tc_int_tuple(buf->layout.ndim, buf->layout.sizes);
+            argv[1] = tc_int_tuple(buf->layout.ndim, buf->layout.strides);
             argv[2] = Py_NewRef(dtype_objs[buf->dtype]);
             argv[3] = Py_NewRef(device);
             if (argv[0] == NULL || argv[1] == NULL) {

@@ -62,4 +62,7 @@ void tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs,
 int tc_alloc_outputs(const tc_tensor_alloc *a, PyObject *const *objs,
                      PyObject **outputs);
 
+/* A tuple of Python ints (sizes, strides).  New reference or NULL. */
+PyObject *tc_int_tuple(int n, const int64_t *v);
+
 #endif
