@@ -25,8 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma weak tc_plan_free
-
 struct tc_gpu_compiled {
     tc_plan *plan;
     int device;

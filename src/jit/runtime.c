@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Written by the graph engineer (src/graph); weak so that the backend links
- * and works before/without them. */
-#pragma weak tc_kernel_format
-#pragma weak tc_plan_free
-
 struct tc_compiled {
     tc_plan *plan;
     tc_jit_code *code;
@@ -89,8 +84,7 @@ format_code(const tc_plan *p)
     }
     out[0] = '\0';
     for (int i = 0; i < p->nkernels; i++) {
-        char *s = tc_kernel_format != NULL ? tc_kernel_format(&p->kernels[i])
-                                           : NULL;
+        char *s = tc_kernel_format(&p->kernels[i]);
         char fallback[96];
         if (s == NULL) {
             snprintf(fallback, sizeof(fallback),
