@@ -293,6 +293,12 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         free(text);
         return 0;  /* no tensor work before the exit: nothing to compile */
     }
+    if (rc == 0 && tc_hooks.recorder != NULL) {
+        /* explain() sees the graph that is compiled, whatever the backend */
+        PyObject *desc = graph_desc(g);
+        rc = tc_record("graph", desc ? Py_BuildValue("(Ns)", desc, text)
+                                     : NULL);
+    }
     if (rc == 0) {
         rc = e->is_auto ? compile_auto(e, g, title, device)
                         : compile_python(e, g, f, text);

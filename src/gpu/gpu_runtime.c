@@ -21,6 +21,7 @@
 #include "gpu.h"
 #include "driver.h"
 #include "../jit/tensor_alloc.h"
+#include "../jit/extern_call.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct tc_gpu_compiled {
     CUfunction *fn_fin;     /* [nkernels] split-reduction final entries */
     int64_t scratch_bytes;  /* largest scratch of a split reduction */
     PyObject *scratch_argv[4];  /* torch.empty_strided arguments for it */
+    tc_extern_rt *ext;      /* extern steps (torch's own kernels), or NULL */
 };
 
 static PyObject *get_stream = NULL;     /* see the file comment */
@@ -118,7 +120,9 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
     c->device = device;
     PyObject *dev = PyUnicode_FromFormat("cuda:%d", device);
     if (dev == NULL
-        || tc_alloc_prepare(&c->alloc, plan, dev, 1, "tcjit gpu") < 0) {
+        || tc_alloc_prepare(&c->alloc, plan, dev, 1, "tcjit gpu") < 0
+        || ((c->ext = tc_extern_prepare(plan)) == NULL
+            && plan->nexterns > 0)) {
         Py_XDECREF(dev);
         tc_gpu_free(c);
         return NULL;
@@ -132,7 +136,7 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
     if (rc == 0) {
         rc = tc_ptx_emit(plan, sm, nsm, &c->mod, err, sizeof(err));
     }
-    if (rc == 0) {
+    if (rc == 0 && plan->nkernels > 0) {  /* externs only: no module */
         rc = tc_cu_module(c->mod.text, device, &mod, err, sizeof(err));
     }
     Py_END_ALLOW_THREADS
@@ -194,6 +198,7 @@ tc_gpu_free(tc_gpu_compiled *c)
         return;
     }
     tc_alloc_clear(&c->alloc);
+    tc_extern_free(c->ext);
     free(c->fn);
     free(c->fn_vec);
     free(c->fn_fin);
@@ -291,7 +296,16 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
             goto out;
         }
     }
-    for (int i = 0; i < p->nkernels; i++) {
+    for (int step = 0; step < p->nsteps; step++) {
+        int i = p->steps[step];
+        if (i < 0) {
+            int b = p->externs[-1 - i].out_buffer;
+            if (tc_extern_run(c->ext, -1 - i, objs, ptrs,
+                              c->alloc.needs_ptr[b]) < 0) {
+                goto out;
+            }
+            continue;
+        }
         const tc_kernel *k = &p->kernels[i];
         const tc_ptx_kernel *ki = &c->mod.kernels[i];
         if (ki->skip) {

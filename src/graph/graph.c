@@ -306,8 +306,8 @@ layout_after_to(const tc_layout *src, tc_layout *out)
 
 /* ---- TensorIterator output layout ------------------------------------ */
 
-static void
-set_err(char *err, size_t errlen, const char *fmt, ...)
+void
+tc_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0) {
         return;
@@ -334,7 +334,7 @@ broadcast_shape(int n, const tc_layout *const *ops, tc_layout *out,
             int64_t sa = da >= 0 ? out->sizes[da] : 1;
             int64_t sb = db >= 0 ? b->sizes[db] : 1;
             if (sa != sb && sa != 1 && sb != 1) {
-                set_err(err, errlen,
+                tc_set_err(err, errlen,
                         "The size of tensor a (%lld) must match the size of "
                         "tensor b (%lld) at non-singleton dimension %d",
                         (long long)sa, (long long)sb, i);
@@ -425,7 +425,7 @@ tc_iter_layout(int n, const tc_layout *const *ops, tc_layout *out,
                char *err, size_t errlen)
 {
     if (n > TC_MAX_OP_INPUTS) {
-        set_err(err, errlen, "too many operands (%d)", n);
+        tc_set_err(err, errlen, "too many operands (%d)", n);
         return -1;
     }
     if (broadcast_shape(n, ops, out, err, errlen) < 0) {
@@ -456,8 +456,8 @@ tc_graph_free(tc_graph *g)
     free(g);
 }
 
-static int
-push_node(tc_graph *g, const tc_node *n)
+int
+tc_graph_push_node(tc_graph *g, const tc_node *n)
 {
     if (g->nnodes == g->cap) {
         int cap = g->cap ? g->cap * 2 : 16;
@@ -472,8 +472,8 @@ push_node(tc_graph *g, const tc_node *n)
     return g->nnodes++;
 }
 
-static void
-node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
+void
+tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
 {
     memset(n, 0, sizeof(*n));
     n->kind = kind;
@@ -499,10 +499,10 @@ tc_graph_input(tc_graph *g, tc_dtype dt, const tc_layout *layout)
         }
     }
     tc_node n;
-    node_init(&n, TC_NODE_INPUT, dt);
+    tc_node_init(&n, TC_NODE_INPUT, dt);
     n.layout = *layout;
     n.input_index = g->ninputs;
-    int id = push_node(g, &n);
+    int id = tc_graph_push_node(g, &n);
     if (id >= 0) {
         g->ninputs++;
     }
@@ -514,30 +514,30 @@ int
 tc_graph_scalar_float(tc_graph *g, double v)
 {
     tc_node n;
-    node_init(&n, TC_NODE_SCALAR, TC_F64);
+    tc_node_init(&n, TC_NODE_SCALAR, TC_F64);
     n.wrapped = 1;
     n.scalar.f = v;
-    return push_node(g, &n);
+    return tc_graph_push_node(g, &n);
 }
 
 int
 tc_graph_scalar_int(tc_graph *g, int64_t v)
 {
     tc_node n;
-    node_init(&n, TC_NODE_SCALAR, TC_I64);
+    tc_node_init(&n, TC_NODE_SCALAR, TC_I64);
     n.wrapped = 1;
     n.scalar.i = v;
-    return push_node(g, &n);
+    return tc_graph_push_node(g, &n);
 }
 
 int
 tc_graph_scalar_bool(tc_graph *g, int v)
 {
     tc_node n;
-    node_init(&n, TC_NODE_SCALAR, TC_BOOL);
+    tc_node_init(&n, TC_NODE_SCALAR, TC_BOOL);
     n.wrapped = 1;
     n.scalar.i = v != 0;
-    return push_node(g, &n);
+    return tc_graph_push_node(g, &n);
 }
 
 /* ---- promotion ------------------------------------------------------- */
@@ -668,28 +668,28 @@ tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
 {
     int op = tc_op_lookup(opname);
     if (op < 0) {
-        set_err(err, errlen, "tcjit does not support the op '%s'", opname);
+        tc_set_err(err, errlen, "tcjit does not support the op '%s'", opname);
         return -1;
     }
     const tc_op_def *def = &tc_ops[op];
     if (def->kind != TC_OPK_POINTWISE) {
-        set_err(err, errlen, "tcjit does not support the op '%s' through "
+        tc_set_err(err, errlen, "tcjit does not support the op '%s' through "
                 "tc_graph_op (use the view / reduction builders)", opname);
         return -1;
     }
     if (nin != def->nin) {
-        set_err(err, errlen, "%s expects %d operands, got %d", opname,
+        tc_set_err(err, errlen, "%s expects %d operands, got %d", opname,
                 def->nin, nin);
         return -1;
     }
     for (int k = 0; k < nin; k++) {
         if (in[k] < 0 || in[k] >= g->nnodes) {
-            set_err(err, errlen, "%s: invalid operand node %d", opname, in[k]);
+            tc_set_err(err, errlen, "%s: invalid operand node %d", opname, in[k]);
             return -1;
         }
     }
     if (def->promote == TC_PROMOTE_CAST && !dtype_valid(attr_dtype)) {
-        set_err(err, errlen, "to: invalid dtype %d", (int)attr_dtype);
+        tc_set_err(err, errlen, "to: invalid dtype %d", (int)attr_dtype);
         return -1;
     }
     if (def->promote == TC_PROMOTE_CAST && !is_wrapped_scalar(g, in[0]) &&
@@ -702,7 +702,7 @@ tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
         return -1;
     }
     tc_node n;
-    node_init(&n, TC_NODE_OP, out);
+    tc_node_init(&n, TC_NODE_OP, out);
     n.op = op;
     n.nin = nin;
     memcpy(n.in, in, sizeof(int) * nin);
@@ -710,9 +710,9 @@ tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
     if (op_layout(g, op, nin, in, compute, &n.layout, err, errlen) < 0) {
         return -1;
     }
-    int id = push_node(g, &n);
+    int id = tc_graph_push_node(g, &n);
     if (id < 0) {
-        set_err(err, errlen, "out of memory");
+        tc_set_err(err, errlen, "out of memory");
     }
     return id;
 }
@@ -766,7 +766,8 @@ nodes_equal(const tc_node *a, const tc_node *b)
     /* views and reductions differ by their attributes (layout, offset,
      * reduced dims), pointwise nodes never do for equal inputs */
     if (a->red_mask != b->red_mask || a->keepdim != b->keepdim ||
-        a->offset != b->offset || !layout_same_sizes(&a->layout, &b->layout) ||
+        a->offset != b->offset || a->xfattr != b->xfattr ||
+        memcmp(a->xattr, b->xattr, sizeof(a->xattr)) != 0 || !layout_same_sizes(&a->layout, &b->layout) ||
         !layout_same_strides(&a->layout, &b->layout)) {
         return 0;
     }
@@ -788,6 +789,9 @@ node_hash(const tc_node *n)
             parts[5] = parts[5] * 1000003u + (uint64_t)n->in[k];
         }
         parts[6] = (uint64_t)n->red_mask * 31u + (uint64_t)n->keepdim;
+        for (int k = 0; k < TC_MAX_XATTR; k++) {
+            parts[6] = parts[6] * 1000003u + (uint64_t)n->xattr[k];
+        }
         parts[7] = (uint64_t)n->offset;
         for (int d = 0; d < n->layout.ndim; d++) {
             parts[7] = parts[7] * 1000003u + (uint64_t)n->layout.strides[d];
@@ -1114,7 +1118,7 @@ wrap_dim(int64_t dim, int ndim, int *out, char *err, size_t errlen)
 {
     int n = ndim > 0 ? ndim : 1;
     if (dim < -n || dim >= n) {
-        set_err(err, errlen, "Dimension out of range (expected to be in "
+        tc_set_err(err, errlen, "Dimension out of range (expected to be in "
                 "range of [%d, %d], but got %lld)", -n, n - 1,
                 (long long)dim);
         return -1;
@@ -1141,7 +1145,7 @@ check_node(const tc_graph *g, int x, const char *what, char *err,
            size_t errlen)
 {
     if (x < 0 || x >= g->nnodes || g->nodes[x].kind == TC_NODE_SCALAR) {
-        set_err(err, errlen, "%s: operand %d is not a tensor node", what, x);
+        tc_set_err(err, errlen, "%s: operand %d is not a tensor node", what, x);
         return -1;
     }
     return 0;
@@ -1152,7 +1156,7 @@ static void
 view_init(const tc_graph *g, tc_node *n, const char *op, int x)
 {
     const tc_node *src = &g->nodes[x];
-    node_init(n, TC_NODE_OP, src->dtype);
+    tc_node_init(n, TC_NODE_OP, src->dtype);
     n->op = tc_op_lookup(op);
     n->nin = 1;
     n->in[0] = x;
@@ -1171,9 +1175,9 @@ view_init(const tc_graph *g, tc_node *n, const char *op, int x)
 static int
 push_view(tc_graph *g, tc_node *n, char *err, size_t errlen)
 {
-    int id = push_node(g, n);
+    int id = tc_graph_push_node(g, n);
     if (id < 0) {
-        set_err(err, errlen, "out of memory");
+        tc_set_err(err, errlen, "out of memory");
     }
     return id;
 }
@@ -1187,7 +1191,7 @@ tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims, char *err,
     }
     const tc_layout *l = &g->nodes[x].layout;
     if (n != l->ndim) {
-        set_err(err, errlen, "permute(sparse_coo): number of dimensions in "
+        tc_set_err(err, errlen, "permute(sparse_coo): number of dimensions in "
                 "the tensor input does not match the length of the desired "
                 "ordering of dimensions i.e. input.dim() = %d is not equal "
                 "to len(dims) = %d", l->ndim, n);
@@ -1203,7 +1207,7 @@ tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims, char *err,
             return -1;
         }
         if (seen & (1u << d)) {
-            set_err(err, errlen, "permute(): duplicate dims are not allowed.");
+            tc_set_err(err, errlen, "permute(): duplicate dims are not allowed.");
             return -1;
         }
         seen |= 1u << d;
@@ -1247,7 +1251,7 @@ tc_graph_t(tc_graph *g, int x, char *err, size_t errlen)
     }
     int nd = g->nodes[x].layout.ndim;
     if (nd > 2) {
-        set_err(err, errlen, "t() expects a tensor with <= 2 dimensions, but "
+        tc_set_err(err, errlen, "t() expects a tensor with <= 2 dimensions, but "
                 "self is %dD", nd);
         return -1;
     }
@@ -1266,7 +1270,7 @@ tc_graph_unsqueeze(tc_graph *g, int x, int64_t dim, char *err, size_t errlen)
     const tc_layout *l = &g->nodes[x].layout;
     int d;
     if (l->ndim >= TC_MAX_DIMS) {
-        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        tc_set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
         return -1;
     }
     if (wrap_dim(dim, l->ndim + 1, &d, err, errlen) < 0) {
@@ -1335,7 +1339,7 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
     sb_shape(want, sizeof(want), sizes, n);
     sb_shape(have, sizeof(have), l->sizes, l->ndim);
     if (n < l->ndim) {
-        set_err(err, errlen, "expand(torch.%sTensor{%s}, size=%s): the number "
+        tc_set_err(err, errlen, "expand(torch.%sTensor{%s}, size=%s): the number "
                 "of sizes provided (%d) must be greater or equal to the "
                 "number of dimensions in the tensor (%d)",
                 tc_dtype_scalar_type_name(g->nodes[x].dtype), have, want, n,
@@ -1343,7 +1347,7 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
         return -1;
     }
     if (n > TC_MAX_DIMS) {
-        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        tc_set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
         return -1;
     }
     tc_node v;
@@ -1354,7 +1358,7 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
         int64_t sz = sizes[i];
         if (d < 0) {
             if (sz < 0) {
-                set_err(err, errlen, "The expanded size of the tensor (%lld) "
+                tc_set_err(err, errlen, "The expanded size of the tensor (%lld) "
                         "isn't allowed in a leading, non-existing dimension "
                         "%d", (long long)sz, i);
                 return -1;
@@ -1373,14 +1377,14 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
             v.vcoef[i] = 1;
         } else if (l->sizes[d] == 1) {
             if (sz < 0) {
-                set_err(err, errlen, "The expanded size of the tensor (%lld) "
+                tc_set_err(err, errlen, "The expanded size of the tensor (%lld) "
                         "must be non-negative", (long long)sz);
                 return -1;
             }
             v.layout.sizes[i] = sz;
             v.layout.strides[i] = 0;
         } else {
-            set_err(err, errlen, "The expanded size of the tensor (%lld) must "
+            tc_set_err(err, errlen, "The expanded size of the tensor (%lld) must "
                     "match the existing size (%lld) at non-singleton "
                     "dimension %d.  Target sizes: %s.  Tensor sizes: %s",
                     (long long)sz, (long long)l->sizes[d], i, want, have);
@@ -1400,7 +1404,7 @@ tc_graph_select(tc_graph *g, int x, int64_t dim, int64_t index, char *err,
     const tc_layout *l = &g->nodes[x].layout;
     int d;
     if (l->ndim == 0) {
-        set_err(err, errlen, "select() cannot be applied to a 0-dim tensor.");
+        tc_set_err(err, errlen, "select() cannot be applied to a 0-dim tensor.");
         return -1;
     }
     if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
@@ -1409,7 +1413,7 @@ tc_graph_select(tc_graph *g, int x, int64_t dim, int64_t index, char *err,
     if (index < -l->sizes[d] || index >= l->sizes[d]) {
         char have[160];
         sb_shape(have, sizeof(have), l->sizes, l->ndim);
-        set_err(err, errlen, "select(): index %lld out of range for tensor of "
+        tc_set_err(err, errlen, "select(): index %lld out of range for tensor of "
                 "size %s at dimension %d", (long long)index, have, d);
         return -1;
     }
@@ -1444,14 +1448,14 @@ tc_graph_slice(tc_graph *g, int x, int64_t dim, const int64_t *start,
     const tc_layout *l = &g->nodes[x].layout;
     int d;
     if (l->ndim == 0) {
-        set_err(err, errlen, "slice() cannot be applied to a 0-dim tensor.");
+        tc_set_err(err, errlen, "slice() cannot be applied to a 0-dim tensor.");
         return -1;
     }
     if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
         return -1;
     }
     if (step <= 0) {
-        set_err(err, errlen, "slice step must be positive");
+        tc_set_err(err, errlen, "slice step must be positive");
         return -1;
     }
     int64_t size = l->sizes[d];
@@ -1489,19 +1493,19 @@ tc_graph_narrow(tc_graph *g, int x, int64_t dim, int64_t start,
     const tc_layout *l = &g->nodes[x].layout;
     int d;
     if (l->ndim == 0) {
-        set_err(err, errlen, "narrow() cannot be applied to a 0-dim tensor.");
+        tc_set_err(err, errlen, "narrow() cannot be applied to a 0-dim tensor.");
         return -1;
     }
     if (wrap_dim(dim, l->ndim, &d, err, errlen) < 0) {
         return -1;
     }
     if (length < 0) {
-        set_err(err, errlen, "narrow(): length must be non-negative.");
+        tc_set_err(err, errlen, "narrow(): length must be non-negative.");
         return -1;
     }
     int64_t size = l->sizes[d];
     if (start < -size || start > size) {
-        set_err(err, errlen, "start out of range (expected to be in range of "
+        tc_set_err(err, errlen, "start out of range (expected to be in range of "
                 "[%lld, %lld], but got %lld)", (long long)-size,
                 (long long)size, (long long)start);
         return -1;
@@ -1510,7 +1514,7 @@ tc_graph_narrow(tc_graph *g, int x, int64_t dim, int64_t start,
         start += size;
     }
     if (start + length > size) {
-        set_err(err, errlen, "start (%lld) + length (%lld) exceeds dimension "
+        tc_set_err(err, errlen, "start (%lld) + length (%lld) exceeds dimension "
                 "size (%lld).", (long long)start, (long long)length,
                 (long long)size);
         return -1;
@@ -1530,14 +1534,14 @@ infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
     for (int i = 0; i < n; i++) {
         if (in[i] == -1) {
             if (infer >= 0) {
-                set_err(err, errlen, "only one dimension can be inferred");
+                tc_set_err(err, errlen, "only one dimension can be inferred");
                 return -1;
             }
             infer = i;
         } else if (in[i] >= 0) {
             prod *= in[i];
         } else {
-            set_err(err, errlen, "invalid shape dimension %lld",
+            tc_set_err(err, errlen, "invalid shape dimension %lld",
                     (long long)in[i]);
             return -1;
         }
@@ -1547,7 +1551,7 @@ infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
     if (numel == prod || (infer >= 0 && prod > 0 && numel % prod == 0)) {
         if (infer >= 0) {
             if (prod == 0) {
-                set_err(err, errlen, "cannot reshape tensor of 0 elements "
+                tc_set_err(err, errlen, "cannot reshape tensor of 0 elements "
                         "into shape %s because the unspecified dimension "
                         "size -1 can be any value and is ambiguous", shape);
                 return -1;
@@ -1557,12 +1561,12 @@ infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
         return 0;
     }
     if (infer >= 0 && prod == 0 && numel == 0) {
-        set_err(err, errlen, "cannot reshape tensor of 0 elements into shape "
+        tc_set_err(err, errlen, "cannot reshape tensor of 0 elements into shape "
                 "%s because the unspecified dimension size -1 can be any "
                 "value and is ambiguous", shape);
         return -1;
     }
-    set_err(err, errlen, "shape '%s' is invalid for input of size %lld",
+    tc_set_err(err, errlen, "shape '%s' is invalid for input of size %lld",
             shape, (long long)numel);
     return -1;
 }
@@ -1672,7 +1676,7 @@ make_view(tc_graph *g, int x, int n, const int64_t *sizes, int copy_ok,
         return -1;
     }
     if (n > TC_MAX_DIMS) {
-        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        tc_set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
         return -1;
     }
     const tc_layout *l = &g->nodes[x].layout;
@@ -1682,7 +1686,7 @@ make_view(tc_graph *g, int x, int n, const int64_t *sizes, int copy_ok,
     }
     if (compute_stride(l, shape, n, st) < 0) {
         if (!copy_ok) {
-            set_err(err, errlen, "view size is not compatible with input "
+            tc_set_err(err, errlen, "view size is not compatible with input "
                     "tensor's size and stride (at least one dimension spans "
                     "across two contiguous subspaces). Use .reshape(...) "
                     "instead.");
@@ -1731,7 +1735,7 @@ tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end, char *err,
         return -1;
     }
     if (a > b) {
-        set_err(err, errlen, "flatten() has invalid args: start_dim cannot "
+        tc_set_err(err, errlen, "flatten() has invalid args: start_dim cannot "
                 "come after end_dim");
         return -1;
     }
@@ -1767,11 +1771,11 @@ tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
         return -1;
     }
     if (n == 0) {
-        set_err(err, errlen, "unflatten: sizes must be non-empty");
+        tc_set_err(err, errlen, "unflatten: sizes must be non-empty");
         return -1;
     }
     if (l->ndim - 1 + n > TC_MAX_DIMS) {
-        set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
+        tc_set_err(err, errlen, "tcjit supports at most %d dims", TC_MAX_DIMS);
         return -1;
     }
     int64_t part[TC_MAX_DIMS], shape[TC_MAX_DIMS];
@@ -1779,7 +1783,7 @@ tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
     if (infer_size(sizes, n, l->sizes[d], part, tmp, sizeof(tmp)) < 0) {
         char s[200];
         sb_shape(s, sizeof(s), sizes, n);
-        set_err(err, errlen, "unflatten: Provided sizes %s don't multiply up "
+        tc_set_err(err, errlen, "unflatten: Provided sizes %s don't multiply up "
                 "to the size of dim %d (%lld) in the input tensor", s, d,
                 (long long)l->sizes[d]);
         return -1;
@@ -1831,7 +1835,7 @@ resolve_dims_dup(const tc_layout *l, const tc_reduce_args *a, unsigned *mask,
             return -1;
         }
         if (!allow_dup && (*mask & (1u << d) || (l->ndim == 0 && i > 0))) {
-            set_err(err, errlen, "dim %d appears multiple times in the list "
+            tc_set_err(err, errlen, "dim %d appears multiple times in the list "
                     "of dims", d);
             return -1;
         }
@@ -1856,7 +1860,7 @@ reduce_node(tc_graph *g, const char *op, int x, unsigned mask, int keepdim,
 {
     const tc_layout *l = &g->nodes[x].layout;
     tc_node n;
-    node_init(&n, TC_NODE_OP, out);
+    tc_node_init(&n, TC_NODE_OP, out);
     n.op = tc_op_lookup(op);
     n.nin = 1;
     n.in[0] = x;
@@ -1872,9 +1876,9 @@ reduce_node(tc_graph *g, const char *op, int x, unsigned mask, int keepdim,
     }
     n.layout.ndim = k;
     tc_layout_contiguous(&n.layout); /* eager allocates reductions so */
-    int id = push_node(g, &n);
+    int id = tc_graph_push_node(g, &n);
     if (id < 0) {
-        set_err(err, errlen, "out of memory");
+        tc_set_err(err, errlen, "out of memory");
     }
     return id;
 }
@@ -1908,7 +1912,7 @@ check_nonempty(const tc_layout *l, unsigned mask, int all, const char *name,
                char *err, size_t errlen)
 {
     if (all && tc_layout_numel(l) == 0) {
-        set_err(err, errlen, "%s(): Expected reduction dim to be specified "
+        tc_set_err(err, errlen, "%s(): Expected reduction dim to be specified "
                 "for input.numel() == 0.%s", name,
                 strncmp(name, "arg", 3) ? " Specify the reduction dim with "
                 "the 'dim' argument." : "");
@@ -1916,7 +1920,7 @@ check_nonempty(const tc_layout *l, unsigned mask, int all, const char *name,
     }
     for (int d = 0; d < l->ndim; d++) {
         if ((mask & (1u << d)) && l->sizes[d] == 0) {
-            set_err(err, errlen, "%s(): Expected reduction dim %d to have "
+            tc_set_err(err, errlen, "%s(): Expected reduction dim %d to have "
                     "non-zero size.", name, d);
             return -1;
         }
@@ -1930,7 +1934,7 @@ float_only(const tc_graph *g, int x, const char *msg, char *err,
 {
     tc_dtype dt = g->nodes[x].dtype;
     if (!tc_dtype_is_float(dt)) {
-        set_err(err, errlen, msg, tc_dtype_scalar_type_name(dt));
+        tc_set_err(err, errlen, msg, tc_dtype_scalar_type_name(dt));
         return -1;
     }
     return 0;
@@ -2021,13 +2025,13 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
     tc_dtype dt = g->nodes[x].dtype;
     int is_arg = !strcmp(name, "argmax") || !strcmp(name, "argmin");
     if (is_arg && a->ndims > 1) {
-        set_err(err, errlen, "%s: dim must be a single int or None", name);
+        tc_set_err(err, errlen, "%s: dim must be a single int or None", name);
         return -1;
     }
     /* torch checks max-like reductions for bool / empty dims before the
      * dims themselves (range in order, then duplicates) */
     if (is_arg && dt == TC_BOOL) {
-        set_err(err, errlen, "%s(): does not support bool input", name);
+        tc_set_err(err, errlen, "%s(): does not support bool input", name);
         return -1;
     }
     if (!strcmp(name, "amax") || !strcmp(name, "amin") || is_arg ||
@@ -2044,7 +2048,7 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
             }
             for (int d = 0; d < l->ndim; d++) {
                 if ((mask & (1u << d)) && l->sizes[d] == 0) {
-                    set_err(err, errlen, "%s(): Expected reduction dim %lld "
+                    tc_set_err(err, errlen, "%s(): Expected reduction dim %lld "
                             "to have non-zero size.", name,
                             is_arg ? (long long)d : (long long)a->dims[i]);
                     return -1;
@@ -2067,7 +2071,7 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
     }
     if (!strcmp(name, "mean")) {
         if (a->has_dtype && !tc_dtype_is_float(a->dtype)) {
-            set_err(err, errlen, "mean(): could not infer output dtype. "
+            tc_set_err(err, errlen, "mean(): could not infer output dtype. "
                     "Optional dtype must be either a floating point or "
                     "complex dtype. Got: %s",
                     tc_dtype_scalar_type_name(a->dtype));
@@ -2093,7 +2097,7 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
     }
     if (is_arg) {
         if (dt == TC_BOOL) {
-            set_err(err, errlen, "%s(): does not support bool input", name);
+            tc_set_err(err, errlen, "%s(): does not support bool input", name);
             return -1;
         }
         if (check_nonempty(l, mask, all, name, err, errlen) < 0) {
@@ -2123,7 +2127,7 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
             return -1;
         }
         if (a->has_dtype && !tc_dtype_is_float(a->dtype)) {
-            set_err(err, errlen, "linalg.vector_norm: dtype should be floating "
+            tc_set_err(err, errlen, "linalg.vector_norm: dtype should be floating "
                     "point or complex, but got %s",
                     tc_dtype_scalar_type_name(a->dtype));
             return -1;
@@ -2145,10 +2149,10 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
                                               errlen);
             return PW1("sqrt", s);
         }
-        set_err(err, errlen, "tcjit supports norm with p=1 or p=2 only");
+        tc_set_err(err, errlen, "tcjit supports norm with p=1 or p=2 only");
         return -1;
     }
-    set_err(err, errlen, "tcjit does not support the reduction '%s'", name);
+    tc_set_err(err, errlen, "tcjit does not support the reduction '%s'", name);
     return -1;
 }
 
@@ -2195,7 +2199,7 @@ tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
     }
     tc_dtype dt = g->nodes[x].dtype;
     if (!tc_dtype_is_float(dt)) {
-        set_err(err, errlen, "\"%ssoftmax_%skernel_impl\" not implemented for "
+        tc_set_err(err, errlen, "\"%ssoftmax_%skernel_impl\" not implemented for "
                 "'%s'", log ? "log_" : "",
                 l->ndim == 0 || d == l->ndim - 1 ? "lastdim_" : "",
                 tc_dtype_scalar_type_name(dt));
@@ -2225,7 +2229,7 @@ check_norm_shape(const tc_graph *g, int x, int n, const int64_t *shape,
 {
     const tc_layout *l = &g->nodes[x].layout;
     if (n < 1) {
-        set_err(err, errlen, "Expected normalized_shape to be at least "
+        tc_set_err(err, errlen, "Expected normalized_shape to be at least "
                 "1-dimensional, i.e., containing at least one element, but "
                 "got normalized_shape = []");
         return -1;
@@ -2239,7 +2243,7 @@ check_norm_shape(const tc_graph *g, int x, int n, const int64_t *shape,
         sb_shape(s, sizeof(s), shape, n);
         sb_shape(in, sizeof(in), l->sizes, l->ndim);
         snprintf(star, sizeof(star), "[*%s%s", rms ? "" : ", ", s + 1);
-        set_err(err, errlen, "Given normalized_shape=%s, expected input with "
+        tc_set_err(err, errlen, "Given normalized_shape=%s, expected input with "
                 "shape %s, but got input of size%s", s, star, in);
         return -1;
     }
@@ -2261,7 +2265,7 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
         return -1;
     }
     if (!tc_dtype_is_float(g->nodes[x].dtype)) {
-        set_err(err, errlen, "\"LayerNormKernelImpl\" not implemented for "
+        tc_set_err(err, errlen, "\"LayerNormKernelImpl\" not implemented for "
                 "'%s'", tc_dtype_scalar_type_name(g->nodes[x].dtype));
         return -1;
     }
@@ -2293,7 +2297,7 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         return -1;
     }
     if (n >= 1 && g->nodes[x].layout.ndim == 0) {
-        set_err(err, errlen, "Input tensor must have at least 1 dimensions, "
+        tc_set_err(err, errlen, "Input tensor must have at least 1 dimensions, "
                 "but got 0");
         return -1;
     }
@@ -2302,7 +2306,7 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     tc_dtype dt = g->nodes[x].dtype;
     if (!tc_dtype_is_float(dt)) {
-        set_err(err, errlen, "\"rms_norm\" not implemented for '%s'",
+        tc_set_err(err, errlen, "\"rms_norm\" not implemented for '%s'",
                 tc_dtype_scalar_type_name(dt));
         return -1;
     }

@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 #define TC_MAX_DIMS 8
-#define TC_MAX_OP_INPUTS 3
+#define TC_MAX_OP_INPUTS 8  /* cat/stack of up to 8; sdpa q, k, v, mask */
+#define TC_MAX_XATTR 8
 
 typedef enum {
     TC_BOOL = 0,
@@ -86,6 +87,10 @@ typedef struct {
      * in[0] is reduced; keepdim as in torch. */
     unsigned red_mask;
     int keepdim;
+    /* Extern ops (registry kind TC_OPK_EXTERN, extern.h): integer and
+     * float attributes whose meaning the op's entry in extern.c gives. */
+    int64_t xattr[TC_MAX_XATTR];
+    double xfattr;
 } tc_node;
 
 typedef struct tc_graph {
@@ -143,6 +148,13 @@ char *tc_node_format(const tc_graph *g, int id);
 
 /* Python repr() of a float ("0.5", "2.0", "inf", "nan"). */
 void tc_format_double(char *buf, size_t n, double v);
+
+/* Builder plumbing shared by the graph-stage files (graph.c, extern.c):
+ * a node with defaults (no inputs, not a view), appending a node (its id,
+ * or -1 when out of memory), and snprintf into an error buffer. */
+void tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt);
+int tc_graph_push_node(tc_graph *g, const tc_node *n);
+void tc_set_err(char *err, size_t errlen, const char *fmt, ...);
 
 /* ---- views (eager layouts, no copies) ------------------------------- *
  * Every builder returns a node id (possibly x itself when torch returns

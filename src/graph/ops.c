@@ -353,6 +353,7 @@ LOWER(lower_to)
 #define PW TC_OPK_POINTWISE
 #define VW TC_OPK_VIEW
 #define RD TC_OPK_REDUCTION
+#define EX TC_OPK_EXTERN
 
 const tc_op_def tc_ops[] = {
     {"add", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_add, "a + b"},
@@ -457,6 +458,33 @@ const tc_op_def tc_ops[] = {
      "logical or over dims (bool; uint8 stays uint8)"},
     {"all", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "logical and over dims (bool; uint8 stays uint8)"},
+    /* extern ops: torch computes them, kernels fuse around (extern.h) */
+    {"mm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: [n, k] @ [k, m]"},
+    {"bmm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: batched [b, n, k] @ [b, k, m]"},
+    {"matmul", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: torch.matmul (1-d operands, broadcast batch dims)"},
+    {"addmm", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: bias + a @ b (beta = alpha = 1)"},
+    {"baddbmm", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: bias + bmm(a, b) (beta = alpha = 1)"},
+    {"linear", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
+     "extern: x @ w.T (+ b); a bias followed by pointwise ops is fused "
+     "into their kernel instead"},
+    {"sdpa", 4, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: scaled_dot_product_attention (attn_mask, is_causal, scale; "
+     "dropout_p = 0)"},
+    {"embedding", 2, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: rows of weight picked by int indices"},
+    {"conv1d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: 1-d convolution (int stride/padding/dilation, groups)"},
+    {"conv2d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: 2-d convolution (int stride/padding/dilation, groups)"},
+    {"cat", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: concatenate along dim (up to 8 tensors)"},
+    {"stack", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: stack along a new dim (up to 8 tensors)"},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -15,6 +15,8 @@ typedef enum {
     TC_OPK_POINTWISE,
     TC_OPK_VIEW,      /* layout-only: no lowering; see tc_node view fields */
     TC_OPK_REDUCTION, /* one accumulator over tc_node.red_mask dims */
+    TC_OPK_EXTERN,    /* computed by torch itself (matmul, attention, conv:
+                         extern.h); nin is the most operands it takes */
 } tc_op_kind;
 
 typedef enum {

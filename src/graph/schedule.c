@@ -17,6 +17,7 @@
  * the offending node is materialized and scheduling starts again.
  */
 #include "schedule.h"
+#include "extern.h"
 #include "ops.h"
 
 #include <stdarg.h>
@@ -44,6 +45,8 @@ typedef struct {
     int *group_rep;  /* group -> its first member (sizes) */
     int *order;      /* groups in execution order */
     int *group_red;  /* group -> its primary reduction node, or -1 */
+    int *group_ext;  /* group -> its extern node (a call, no kernel), or -1 */
+    int *level;      /* node -> number of externs on its longest input path */
     /* persistent across retries */
     char *force_mat; /* materialize this node (a temporary) */
     char *solo;      /* this materialized node gets a group of its own */
@@ -114,6 +117,22 @@ mark_live(sched *s)
     }
 }
 
+/* Kernels group only nodes of one level: a kernel that held a node before
+ * an extern and one after it could run neither before nor after it. */
+static void
+compute_levels(sched *s)
+{
+    const tc_graph *g = s->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        int l = 0;
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int lk = s->level[g->nodes[i].in[k]];
+            l = lk > l ? lk : l;
+        }
+        s->level[i] = l + tc_node_is_extern(g, i);
+    }
+}
+
 static int
 is_graph_output(const tc_graph *g, int id)
 {
@@ -177,17 +196,34 @@ plan_input_buffers(sched *s)
     return 0;
 }
 
-/* Graph outputs that are views of computed nodes need their base stored
- * (with its eager layout, which the view's strides index into). */
+/* Nodes that must exist as tensors: a graph output that is a view of a
+ * computed node needs its base stored (with its eager layout, which the
+ * view's strides index into); an operand of an extern op is stored itself,
+ * or its base when it is a view. */
 static void
-mark_view_output_bases(const sched *s, char *base_out)
+mark_tensor_backed(const sched *s, int id, char *base_out)
+{
+    const tc_graph *g = s->g;
+    int base = is_view(g, id) ? g->nodes[id].view_base : id;
+    if (g->nodes[base].kind == TC_NODE_OP) {
+        base_out[base] = 1;
+    }
+}
+
+static void
+mark_tensor_bases(const sched *s, char *base_out)
 {
     const tc_graph *g = s->g;
     for (int j = 0; j < g->noutputs; j++) {
-        int id = g->outputs[j];
-        if (is_view(g, id) && g->nodes[g->nodes[id].view_base].kind ==
-                                  TC_NODE_OP) {
-            base_out[g->nodes[id].view_base] = 1;
+        if (is_view(g, g->outputs[j])) {
+            mark_tensor_backed(s, g->outputs[j], base_out);
+        }
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        if (s->live[i] && tc_node_is_extern(g, i)) {
+            for (int k = 0; k < g->nodes[i].nin; k++) {
+                mark_tensor_backed(s, g->nodes[i].in[k], base_out);
+            }
         }
     }
 }
@@ -203,7 +239,7 @@ plan_op_buffers(sched *s)
         free(maxc), free(has_red), free(base_out);
         return oom(s);
     }
-    mark_view_output_bases(s, base_out);
+    mark_tensor_bases(s, base_out);
     for (int i = 0; i < g->nnodes; i++) {
         const tc_node *n = &g->nodes[i];
         int64_t numel = tc_layout_numel(&n->layout);
@@ -221,7 +257,9 @@ plan_op_buffers(sched *s)
         if (!s->live[i] || n->kind != TC_NODE_OP || is_view(g, i)) {
             continue;
         }
-        if (is_graph_output(g, i) || base_out[i]) {
+        if (tc_node_is_extern(g, i)) {
+            rc = add_buffer(s, TC_BUF_EXTERN, i, n->dtype, &n->layout);
+        } else if (is_graph_output(g, i) || base_out[i]) {
             rc = add_buffer(s, TC_BUF_OUTPUT, i, n->dtype, &n->layout);
         } else if (s->force_mat[i]) {
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &n->layout);
@@ -238,6 +276,19 @@ plan_op_buffers(sched *s)
     }
     free(maxc), free(has_red), free(base_out);
     return rc;
+}
+
+/* A graph output or extern operand: its buffer, or a view of the buffer's
+ * tensor. */
+static void
+tensor_ref(const sched *s, int id, tc_output_desc *o)
+{
+    const tc_node *n = &s->g->nodes[id];
+    memset(o, 0, sizeof(*o));
+    o->is_view = is_view(s->g, id);
+    o->buffer = s->buf_of[o->is_view ? n->view_base : id];
+    o->layout = n->layout;
+    o->offset = o->is_view ? n->offset : 0;
 }
 
 static int
@@ -259,17 +310,8 @@ plan_outputs(sched *s)
             return serr(s, "graph output %d is a Python number, not a tensor",
                         j);
         }
-        tc_output_desc *o = &p->outputs[j];
-        if (is_view(g, id)) {
-            o->buffer = s->buf_of[nd->view_base];
-            o->is_view = 1;
-            o->layout = nd->layout;
-            o->offset = nd->offset;
-        } else {
-            o->buffer = s->buf_of[id];
-            o->layout = p->buffers[o->buffer].layout;
-        }
-        p->output_buffer[j] = o->buffer;
+        tensor_ref(s, id, &p->outputs[j]);
+        p->output_buffer[j] = p->outputs[j].buffer;
     }
     return 0;
 }
@@ -344,6 +386,13 @@ make_groups(sched *s)
         if (!is_materialized_op(s, i)) {
             continue;
         }
+        if (tc_node_is_extern(g, i)) {
+            s->group_rep[s->ngroups] = i;
+            s->group_red[s->ngroups] = -1;
+            s->group_ext[s->ngroups] = i;
+            s->group_of[i] = s->ngroups++;
+            continue;
+        }
         int r = member_reduction(s, i, seen);
         if (r == RETRY) {
             free(seen);
@@ -353,8 +402,9 @@ make_groups(sched *s)
         int grp = -1;
         for (int q = 0; q < s->ngroups && grp < 0 && !s->solo[i]; q++) {
             int rep = s->group_rep[q], rq = s->group_red[q];
-            if (s->solo[rep] || !same_sizes(&g->nodes[rep].layout, l) ||
-                (rq < 0) != (r < 0)) {
+            if (s->solo[rep] || s->group_ext[q] >= 0 ||
+                s->level[rep] != s->level[i] ||
+                !same_sizes(&g->nodes[rep].layout, l) || (rq < 0) != (r < 0)) {
                 continue;
             }
             if (r >= 0 && (g->nodes[rq].red_mask != g->nodes[r].red_mask ||
@@ -368,6 +418,7 @@ make_groups(sched *s)
             grp = s->ngroups++;
             s->group_rep[grp] = i;
             s->group_red[grp] = r;
+            s->group_ext[grp] = -1;
         }
         s->group_of[i] = grp;
     }
@@ -1308,6 +1359,8 @@ tc_plan_free(tc_plan *p)
         tc_kernel_clear(&p->kernels[i]);
     }
     free(p->kernels);
+    free(p->externs);
+    free(p->steps);
     free(p->buffers);
     free(p->output_buffer);
     free(p->outputs);
@@ -1324,8 +1377,10 @@ sched_alloc(sched *s)
     s->group_rep = malloc(sizeof(int) * n);
     s->group_red = malloc(sizeof(int) * n);
     s->order = malloc(sizeof(int) * n);
+    s->group_ext = malloc(sizeof(int) * n);
+    s->level = calloc(n, sizeof(int));
     if (!s->live || !s->buf_of || !s->group_of || !s->group_rep ||
-        !s->group_red || !s->order) {
+        !s->group_red || !s->order || !s->group_ext || !s->level) {
         return oom(s);
     }
     memset(s->buf_of, -1, sizeof(int) * n);
@@ -1343,8 +1398,26 @@ sched_free(sched *s)
     free(s->group_rep);
     free(s->group_red);
     free(s->order);
+    free(s->group_ext);
+    free(s->level);
     s->live = s->buf_of = s->group_of = NULL;
     s->group_rep = s->group_red = s->order = NULL;
+    s->group_ext = s->level = NULL;
+}
+
+static void
+gen_extern(sched *s, int id, tc_extern_call *x)
+{
+    const tc_node *n = &s->g->nodes[id];
+    x->node = id;
+    x->op = n->op;
+    x->nin = n->nin;
+    for (int k = 0; k < n->nin; k++) {
+        tensor_ref(s, n->in[k], &x->in[k]);
+    }
+    x->out_buffer = s->buf_of[id];
+    memcpy(x->xattr, n->xattr, sizeof(x->xattr));
+    x->xfattr = n->xfattr;
 }
 
 static int
@@ -1352,15 +1425,24 @@ gen_kernels(sched *s)
 {
     tc_plan *p = s->p;
     p->kernels = calloc(s->ngroups + 1, sizeof(tc_kernel));
-    if (!p->kernels) {
+    p->externs = calloc(s->ngroups + 1, sizeof(tc_extern_call));
+    p->steps = calloc(s->ngroups + 1, sizeof(int));
+    if (!p->kernels || !p->externs || !p->steps) {
         return oom(s);
     }
     for (int i = 0; i < s->ngroups; i++) {
-        p->nkernels = i + 1; /* so tc_plan_free clears a partial kernel */
-        int rc = gen_kernel(s, s->order[i], &p->kernels[i], i);
+        int q = s->order[i];
+        if (s->group_ext[q] >= 0) {
+            gen_extern(s, s->group_ext[q], &p->externs[p->nexterns]);
+            p->steps[p->nsteps++] = -1 - p->nexterns++;
+            continue;
+        }
+        int k = p->nkernels++; /* so tc_plan_free clears a partial kernel */
+        int rc = gen_kernel(s, q, &p->kernels[k], k);
         if (rc < 0) {
             return rc;
         }
+        p->steps[p->nsteps++] = k;
     }
     return 0;
 }
@@ -1373,6 +1455,7 @@ schedule_once(sched *s)
         return oom(s);
     }
     mark_live(s);
+    compute_levels(s);
     int rc;
     if ((rc = plan_input_buffers(s)) < 0 || (rc = plan_op_buffers(s)) < 0 ||
         (rc = plan_outputs(s)) < 0 || (rc = make_groups(s)) < 0 ||

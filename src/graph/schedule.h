@@ -14,8 +14,11 @@
 
 typedef enum {
     TC_BUF_INPUT,   /* graph input #index (a tensor passed in) */
-    TC_BUF_OUTPUT,  /* allocated per call, returned to the user */
-    TC_BUF_TEMP     /* allocated per call, freed after the kernels ran */
+    TC_BUF_OUTPUT,  /* a torch tensor allocated per call with the node's
+                       layout: a graph output, or an operand of an extern
+                       op (which needs a tensor) */
+    TC_BUF_TEMP,    /* allocated per call, freed after the kernels ran */
+    TC_BUF_EXTERN   /* the tensor an extern call returns (node #index) */
 } tc_buf_kind;
 
 typedef struct {
@@ -39,6 +42,18 @@ typedef struct {
     int64_t offset;   /* elements */
 } tc_output_desc;
 
+/* One call of an extern op (extern.h): operand k is buffer in[k].buffer,
+ * or the view of it in[k] describes (as for a view output above). */
+typedef struct {
+    int node;
+    int op;                        /* registry index */
+    int nin;
+    tc_output_desc in[TC_MAX_OP_INPUTS];
+    int out_buffer;                /* its TC_BUF_EXTERN buffer */
+    int64_t xattr[TC_MAX_XATTR];
+    double xfattr;
+} tc_extern_call;
+
 typedef struct {
     int nbuffers;
     tc_buffer *buffers;
@@ -48,6 +63,11 @@ typedef struct {
     int *output_buffer;   /* graph output j -> buffer index (INPUT or OUTPUT);
                              for a view output: its base buffer */
     tc_output_desc *outputs; /* addition: per graph output, see above */
+    int nexterns;
+    tc_extern_call *externs;
+    int nsteps;           /* execution order: steps[i] >= 0 runs kernel
+                             steps[i], < 0 extern call -1 - steps[i] */
+    int *steps;
 } tc_plan;
 
 /* Reductions: a reduction is computed inside the kernel of its consumer
@@ -65,6 +85,11 @@ typedef struct {
  * a computed node recomputes the producer under the view's indexing when
  * the view is affine, else the producer is materialized with its eager
  * layout.  A graph output that is a view is reported in plan->outputs.
+ *
+ * Extern ops: each is a step of its own between kernels.  Its operands are
+ * stored as tensors first (or passed as views of stored tensors), and a
+ * kernel never fuses work from both sides of an extern it depends on: nodes
+ * are grouped only with nodes behind the same number of externs.
  *
  * Returns NULL with a message in err on failure. */
 tc_plan *tc_schedule(const tc_graph *g, char *err, size_t errlen);

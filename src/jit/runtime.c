@@ -13,6 +13,7 @@
 #include "jit_internal.h"
 #include "threadpool.h"
 #include "tensor_alloc.h"
+#include "extern_call.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ struct tc_compiled {
     tc_plan *plan;
     tc_jit_code *code;
     tc_tensor_alloc alloc;  /* buffers and outputs as torch tensors */
+    tc_extern_rt *ext;      /* extern steps, NULL if none */
 };
 
 static PyObject *cpu_device = NULL;     /* torch.device("cpu") */
@@ -83,14 +85,13 @@ format_code(const tc_plan *p)
         return NULL;
     }
     out[0] = '\0';
-    for (int i = 0; i < p->nkernels; i++) {
-        char *s = tc_kernel_format(&p->kernels[i]);
+    for (int i = 0; i < p->nsteps; i++) {
+        int k = p->steps[i];
+        char *s = k < 0 ? tc_extern_format(p, -1 - k)
+                        : tc_kernel_format(&p->kernels[k]);
         char fallback[96];
         if (s == NULL) {
-            snprintf(fallback, sizeof(fallback),
-                     "// kernel %s: %d insts, %d args\n",
-                     p->kernels[i].name, p->kernels[i].ninsts,
-                     p->kernels[i].nargs);
+            snprintf(fallback, sizeof(fallback), "// step %d\n", i);
         }
         const char *t = s != NULL ? s : fallback;
         size_t n = strlen(t);
@@ -132,7 +133,9 @@ tc_jit_compile(tc_plan *plan, char **code_text)
         return NULL;
     }
     c->plan = plan;
-    if (tc_alloc_prepare(&c->alloc, plan, cpu_device, 0, "tcjit cpu") < 0) {
+    if (tc_alloc_prepare(&c->alloc, plan, cpu_device, 0, "tcjit cpu") < 0
+        || ((c->ext = tc_extern_prepare(plan)) == NULL
+            && plan->nexterns > 0)) {
         tc_jit_free(c);
         return NULL;
     }
@@ -165,6 +168,7 @@ tc_jit_free(tc_compiled *c)
         return;
     }
     tc_alloc_clear(&c->alloc);
+    tc_extern_free(c->ext);
     tc_jit_code_free(c->code);
     tc_plan_free(c->plan);
     free(c);
@@ -232,12 +236,19 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
         memset(ptrs, 0, sizeof(void *) * (size_t)nb);
     }
     int rc = tc_alloc_bind(&c->alloc, inputs, ninputs, objs, ptrs);
-    for (int i = 0; rc == 0 && i < c->code->nkernels; i++) {
-        const tc_kernel *k = &p->kernels[i];
+    for (int i = 0; rc == 0 && i < p->nsteps; i++) {
+        int s = p->steps[i];
+        if (s < 0) {
+            int b = p->externs[-1 - s].out_buffer;
+            rc = tc_extern_run(c->ext, -1 - s, objs, ptrs,
+                               c->alloc.needs_ptr[b]);
+            continue;
+        }
+        const tc_kernel *k = &p->kernels[s];
         for (int a = 0; a < k->nargs; a++) {
             args[a] = ptrs[k->args[a].buffer];
         }
-        rc = run_kernel(c->code, i, args);
+        rc = run_kernel(c->code, s, args);
     }
     if (rc == 0) {
         rc = tc_alloc_outputs(&c->alloc, objs, outputs);

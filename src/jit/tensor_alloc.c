@@ -131,11 +131,7 @@ prepare_views(tc_tensor_alloc *a)
         if (!o->is_view) {
             continue;
         }
-        PyObject **argv = &a->view_argv[3 * j];
-        argv[0] = tc_int_tuple(o->layout.ndim, o->layout.sizes);
-        argv[1] = tc_int_tuple(o->layout.ndim, o->layout.strides);
-        argv[2] = PyLong_FromLongLong(o->offset);
-        if (argv[0] == NULL || argv[1] == NULL || argv[2] == NULL) {
+        if (tc_alloc_view_argv(&a->view_argv[3 * j], o) < 0) {
             return -1;
         }
     }
@@ -238,6 +234,12 @@ tc_alloc_clear(tc_tensor_alloc *a)
 /* ---- run ---------------------------------------------------------------- */
 
 PyObject *
+tc_alloc_dtype_object(tc_dtype dt)
+{
+    return (unsigned)dt < TC_NDTYPES ? dtype_objs[dt] : NULL;
+}
+
+PyObject *
 tc_alloc_empty(PyObject *const *argv)
 {
     return PyObject_Vectorcall(empty_strided, argv, 2, alloc_kwnames);
@@ -270,6 +272,9 @@ tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
                 return -1;
             }
             objs[b] = Py_NewRef(inputs[buf->index]);
+        }
+        else if (buf->kind == TC_BUF_EXTERN) {
+            continue;  /* its extern step fills objs[b] and ptrs[b] */
         }
         else if (buf->kind == TC_BUF_OUTPUT || a->temp_tensors) {
             objs[b] = tc_alloc_empty(&a->alloc_argv[4 * b]);
@@ -305,17 +310,9 @@ tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs, void **ptrs)
     }
 }
 
-/* Graph output j: the buffer's tensor, or for a view output
- * torch.as_strided(base, sizes, strides, base.storage_offset() + offset),
- * an alias of the input (or of the output buffer) as eager returns. */
-static PyObject *
-make_output(const tc_tensor_alloc *a, int j, PyObject *base)
+PyObject *
+tc_alloc_view(PyObject *base, PyObject *const *va)
 {
-    const tc_plan *p = a->plan;
-    if (p->outputs == NULL || !p->outputs[j].is_view) {
-        return Py_NewRef(base);
-    }
-    PyObject **va = &a->view_argv[3 * j];
     PyObject *so = PyObject_VectorcallMethod(
         str_storage_offset, &base, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (so == NULL) {
@@ -330,6 +327,27 @@ make_output(const tc_tensor_alloc *a, int j, PyObject *base)
     PyObject *r = PyObject_Vectorcall(as_strided, argv, 4, NULL);
     Py_DECREF(off);
     return r;
+}
+
+int
+tc_alloc_view_argv(PyObject **va, const tc_output_desc *o)
+{
+    va[0] = tc_int_tuple(o->layout.ndim, o->layout.sizes);
+    va[1] = tc_int_tuple(o->layout.ndim, o->layout.strides);
+    va[2] = PyLong_FromLongLong(o->offset);
+    return va[0] == NULL || va[1] == NULL || va[2] == NULL ? -1 : 0;
+}
+
+/* Graph output j: the buffer's tensor, or for a view output an alias of
+ * the input (or of the output buffer) as eager returns. */
+static PyObject *
+make_output(const tc_tensor_alloc *a, int j, PyObject *base)
+{
+    const tc_plan *p = a->plan;
+    if (p->outputs == NULL || !p->outputs[j].is_view) {
+        return Py_NewRef(base);
+    }
+    return tc_alloc_view(base, &a->view_argv[3 * j]);
 }
 
 int

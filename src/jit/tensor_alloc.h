@@ -42,6 +42,9 @@ void tc_alloc_clear(tc_tensor_alloc *a);
 /* argv[4] for a flat uint8 tensor of nbytes on device (new references). */
 int tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device);
 
+/* torch.float32 for TC_F32 (borrowed; after tc_alloc_init). */
+PyObject *tc_alloc_dtype_object(tc_dtype dt);
+
 /* torch.empty_strided(*argv[:2], dtype=argv[2], device=argv[3]). */
 PyObject *tc_alloc_empty(PyObject *const *argv);
 
@@ -61,6 +64,12 @@ void tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs,
  * made with torch.as_strided.  On failure none is left set. */
 int tc_alloc_outputs(const tc_tensor_alloc *a, PyObject *const *objs,
                      PyObject **outputs);
+
+/* torch.as_strided(base, va[0], va[1], base.storage_offset() + va[2]): the
+ * view o describes, of its buffer's tensor base.  tc_alloc_view_argv fills
+ * va[0..2] (new references; -1 with an exception, va partly set). */
+PyObject *tc_alloc_view(PyObject *base, PyObject *const *va);
+int tc_alloc_view_argv(PyObject **va, const tc_output_desc *o);
 
 /* A tuple of Python ints (sizes, strides).  New reference or NULL. */
 PyObject *tc_int_tuple(int n, const int64_t *v);

@@ -33,6 +33,15 @@ typedef enum {
     TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
     TC_CALL_DIM,       /* Tensor.dim() */
     TC_CALL_NUMEL,     /* Tensor.numel() */
+    TC_CALL_EXTERN,    /* tensor params -> extern op `op` (extern.h); None
+                          optional tensors are dropped, number params
+                          (beta, alpha) must be 1 */
+    TC_CALL_SDPA,      /* F.scaled_dot_product_attention */
+    TC_CALL_EMBEDDING, /* F.embedding(input, weight, ...) */
+    TC_CALL_CONV,      /* conv1d / conv2d: op names the extern */
+    TC_CALL_CAT,       /* cat / stack (op): tensors, dim */
+    TC_CALL_SPLIT,     /* split / chunk / unbind (op): a tuple of views */
+    TC_CALL_DROPOUT,   /* F.dropout: identity when not training or p == 0 */
 } tc_call_kind;
 
 typedef struct {

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "bindings.h"
+#include "../graph/extern.h"
 #include "vars.h"
 
 #define OK 0
@@ -1078,6 +1079,245 @@ call_view_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     return call_view(T, b->def->op, p[0], rest, nrest);
 }
 
+/* ---- extern ops and multi-view ops ------------------------------------ */
+
+static int
+push_extern(tracer *T, const char *op, int n, const int *in,
+            const int64_t *xattr, double xfattr)
+{
+    char err[256];
+    return push_node(T, tc_graph_extern(T->out->graph, op, n, in, xattr,
+                                        xfattr, err, sizeof(err)), op, err);
+}
+
+/* matmul, mm, bmm, addmm, baddbmm, linear: tensors in order; a None bias
+ * is dropped; beta / alpha must be 1 (else eager runs it). */
+static int
+call_extern(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int in[TC_MAX_OP_INPUTS], n = 0;
+    for (int i = 0; i < b->nparams; i++) {
+        if (p[i]->kind == TC_VAR_TENSOR && n < TC_MAX_OP_INPUTS) {
+            in[n++] = p[i]->node;
+        }
+        else if (p[i]->kind == TC_VAR_CONST && PyLong_CheckExact(p[i]->obj)
+                 && PyLong_AsLong(p[i]->obj) == 1) {
+            continue;
+        }
+        else if (!is_none(p[i]) || i < 2) {
+            return unsupported(T, "%s() with %s argument '%s'", b->def->path,
+                               tc_var_kind_name(p[i]), b->names[i]);
+        }
+    }
+    return push_extern(T, b->def->op, n, in, NULL, 0);
+}
+
+static int
+const_number(tc_var *v, double *out)
+{
+    if (v->kind != TC_VAR_CONST || !PyNumber_Check(v->obj)
+        || PyBool_Check(v->obj)) {
+        return -1;
+    }
+    *out = PyFloat_AsDouble(v->obj);
+    return *out == -1 && PyErr_Occurred() ? (PyErr_Clear(), -1) : 0;
+}
+
+static int
+call_sdpa(tracer *T, tc_var **p)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    int in[4], n = 3;
+    double dropout = -1, scale = 0;
+    for (int i = 0; i < 3; i++) {
+        if (p[i]->kind != TC_VAR_TENSOR) {
+            return unsupported(T, "scaled_dot_product_attention of a %s",
+                               tc_var_kind_name(p[i]));
+        }
+        in[i] = p[i]->node;
+    }
+    if (p[3]->kind == TC_VAR_TENSOR) {
+        in[n++] = p[3]->node;
+        xa[TC_XA_SDPA_HAS_MASK] = 1;
+    }
+    if ((!is_none(p[3]) && p[3]->kind != TC_VAR_TENSOR)
+        || const_number(p[4], &dropout) < 0 || dropout != 0
+        || p[5]->kind != TC_VAR_CONST || !PyBool_Check(p[5]->obj)
+        || (!is_none(p[6]) && const_number(p[6], &scale) < 0)
+        || p[7]->obj != Py_False) {
+        return unsupported(T, "scaled_dot_product_attention with dropout_p, "
+                           "enable_gqa or non-constant arguments");
+    }
+    xa[TC_XA_SDPA_CAUSAL] = p[5]->obj == Py_True;
+    xa[TC_XA_SDPA_HAS_SCALE] = !is_none(p[6]);
+    return push_extern(T, "sdpa", n, in, xa, scale);
+}
+
+static int
+call_embedding(tracer *T, tc_var **p)
+{
+    if (p[0]->kind != TC_VAR_TENSOR || p[1]->kind != TC_VAR_TENSOR
+        || !is_none(p[3]) || p[6]->obj != Py_False) {
+        return unsupported(T, "F.embedding with max_norm or sparse");
+    }
+    int in[2] = {p[0]->node, p[1]->node};
+    return push_extern(T, "embedding", 2, in, NULL, 0);
+}
+
+/* stride / padding / dilation: an int or a tuple of nsp ints. */
+static int
+conv_param(tracer *T, tc_var *v, int nsp, int64_t *out)
+{
+    int64_t d[TC_MAX_DIMS];
+    int n = int_list(T, v, d, TC_MAX_DIMS);
+    if (n != 1 && n != nsp) {
+        return -1;
+    }
+    for (int i = 0; i < nsp; i++) {
+        out[i] = d[n == 1 ? 0 : i];
+    }
+    return 0;
+}
+
+static int
+call_conv(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int nsp = b->def->op[4] - '0';
+    int64_t xa[TC_MAX_XATTR] = {0};
+    int in[3] = {p[0]->node, p[1]->node, -1};
+    int n = p[2]->kind == TC_VAR_TENSOR ? 3 : 2;
+    in[2] = n == 3 ? p[2]->node : -1;
+    if (p[0]->kind != TC_VAR_TENSOR || p[1]->kind != TC_VAR_TENSOR
+        || (n == 2 && !is_none(p[2]))
+        || conv_param(T, p[3], nsp, &xa[TC_XA_CONV_STRIDE]) < 0
+        || conv_param(T, p[4], nsp, &xa[TC_XA_CONV_PADDING]) < 0
+        || conv_param(T, p[5], nsp, &xa[TC_XA_CONV_DILATION]) < 0
+        || int_list(T, p[6], &xa[TC_XA_CONV_GROUPS], 1) != 1) {
+        return unsupported(T, "%s() with string padding or non-constant "
+                           "arguments", b->def->path);
+    }
+    return push_extern(T, b->def->op, n, in, xa, 0);
+}
+
+static int
+call_cat(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    int in[TC_MAX_OP_INPUTS];
+    tc_var *seq = p[0];
+    if ((seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)
+        || seq->nitems < 1 || seq->nitems > TC_MAX_OP_INPUTS
+        || int_list(T, p[1], &xa[TC_XA_CAT_DIM], 1) != 1) {
+        return unsupported(T, "%s() of other than 1 to %d tensors with a "
+                           "constant dim", b->def->path, TC_MAX_OP_INPUTS);
+    }
+    for (int i = 0; i < seq->nitems; i++) {
+        if (seq->items[i]->kind != TC_VAR_TENSOR) {
+            return unsupported(T, "%s() of a %s", b->def->path,
+                               tc_var_kind_name(seq->items[i]));
+        }
+        in[i] = seq->items[i]->node;
+    }
+    return push_extern(T, b->def->op, seq->nitems, in, xa, 0);
+}
+
+#define MAX_PIECES 64
+
+/* Boundaries of split / chunk / unbind along a dim of size `size`: the
+ * number of pieces, or -1. */
+static int
+split_bounds(tracer *T, const char *op, tc_var *arg, int64_t size,
+             int64_t *start, int64_t *len)
+{
+    int64_t v[MAX_PIECES];
+    if (!strcmp(op, "unbind")) {
+        for (int i = 0; i < size && size <= MAX_PIECES; i++) {
+            start[i] = i, len[i] = 1;
+        }
+        return size <= MAX_PIECES ? (int)size : -1;
+    }
+    int n = int_list(T, arg, v, MAX_PIECES);
+    int sections = !(arg->kind == TC_VAR_CONST && PyLong_Check(arg->obj));
+    if (n < 1 || (sections && strcmp(op, "split") != 0)) {
+        return -1;
+    }
+    if (sections) {            /* split(x, [2, 3, 1]) */
+        int64_t at = 0;
+        for (int i = 0; i < n; i++) {
+            start[i] = at, len[i] = v[i];
+            at += v[i];
+        }
+        return at == size ? n : -1;
+    }
+    if (v[0] <= 0) {
+        return -1;
+    }
+    /* split: pieces of v[0]; chunk: v[0] pieces of ceil(size / v[0]) */
+    int64_t step = strcmp(op, "chunk") ? v[0] : (size + v[0] - 1) / v[0];
+    step = step > 0 ? step : 1;  /* an empty dim gives one empty piece */
+    n = 0;
+    for (int64_t at = 0; (at < size || n == 0) && n < MAX_PIECES; at += step) {
+        start[n] = at;
+        len[n++] = size - at < step ? size - at : step;
+    }
+    return start[n - 1] + len[n - 1] == size ? n : -1;
+}
+
+static int
+call_split(tracer *T, const tc_binding *b, tc_var **p)
+{
+    const char *op = b->def->op;
+    int unbind = strcmp(op, "unbind") == 0;
+    int64_t dim, start[MAX_PIECES], len[MAX_PIECES];
+    tc_var *items[MAX_PIECES];
+    if (p[0]->kind != TC_VAR_TENSOR
+        || int_list(T, p[unbind ? 1 : 2], &dim, 1) != 1) {
+        return unsupported(T, "%s() with a non-constant dim", b->def->path);
+    }
+    const tc_layout *l = &tensor_node(T, p[0])->layout;
+    int64_t d = dim < 0 ? dim + l->ndim : dim;
+    int n = d >= 0 && d < l->ndim
+        ? split_bounds(T, op, unbind ? NULL : p[1], l->sizes[d], start, len)
+        : -1;
+    if (n < 0) {
+        return unsupported(T, "%s() with these sizes", b->def->path);
+    }
+    tc_graph *g = T->out->graph;
+    char err[256] = "";
+    for (int i = 0; i < n; i++) {
+        int node = unbind
+            ? tc_graph_select(g, p[0]->node, d, start[i], err, sizeof(err))
+            : tc_graph_narrow(g, p[0]->node, d, start[i], len[i], err,
+                              sizeof(err));
+        if (node < 0) {
+            return unsupported(T, "%s: %s", op, err);
+        }
+        items[i] = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
+        if (items[i] == NULL) {
+            return ERROR;
+        }
+        items[i]->node = node;
+    }
+    return push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items));
+}
+
+/* F.dropout: the identity in eval mode (training=False) or with p == 0,
+ * which is all inference needs; training-mode dropout runs eagerly. */
+static int
+call_dropout(tracer *T, tc_var **p)
+{
+    double prob = -1;
+    if (p[0]->kind != TC_VAR_TENSOR || p[2]->kind != TC_VAR_CONST
+        || const_number(p[1], &prob) < 0 || p[3]->obj != Py_False) {
+        return unsupported(T, "F.dropout with non-constant arguments");
+    }
+    if (p[2]->obj != Py_False && prob != 0) {
+        return unsupported(T, "F.dropout with training=True and p > 0 "
+                           "(random masks are not compiled)");
+    }
+    return push(T, p[0]);
+}
+
 static int
 call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
              PyObject *kwnames)
@@ -1135,6 +1375,20 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     case TC_CALL_LAYER_NORM:
     case TC_CALL_RMS_NORM:
         return call_norm_layer(T, b, p);
+    case TC_CALL_EXTERN:
+        return call_extern(T, b, p);
+    case TC_CALL_SDPA:
+        return call_sdpa(T, p);
+    case TC_CALL_EMBEDDING:
+        return call_embedding(T, p);
+    case TC_CALL_CONV:
+        return call_conv(T, b, p);
+    case TC_CALL_CAT:
+        return call_cat(T, b, p);
+    case TC_CALL_SPLIT:
+        return call_split(T, b, p);
+    case TC_CALL_DROPOUT:
+        return call_dropout(T, p);
     case TC_CALL_VIEW:
         break;
     }
@@ -1591,6 +1845,11 @@ op_binary(tracer *T, int nb)
     if (nb >= NB_INPLACE_ADD) {
         return unsupported(T, "in-place operator on a tensor (mutation is "
                            "not traced yet)");
+    }
+    if (nb == NB_MATRIX_MULTIPLY && a->kind == TC_VAR_TENSOR
+        && b->kind == TC_VAR_TENSOR) {
+        int in[2] = {a->node, b->node};
+        return push_extern(T, "matmul", 2, in, NULL, 0);
     }
     const char *op = binary_op_name(nb);
     if (op == NULL) {

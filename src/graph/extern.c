@@ -1,0 +1,402 @@
+/* extern.c - shape and dtype rules of the ops torch computes for us (see
+ * extern.h).  One small function per op family; each checks what eager
+ * checks that matters for memory safety (ranks, inner sizes, dtypes) and
+ * computes the output sizes.  Anything unusual is refused with a reason:
+ * the call then runs eagerly and raises torch's own error if it is one.
+ */
+#include "extern.h"
+#include "ops.h"
+
+#include <string.h>
+
+typedef struct {
+    const tc_graph *g;
+    const int *in;
+    int nin;
+    const int64_t *xa;
+    tc_layout *out;    /* sizes to fill; strides are made contiguous */
+    tc_dtype dtype;    /* output dtype to fill */
+    char *err;
+    size_t errlen;
+    const char *op;
+} xctx;
+
+static const tc_layout *
+L(const xctx *x, int k)
+{
+    return &x->g->nodes[x->in[k]].layout;
+}
+
+static tc_dtype
+D(const xctx *x, int k)
+{
+    return x->g->nodes[x->in[k]].dtype;
+}
+
+static int
+fail(const xctx *x, const char *what)
+{
+    tc_set_err(x->err, x->errlen, "%s: %s", x->op, what);
+    return -1;
+}
+
+/* Operands first..nin-1 share operand first's dtype, a number type. */
+static int
+same_dtypes(xctx *x, int first)
+{
+    for (int k = first + 1; k < x->nin; k++) {
+        if (D(x, k) != D(x, first)) {
+            return fail(x, "operands of different dtypes (torch raises)");
+        }
+    }
+    if (D(x, first) == TC_BOOL) {
+        return fail(x, "bool operands are not supported by torch");
+    }
+    x->dtype = D(x, first);
+    return 0;
+}
+
+static void
+set_sizes(xctx *x, int n, const int64_t *sizes)
+{
+    x->out->ndim = n;
+    memcpy(x->out->sizes, sizes, sizeof(int64_t) * n);
+}
+
+/* torch.broadcast_shapes of a and b (right-aligned). */
+static int
+broadcast(const xctx *x, const int64_t *a, int na, const int64_t *b, int nb,
+          int64_t *out, int *nout)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t sa = i < n - na ? 1 : a[i - (n - na)];
+        int64_t sb = i < n - nb ? 1 : b[i - (n - nb)];
+        if (sa != sb && sa != 1 && sb != 1) {
+            return fail(x, "batch dims do not broadcast");
+        }
+        out[i] = sa == 1 ? sb : sa;
+    }
+    *nout = n;
+    return 0;
+}
+
+/* ---- matrix products ------------------------------------------------- */
+
+static int
+shape_mm(xctx *x)
+{
+    const tc_layout *a = L(x, 0), *b = L(x, 1);
+    if (a->ndim != 2 || b->ndim != 2 || a->sizes[1] != b->sizes[0]) {
+        return fail(x, "expects [n, k] @ [k, m]");
+    }
+    int64_t s[2] = {a->sizes[0], b->sizes[1]};
+    set_sizes(x, 2, s);
+    return same_dtypes(x, 0);
+}
+
+static int
+shape_bmm(xctx *x)
+{
+    const tc_layout *a = L(x, 0), *b = L(x, 1);
+    if (a->ndim != 3 || b->ndim != 3 || a->sizes[0] != b->sizes[0] ||
+        a->sizes[2] != b->sizes[1]) {
+        return fail(x, "expects [b, n, k] @ [b, k, m]");
+    }
+    int64_t s[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
+    set_sizes(x, 3, s);
+    return same_dtypes(x, 0);
+}
+
+/* torch.matmul: 1-d operands gain a dim that the result drops again, the
+ * other leading dims broadcast. */
+static int
+shape_matmul(xctx *x)
+{
+    const tc_layout *a = L(x, 0), *b = L(x, 1);
+    if (a->ndim < 1 || b->ndim < 1) {
+        return fail(x, "both arguments need at least 1 dim");
+    }
+    int64_t ka = a->sizes[a->ndim - 1];
+    int64_t kb = b->ndim == 1 ? b->sizes[0] : b->sizes[b->ndim - 2];
+    if (ka != kb) {
+        return fail(x, "inner sizes differ");
+    }
+    int64_t s[TC_MAX_DIMS];
+    int n = 0;
+    int na = a->ndim >= 2 ? a->ndim - 2 : 0, nb = b->ndim >= 2 ? b->ndim - 2 : 0;
+    if (broadcast(x, a->sizes, na, b->sizes, nb, s, &n) < 0) {
+        return -1;
+    }
+    if (a->ndim >= 2) {
+        s[n++] = a->sizes[a->ndim - 2];
+    }
+    if (b->ndim >= 2) {
+        s[n++] = b->sizes[b->ndim - 1];
+    }
+    if (n > TC_MAX_DIMS) {
+        return fail(x, "too many dims");
+    }
+    set_sizes(x, n, s);
+    return same_dtypes(x, 0);
+}
+
+/* addmm(bias, a, b) / baddbmm(bias, a, b): bias broadcasts to a @ b. */
+static int
+shape_add_product(xctx *x, int batched)
+{
+    xctx p = *x;
+    p.in = x->in + 1;
+    p.nin = 2;
+    if ((batched ? shape_bmm(&p) : shape_mm(&p)) < 0) {
+        return -1;
+    }
+    int64_t s[TC_MAX_DIMS];
+    int n;
+    const tc_layout *bias = L(x, 0);
+    if (broadcast(x, bias->sizes, bias->ndim, x->out->sizes, x->out->ndim, s,
+                  &n) < 0 || n != x->out->ndim ||
+        memcmp(s, x->out->sizes, sizeof(int64_t) * n) != 0) {
+        return fail(x, "bias does not broadcast to the product");
+    }
+    return same_dtypes(x, 0);
+}
+
+static int
+shape_linear(xctx *x)
+{
+    const tc_layout *a = L(x, 0), *w = L(x, 1);
+    if (a->ndim < 1 || w->ndim != 2 || a->sizes[a->ndim - 1] != w->sizes[1]) {
+        return fail(x, "expects input [..., k] and weight [n, k]");
+    }
+    if (x->nin == 3 && (L(x, 2)->ndim != 1 ||
+                        L(x, 2)->sizes[0] != w->sizes[0])) {
+        return fail(x, "expects a bias of shape [n]");
+    }
+    int64_t s[TC_MAX_DIMS];
+    memcpy(s, a->sizes, sizeof(int64_t) * a->ndim);
+    s[a->ndim - 1] = w->sizes[0];
+    set_sizes(x, a->ndim, s);
+    return same_dtypes(x, 0);
+}
+
+/* ---- attention, embedding, convolution, cat ---------------------------- */
+
+static int
+shape_sdpa(xctx *x)
+{
+    const tc_layout *q = L(x, 0), *k = L(x, 1), *v = L(x, 2);
+    int n = q->ndim;
+    if (n < 2 || k->ndim != n || v->ndim != n) {
+        return fail(x, "q, k and v need the same rank (>= 2)");
+    }
+    if (memcmp(q->sizes, k->sizes, sizeof(int64_t) * (n - 2)) ||
+        memcmp(q->sizes, v->sizes, sizeof(int64_t) * (n - 2)) ||
+        q->sizes[n - 1] != k->sizes[n - 1] ||
+        k->sizes[n - 2] != v->sizes[n - 2]) {
+        return fail(x, "q, k, v sizes do not match");
+    }
+    if (D(x, 1) != D(x, 0) || D(x, 2) != D(x, 0) ||
+        !tc_dtype_is_float(D(x, 0))) {
+        return fail(x, "q, k, v must share one floating dtype");
+    }
+    if (x->nin == 4) {
+        const tc_layout *m = L(x, 3);
+        int64_t want[TC_MAX_DIMS], s[TC_MAX_DIMS];
+        int nb;
+        memcpy(want, q->sizes, sizeof(int64_t) * n);
+        want[n - 1] = k->sizes[n - 2];
+        if ((D(x, 3) != TC_BOOL && D(x, 3) != D(x, 0)) ||
+            broadcast(x, m->sizes, m->ndim, want, n, s, &nb) < 0 || nb != n ||
+            memcmp(s, want, sizeof(int64_t) * n) != 0) {
+            return fail(x, "attn_mask must be bool or q's dtype and "
+                        "broadcast to [..., L, S]");
+        }
+        if (x->xa[TC_XA_SDPA_CAUSAL]) {
+            return fail(x, "attn_mask together with is_causal=True "
+                        "(torch raises)");
+        }
+    }
+    int64_t s[TC_MAX_DIMS];
+    memcpy(s, q->sizes, sizeof(int64_t) * n);
+    s[n - 1] = v->sizes[n - 1];
+    set_sizes(x, n, s);
+    x->dtype = D(x, 0);
+    return 0;
+}
+
+static int
+shape_embedding(xctx *x)
+{
+    const tc_layout *idx = L(x, 0), *w = L(x, 1);
+    if ((D(x, 0) != TC_I64 && D(x, 0) != TC_I32) || w->ndim != 2 ||
+        idx->ndim + 1 > TC_MAX_DIMS) {
+        return fail(x, "expects int32/int64 indices and a 2-d weight");
+    }
+    int64_t s[TC_MAX_DIMS];
+    memcpy(s, idx->sizes, sizeof(int64_t) * idx->ndim);
+    s[idx->ndim] = w->sizes[1];
+    set_sizes(x, idx->ndim + 1, s);
+    x->dtype = D(x, 1);
+    return 0;
+}
+
+/* conv1d / conv2d over batched [N, C, *spatial] input (or unbatched). */
+static int
+shape_conv(xctx *x, int nsp)
+{
+    const tc_layout *in = L(x, 0), *w = L(x, 1);
+    int batched = in->ndim == nsp + 2;
+    int64_t groups = x->xa[TC_XA_CONV_GROUPS];
+    if ((!batched && in->ndim != nsp + 1) || w->ndim != nsp + 2 ||
+        groups < 1 || w->sizes[0] % groups != 0 ||
+        in->sizes[batched] != w->sizes[1] * groups) {
+        return fail(x, "input, weight and groups do not match");
+    }
+    if (x->nin == 3 && (L(x, 2)->ndim != 1 ||
+                        L(x, 2)->sizes[0] != w->sizes[0])) {
+        return fail(x, "expects a bias of shape [out_channels]");
+    }
+    int64_t s[TC_MAX_DIMS];
+    int n = 0;
+    if (batched) {
+        s[n++] = in->sizes[0];
+    }
+    s[n++] = w->sizes[0];
+    for (int d = 0; d < nsp; d++) {
+        int64_t st = x->xa[TC_XA_CONV_STRIDE + d];
+        int64_t pad = x->xa[TC_XA_CONV_PADDING + d];
+        int64_t dil = x->xa[TC_XA_CONV_DILATION + d];
+        int64_t size = in->sizes[batched + 1 + d];
+        int64_t k = w->sizes[2 + d];
+        int64_t span = size + 2 * pad - dil * (k - 1) - 1;
+        if (st < 1 || pad < 0 || dil < 1 || span < 0) {
+            return fail(x, "bad stride/padding/dilation or kernel larger "
+                        "than input");
+        }
+        s[n++] = span / st + 1;
+    }
+    set_sizes(x, n, s);
+    return same_dtypes(x, 0);
+}
+
+static int
+shape_cat(xctx *x, int stack)
+{
+    const tc_layout *a = L(x, 0);
+    int nd = a->ndim + stack;
+    int64_t dim = x->xa[TC_XA_CAT_DIM];
+    if (dim < 0) {
+        dim += nd;
+    }
+    if (nd < 1 || nd > TC_MAX_DIMS || dim < 0 || dim >= nd) {
+        return fail(x, "dim out of range");
+    }
+    tc_dtype dt = D(x, 0);
+    int64_t total = 0;
+    for (int k = 0; k < x->nin; k++) {
+        const tc_layout *b = L(x, k);
+        if (b->ndim != a->ndim) {
+            return fail(x, "tensors of different ranks");
+        }
+        for (int d = 0; d < a->ndim; d++) {
+            if (b->sizes[d] != a->sizes[d] && (stack || d != dim)) {
+                return fail(x, "sizes differ outside the cat dim");
+            }
+        }
+        total += stack ? 1 : b->sizes[dim];
+        dt = tc_promote_types(dt, D(x, k));
+    }
+    int64_t s[TC_MAX_DIMS];
+    for (int d = 0, e = 0; d < nd; d++) {
+        s[d] = d == dim ? (stack ? x->nin : total) : a->sizes[e];
+        e += !(stack && d == dim);
+    }
+    set_sizes(x, nd, s);
+    x->dtype = dt;
+    return 0;
+}
+
+/* ---- entry point ----------------------------------------------------- */
+
+static int
+infer(xctx *x)
+{
+    const char *op = x->op;
+    if (!strcmp(op, "mm")) return shape_mm(x);
+    if (!strcmp(op, "bmm")) return shape_bmm(x);
+    if (!strcmp(op, "matmul")) return shape_matmul(x);
+    if (!strcmp(op, "addmm")) return shape_add_product(x, 0);
+    if (!strcmp(op, "baddbmm")) return shape_add_product(x, 1);
+    if (!strcmp(op, "linear")) return shape_linear(x);
+    if (!strcmp(op, "sdpa")) return shape_sdpa(x);
+    if (!strcmp(op, "embedding")) return shape_embedding(x);
+    if (!strcmp(op, "conv1d")) return shape_conv(x, 1);
+    if (!strcmp(op, "conv2d")) return shape_conv(x, 2);
+    if (!strcmp(op, "cat")) return shape_cat(x, 0);
+    if (!strcmp(op, "stack")) return shape_cat(x, 1);
+    return fail(x, "not an extern op");
+}
+
+static int
+min_operands(const char *op)
+{
+    if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
+        return 1;
+    }
+    if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm") ||
+        !strcmp(op, "sdpa")) {
+        return 3;
+    }
+    return 2;
+}
+
+int
+tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
+                const int64_t *xattr, double xfattr, char *err,
+                size_t errlen)
+{
+    static const int64_t zeros[TC_MAX_XATTR];
+    int opi = tc_op_lookup(op);
+    if (opi < 0 || tc_ops[opi].kind != TC_OPK_EXTERN) {
+        tc_set_err(err, errlen, "tcjit does not support the op '%s'", op);
+        return -1;
+    }
+    if (nin < min_operands(op) || nin > tc_ops[opi].nin) {
+        tc_set_err(err, errlen, "%s: %d tensor operands", op, nin);
+        return -1;
+    }
+    for (int k = 0; k < nin; k++) {
+        if (in[k] < 0 || in[k] >= g->nnodes ||
+            g->nodes[in[k]].kind == TC_NODE_SCALAR) {
+            tc_set_err(err, errlen, "%s: operand %d is not a tensor", op, k);
+            return -1;
+        }
+    }
+    tc_node n;
+    tc_node_init(&n, TC_NODE_OP, TC_F32);
+    xctx x = {g, in, nin, xattr ? xattr : zeros, &n.layout, TC_F32, err,
+              errlen, op};
+    if (infer(&x) < 0) {
+        return -1;
+    }
+    tc_layout_contiguous(&n.layout);
+    n.op = opi;
+    n.nin = nin;
+    memcpy(n.in, in, sizeof(int) * nin);
+    n.dtype = n.attr_dtype = x.dtype;
+    memcpy(n.xattr, x.xa, sizeof(n.xattr));
+    n.xfattr = xfattr;
+    int id = tc_graph_push_node(g, &n);
+    if (id < 0) {
+        tc_set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
+int
+tc_node_is_extern(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_OP && tc_ops[n->op].kind == TC_OPK_EXTERN;
+}

@@ -1,0 +1,50 @@
+/* extern.h - graph nodes computed by torch itself (Inductor's "extern
+ * kernels"): matrix products, attention, convolution, embedding, cat/stack.
+ *
+ * Writing a GEMM or an attention kernel that beats torch's (oneDNN, cuBLAS,
+ * flash attention) is not this project's job; fusing the pointwise and
+ * reduction work around them is.  An extern node is therefore a graph node
+ * like any other for the tracer, the optimizer and the scheduler: its output
+ * is a buffer the runtime fills by calling the torch function, its operands
+ * are buffers (or views of buffers) the kernels before it have stored.  The
+ * builder computes the output's dtype and shape with torch's rules and gives
+ * it a contiguous layout, which is what eager returns for every op here on
+ * the CPU; the runtime checks the real result and copies it into that layout
+ * when torch chose another one (e.g. flash attention on CUDA).
+ *
+ * Attributes live in tc_node.xattr / xfattr:
+ *   sdpa            xattr[0] is_causal, [1] scale given (xfattr), [2] mask
+ *                   given (operand 3)
+ *   conv1d, conv2d  xattr[0..1] stride, [2..3] padding, [4..5] dilation,
+ *                   [6] groups (conv1d uses the first of each pair)
+ *   cat, stack      xattr[0] dim
+ */
+#ifndef TCJIT_EXTERN_H
+#define TCJIT_EXTERN_H
+
+#include "graph.h"
+
+enum {
+    TC_XA_SDPA_CAUSAL = 0,
+    TC_XA_SDPA_HAS_SCALE = 1,
+    TC_XA_SDPA_HAS_MASK = 2,
+    TC_XA_CONV_STRIDE = 0,
+    TC_XA_CONV_PADDING = 2,
+    TC_XA_CONV_DILATION = 4,
+    TC_XA_CONV_GROUPS = 6,
+    TC_XA_CAT_DIM = 0
+};
+
+/* Append extern op `op` ("mm", "bmm", "matmul", "addmm", "baddbmm",
+ * "linear", "sdpa", "embedding", "conv1d", "conv2d", "cat", "stack") over
+ * tensor nodes in[0..nin-1].  xattr may be NULL (all zero).  Returns the
+ * node id, or -1 with a message naming what torch would reject or what
+ * tcjit does not handle (the tracer turns that into a graph break, so the
+ * real call then raises torch's own error). */
+int tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
+                    const int64_t *xattr, double xfattr, char *err,
+                    size_t errlen);
+
+int tc_node_is_extern(const tc_graph *g, int id);
+
+#endif

@@ -1,0 +1,410 @@
+/* extern_call.c - extern steps through torch (see extern_call.h).
+ *
+ * Each call is a prebuilt argument vector: the operand slots are filled per
+ * call, everything else (None for a missing bias, stride tuples, keyword
+ * values) is built once.  The argument conventions are those of the torch
+ * functions named in spec_for(); the attributes come from extern.h.
+ */
+#include "extern_call.h"
+#include "tensor_alloc.h"
+#include "../graph/extern.h"
+#include "../graph/ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARGV 12
+
+typedef struct {
+    PyObject *fn;                  /* the torch callable */
+    int nargv;                     /* positional + keyword values */
+    PyObject *argv[MAX_ARGV];      /* NULL: an operand slot */
+    PyObject *kwnames;             /* names of the last entries, or NULL */
+    int slot[TC_MAX_OP_INPUTS];    /* operand k -> argv index, or the list
+                                      index when list_operands */
+    int list_operands;             /* cat/stack: operands in a list, argv[0] */
+    PyObject *view[TC_MAX_OP_INPUTS][3];  /* as_strided args, views only */
+    PyObject *sizes;               /* the result layout kernels assume */
+    PyObject *dtype;               /* borrowed */
+} xcall;
+
+struct tc_extern_rt {
+    const tc_plan *plan;
+    xcall *calls;
+};
+
+static PyObject *torch_mod, *nn_functional, *nn_c;
+static PyObject *str_shape, *str_stride, *str_dtype, *str_contiguous;
+
+static int
+init_once(void)
+{
+    if (str_contiguous != NULL) {
+        return 0;
+    }
+    if (tc_alloc_init() < 0) {
+        return -1;
+    }
+    torch_mod = PyImport_ImportModule("torch");
+    nn_functional = PyImport_ImportModule("torch.nn.functional");
+    nn_c = torch_mod ? PyObject_GetAttrString(torch_mod, "_C") : NULL;
+    Py_XSETREF(nn_c, nn_c ? PyObject_GetAttrString(nn_c, "_nn") : NULL);
+    str_shape = PyUnicode_InternFromString("shape");
+    str_stride = PyUnicode_InternFromString("stride");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_contiguous = str_dtype ? PyUnicode_InternFromString("contiguous")
+                               : NULL;
+    if (!torch_mod || !nn_functional || !nn_c || !str_shape || !str_stride
+        || !str_contiguous) {
+        Py_CLEAR(str_contiguous);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- prepare ------------------------------------------------------------ */
+
+static int
+put(xcall *c, PyObject *v)
+{
+    if (v == NULL) {
+        return -1;
+    }
+    if (c->nargv == MAX_ARGV) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_RuntimeError, "tcjit extern: too many args");
+        return -1;
+    }
+    c->argv[c->nargv++] = v;
+    return 0;
+}
+
+static int
+put_operand(xcall *c, int k)
+{
+    c->slot[k] = c->nargv;
+    c->argv[c->nargv++] = NULL;
+    return 0;
+}
+
+static int
+put_operands(xcall *c, int from, int to)
+{
+    for (int k = from; k < to; k++) {
+        put_operand(c, k);
+    }
+    return 0;
+}
+
+static PyObject *
+pair(const int64_t *v, int n)
+{
+    return tc_int_tuple(n, v);
+}
+
+/* torch.conv2d(input, weight, bias, stride, padding, dilation, groups) */
+static int
+spec_conv(xcall *c, const tc_extern_call *x, int nsp)
+{
+    int64_t st[2], pad[2], dil[2];
+    for (int d = 0; d < nsp; d++) {
+        st[d] = x->xattr[TC_XA_CONV_STRIDE + d];
+        pad[d] = x->xattr[TC_XA_CONV_PADDING + d];
+        dil[d] = x->xattr[TC_XA_CONV_DILATION + d];
+    }
+    put_operands(c, 0, 2);
+    if (x->nin == 3) {
+        put_operand(c, 2);
+    }
+    else if (put(c, Py_NewRef(Py_None)) < 0) {
+        return -1;
+    }
+    if (put(c, pair(st, nsp)) < 0 || put(c, pair(pad, nsp)) < 0
+        || put(c, pair(dil, nsp)) < 0
+        || put(c, PyLong_FromLongLong(x->xattr[TC_XA_CONV_GROUPS])) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* F.scaled_dot_product_attention(q, k, v, attn_mask=, is_causal=, scale=) */
+static int
+spec_sdpa(xcall *c, const tc_extern_call *x)
+{
+    PyObject *names[3];
+    int nkw = 0;
+    put_operands(c, 0, 3);
+    if (x->nin == 4) {
+        names[nkw++] = PyUnicode_FromString("attn_mask");
+        put_operand(c, 3);
+    }
+    names[nkw++] = PyUnicode_FromString("is_causal");
+    if (put(c, PyBool_FromLong(x->xattr[TC_XA_SDPA_CAUSAL] != 0)) < 0) {
+        goto error;
+    }
+    if (x->xattr[TC_XA_SDPA_HAS_SCALE]) {
+        names[nkw++] = PyUnicode_FromString("scale");
+        if (put(c, PyFloat_FromDouble(x->xfattr)) < 0) {
+            goto error;
+        }
+    }
+    c->kwnames = PyTuple_New(nkw);
+    for (int i = 0; i < nkw; i++) {
+        if (c->kwnames == NULL || names[i] == NULL) {
+            goto error;
+        }
+        PyTuple_SET_ITEM(c->kwnames, i, names[i]);
+        names[i] = NULL;
+    }
+    return 0;
+error:
+    for (int i = 0; i < nkw; i++) {
+        Py_XDECREF(names[i]);
+    }
+    return -1;
+}
+
+static int
+spec_for(xcall *c, const tc_extern_call *x)
+{
+    const char *op = tc_ops[x->op].name;
+    PyObject *owner = torch_mod;
+    const char *fname = op;
+    int rc = 0;
+    if (!strcmp(op, "linear")) {
+        owner = nn_c;
+        put_operands(c, 0, x->nin);
+    }
+    else if (!strcmp(op, "sdpa")) {
+        owner = nn_functional;
+        fname = "scaled_dot_product_attention";
+        rc = spec_sdpa(c, x);
+    }
+    else if (!strcmp(op, "embedding")) {
+        /* torch.embedding(weight, indices) */
+        put_operand(c, 1);
+        put_operand(c, 0);
+    }
+    else if (!strcmp(op, "conv1d") || !strcmp(op, "conv2d")) {
+        rc = spec_conv(c, x, op[4] - '0');
+    }
+    else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
+        c->list_operands = 1;
+        for (int k = 0; k < x->nin; k++) {
+            c->slot[k] = k;
+        }
+        rc = put(c, PyList_New(x->nin));
+        rc = rc < 0 ? rc : put(c, PyLong_FromLongLong(x->xattr[TC_XA_CAT_DIM]));
+    }
+    else {
+        /* mm, bmm, matmul, addmm, baddbmm: tensors in order */
+        put_operands(c, 0, x->nin);
+    }
+    if (rc < 0) {
+        return -1;
+    }
+    c->fn = PyObject_GetAttrString(owner, fname);
+    return c->fn != NULL ? 0 : -1;
+}
+
+static int
+prepare_call(xcall *c, const tc_plan *p, const tc_extern_call *x)
+{
+    const tc_buffer *out = &p->buffers[x->out_buffer];
+    if (spec_for(c, x) < 0) {
+        return -1;
+    }
+    for (int k = 0; k < x->nin; k++) {
+        if (x->in[k].is_view && tc_alloc_view_argv(c->view[k], &x->in[k]) < 0) {
+            return -1;
+        }
+    }
+    c->dtype = tc_alloc_dtype_object(out->dtype);
+    c->sizes = tc_int_tuple(out->layout.ndim, out->layout.sizes);
+    return c->sizes && c->dtype ? 0 : -1;
+}
+
+static void
+clear_call(xcall *c)
+{
+    Py_CLEAR(c->fn);
+    for (int i = 0; i < c->nargv; i++) {
+        Py_CLEAR(c->argv[i]);
+    }
+    Py_CLEAR(c->kwnames);
+    for (int k = 0; k < TC_MAX_OP_INPUTS; k++) {
+        for (int j = 0; j < 3; j++) {
+            Py_CLEAR(c->view[k][j]);
+        }
+    }
+    Py_CLEAR(c->sizes);
+}
+
+tc_extern_rt *
+tc_extern_prepare(const tc_plan *p)
+{
+    if (p->nexterns == 0) {
+        return NULL;
+    }
+    if (init_once() < 0) {
+        return NULL;
+    }
+    tc_extern_rt *x = calloc(1, sizeof(*x));
+    if (x == NULL || !(x->calls = calloc(p->nexterns, sizeof(xcall)))) {
+        free(x);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    x->plan = p;
+    for (int e = 0; e < p->nexterns; e++) {
+        for (int k = 0; k < p->externs[e].nin; k++) {
+            int b = p->externs[e].in[k].buffer;
+            if (b < 0 || b >= p->nbuffers
+                || p->buffers[b].kind == TC_BUF_TEMP) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "tcjit extern: operand without a tensor");
+                tc_extern_free(x);
+                return NULL;
+            }
+        }
+        if (prepare_call(&x->calls[e], p, &p->externs[e]) < 0) {
+            tc_extern_free(x);
+            return NULL;
+        }
+    }
+    return x;
+}
+
+void
+tc_extern_free(tc_extern_rt *x)
+{
+    if (x == NULL) {
+        return;
+    }
+    for (int e = 0; e < x->plan->nexterns; e++) {
+        clear_call(&x->calls[e]);
+    }
+    free(x->calls);
+    free(x);
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+/* The strides kernels assume, ignoring dims of size 1 (never stepped). */
+static int
+strides_match(PyObject *st, const tc_layout *l)
+{
+    if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != l->ndim) {
+        return 0;
+    }
+    for (int d = 0; d < l->ndim; d++) {
+        if (l->sizes[d] > 1
+            && PyLong_AsLongLong(PyTuple_GET_ITEM(st, d)) != l->strides[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* r as the graph assumed it: same sizes and dtype (else an internal
+ * error, never a wrong read), strides fixed with a copy if need be. */
+static PyObject *
+conform(const xcall *c, const tc_buffer *out, const char *op, PyObject *r)
+{
+    PyObject *shape = PyObject_GetAttr(r, str_shape);
+    PyObject *dtype = shape ? PyObject_GetAttr(r, str_dtype) : NULL;
+    PyObject *st = dtype ? PyObject_CallMethodNoArgs(r, str_stride) : NULL;
+    int ok = -1;
+    if (st != NULL) {
+        ok = PyObject_RichCompareBool(shape, c->sizes, Py_EQ);
+    }
+    if (ok == 0 || (ok == 1 && dtype != c->dtype)) {
+        PyErr_Format(PyExc_RuntimeError, "tcjit: extern op %s returned "
+                     "%R %R, the graph expected %R %R (please report)",
+                     op, shape, dtype, c->sizes, c->dtype);
+        ok = -1;
+    }
+    if (ok == 1 && !strides_match(st, &out->layout)) {
+        /* the graph gives every extern result a contiguous layout */
+        Py_SETREF(r, PyObject_CallMethodNoArgs(r, str_contiguous));
+        ok = r != NULL ? 1 : -1;
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(st);
+    if (ok != 1) {
+        Py_CLEAR(r);
+    }
+    return r;
+}
+
+int
+tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
+              int want_ptr)
+{
+    const tc_extern_call *xc = &x->plan->externs[e];
+    const xcall *c = &x->calls[e];
+    PyObject *argv[MAX_ARGV];
+    PyObject *ops[TC_MAX_OP_INPUTS] = {NULL};
+    PyObject *r = NULL;
+    int rc = -1;
+    for (int k = 0; k < xc->nin; k++) {
+        PyObject *base = objs[xc->in[k].buffer];
+        ops[k] = xc->in[k].is_view ? tc_alloc_view(base, c->view[k])
+                                   : Py_XNewRef(base);
+        if (ops[k] == NULL) {
+            goto done;
+        }
+    }
+    memcpy(argv, c->argv, sizeof(PyObject *) * c->nargv);
+    for (int k = 0; k < xc->nin; k++) {
+        if (c->list_operands) {
+            Py_XSETREF(((PyListObject *)argv[0])->ob_item[k],
+                       Py_NewRef(ops[k]));
+        }
+        else {
+            argv[c->slot[k]] = ops[k];
+        }
+    }
+    Py_ssize_t nkw = c->kwnames ? PyTuple_GET_SIZE(c->kwnames) : 0;
+    r = PyObject_Vectorcall(c->fn, argv, c->nargv - nkw, c->kwnames);
+    if (c->list_operands) {
+        /* do not keep the operands alive between calls */
+        for (int k = 0; k < xc->nin; k++) {
+            Py_CLEAR(((PyListObject *)argv[0])->ob_item[k]);
+        }
+    }
+    if (r == NULL) {
+        goto done;
+    }
+    r = conform(c, &x->plan->buffers[xc->out_buffer], tc_ops[xc->op].name, r);
+    if (r == NULL) {
+        goto done;
+    }
+    Py_XSETREF(objs[xc->out_buffer], r);
+    rc = want_ptr ? tc_alloc_data_ptr(r, &ptrs[xc->out_buffer]) : 0;
+done:
+    for (int k = 0; k < xc->nin; k++) {
+        Py_XDECREF(ops[k]);
+    }
+    return rc;
+}
+
+char *
+tc_extern_format(const tc_plan *p, int e)
+{
+    const tc_extern_call *x = &p->externs[e];
+    size_t cap = 64 + 16 * (size_t)x->nin;
+    char *s = malloc(cap);
+    if (s == NULL) {
+        return NULL;
+    }
+    int n = snprintf(s, cap, "// extern %%%d = torch %s(", x->node,
+                     tc_ops[x->op].name);
+    for (int k = 0; k < x->nin; k++) {
+        n += snprintf(s + n, cap - n, "%sbuf%d%s", k ? ", " : "",
+                      x->in[k].buffer, x->in[k].is_view ? " (view)" : "");
+    }
+    snprintf(s + n, cap - n, ") -> buf%d\n", x->out_buffer);
+    return s;
+}
