@@ -17,10 +17,11 @@ from ._logging import init_from_env as _init_logs, set_logs
 from .config import config
 from .explain import ExplainOutput, explain
 from .graph import Graph, Node
+from ._wrap import CompiledModule, wrap as _wrap
 
 __all__ = ["enable", "disable", "compile", "reset", "counters", "config",
            "set_logs", "Graph", "Node", "Unsupported", "is_enabled", "explain",
-           "ExplainOutput"]
+           "ExplainOutput", "CompiledModule"]
 
 
 class Unsupported(RuntimeError):
@@ -55,6 +56,8 @@ def is_enabled():
 
 def compile(fn=None, *, fullgraph=False, backend="auto"):
     """Compile one function: ``tcjit.compile(fn)`` or ``@tcjit.compile(...)``.
+    fn may also be a bound method or an nn.Module (tcjit.CompiledModule:
+    calls run the module's forward compiled, sharing its parameters).
 
     backend: "auto" (tcjit's kernels), "eager" (run the traced graph op by op
     through torch) or a callable ``backend(graph, example_inputs)``
@@ -63,8 +66,9 @@ def compile(fn=None, *, fullgraph=False, backend="auto"):
     """
     if fn is None:
         return functools.partial(compile, fullgraph=fullgraph, backend=backend)
-    compiled = _C.CompiledFunction(fn, Backend(backend, fullgraph))
-    functools.update_wrapper(compiled, fn)
+    compiled = _wrap(fn, Backend(backend, fullgraph))
+    if not isinstance(fn, torch.nn.Module):
+        functools.update_wrapper(compiled, fn)
     return compiled
 
 

@@ -7,6 +7,7 @@ times.  The call runs for real (its side effects happen once).
 from . import _C
 from ._backends import Backend
 from .graph import Graph
+from ._wrap import wrap
 
 
 class BreakReason:
@@ -75,7 +76,7 @@ def explain(fn):
                 times.append(data)
 
         # tcjit's own code generators run it: the result is the real one
-        compiled = _C.CompiledFunction(fn, Backend("auto"))
+        compiled = wrap(fn, Backend("auto"))
         _C.set_recorder(record)
         try:
             result = compiled(*args, **kwargs)

@@ -5,6 +5,7 @@
  * shape, stride(), requires_grad, get_device()) and compares in C.
  */
 #include "guards.h"
+#include "nn_module.h"
 
 PyObject *tc_torch_module;
 PyObject *tc_tensor_type;
@@ -49,6 +50,9 @@ tc_guards_init(void)
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
     str_get_device = PyUnicode_InternFromString("get_device");
     str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    if (tc_nn_module_init() < 0) {
+        return -1;
+    }
     if (!str_dtype || !str_shape || !str_stride || !str_requires_grad
         || !str_get_device || !str_is_cpu) {
         return -1;
@@ -254,7 +258,7 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
         if (parent == NULL) {
             return NULL;
         }
-        v = PyObject_GetAttr(parent, s->name);
+        v = tc_nn_getattr(parent, s->name);
         if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
             PyErr_Clear();
         }
@@ -406,6 +410,14 @@ tc_guard_type(tc_guard_set *gs, int src, PyObject *value)
 {
     APPEND_OR_RETURN(g, gs, TC_GUARD_TYPE_MATCH, src);
     g->obj = Py_NewRef((PyObject *)Py_TYPE(value));
+    return 0;
+}
+
+int
+tc_guard_no_hooks(tc_guard_set *gs, int src)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_NO_HOOKS, src);
+    (void)g;
     return 0;
 }
 
@@ -572,6 +584,10 @@ check_one(const tc_guard *g, PyObject *v)
         return PyObject_Length(v) == g->length;
     case TC_GUARD_TENSOR_MATCH:
         return check_tensor(&g->tensor, v);
+    case TC_GUARD_NO_HOOKS: {
+        int hooks = tc_nn_has_hooks(v);
+        return hooks < 0 ? -1 : !hooks;
+    }
     default:
         return 0;
     }
@@ -694,6 +710,10 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
         break;
     case TC_GUARD_LENGTH:
         r = PyUnicode_FromFormat("len(%U) == %zd", src, g->length);
+        break;
+    case TC_GUARD_NO_HOOKS:
+        r = PyUnicode_FromFormat("%U has no forward/backward hooks (nor "
+                                 "global ones)", src);
         break;
     case TC_GUARD_TENSOR_MATCH: {
         const tc_tensor_meta *m = &g->tensor;

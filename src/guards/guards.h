@@ -37,7 +37,8 @@ typedef enum {
     TC_GUARD_EQUALS,       /* TYPE_MATCH and value equality */
     TC_GUARD_TENSOR_MATCH,
     TC_GUARD_LENGTH,       /* TYPE_MATCH and len() */
-    TC_GUARD_GLOBAL_STATE
+    TC_GUARD_GLOBAL_STATE,
+    TC_GUARD_NO_HOOKS      /* an nn.Module whose call runs no hooks */
 } tc_guard_kind;
 
 typedef struct {
@@ -97,6 +98,7 @@ int tc_guard_equals(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_length(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_tensor(tc_guard_set *gs, int src, PyObject *tensor);
 int tc_guard_global_state(tc_guard_set *gs);
+int tc_guard_no_hooks(tc_guard_set *gs, int src);
 
 /* Read a tensor's metadata (used by the tracer and by TENSOR_MATCH).
  * Returns 0, 1 if the tensor is not representable (too many dims, unknown

@@ -366,6 +366,17 @@ tc_binding_find(PyObject *callable)
     return &bindings[PyLong_AsLong(val)];
 }
 
+const tc_binding *
+tc_binding_by_path(const char *path)
+{
+    for (int i = 0; i < NBINDINGS; i++) {
+        if (strcmp(binding_defs[i].path, path) == 0) {
+            return bindings[i].def != NULL ? &bindings[i] : NULL;
+        }
+    }
+    return NULL;
+}
+
 int
 tc_is_trusted_module(PyObject *obj)
 {

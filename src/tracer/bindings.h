@@ -67,6 +67,9 @@ PyObject *tc_bindings_table(void);
 /* The binding for a callable object, or NULL. */
 const tc_binding *tc_binding_find(PyObject *callable);
 
+/* The binding of a table entry by its spelling ("F.linear"), or NULL. */
+const tc_binding *tc_binding_by_path(const char *path);
+
 /* Is this a module whose attributes may be read at trace time without a
  * guard (torch, torch.nn.functional, math)? */
 int tc_is_trusted_module(PyObject *obj);

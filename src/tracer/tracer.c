@@ -12,6 +12,7 @@
 
 #include "bindings.h"
 #include "../graph/extern.h"
+#include "../guards/nn_module.h"
 #include "vars.h"
 
 #define OK 0
@@ -283,6 +284,16 @@ wrap_value(tracer *T, PyObject *value, int source, int *rc)
         v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
+        }
+    }
+    else if (tc_is_nn_module(value)) {
+        if (tc_guard_type(gs, source, value) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        v = tc_var_new(&T->sh->arena, TC_VAR_NN_MODULE, source);
+        if (v) {
+            v->obj = Py_NewRef(value);
         }
     }
     else if (is_known_object(value)) {
@@ -1564,15 +1575,18 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return unsupported(T, "call to %U: calls nested deeper than %d are "
                            "not inlined", co->co_qualname, MAX_INLINE_DEPTH);
     }
-    if (fn->func_globals != T->frame->f_globals || callable->source < 0
+    if (fn->func_globals != T->frame->f_globals
         || (co->co_flags & unsupported_flags) || co->co_ncellvars
         || co->co_nfreevars) {
         return unsupported(T, "call to %U (not inlined: another module, "
                            "*args/**kwargs, generators and closures are "
                            "not inlined yet)", co->co_qualname);
     }
-    /* the code and defaults traced are those of this very function */
-    if (tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
+    /* the code and defaults traced are those of this very function; a
+     * function without a source is a method found on a type that a TYPE
+     * guard already pins (nn.Module.forward) */
+    if (callable->source >= 0
+        && tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
         return ERROR;
     }
     tracer C;
@@ -1596,6 +1610,191 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         Py_DECREF(why);
     }
     return rc == DONE ? unsupported(T, "inlining failed") : rc;
+}
+
+/* ---- nn.Module ------------------------------------------------------------ */
+
+/* A function var for a method found on a module's (type-guarded) class. */
+static tc_var *
+class_function(tracer *T, PyObject *fn)
+{
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+    if (v != NULL) {
+        v->obj = Py_NewRef(fn);
+    }
+    return v;
+}
+
+/* mod.name: a parameter, buffer or submodule (a source of its own, read
+ * again on every call), a Python value (specialized if used), or a method
+ * of the module's class. */
+static int
+nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
+{
+    PyObject *descr = _PyType_Lookup(Py_TYPE(mod->obj), name);
+    if (method && descr != NULL && PyFunction_Check(descr)) {
+        tc_var *f = class_function(T, descr);
+        return f == NULL || push(T, f) < 0 ? ERROR : push(T, mod);
+    }
+    PyObject *value = tc_nn_getattr(mod->obj, name);
+    if (value == NULL) {
+        return unsupported_from_exception(T, "module attribute");
+    }
+    int rc = OK;
+    int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0, name);
+    tc_var *v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
+    Py_DECREF(value);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    if (method && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return push(T, v);
+}
+
+/* The var of attribute `name` of module var mod (see nn_module_attr). */
+static tc_var *
+nn_attr_var(tracer *T, tc_var *mod, const char *name, int *rc)
+{
+    PyObject *key = PyUnicode_InternFromString(name);
+    *rc = key ? nn_module_attr(T, mod, key, 0) : ERROR;
+    Py_XDECREF(key);
+    return *rc == OK ? pop(T) : NULL;
+}
+
+/* Call binding `path` with the input and attributes of mod, as the module's
+ * forward does: attrs[i] names an attribute, or is NULL for the input. */
+static int
+nn_call_functional(tracer *T, const char *path, tc_var *mod, tc_var *input,
+                   const char *const *attrs, int n, PyObject *kwnames)
+{
+    const tc_binding *b = tc_binding_by_path(path);
+    tc_var *args[TC_MAX_PARAMS];
+    int rc = OK;
+    if (b == NULL) {
+        return unsupported(T, "%s is not available in this torch", path);
+    }
+    for (int i = 0; i < n; i++) {
+        args[i] = attrs[i] ? nn_attr_var(T, mod, attrs[i], &rc) : input;
+        if (args[i] == NULL) {
+            return rc;
+        }
+    }
+    return call_binding(T, b, args, n, kwnames);
+}
+
+/* nn.Linear, nn.LayerNorm, ...: their forward is one functional call on
+ * attributes, which bindings.c already traces; spelled out here so that
+ * torch's own modules need no cross-module inlining. */
+static int
+call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
+{
+    static const struct {
+        const char *type, *path;
+        int n;
+        const char *attrs[8];
+    } table[] = {
+        {"Linear", "F.linear", 3, {NULL, "weight", "bias"}},
+        {"LayerNorm", "F.layer_norm", 5,
+         {NULL, "normalized_shape", "weight", "bias", "eps"}},
+        {"RMSNorm", "F.rms_norm", 4,
+         {NULL, "normalized_shape", "weight", "eps"}},
+        {"Embedding", "F.embedding", 4,
+         {NULL, "weight", "padding_idx", "max_norm"}},
+        {"Dropout", "F.dropout", 4, {NULL, "p", "training", "inplace"}},
+        {"ReLU", "F.relu", 2, {NULL, "inplace"}},
+        {"SiLU", "F.silu", 2, {NULL, "inplace"}},
+        {"Tanh", "torch.tanh", 1, {NULL}},
+        {"Sigmoid", "torch.sigmoid", 1, {NULL}},
+        {"Softmax", "F.softmax", 2, {NULL, "dim"}},
+        {"LogSoftmax", "F.log_softmax", 2, {NULL, "dim"}},
+        {"Conv1d", "F.conv1d", 7,
+         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
+        {"Conv2d", "F.conv2d", 7,
+         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
+    };
+    PyTypeObject *tp = Py_TYPE(mod->obj);
+    PyObject *owner = PyDict_GetItemString(tp->tp_dict, "__module__");
+    const char *where = owner && PyUnicode_Check(owner)
+                        ? PyUnicode_AsUTF8(owner) : NULL;
+    *handled = 0;
+    if (where == NULL || strncmp(where, "torch.nn.modules.", 17) != 0) {
+        PyErr_Clear();
+        return OK;  /* a subclass of Linear may override forward */
+    }
+    const char *name = tp->tp_name;
+    *handled = 1;
+    if (strcmp(name, "Identity") == 0) {
+        return push(T, x);
+    }
+    if (strcmp(name, "GELU") == 0) {
+        int rc;
+        tc_var *args[2] = {x, nn_attr_var(T, mod, "approximate", &rc)};
+        PyObject *kw = Py_BuildValue("(s)", "approximate");
+        rc = args[1] && kw ? call_binding(T, tc_binding_by_path("F.gelu"),
+                                          args, 2, kw)
+                           : (args[1] ? ERROR : rc);
+        Py_XDECREF(kw);
+        return rc;
+    }
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (strcmp(name, table[i].type) == 0) {
+            return nn_call_functional(T, table[i].path, mod, x,
+                                      table[i].attrs, table[i].n, NULL);
+        }
+    }
+    *handled = 0;
+    return OK;
+}
+
+/* Without hooks, Module.__call__ is m.forward(*args): torch's own modules
+ * map onto functional calls, other modules inline type(m).forward with
+ * self = m (a module with its own instance "forward" is left to Python). */
+static int
+call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
+               PyObject *kwnames)
+{
+    static PyObject *str_forward;
+    PyObject *m = mod->obj;
+    int hooks = tc_nn_has_hooks(m);
+    if (hooks != 0) {
+        return hooks < 0 ? ERROR
+             : unsupported(T, "call of %s, a module with hooks (the hooks "
+                           "run in Python)", Py_TYPE(m)->tp_name);
+    }
+    if (tc_guard_no_hooks(T->out->guards, mod->source) < 0) {
+        return ERROR;
+    }
+    if (str_forward == NULL
+        && (str_forward = PyUnicode_InternFromString("forward")) == NULL) {
+        return ERROR;
+    }
+    if (nargs == 1 && kwnames == NULL) {
+        int handled, rc = call_torch_module(T, mod, args[0], &handled);
+        if (handled || rc != OK) {
+            return rc;
+        }
+    }
+    PyObject *forward = _PyType_Lookup(Py_TYPE(m), str_forward);
+    PyObject *dict = PyObject_GenericGetDict(m, NULL);
+    PyObject *own = dict ? PyDict_GetItemWithError(dict, str_forward) : NULL;
+    Py_XDECREF(dict);
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
+    if (forward == NULL || !PyFunction_Check(forward) || own != NULL
+        || nargs + 1 > 16) {
+        return unsupported(T, "call of module %s (its forward is not a plain "
+                           "method)", Py_TYPE(m)->tp_name);
+    }
+    tc_var *f = class_function(T, forward), *full[17];
+    if (f == NULL) {
+        return ERROR;
+    }
+    full[0] = mod;
+    memcpy(full + 1, args, sizeof(tc_var *) * nargs);
+    return inline_call(T, f, full, nargs + 1, kwnames);
 }
 
 static int
@@ -1627,6 +1826,9 @@ op_call(tracer *T, int argc)
                            self->kind == TC_VAR_LAZY && self->obj
                                ? Py_TYPE(self->obj)->tp_name
                                : tc_var_kind_name(self), callable->obj);
+    }
+    if (callable->kind == TC_VAR_NN_MODULE) {
+        return call_nn_module(T, callable, args, nargs, kwnames);
     }
     if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_CONST
         && callable->kind != TC_VAR_UNKNOWN) {
@@ -1752,6 +1954,9 @@ op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (owner->kind == TC_VAR_TENSOR) {
         return tensor_attr(T, owner, name, method);
+    }
+    if (owner->kind == TC_VAR_NN_MODULE) {
+        return nn_module_attr(T, owner, name, method);
     }
     if (owner->kind == TC_VAR_OBJECT && PyModule_Check(owner->obj)
         && owner->source >= 0) {

@@ -24,6 +24,10 @@ typedef enum {
     TC_VAR_METHOD,   /* getattr(items[0], obj) not traced: a bound method */
     TC_VAR_DEFERRED, /* a value built only when the segment exits: an
                         f-string of a tensor, a lambda; node = template kind */
+    TC_VAR_NN_MODULE,/* a torch.nn.Module read from the frame: guarded by
+                        type (not identity, so every instance of a class
+                        shares the compiled code), its attributes are
+                        sources of their own */
     TC_VAR_UNKNOWN   /* anything else: using it is unsupported */
 } tc_var_kind;
 
