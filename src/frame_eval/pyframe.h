@@ -27,6 +27,14 @@
 
 typedef uint16_t tc_codeunit;
 
+/* x[a:b] is one BINARY_SLICE instruction from 3.12 on (container, start,
+ * stop on the stack); 3.11 builds a slice and subscripts. */
+#ifdef BINARY_SLICE
+#define TC_HAVE_BINARY_SLICE 1
+#else
+#define TC_HAVE_BINARY_SLICE 0
+#endif
+
 #if TC_PY312
 typedef struct tc_iframe {
     PyCodeObject *f_code;

@@ -317,6 +317,60 @@ shape_cat(xctx *x, int stack)
     return 0;
 }
 
+/* cross_entropy / nll_loss with class-index targets: input [N, C, d...] or
+ * [C], target [N, d...] or [] of int64. */
+static int
+shape_loss(xctx *x)
+{
+    const tc_layout *in = L(x, 0), *t = L(x, 1);
+    int batched = in->ndim >= 2;
+    if (!tc_dtype_is_float(D(x, 0)) || D(x, 1) != TC_I64 ||
+        t->ndim != in->ndim - 1) {
+        return fail(x, "needs float scores and int64 class-index targets");
+    }
+    for (int d = 0, e = 0; d < in->ndim; d++) {
+        if (d == batched) {
+            continue;               /* the class dim */
+        }
+        if (in->sizes[d] != t->sizes[e++]) {
+            return fail(x, "target sizes do not match the input");
+        }
+    }
+    if (x->nin == 3 && (L(x, 2)->ndim != 1 ||
+                        L(x, 2)->sizes[0] != in->sizes[batched] ||
+                        D(x, 2) != D(x, 0))) {
+        return fail(x, "weight must be [C] of the input's dtype");
+    }
+    if (x->xa[TC_XA_LOSS_REDUCTION] == 0) {
+        set_sizes(x, t->ndim, t->sizes);
+    } else {
+        set_sizes(x, 0, NULL);
+    }
+    x->dtype = D(x, 0);
+    return 0;
+}
+
+static int
+shape_group_norm(xctx *x)
+{
+    const tc_layout *in = L(x, 0);
+    int64_t groups = x->xa[TC_XA_GN_GROUPS];
+    int nparams = (int)(x->xa[TC_XA_GN_HAS_WEIGHT] + x->xa[TC_XA_GN_HAS_BIAS]);
+    if (in->ndim < 2 || groups < 1 || in->sizes[1] % groups != 0 ||
+        !tc_dtype_is_float(D(x, 0)) || x->nin != 1 + nparams) {
+        return fail(x, "channels must divide into num_groups");
+    }
+    for (int k = 1; k < x->nin; k++) {
+        if (L(x, k)->ndim != 1 || L(x, k)->sizes[0] != in->sizes[1] ||
+            D(x, k) != D(x, 0)) {
+            return fail(x, "weight / bias must be [C] of the input's dtype");
+        }
+    }
+    set_sizes(x, in->ndim, in->sizes);
+    x->dtype = D(x, 0);
+    return 0;
+}
+
 /* ---- entry point ----------------------------------------------------- */
 
 static int
@@ -335,13 +389,17 @@ infer(xctx *x)
     if (!strcmp(op, "conv2d")) return shape_conv(x, 2);
     if (!strcmp(op, "cat")) return shape_cat(x, 0);
     if (!strcmp(op, "stack")) return shape_cat(x, 1);
+    if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss"))
+        return shape_loss(x);
+    if (!strcmp(op, "group_norm")) return shape_group_norm(x);
     return fail(x, "not an extern op");
 }
 
 static int
 min_operands(const char *op)
 {
-    if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
+    if (!strcmp(op, "cat") || !strcmp(op, "stack") ||
+        !strcmp(op, "group_norm")) {
         return 1;
     }
     if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm") ||

@@ -18,6 +18,11 @@
  *   conv1d, conv2d  xattr[0..1] stride, [2..3] padding, [4..5] dilation,
  *                   [6] groups (conv1d uses the first of each pair)
  *   cat, stack      xattr[0] dim
+ *   cross_entropy,  xattr[0] reduction (0 none, 1 mean, 2 sum), [1]
+ *   nll_loss        ignore_index; xfattr label_smoothing (cross_entropy);
+ *                   operand 2 the class weights when given
+ *   group_norm      xattr[0] num_groups; xfattr eps; operands 1, 2 weight
+ *                   and bias when given (xattr[1], [2] say which)
  */
 #ifndef TCJIT_EXTERN_H
 #define TCJIT_EXTERN_H
@@ -32,11 +37,17 @@ enum {
     TC_XA_CONV_PADDING = 2,
     TC_XA_CONV_DILATION = 4,
     TC_XA_CONV_GROUPS = 6,
-    TC_XA_CAT_DIM = 0
+    TC_XA_CAT_DIM = 0,
+    TC_XA_LOSS_REDUCTION = 0,
+    TC_XA_LOSS_IGNORE_INDEX = 1,
+    TC_XA_GN_GROUPS = 0,
+    TC_XA_GN_HAS_WEIGHT = 1,
+    TC_XA_GN_HAS_BIAS = 2
 };
 
 /* Append extern op `op` ("mm", "bmm", "matmul", "addmm", "baddbmm",
- * "linear", "sdpa", "embedding", "conv1d", "conv2d", "cat", "stack") over
+ * "linear", "sdpa", "embedding", "conv1d", "conv2d", "cat", "stack",
+ * "cross_entropy", "nll_loss", "group_norm") over
  * tensor nodes in[0..nin-1].  xattr may be NULL (all zero).  Returns the
  * node id, or -1 with a message naming what torch would reject or what
  * tcjit does not handle (the tracer turns that into a graph break, so the

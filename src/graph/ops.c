@@ -485,6 +485,13 @@ const tc_op_def tc_ops[] = {
      "extern: concatenate along dim (up to 8 tensors)"},
     {"stack", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: stack along a new dim (up to 8 tensors)"},
+    {"cross_entropy", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: class-index targets, weight, ignore_index, reduction, "
+     "label_smoothing"},
+    {"nll_loss", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: class-index targets, weight, ignore_index, reduction"},
+    {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
+     "extern: num_groups, weight, bias, eps"},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -164,6 +164,74 @@ error:
     return -1;
 }
 
+/* kwnames from a NULL-terminated list of names (argv already holds the
+ * values, last). */
+static int
+set_kwnames(xcall *c, const char *const *names)
+{
+    int n = 0;
+    while (names[n] != NULL) {
+        n++;
+    }
+    c->kwnames = PyTuple_New(n);
+    for (int i = 0; c->kwnames != NULL && i < n; i++) {
+        PyObject *s = PyUnicode_InternFromString(names[i]);
+        if (s == NULL) {
+            Py_CLEAR(c->kwnames);
+            break;
+        }
+        PyTuple_SET_ITEM(c->kwnames, i, s);
+    }
+    return c->kwnames != NULL ? 0 : -1;
+}
+
+/* F.cross_entropy / F.nll_loss(input, target, weight=, ignore_index=,
+ * reduction=[, label_smoothing=]) */
+static int
+spec_loss(xcall *c, const tc_extern_call *x, int ce)
+{
+    static const char *const reductions[3] = {"none", "mean", "sum"};
+    static const char *const names[] = {"weight", "ignore_index",
+                                        "reduction", "label_smoothing", NULL};
+    static const char *const names_nll[] = {"weight", "ignore_index",
+                                            "reduction", NULL};
+    put_operands(c, 0, 2);
+    if (x->nin == 3) {
+        put_operand(c, 2);
+    }
+    else if (put(c, Py_NewRef(Py_None)) < 0) {
+        return -1;
+    }
+    int64_t red = x->xattr[TC_XA_LOSS_REDUCTION];
+    if (put(c, PyLong_FromLongLong(x->xattr[TC_XA_LOSS_IGNORE_INDEX])) < 0
+        || put(c, PyUnicode_FromString(reductions[red >= 0 && red < 3
+                                                  ? red : 1])) < 0
+        || (ce && put(c, PyFloat_FromDouble(x->xfattr)) < 0)) {
+        return -1;
+    }
+    return set_kwnames(c, ce ? names : names_nll);
+}
+
+/* F.group_norm(input, num_groups, weight=None, bias=None, eps=) */
+static int
+spec_group_norm(xcall *c, const tc_extern_call *x)
+{
+    int k = 1;
+    put_operand(c, 0);
+    if (put(c, PyLong_FromLongLong(x->xattr[TC_XA_GN_GROUPS])) < 0) {
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (x->xattr[TC_XA_GN_HAS_WEIGHT + i]) {
+            put_operand(c, k++);
+        }
+        else if (put(c, Py_NewRef(Py_None)) < 0) {
+            return -1;
+        }
+    }
+    return put(c, PyFloat_FromDouble(x->xfattr));
+}
+
 static int
 spec_for(xcall *c, const tc_extern_call *x)
 {
@@ -187,6 +255,14 @@ spec_for(xcall *c, const tc_extern_call *x)
     }
     else if (!strcmp(op, "conv1d") || !strcmp(op, "conv2d")) {
         rc = spec_conv(c, x, op[4] - '0');
+    }
+    else if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
+        owner = nn_functional;
+        rc = spec_loss(c, x, op[0] == 'c');
+    }
+    else if (!strcmp(op, "group_norm")) {
+        owner = nn_functional;
+        rc = spec_group_norm(c, x);
     }
     else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
         c->list_operands = 1;

@@ -183,6 +183,14 @@ static const tc_binding_def binding_defs[] = {
     {"torch.chunk", "chunk", TC_CALL_SPLIT, "input, chunks, dim=0"},
     {"Tensor.unbind", "unbind", TC_CALL_SPLIT, "self, dim=0"},
     {"torch.unbind", "unbind", TC_CALL_SPLIT, "input, dim=0"},
+    {"F.cross_entropy", "cross_entropy", TC_CALL_LOSS,
+     "input, target, weight=None, size_average=None, ignore_index=-100, "
+     "reduce=None, reduction=None, label_smoothing=0.0"},
+    {"F.nll_loss", "nll_loss", TC_CALL_LOSS,
+     "input, target, weight=None, size_average=None, ignore_index=-100, "
+     "reduce=None, reduction=None"},
+    {"F.group_norm", "group_norm", TC_CALL_GROUP_NORM,
+     "input, num_groups, weight=None, bias=None, eps=0.00001"},
     {"F.dropout", NULL, TC_CALL_DROPOUT,
      "input, p=0.5, training=True, inplace=False"},
     /* builtins */

@@ -42,6 +42,8 @@ typedef enum {
     TC_CALL_CAT,       /* cat / stack (op): tensors, dim */
     TC_CALL_SPLIT,     /* split / chunk / unbind (op): a tuple of views */
     TC_CALL_DROPOUT,   /* F.dropout: identity when not training or p == 0 */
+    TC_CALL_LOSS,      /* cross_entropy / nll_loss (op) */
+    TC_CALL_GROUP_NORM,/* F.group_norm */
 } tc_call_kind;
 
 typedef struct {

@@ -474,7 +474,8 @@ static tc_var *
 const_var(tracer *T, PyObject *value)
 {
     if (!PyTuple_CheckExact(value)) {
-        if (is_python_scalar(value) || is_known_object(value)) {
+        if (is_python_scalar(value) || is_known_object(value)
+            || value == Py_Ellipsis || PySlice_Check(value)) {
             return tc_var_const(&T->sh->arena, value, -1);
         }
         tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
@@ -1312,6 +1313,60 @@ call_split(tracer *T, const tc_binding *b, tc_var **p)
     return push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items));
 }
 
+/* F.cross_entropy / F.nll_loss with class-index targets. */
+static int
+call_loss(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    int in[3] = {p[0]->node, p[1]->node, -1}, n = 2;
+    double smoothing = 0;
+    const char *red = "mean";
+    if (p[6]->kind == TC_VAR_CONST && PyUnicode_Check(p[6]->obj)) {
+        red = PyUnicode_AsUTF8(p[6]->obj);
+    }
+    xa[TC_XA_LOSS_REDUCTION] = !strcmp(red, "none") ? 0
+                             : !strcmp(red, "mean") ? 1
+                             : !strcmp(red, "sum") ? 2 : -1;
+    if (p[2]->kind == TC_VAR_TENSOR) {
+        in[n++] = p[2]->node;
+    }
+    if (p[0]->kind != TC_VAR_TENSOR || p[1]->kind != TC_VAR_TENSOR
+        || (n == 2 && !is_none(p[2])) || !is_none(p[3]) || !is_none(p[5])
+        || xa[TC_XA_LOSS_REDUCTION] < 0
+        || (!is_none(p[6]) && !(p[6]->kind == TC_VAR_CONST
+                                && PyUnicode_Check(p[6]->obj)))
+        || int_list(T, p[4], &xa[TC_XA_LOSS_IGNORE_INDEX], 1) != 1
+        || (b->nparams > 7 && const_number(p[7], &smoothing) < 0)) {
+        return unsupported(T, "%s() with size_average/reduce or "
+                           "non-constant arguments", b->def->path);
+    }
+    return push_extern(T, b->def->op, n, in, xa, smoothing);
+}
+
+static int
+call_group_norm(tracer *T, tc_var **p)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    int in[3] = {p[0]->node}, n = 1;
+    double eps = 0;
+    for (int i = 0; i < 2; i++) {
+        if (p[2 + i]->kind == TC_VAR_TENSOR) {
+            in[n++] = p[2 + i]->node;
+            xa[TC_XA_GN_HAS_WEIGHT + i] = 1;
+        }
+        else if (!is_none(p[2 + i])) {
+            return unsupported(T, "F.group_norm with a %s weight",
+                               tc_var_kind_name(p[2 + i]));
+        }
+    }
+    if (p[0]->kind != TC_VAR_TENSOR
+        || int_list(T, p[1], &xa[TC_XA_GN_GROUPS], 1) != 1
+        || const_number(p[4], &eps) < 0) {
+        return unsupported(T, "F.group_norm with non-constant arguments");
+    }
+    return push_extern(T, "group_norm", n, in, xa, eps);
+}
+
 /* F.dropout: the identity in eval mode (training=False) or with p == 0,
  * which is all inference needs; training-mode dropout runs eagerly. */
 static int
@@ -1400,6 +1455,10 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
         return call_split(T, b, p);
     case TC_CALL_DROPOUT:
         return call_dropout(T, p);
+    case TC_CALL_LOSS:
+        return call_loss(T, b, p);
+    case TC_CALL_GROUP_NORM:
+        return call_group_norm(T, p);
     case TC_CALL_VIEW:
         break;
     }
@@ -1684,6 +1743,39 @@ nn_call_functional(tracer *T, const char *path, tc_var *mod, tc_var *input,
     return call_binding(T, b, args, n, kwnames);
 }
 
+static int call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
+                          PyObject *kwnames);
+
+/* nn.Sequential: each submodule in order, unrolled (the count is
+ * guarded). */
+static int
+call_sequential(tracer *T, tc_var *mod, tc_var *x)
+{
+    PyObject *subs = PyObject_GetAttrString(mod->obj, "_modules");
+    if (subs == NULL || !PyDict_Check(subs)) {
+        Py_XDECREF(subs);
+        return unsupported_from_exception(T, "Sequential._modules");
+    }
+    if (tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+        Py_DECREF(subs);
+        return ERROR;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int rc = OK;
+    while (rc == OK && PyDict_Next(subs, &pos, &key, &value)) {
+        rc = nn_module_attr(T, mod, key, 0);
+        tc_var *sub = rc == OK ? pop(T) : NULL;
+        if (sub != NULL && sub->kind != TC_VAR_NN_MODULE) {
+            rc = unsupported(T, "Sequential item %R is not a module", key);
+        }
+        rc = rc == OK ? call_nn_module(T, sub, &x, 1, NULL) : rc;
+        x = rc == OK ? pop(T) : NULL;
+    }
+    Py_DECREF(subs);
+    return rc == OK ? push(T, x) : rc;
+}
+
 /* nn.Linear, nn.LayerNorm, ...: their forward is one functional call on
  * attributes, which bindings.c already traces; spelled out here so that
  * torch's own modules need no cross-module inlining. */
@@ -1713,6 +1805,8 @@ call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
          {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
         {"Conv2d", "F.conv2d", 7,
          {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
+        {"GroupNorm", "F.group_norm", 5,
+         {NULL, "num_groups", "weight", "bias", "eps"}},
     };
     PyTypeObject *tp = Py_TYPE(mod->obj);
     PyObject *owner = PyDict_GetItemString(tp->tp_dict, "__module__");
@@ -1728,6 +1822,9 @@ call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
     if (strcmp(name, "Identity") == 0) {
         return push(T, x);
     }
+    if (strcmp(name, "Sequential") == 0) {
+        return call_sequential(T, mod, x);
+    }
     if (strcmp(name, "GELU") == 0) {
         int rc;
         tc_var *args[2] = {x, nn_attr_var(T, mod, "approximate", &rc)};
@@ -1737,6 +1834,18 @@ call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
                            : (args[1] ? ERROR : rc);
         Py_XDECREF(kw);
         return rc;
+    }
+    if (strncmp(name, "Conv", 4) == 0) {
+        int rc;
+        tc_var *mode = nn_attr_var(T, mod, "padding_mode", &rc);
+        if (mode == NULL || reify(T, mode) != OK) {
+            return mode == NULL ? rc : ERROR;
+        }
+        if (mode->kind != TC_VAR_CONST || !PyUnicode_Check(mode->obj)
+            || PyUnicode_CompareWithASCIIString(mode->obj, "zeros") != 0) {
+            return unsupported(T, "%s with padding_mode other than 'zeros'",
+                               name);
+        }
     }
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(name, table[i].type) == 0) {
@@ -2190,13 +2299,130 @@ op_list_extend(tracer *T)
                               list->nitems + src->nitems, items));
 }
 
+/* One index item applied at dim *d of node x (basic indexing): an int
+ * selects, a slice narrows, None inserts a dim.  Returns the node. */
 static int
-op_subscr(tracer *T)
+index_item(tracer *T, int x, PyObject *it, int *d, char *err, size_t n)
 {
-    tc_var *idx = pop(T), *seq = pop(T);
-    if (seq == NULL || idx == NULL) {
-        return unsupported(T, "malformed subscript");
+    tc_graph *g = T->out->graph;
+    if (it == Py_None) {
+        return tc_graph_unsqueeze(g, x, (*d)++, err, n);
     }
+    if (PyLong_CheckExact(it)) {
+        return tc_graph_select(g, x, *d, PyLong_AsLongLong(it), err, n);
+    }
+    PySliceObject *sl = (PySliceObject *)it;
+    int64_t v[3];
+    PyObject *parts[3] = {sl->start, sl->stop, sl->step};
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] != Py_None && !PyLong_CheckExact(parts[i])) {
+            snprintf(err, n, "a slice bound that is not an int");
+            return -1;
+        }
+        v[i] = parts[i] == Py_None ? (i == 2) : PyLong_AsLongLong(parts[i]);
+    }
+    if (v[2] <= 0) {
+        snprintf(err, n, "slice step must be positive");
+        return -1;
+    }
+    return tc_graph_slice(g, x, (*d)++, parts[0] == Py_None ? NULL : &v[0],
+                          parts[1] == Py_None ? NULL : &v[1], v[2], err, n);
+}
+
+/* x[idx] with ints, slices, None and one Ellipsis: a chain of views. */
+static int
+index_tensor(tracer *T, tc_var *x, PyObject *idx)
+{
+    PyObject *items = PyTuple_Check(idx) ? Py_NewRef(idx)
+                                         : PyTuple_Pack(1, idx);
+    if (items == NULL) {
+        return ERROR;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(items), consumed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyTuple_GET_ITEM(items, i);
+        consumed += PyLong_CheckExact(it) || PySlice_Check(it);
+        if (!(it == Py_None || it == Py_Ellipsis || PyLong_CheckExact(it)
+              || PySlice_Check(it))) {
+            Py_DECREF(items);
+            return unsupported(T, "indexing a tensor with a %s (advanced "
+                               "indexing is not compiled yet)",
+                               Py_TYPE(it)->tp_name);
+        }
+    }
+    int node = x->node, d = 0, ndim = tensor_node(T, x)->layout.ndim;
+    char err[256] = "";
+    for (Py_ssize_t i = 0; i < n && node >= 0; i++) {
+        PyObject *it = PyTuple_GET_ITEM(items, i);
+        if (it == Py_Ellipsis) {
+            d += ndim - (int)consumed;
+            continue;
+        }
+        node = index_item(T, node, it, &d, err, sizeof(err));
+    }
+    Py_DECREF(items);
+    if (node == x->node) {
+        return push(T, x);
+    }
+    return push_node(T, node, "indexing", err);
+}
+
+/* seq[i] of nn.Sequential / ModuleList / ModuleDict: the submodule, a
+ * source of its own (getattr(seq, "i") is what their __getitem__ reads). */
+static int
+index_nn_module(tracer *T, tc_var *mod, tc_var *idx)
+{
+    PyObject *key = NULL;
+    if (idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {
+        Py_ssize_t n = PyObject_Length(mod->obj), i = PyLong_AsSsize_t(idx->obj);
+        if (n < 0) {
+            return unsupported_from_exception(T, "len() of a module");
+        }
+        if (i < -n || i >= n) {
+            return unsupported(T, "module index out of range");
+        }
+        if (tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+            return ERROR;
+        }
+        key = PyUnicode_FromFormat("%zd", i < 0 ? i + n : i);
+    }
+    else if (idx->kind == TC_VAR_CONST && PyUnicode_CheckExact(idx->obj)) {
+        key = Py_NewRef(idx->obj);
+    }
+    else {
+        return unsupported(T, "indexing a module with a %s",
+                           tc_var_kind_name(idx));
+    }
+    if (key == NULL) {
+        return ERROR;
+    }
+    int rc = nn_module_attr(T, mod, key, 0);
+    Py_DECREF(key);
+    return rc;
+}
+
+/* xs[a:b:c] of a tuple or list var: a new one of the same kind. */
+static int
+slice_sequence(tracer *T, tc_var *seq, PyObject *slice)
+{
+    Py_ssize_t start, stop, step, n;
+    tc_var *items[64];
+    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) {
+        return ERROR;
+    }
+    n = PySlice_AdjustIndices(seq->nitems, &start, &stop, step);
+    if (n > 64) {
+        return unsupported(T, "a slice of more than 64 items");
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = seq->items[start + i * step];
+    }
+    return push(T, tc_var_seq(&T->sh->arena, seq->kind, (int)n, items));
+}
+
+static int
+subscript(tracer *T, tc_var *seq, tc_var *idx)
+{
     if (reify(T, seq) != OK || reify(T, idx) != OK) {
         return ERROR;
     }
@@ -2215,9 +2441,82 @@ op_subscr(tracer *T)
         }
         return push(T, seq->items[i]);
     }
-    return unsupported(T, "subscript of a %s (tensor indexing is not "
-                       "supported yet)", tc_var_kind_name(seq));
+    if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
+        && idx->kind == TC_VAR_CONST && PySlice_Check(idx->obj)) {
+        return slice_sequence(T, seq, idx->obj);
+    }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
+        return index_tensor(T, seq, idx->obj);
+    }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {
+        /* x[:, :T, None]: a tuple of known ints and slices */
+        PyObject *t = PyTuple_New(idx->nitems);
+        for (int i = 0; t != NULL && i < idx->nitems; i++) {
+            tc_var *it = idx->items[i];
+            if (reify(T, it) != OK || it->kind != TC_VAR_CONST) {
+                Py_DECREF(t);
+                return PyErr_Occurred() ? ERROR
+                     : unsupported(T, "indexing a tensor with a %s",
+                                   tc_var_kind_name(it));
+            }
+            PyTuple_SET_ITEM(t, i, Py_NewRef(it->obj));
+        }
+        int rc = t ? index_tensor(T, seq, t) : ERROR;
+        Py_XDECREF(t);
+        return rc;
+    }
+    if (seq->kind == TC_VAR_NN_MODULE) {
+        return index_nn_module(T, seq, idx);
+    }
+    return unsupported(T, "subscript of a %s with a %s", tc_var_kind_name(seq),
+                       tc_var_kind_name(idx));
 }
+
+static int
+op_subscr(tracer *T)
+{
+    tc_var *idx = pop(T), *seq = pop(T);
+    if (seq == NULL || idx == NULL) {
+        return unsupported(T, "malformed subscript");
+    }
+    return subscript(T, seq, idx);
+}
+
+/* BUILD_SLICE of known ints (a tuple index such as x[:, :T] holds them). */
+static int
+op_build_slice(tracer *T, int n)
+{
+    tc_var *parts[3] = {NULL, NULL, NULL};
+    for (int i = n - 1; i >= 0; i--) {
+        parts[i] = pop(T);
+        if (parts[i] == NULL) {
+            return unsupported(T, "malformed slice");
+        }
+        if (reify(T, parts[i]) != OK) {
+            return ERROR;
+        }
+        if (parts[i]->kind != TC_VAR_CONST) {
+            return unsupported(T, "a slice of a %s",
+                               tc_var_kind_name(parts[i]));
+        }
+    }
+    return push_folded(T, PySlice_New(parts[0]->obj, parts[1]->obj,
+                                      n == 3 ? parts[2]->obj : NULL),
+                       "slice");
+}
+
+#if TC_HAVE_BINARY_SLICE
+static int
+op_binary_slice(tracer *T)
+{
+    int rc = op_build_slice(T, 2);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *sl = pop(T), *seq = pop(T);
+    return seq ? subscript(T, seq, sl) : unsupported(T, "malformed slice");
+}
+#endif
 
 /* A lambda or nested function without closure or defaults: made when the
  * segment exits (it is only passed along, e.g. as a sort key). */
@@ -2649,6 +2948,12 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return op_unpack(T, oparg);
     case BINARY_SUBSCR:
         return op_subscr(T);
+    case BUILD_SLICE:
+        return op_build_slice(T, oparg);
+#if TC_HAVE_BINARY_SLICE
+    case BINARY_SLICE:
+        return op_binary_slice(T);
+#endif
     case POP_TOP:
         return pop(T) ? OK : unsupported(T, "malformed stack");
     case COPY:
