@@ -2468,6 +2468,10 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_NN_MODULE) {
         return index_nn_module(T, seq, idx);
     }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
+        return unsupported(T, "indexing a tensor with a tensor (advanced "
+                           "indexing is not compiled yet)");
+    }
     return unsupported(T, "subscript of a %s with a %s", tc_var_kind_name(seq),
                        tc_var_kind_name(idx));
 }

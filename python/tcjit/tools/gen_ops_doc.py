@@ -29,6 +29,8 @@ DECOMPOSED = {
     "log_softmax": "amax, sub, exp, sum, log, sub; one kernel per row",
     "transpose": "view", "t": "view", "unsqueeze": "view", "squeeze": "view",
     "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
+    "split": "narrow views (a tuple)", "chunk": "narrow views (a tuple)",
+    "unbind": "select views (a tuple)",
 }
 
 
@@ -55,7 +57,23 @@ def render():
         names = ", ".join(f"`{p}`" for p in spellings.get(name, []))
         out.append(f"| `{name}` | {names} | {how} |")
     out += ["", "Also traced: `F.layer_norm` and `F.rms_norm` (mean / var / rsqrt "
-            "with weight and bias, one kernel per row).", ""]
+            "with weight and bias, one kernel per row); `F.dropout` (the "
+            "identity with training=False or p=0); basic indexing `x[i, a:b:s, "
+            "None, ...]` (views).", "",
+            "Extern ops (`extern:` above) are computed by torch itself, as "
+            "Inductor's extern kernels are; tcjit fuses the pointwise and "
+            "reduction work around them into its own kernels.", "",
+            "## nn.Module", "",
+            "Calling a module inlines it: `nn.Linear`, `LayerNorm`, `RMSNorm`, "
+            "`Embedding`, `Dropout`, `GELU`, `ReLU`, `SiLU`, `Tanh`, `Sigmoid`, "
+            "`Softmax`, `LogSoftmax`, `Conv1d`, `Conv2d`, `GroupNorm`, "
+            "`Identity` and `Sequential` map to the functional ops above; a "
+            "user module's `forward` is traced into the caller's graph. "
+            "`ModuleList` / `ModuleDict` / `Sequential` indexing with "
+            "constants is traced. Parameters and buffers are graph inputs "
+            "read from the module on every call; modules are guarded by "
+            "type and by having no hooks (a module with hooks is called in "
+            "Python, so its hooks run).", ""]
     out += ["", "## Other traced calls", ""]
     out += [f"* `{e}`" for e in sorted(extras)]
     out += ["* `x.shape`, `x.dtype`, `x.ndim` (constants under the tensor's guard)",

@@ -1,0 +1,428 @@
+"""Real models: extern ops (matmul, linear, attention, conv, embedding,
+cat/stack, losses), basic indexing, and nn.Module inlining -- a nanoGPT
+block compiles into one graph and matches eager."""
+import math
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import tcjit
+from conftest import check_same, log_messages
+
+
+def compiled_whole(fn, *args):
+    """fn's tensor work is one graph with no break; returns explain()."""
+    e = tcjit.explain(fn)(*args)
+    assert e.graph_break_count == 0, e.break_reasons
+    assert e.graph_count == 1
+    return e
+
+
+def check(fn, *args, strides=True):
+    cf = tcjit.compile(fn)
+    expected = fn(*args)
+    for _ in range(2):
+        check_same(cf(*args), expected, strides=strides)
+    c = tcjit.counters()
+    assert c["eager_fallbacks"] == 0 and c["cache_hits"] >= 1, c
+    compiled_whole(fn, *args)
+
+
+# ---- extern ops -------------------------------------------------------------
+
+EXTERNS = {
+    "matmul_2d": (lambda a, b: a @ b, ((4, 5), (5, 6))),
+    "matmul_1d_1d": (lambda a, b: torch.matmul(a, b) + 1, ((5,), (5,))),
+    "matmul_2d_1d": (lambda a, b: a.matmul(b), ((4, 5), (5,))),
+    "matmul_1d_3d": (lambda a, b: a @ b, ((5,), (2, 5, 3))),
+    "matmul_batched_broadcast": (lambda a, b: a @ b, ((2, 1, 4, 5), (3, 5, 6))),
+    "matmul_transposed": (lambda a, b: a.t() @ b.transpose(0, 1), ((5, 4), (6, 5))),
+    "mm_fused_around": (lambda a, b: ((a * 2).relu().mm(b) + 1).sigmoid(),
+                        ((4, 5), (5, 6))),
+    "bmm": (lambda a, b: torch.bmm(a, b.transpose(1, 2)), ((2, 4, 5), (2, 6, 5))),
+    "addmm": (lambda c, a, b: torch.addmm(c, a, b), ((6,), (4, 5), (5, 6))),
+    "baddbmm": (lambda c, a, b: torch.baddbmm(c, a, b), ((1, 4, 6), (2, 4, 5), (2, 5, 6))),
+    "linear_bias_gelu": (lambda x, w, b: F.gelu(F.linear(x, w, b), approximate="tanh") * 2,
+                         ((2, 3, 8), (6, 8), (6,))),
+    "linear_no_bias": (lambda x, w: F.linear(x, w), ((3, 8), (6, 8))),
+    "linear_1d": (lambda x, w: F.linear(x, w), ((8,), (6, 8))),
+    "linear_empty_batch": (lambda x, w: F.linear(x, w) + 1, ((0, 8), (6, 8))),
+    "cat": (lambda a, b: torch.cat([a, b * 2], 1) + 1, ((3, 4), (3, 2))),
+    "cat_neg_dim_views": (lambda a, b: torch.cat((a.t(), b[:, ::2].t()), -2),
+                          ((3, 4), (3, 4))),
+    "stack": (lambda a, b: torch.stack([a, b], -1).sum(-1), ((3, 4), (3, 4))),
+}
+
+
+@pytest.mark.parametrize("name", list(EXTERNS))
+def test_extern_op(name):
+    fn, shapes = EXTERNS[name]
+    args = [torch.randn(*s) for s in shapes]
+    check(fn, *args)
+
+
+def test_extern_dtype_mismatch_raises_like_eager():
+    def f(a, b):
+        return a @ b
+
+    a, b = torch.randn(3, 4), torch.randn(4, 2, dtype=torch.float64)
+    with pytest.raises(RuntimeError) as eager:
+        f(a, b)
+    with pytest.raises(RuntimeError) as got:
+        tcjit.compile(f)(a, b)
+    assert str(got.value) == str(eager.value)
+
+
+def test_bias_and_gelu_fuse_into_one_kernel_after_the_matmul():
+    def f(x, w, b):
+        return F.gelu(F.linear(x, w, b), approximate="tanh") * 2 + 1
+
+    args = (torch.randn(4, 8), torch.randn(16, 8), torch.randn(16))
+    check_same(tcjit.compile(f)(*args), f(*args))
+    assert tcjit.counters()["kernels_compiled"] == 1
+
+
+@pytest.mark.parametrize("causal,mask,scale", [
+    (True, None, None), (False, "bool", None), (False, "float", 0.3),
+    (False, None, 0.5)])
+def test_scaled_dot_product_attention(causal, mask, scale):
+    q, k, v = (torch.randn(2, 3, 7, 4) for _ in range(3))
+    m = None
+    if mask == "bool":
+        m = torch.rand(7, 7) > 0.3
+        m[:, 0] = True
+    elif mask == "float":
+        m = torch.randn(2, 1, 7, 7)
+
+    def f(q, k, v, m):
+        y = F.scaled_dot_product_attention(q.transpose(1, 2).transpose(1, 2), k,
+                                           v, attn_mask=m, is_causal=causal,
+                                           scale=scale)
+        return y.transpose(1, 2) * 2
+
+    check(f, q, k, v, m)
+
+
+def test_sdpa_with_dropout_in_training_is_a_break_with_a_reason():
+    def f(q):
+        return F.scaled_dot_product_attention(q, q, q, dropout_p=0.5) * 0
+
+    e = tcjit.explain(f)(torch.randn(2, 4, 3))
+    assert e.graph_break_count == 1
+    assert "dropout_p" in e.break_reasons[0].reason
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [
+    (1, 0, 1, 1), (2, 1, 1, 1), (1, (2, 1), 2, 1), (1, 1, 1, 2)])
+def test_conv2d(stride, padding, dilation, groups):
+    x = torch.randn(2, 4, 9, 8)
+    w = torch.randn(6, 4 // groups, 3, 3)
+    b = torch.randn(6)
+
+    def f(x, w, b):
+        return F.conv2d(x * 2, w, b, stride, padding, dilation, groups).relu()
+
+    check(f, x, w, b)
+
+
+def test_conv1d_and_unbatched():
+    def f(x, w):
+        return F.conv1d(x, w, padding=1) + 1, torch.conv1d(x[0], w)
+
+    check(f, torch.randn(2, 3, 10), torch.randn(5, 3, 3))
+
+
+def test_embedding_and_losses():
+    def f(idx, table, tgt, w):
+        logits = F.embedding(idx, table) @ table.t()
+        flat = logits.view(-1, logits.size(-1))
+        return (F.cross_entropy(flat, tgt),
+                F.cross_entropy(flat, tgt, weight=w, reduction="none"),
+                F.cross_entropy(flat * 2, tgt, ignore_index=3,
+                                label_smoothing=0.1, reduction="sum"),
+                F.nll_loss(F.log_softmax(flat, -1), tgt))
+
+    idx = torch.randint(0, 10, (2, 5))
+    tgt = torch.randint(0, 10, (10,))
+    check(f, idx, torch.randn(10, 4), tgt, torch.rand(10))
+
+
+def test_group_norm():
+    def f(x, w, b):
+        return F.group_norm(x, 2, w, b, eps=1e-3) * 2, F.group_norm(x, 4)
+
+    check(f, torch.randn(3, 4, 5, 2), torch.randn(4), torch.randn(4))
+
+
+# ---- several views, indexing -------------------------------------------------
+
+SPLITS = {
+    "split_int": lambda x: x.split(2, dim=1),
+    "split_sections": lambda x: torch.split(x, [1, 3, 1], 1),
+    "chunk": lambda x: x.chunk(3, -1),
+    "chunk_uneven": lambda x: torch.chunk(x, 2, 0),
+    "unbind": lambda x: x.unbind(1),
+    "split_then_math": lambda x: (x.split(3, 0)[0] * 2, x.split(3, 0)[1] + 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLITS))
+def test_split_chunk_unbind(name):
+    check(SPLITS[name], torch.randn(5, 5, 4))
+
+
+INDEXING = {
+    "int": lambda x: x[1],
+    "negative": lambda x: x[-1, 2],
+    "slice_step": lambda x: x[:, 1:5:2],
+    "none_ellipsis": lambda x: x[None, ..., 0],
+    "mixed": lambda x: x[1:, None, :, -1] * 2,
+    "open_slices": lambda x: x[::3, 2:],
+    "out_of_range_slice": lambda x: x[:, 3:100],
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_basic_indexing(name):
+    check(INDEXING[name], torch.randn(4, 6, 3))
+
+
+def test_indexing_with_runtime_ints_and_list_slices():
+    def f(x, t, xs):
+        return x[:, :t] + 1, xs[1:]
+
+    x = torch.randn(3, 5)
+    check(f, x, 3, [x, x + 1, x * 2])
+
+
+def test_advanced_indexing_breaks_with_a_reason():
+    def f(x, i):
+        return x[i] * 2
+
+    x, i = torch.randn(5, 3), torch.tensor([0, 2])
+    check_same(tcjit.compile(f)(x, i), f(x, i))
+    e = tcjit.explain(f)(x, i)
+    assert e.graph_break_count == 1
+    assert "tensor with a tensor" in e.break_reasons[0].reason
+
+
+# ---- nn.Module ------------------------------------------------------------------
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention, as written there."""
+
+    def __init__(self, n_embd, n_head, dropout=0.1):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.dropout = dropout
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None,
+            dropout_p=self.dropout if self.training else 0, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.resid_dropout(self.c_proj(y))
+        return y
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd, dropout=0.1):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = self.c_fc(x)
+        x = self.gelu(x)
+        x = self.c_proj(x)
+        x = self.dropout(x)
+        return x
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+def assert_close_1e4(actual, expected):
+    check_same(actual, expected)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_gpt2_block_compiles_whole_under_enable():
+    torch.manual_seed(0)
+    blk = Block(64, 4).eval()
+    x = torch.randn(2, 16, 64)
+    expected = blk(x)
+    tcjit.enable()
+    first = blk(x)
+    second = blk(x)
+    tcjit.disable()
+    assert_close_1e4(first, expected)
+    assert_close_1e4(second, expected)
+    c = tcjit.counters()
+    assert c["frames_compiled"] == 1 and c["recompiles"] == 0, c
+    assert c["cache_hits"] >= 1 and c["eager_fallbacks"] == 0, c
+    e = compiled_whole(blk, x)
+    assert e.graphs[0].ops().count("sdpa") == 1
+    assert e.graphs[0].ops().count("linear") == 4
+
+
+@torch.no_grad()
+def test_gpt2_stack_compiles_once_for_all_blocks():
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Block(48, 4) for _ in range(12)]).eval()
+    x = torch.randn(2, 8, 48)
+    expected = model(x)
+    tcjit.enable()
+    start = time.perf_counter()
+    got = model(x)
+    elapsed = time.perf_counter() - start
+    tcjit.disable()
+    assert_close_1e4(got, expected)
+    c = tcjit.counters()
+    # every Block shares one compiled entry (modules are guarded by type,
+    # their parameters read through sources), so one compile serves 12
+    assert c["frames_compiled"] == 1 and c["cache_hits"] == 11, c
+    assert elapsed < 10  # loose: the bench reports the real time
+
+
+@torch.no_grad()
+def test_compiled_sequential_unrolls_into_one_graph():
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Block(32, 2) for _ in range(3)]).eval()
+    x = torch.randn(1, 4, 32)
+    def f(x):
+        return model(x)
+
+    assert_close_1e4(tcjit.compile(f)(x), model(x))
+    e = compiled_whole(f, x)
+    assert e.graphs[0].ops().count("sdpa") == 3
+    cm = tcjit.compile(model)      # shares the parameters
+    assert_close_1e4(cm(x), model(x))
+    assert list(cm.parameters())[0] is list(model.parameters())[0]
+
+
+@torch.no_grad()
+def test_parameter_updates_are_seen_without_recompiling():
+    lin = nn.Linear(4, 3)
+    ln = nn.LayerNorm(3)
+
+    def f(x):
+        return ln(lin(x)).relu()
+
+    x = torch.randn(2, 4)
+    cf = tcjit.compile(f)
+    check_same(cf(x), f(x))
+    lin.weight.add_(1.0)            # in place
+    ln.bias = nn.Parameter(torch.randn(3))  # a new tensor, same metadata
+    check_same(cf(x), f(x))
+    c = tcjit.counters()
+    assert c["recompiles"] == 0 and c["cache_hits"] == 1, c
+
+
+@torch.no_grad()
+def test_module_attribute_change_recompiles_with_a_reason(tcjit_logs):
+    logs = tcjit_logs("recompiles")
+    attn = CausalSelfAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    cf = tcjit.compile(attn)
+    check_same(cf(x), attn(x))
+    attn.n_head = 8
+    check_same(cf(x), attn(x))
+    assert tcjit.counters()["recompiles"] == 1
+    msgs = log_messages(logs, "recompiles")
+    assert any("n_head" in m for m in msgs), msgs
+
+
+def test_train_eval_switch():
+    torch.manual_seed(0)
+    mlp = MLP(16, dropout=0.5)
+    x = torch.randn(4, 16)
+    cm = tcjit.compile(mlp)
+    with torch.no_grad():
+        mlp.eval()
+        check_same(cm(x), mlp(x))
+        mlp.train()
+        torch.manual_seed(1)
+        expected = mlp(x)
+        torch.manual_seed(1)
+        # training-mode dropout runs in Python (a break), same random stream
+        check_same(cm(x), expected)
+        mlp.eval()
+        check_same(cm(x), mlp(x))
+    assert tcjit.counters()["recompiles"] >= 1
+
+
+@torch.no_grad()
+def test_module_hooks_run():
+    lin = nn.Linear(3, 3)
+    seen = []
+
+    def f(x):
+        return lin(x) * 2
+
+    x = torch.randn(2, 3)
+    cf = tcjit.compile(f)
+    check_same(cf(x), f(x))
+    handle = lin.register_forward_hook(lambda m, i, o: seen.append(1))
+    check_same(cf(x), f(x))           # guard fails: the hook must run
+    assert len(seen) == 2             # eager's call and the compiled one
+    handle.remove()
+    check_same(cf(x), f(x))
+    assert len(seen) == 2
+
+
+@torch.no_grad()
+def test_module_list_dict_iteration_free_indexing():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+            self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Identity()})
+            self.act = nn.SiLU()
+
+        def forward(self, x):
+            x = self.layers[0](x)
+            x = self.act(self.layers[-1](self.layers[1](x)))
+            return self.heads["a"](x), self.heads["b"](x)
+
+    net = Net().eval()
+    check(net.forward, torch.randn(2, 4))
+
+
+@torch.no_grad()
+def test_torch_modules_map_to_functional():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.GroupNorm(2, 4),
+                        nn.ReLU(), nn.Flatten(), nn.Dropout(0.3),
+                        nn.Linear(4 * 5 * 5, 6), nn.Tanh(), nn.Softmax(-1))
+    net.eval()
+    # nn.Flatten is not mapped: its call is one step, the rest compiles
+    x = torch.randn(2, 3, 5, 5)
+    check_same(tcjit.compile(net)(x), net(x))
