@@ -249,3 +249,67 @@ def test_ptx_c_cases(tmp_path):
     r = subprocess.run([exe, str(tmp_path / "ptx")], cwd=root, capture_output=True,
                        text=True, env=dict(os.environ, PTXAS=_ptxas()))
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+# ---- extern ops and models on CUDA --------------------------------------------
+
+@cuda_only
+@pytest.mark.parametrize("name", ["matmul_2d", "matmul_batched_broadcast",
+                                  "mm_fused_around", "bmm", "addmm",
+                                  "linear_bias_gelu", "cat", "stack"])
+def test_extern_ops_cuda(name):
+    from test_models import EXTERNS
+    fn, shapes = EXTERNS[name]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    run_both(fn, *[torch.randn(*s, device="cuda") for s in shapes],
+             expect_compiled=True)
+
+
+@cuda_only
+def test_sdpa_flash_layout_cuda():
+    """Flash attention returns a non-contiguous result: the runtime copies
+    it into the layout the graph assumed before kernels read it."""
+    q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float32)
+               for _ in range(3))
+
+    def f(q, k, v):
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                             is_causal=True)
+        return y.transpose(1, 2).contiguous().view(2, 128, 256) + 1
+
+    run_both(f, q, k, v, expect_compiled=True)
+
+
+@cuda_only
+@torch.no_grad()
+def test_gpt2_block_cuda():
+    from test_models import Block
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    blk = Block(64, 4).cuda().eval()
+    x = torch.randn(2, 16, 64, device="cuda")
+    expected = blk(x)
+    cm = tcjit.compile(blk)
+    for _ in range(2):
+        torch.testing.assert_close(cm(x), expected, atol=1e-4, rtol=1e-4)
+    e = tcjit.explain(blk)(x)
+    assert e.graph_count == 1 and e.graph_break_count == 0, e.break_reasons
+
+
+@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2,
+                    reason="needs two CUDA devices")
+def test_two_devices():
+    """A graph runs on its tensors' device; mixing devices raises eager's
+    error."""
+    f = tcjit.compile(lambda x, y: (x.sin() + y) * 2)
+    for dev in ("cuda:0", "cuda:1"):
+        x = torch.randn(1000, device=dev)
+        r = f(x, x)
+        assert r.device == x.device
+        torch.testing.assert_close(r, (x.sin() + x) * 2)
+    a, b = torch.randn(10, device="cuda:0"), torch.randn(10, device="cuda:1")
+    with pytest.raises(RuntimeError) as eager:
+        (a.sin() + b) * 2
+    with pytest.raises(RuntimeError) as got:
+        f(a, b)
+    assert str(got.value) == str(eager.value)
