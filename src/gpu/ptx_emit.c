@@ -3,6 +3,10 @@
  * Values live in virtual registers (ptxas allocates): every KIR value gets
  * its own register of its dtype's class:
  *   float32 %f, float64 %fd, int64 %rd, every other dtype %r (32 bits).
+ * float16 / bfloat16 values are only loaded, converted to or from float32
+ * and stored (KIR computes in float32, see schedule.c); their 16 bits sit
+ * in the low half of a %r register, the high half is ignored, and the
+ * conversions go through a .b16 register %h.
  * bool / uint8 / int8 / int16 values are kept normalized in their 32-bit
  * register (bool 0/1, uint8 zero-extended, int8/int16 sign-extended), so
  * 32-bit compares and converts are exact; arithmetic that can leave the
@@ -77,10 +81,11 @@ sb_printf(sbuf *b, const char *fmt, ...)
 
 /* ---- registers ----------------------------------------------------------- */
 
-enum { C_P, C_R, C_RD, C_F, C_FD, C_N };
-static const char *const cls_prefix[C_N] = {"%p", "%r", "%rd", "%f", "%fd"};
+enum { C_P, C_R, C_RD, C_F, C_FD, C_H, C_N };
+static const char *const cls_prefix[C_N] = {"%p", "%r", "%rd", "%f", "%fd",
+                                            "%h"};
 static const char *const cls_decl[C_N] = {".pred", ".b32", ".b64", ".f32",
-                                          ".f64"};
+                                          ".f64", ".b16"};
 
 typedef struct {
     int c, n;       /* class, number; n < 0: none */
@@ -165,10 +170,7 @@ fail(em *e, const char *fmt, ...)
 static const char *
 dtname(tc_dtype dt)
 {
-    static const char *const n[TC_NDTYPES] = {
-        "bool", "uint8", "int8", "int16", "int32", "int64", "float32",
-        "float64"};
-    return (unsigned)dt < TC_NDTYPES ? n[dt] : "?";
+    return tc_dtype_name(dt);
 }
 
 static int
@@ -186,8 +188,7 @@ is_unsigned(tc_dtype dt)
 static int
 esize(tc_dtype dt)
 {
-    static const int sz[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
-    return sz[dt];
+    return (int)tc_dtype_size(dt);
 }
 
 /* Type suffix for arithmetic / compares. */
@@ -229,7 +230,8 @@ static const char *
 memty(tc_dtype dt)
 {
     static const char *const t[TC_NDTYPES] = {"u8", "u8", "s8", "s16",
-                                              "s32", "s64", "f32", "f64"};
+                                              "s32", "s64", "f32", "f64",
+                                              "u16", "u16"};
     return t[dt];
 }
 
@@ -317,9 +319,64 @@ emit_setp(em *e, tc_kop op, tc_dtype dt, reg a, reg b)
     return p;
 }
 
+/* float32 -> bfloat16 bits, round to nearest even, NaN -> 0x7fff (what
+ * cvt.rn.bf16.f32 gives on sm_80+), for older targets. */
+static void
+emit_bf16_round_bits(em *e, reg d, reg a)
+{
+    reg w = newreg(e, C_R), t = newreg(e, C_R);
+    reg p = newreg(e, C_P);
+    out(e, "mov.b32 %s, %s;", R(w), R(a));
+    out(e, "bfe.u32 %s, %s, 16, 1;", R(t), R(w));
+    out(e, "add.u32 %s, %s, 32767;", R(t), R(t));
+    out(e, "add.u32 %s, %s, %s;", R(t), R(t), R(w));
+    out(e, "shr.u32 %s, %s, 16;", R(t), R(t));
+    out(e, "setp.nan.f32 %s, %s, %s;", R(p), R(a), R(a));
+    out(e, "selp.b32 %s, 32767, %s, %s;", R(d), R(t), R(p));
+}
+
+/* Reduced floats convert only to and from float32 (kb_cast routes the
+ * rest through float32): exact widening, and round-to-nearest-even
+ * narrowing with IEEE subnormals and overflow to inf, as CUDA's eager
+ * kernels do (__float2half_rn / __float2bfloat16_rn). */
+static void
+emit_half_cast(em *e, reg d, tc_dtype to, reg a, tc_dtype from)
+{
+    reg h = newreg(e, C_H);
+    if (from == TC_F16 && to == TC_F32) {
+        out(e, "cvt.u16.u32 %s, %s;", R(h), R(a));
+        out(e, "cvt.f32.f16 %s, %s;", R(d), R(h));
+    }
+    else if (from == TC_BF16 && to == TC_F32) {
+        reg w = newreg(e, C_R);
+        out(e, "shl.b32 %s, %s, 16;", R(w), R(a));
+        out(e, "mov.b32 %s, %s;", R(d), R(w));
+    }
+    else if (from == TC_F32 && to == TC_F16) {
+        out(e, "cvt.rn.f16.f32 %s, %s;", R(h), R(a));
+        out(e, "cvt.u32.u16 %s, %s;", R(d), R(h));
+    }
+    else if (from == TC_F32 && to == TC_BF16 && e->sm >= 80) {
+        out(e, "cvt.rn.bf16.f32 %s, %s;", R(h), R(a));
+        out(e, "cvt.u32.u16 %s, %s;", R(d), R(h));
+    }
+    else if (from == TC_F32 && to == TC_BF16) {
+        emit_bf16_round_bits(e, d, a);
+    }
+    else {
+        fail(e, "cast from %s to %s (reduced floats convert through "
+             "float32)", dtname(from), dtname(to));
+    }
+}
+
 static void
 emit_cast(em *e, reg d, tc_dtype to, reg a, tc_dtype from)
 {
+    if (to != from && (tc_dtype_is_reduced_float(to)
+                       || tc_dtype_is_reduced_float(from))) {
+        emit_half_cast(e, d, to, a, from);
+        return;
+    }
     if (to == from) {
         out(e, "mov.%s %s, %s;", bty(to), R(d), R(a));
         return;

@@ -18,12 +18,14 @@
 /* ---- dtypes ---------------------------------------------------------- */
 
 static const char *const dtype_names[TC_NDTYPES] = {
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"};
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64",
+    "float16", "bfloat16"};
 static const char *const scalar_type_names[TC_NDTYPES] = {
-    "Bool", "Byte", "Char", "Short", "Int", "Long", "Float", "Double"};
+    "Bool", "Byte", "Char", "Short", "Int", "Long", "Float", "Double",
+    "Half", "BFloat16"};
 static const char *const dtype_short_names[TC_NDTYPES] = {
-    "b8", "u8", "i8", "i16", "i32", "i64", "f32", "f64"};
-static const size_t dtype_sizes[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
+    "b8", "u8", "i8", "i16", "i32", "i64", "f32", "f64", "f16", "bf16"};
+static const size_t dtype_sizes[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8, 2, 2};
 
 static int
 dtype_valid(tc_dtype dt)
@@ -52,7 +54,27 @@ tc_dtype_size(tc_dtype dt)
 int
 tc_dtype_is_float(tc_dtype dt)
 {
-    return dt == TC_F32 || dt == TC_F64;
+    return dt == TC_F32 || dt == TC_F64 || tc_dtype_is_reduced_float(dt);
+}
+
+int
+tc_dtype_is_reduced_float(tc_dtype dt)
+{
+    return dt == TC_F16 || dt == TC_BF16;
+}
+
+tc_dtype
+tc_dtype_opmath(tc_dtype dt)
+{
+    return tc_dtype_is_reduced_float(dt) ? TC_F32 : dt;
+}
+
+/* Rank among floats: float16 and bfloat16 share a rank, neither holds the
+ * other. */
+static int
+float_rank(tc_dtype dt)
+{
+    return dt == TC_F64 ? 2 : dt == TC_F32 ? 1 : 0;
 }
 
 int
@@ -73,7 +95,10 @@ tc_promote_types(tc_dtype a, tc_dtype b)
     }
     if (tc_dtype_is_float(a) || tc_dtype_is_float(b)) {
         if (tc_dtype_is_float(a) && tc_dtype_is_float(b)) {
-            return a > b ? a : b;
+            if (float_rank(a) == float_rank(b)) {
+                return TC_F32; /* float16 with bfloat16 */
+            }
+            return float_rank(a) > float_rank(b) ? a : b;
         }
         return tc_dtype_is_float(a) ? a : b;
     }

@@ -28,6 +28,8 @@ typedef enum {
     TC_I64,
     TC_F32,
     TC_F64,
+    TC_F16,  /* torch.float16 (torch.half) */
+    TC_BF16, /* torch.bfloat16 */
     TC_NDTYPES
 } tc_dtype;
 
@@ -37,6 +39,25 @@ const char *tc_dtype_scalar_type_name(tc_dtype dt);
 size_t tc_dtype_size(tc_dtype dt);
 int tc_dtype_is_float(tc_dtype dt);
 int tc_dtype_is_int(tc_dtype dt); /* integral, bool excluded */
+
+/* float16 / bfloat16: storage-only dtypes.  As in ATen and Inductor, values
+ * of these dtypes are computed in float32 (at::opmath_type) and rounded to
+ * the storage dtype when stored or explicitly cast. */
+int tc_dtype_is_reduced_float(tc_dtype dt);
+tc_dtype tc_dtype_opmath(tc_dtype dt); /* float32 for reduced floats */
+
+/* Round-to-nearest-even conversions between float32 and the bits of a
+ * reduced float, as eager PyTorch does them on the CPU (NaN: float16 keeps
+ * the sign and the top payload bits, quieted, like F16C's vcvtps2ph;
+ * bfloat16 gives 0xffff, like ATen's vectorized conversion). */
+uint16_t tc_f32_to_f16_bits(float f);
+float tc_f16_bits_to_f32(uint16_t h);
+uint16_t tc_f32_to_bf16_bits(float f);
+float tc_bf16_bits_to_f32(uint16_t h);
+/* v rounded to dt's precision, as eager converts a Python number to a
+ * tensor of dt (through float32 for the reduced floats, like c10).  Floats
+ * only; v itself for float64. */
+double tc_round_to_dtype(double v, tc_dtype dt);
 
 typedef struct {
     int ndim;

@@ -160,7 +160,9 @@ kb_const_f(tc_kbuilder *kb, tc_dtype dt, double v)
     memset(&c, 0, sizeof(c));
     c.op = KOP_CONST;
     c.dtype = dt;
-    if (dt == TC_F32) {
+    if (tc_dtype_is_reduced_float(dt)) {
+        return -1; /* no arithmetic in these dtypes: see kb_cast */
+    } else if (dt == TC_F32) {
         c.imm.f = (double)(float)v;
     } else if (dt == TC_F64) {
         c.imm.f = v;
@@ -181,7 +183,9 @@ kb_const_i(tc_kbuilder *kb, tc_dtype dt, int64_t v)
     memset(&c, 0, sizeof(c));
     c.op = KOP_CONST;
     c.dtype = dt;
-    if (dt == TC_F32) {
+    if (tc_dtype_is_reduced_float(dt)) {
+        return -1;
+    } else if (dt == TC_F32) {
         c.imm.f = (double)(float)v;
     } else if (dt == TC_F64) {
         c.imm.f = (double)v;
@@ -201,6 +205,13 @@ kb_cast(tc_kbuilder *kb, int v, tc_dtype to)
     const tc_kinst src = kb->k->insts[v];
     if (src.dtype == to) {
         return v;
+    }
+    /* Reduced floats convert only to and from float32 in KIR, so code
+     * generators implement just those two roundings; every other
+     * conversion goes through float32, as c10 converts them too. */
+    if ((tc_dtype_is_reduced_float(src.dtype) || tc_dtype_is_reduced_float(to))
+        && src.dtype != TC_F32 && to != TC_F32) {
+        return kb_cast(kb, kb_cast(kb, v, TC_F32), to);
     }
     if (src.op == KOP_CONST) {
         int r;
@@ -312,7 +323,7 @@ kp(kbuf *b, const char *fmt, ...)
 
 static const char *const ctype_names[TC_NDTYPES] = {
     "bool", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t", "float",
-    "double"};
+    "double", "_Float16", "__bf16"};
 
 static const char *
 ctype(tc_dtype dt)

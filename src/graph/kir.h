@@ -228,6 +228,11 @@ int tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
  * targets without SIMD transcendentals.  Returns 0 or -1. */
 int tc_kernel_decompose_transcendentals(tc_kernel *k);
 
+/* Rewrite every CAST from or to float16 / bfloat16 (KIR casts those only
+ * to and from float32) into int32 / float32 bit manipulation, for targets
+ * without native conversions (kir_half.c).  Returns 0 or -1. */
+int tc_kernel_lower_half_casts(tc_kernel *k);
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 

@@ -12,9 +12,9 @@
 #include <string.h>
 
 #define M(dt) (1u << (dt))
-#define MASK_ALL 0xffu
+#define MASK_ALL ((1u << TC_NDTYPES) - 1)
 #define MASK_NOBOOL (MASK_ALL & ~M(TC_BOOL))
-#define MASK_FLOAT (M(TC_F32) | M(TC_F64))
+#define MASK_FLOAT (M(TC_F32) | M(TC_F64) | M(TC_F16) | M(TC_BF16))
 #define MASK_INTBOOL (MASK_ALL & ~MASK_FLOAT)
 
 /* ---- lowering helpers ------------------------------------------------ */

@@ -738,7 +738,8 @@ leaf_load(kgen *kg, int id, const imap *m)
         slot = mapped_slot(kg, s->buf_of[id], 0,
                            s->p->buffers[s->buf_of[id]].layout.strides, 0, m);
     }
-    return kb_load(&kg->kb, slot, n->dtype);
+    return kb_cast(&kg->kb, kb_load(&kg->kb, slot, n->dtype),
+                   tc_dtype_opmath(n->dtype));
 }
 
 /* A view reads its base in place when the base is a buffer here. */
@@ -833,22 +834,60 @@ level_of(kgen *kg, int id, const imap *m)
 
 static int gen_node(kgen *kg, int id, const imap *m);
 
-/* Operand id as dtype dt: scalars become constants of dt directly. */
+/* Values in KIR: a node of dtype dt is a value of tc_dtype_opmath(dt).
+ * Reduced floats (float16, bfloat16) are float32 values, rounded to their
+ * dtype only when stored or converted to another dtype: one rounding per
+ * fused kernel, as Inductor does, where eager rounds after every op. */
+
+/* eager's mul and div take a reduced-float operand that is a 0-d tensor or
+ * a Python number in float32 (opmath) instead of rounding it to the
+ * tensor's dtype (binary_op_scalar in ATen's BinaryOpsKernel.cpp); x * 0.1
+ * with 0.1 as a Python number is mul(x, 0.1) in either spelling
+ * (Tensor.__rmul__). */
 static int
-gen_operand(kgen *kg, int id, const imap *m, tc_dtype dt)
+operand_kept_in_opmath(const tc_graph *g, const tc_node *n, int k,
+                       tc_dtype compute)
+{
+    const char *op = tc_ops[n->op].name;
+    const tc_node *x = &g->nodes[n->in[k]];
+    if (!tc_dtype_is_reduced_float(compute) || x->layout.ndim != 0) {
+        return 0;
+    }
+    if (!strcmp(op, "div")) {
+        return k == 1;
+    }
+    return !strcmp(op, "mul") && (k == 1 || x->kind == TC_NODE_SCALAR);
+}
+
+/* Operand id converted to dt as torch converts it (Python numbers and
+ * other dtypes rounded to dt, unless keep_opmath), as a KIR value of
+ * tc_dtype_opmath(dt). */
+static int
+gen_operand(kgen *kg, int id, const imap *m, tc_dtype dt, int keep_opmath)
 {
     const tc_node *n = &kg->s->g->nodes[id];
+    tc_dtype rep = tc_dtype_opmath(dt);
     if (n->kind == TC_NODE_SCALAR) {
-        int v = tc_dtype_is_float(n->dtype)
-                    ? kb_const_f(&kg->kb, dt, n->scalar.f)
-                    : kb_const_i(&kg->kb, dt, n->scalar.i);
+        int is_f = tc_dtype_is_float(n->dtype);
+        int v;
+        if (tc_dtype_is_reduced_float(dt) && !keep_opmath) {
+            double x = is_f ? n->scalar.f : (double)n->scalar.i;
+            v = kb_const_f(&kg->kb, rep, tc_round_to_dtype(x, dt));
+        } else {
+            v = is_f ? kb_const_f(&kg->kb, rep, n->scalar.f)
+                     : kb_const_i(&kg->kb, rep, n->scalar.i);
+        }
         if (v < 0) {
             serr(kg->s, "cannot convert the constant of %%%d to %s", id,
                  tc_dtype_name(dt));
         }
         return v;
     }
-    return kb_cast(&kg->kb, gen_node(kg, id, m), dt);
+    int v = gen_node(kg, id, m);
+    if (n->dtype != dt && !keep_opmath) {
+        v = kb_cast(&kg->kb, v, dt);
+    }
+    return kb_cast(&kg->kb, v, rep);
 }
 
 static int
@@ -868,12 +907,21 @@ gen_op(kgen *kg, int id, const imap *m)
         tc_dtype dt = tc_op_operand_dtype(n->op, k, compute, x->dtype);
         imap sub;
         operand_map(&x->layout, &n->layout, m, &sub);
-        if ((args[k] = gen_operand(kg, n->in[k], &sub, dt)) < 0) {
+        args[k] = gen_operand(kg, n->in[k], &sub, dt,
+                              operand_kept_in_opmath(s->g, n, k, compute));
+        if (def->promote == TC_PROMOTE_CAST) {
+            /* an explicit cast sees its operand as eager stored it */
+            args[k] = kb_cast(&kg->kb, args[k], dt);
+        }
+        if (args[k] < 0) {
             return -1;
         }
     }
-    int v = kb_cast(&kg->kb, def->lower(&kg->kb, args, compute, out),
-                    n->dtype);
+    tc_dtype kout = def->promote == TC_PROMOTE_CAST ? out
+                                                     : tc_dtype_opmath(out);
+    int v = kb_cast(&kg->kb,
+                    def->lower(&kg->kb, args, tc_dtype_opmath(compute), kout),
+                    tc_dtype_opmath(n->dtype));
     if (v < 0) {
         serr(s, "cannot lower %s for %s", def->name, tc_dtype_name(compute));
     }
@@ -903,9 +951,10 @@ acc_dtype(const tc_graph *g, const tc_node *r)
         return TC_BOOL;
     case TC_ACC_ARGMAX:
     case TC_ACC_ARGMIN:
-        return g->nodes[r->in[0]].dtype;
+        return tc_dtype_opmath(g->nodes[r->in[0]].dtype);
     default:
-        return r->dtype;
+        /* reduced floats accumulate in float32, as eager does */
+        return tc_dtype_opmath(r->dtype);
     }
 }
 
@@ -921,7 +970,8 @@ gen_reduction(kgen *kg, int id, const imap *m)
     tc_acc_kind kind = acc_kind(tc_ops[n->op].name);
     int comp = kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
     kg->used[id] = 1;
-    return kb_cast(&kg->kb, kb_acc_result(&kg->kb, r->acc, comp), n->dtype);
+    return kb_cast(&kg->kb, kb_acc_result(&kg->kb, r->acc, comp),
+                   tc_dtype_opmath(n->dtype));
 }
 
 static int
@@ -1040,7 +1090,7 @@ member_store(kgen *kg, int id, const imap *m)
     const sched *s = kg->s;
     int b = s->buf_of[id];
     int slot = mapped_slot(kg, b, 1, s->p->buffers[b].layout.strides, 0, m);
-    int v = gen_node(kg, id, m);
+    int v = kb_cast(&kg->kb, gen_node(kg, id, m), s->p->buffers[b].dtype);
     if (v < 0 || kb_store(&kg->kb, slot, v) < 0) {
         return s->err && s->err[0] ? -1 : oom(kg->s);
     }

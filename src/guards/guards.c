@@ -15,12 +15,6 @@ static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
 static PyObject *fn_is_grad_enabled, *fn_get_default_dtype;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
-static const char *const torch_dtype_names[TC_NDTYPES] = {
-    [TC_BOOL] = "bool", [TC_U8] = "uint8", [TC_I8] = "int8",
-    [TC_I16] = "int16", [TC_I32] = "int32", [TC_I64] = "int64",
-    [TC_F32] = "float32", [TC_F64] = "float64",
-};
-
 int
 tc_guards_init(void)
 {
@@ -38,8 +32,9 @@ tc_guards_init(void)
         return -1;
     }
     for (int i = 0; i < TC_NDTYPES; i++) {
+        /* tc_dtype_name spells dtypes as torch's attributes do */
         torch_dtypes[i] = PyObject_GetAttrString(tc_torch_module,
-                                                 torch_dtype_names[i]);
+                                                 tc_dtype_name(i));
         if (torch_dtypes[i] == NULL) {
             return -1;
         }

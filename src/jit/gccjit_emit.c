@@ -231,7 +231,9 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
 
 typedef struct {
     gcc_jit_context *ctx;
-    T *vt[TC_NDTYPES];      /* value and storage type (bool: uint8 0/1) */
+    T *vt[TC_NDTYPES];      /* value and storage type (bool: uint8 0/1;
+                               float16 / bfloat16: their bits as uint16,
+                               see tc_kernel_lower_half_casts) */
     T *ut[TC_NDTYPES];      /* unsigned type of the same width */
     T *t_bool, *t_i32, *t_i64, *t_void, *t_voidp, *t_voidpp;
     gcc_jit_function *ipow[TC_NDTYPES];
@@ -254,6 +256,8 @@ dtype_bits(tc_dtype dt)
 {
     switch (dt) {
     case TC_I16:
+    case TC_F16:
+    case TC_BF16:
         return 16;
     case TC_I32:
     case TC_F32:
@@ -290,6 +294,8 @@ init_types(emitter *e)
     e->ut[TC_I64] = u64;
     e->ut[TC_F32] = u32;
     e->ut[TC_F64] = u64;
+    e->vt[TC_F16] = e->vt[TC_BF16] = u16;
+    e->ut[TC_F16] = e->ut[TC_BF16] = u16;
     e->t_bool = gcc_jit_context_get_type(c, GCC_JIT_TYPE_BOOL);
     e->t_i32 = e->vt[TC_I32];
     e->t_i64 = e->vt[TC_I64];
@@ -791,6 +797,16 @@ check_inst(const tc_kernel *k, int i, char *err, size_t errlen)
     if ((unsigned)in->dtype >= TC_NDTYPES || (unsigned)in->op >= KOP_COUNT) {
         snprintf(err, errlen, "tcjit cpu: %s: bad instruction %d", k->name,
                  i);
+        return -1;
+    }
+    /* reduced floats are only moved here: their casts were rewritten */
+    tc_dtype adt = in->a >= 0 ? k->insts[in->a].dtype : in->dtype;
+    int half = tc_dtype_is_reduced_float(in->dtype)
+               || tc_dtype_is_reduced_float(adt);
+    if (half && in->op != KOP_LOAD && in->op != KOP_STORE
+        && in->op != KOP_BITCAST) {
+        snprintf(err, errlen, "tcjit cpu: %s: op %d on %s at %d", k->name,
+                 (int)in->op, tc_dtype_name(in->dtype), i);
         return -1;
     }
     return 0;
@@ -2587,6 +2603,8 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
     kv->fast = NULL;
     kv->flag = -1;
     if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0
+        || tc_kernel_lower_half_casts(exact) < 0
+        || tc_kernel_lower_half_casts(fast) < 0
         || tc_kernel_decompose_transcendentals(exact) < 0
         || tc_kernel_decompose_transcendentals_cpu(fast, &kv->flag) < 0) {
         return -1;

@@ -17,10 +17,6 @@ static PyObject *str_data_ptr = NULL;   /* interned "data_ptr" */
 static PyObject *str_storage_offset = NULL; /* interned "storage_offset" */
 static PyObject *dtype_objs[TC_NDTYPES];
 
-static const char *const torch_dtype_names[TC_NDTYPES] = {
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64",
-};
-
 int
 tc_alloc_init(void)
 {
@@ -32,7 +28,7 @@ tc_alloc_init(void)
         return -1;
     }
     for (int i = 0; i < TC_NDTYPES; i++) {
-        dtype_objs[i] = PyObject_GetAttrString(torch, torch_dtype_names[i]);
+        dtype_objs[i] = PyObject_GetAttrString(torch, tc_dtype_name(i));
         if (dtype_objs[i] == NULL) {
             goto error;
         }
@@ -68,8 +64,8 @@ error:
 static size_t
 elem_size(tc_dtype dt)
 {
-    static const size_t sz[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8};
-    return (unsigned)dt < TC_NDTYPES ? sz[dt] : 1;
+    size_t n = tc_dtype_size(dt);
+    return n ? n : 1;
 }
 
 PyObject *

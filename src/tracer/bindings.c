@@ -85,6 +85,7 @@ static const tc_binding_def binding_defs[] = {
     CAST("Tensor.int", "int32"), CAST("Tensor.long", "int64"),
     CAST("Tensor.bool", "bool"), CAST("Tensor.short", "int16"),
     CAST("Tensor.char", "int8"), CAST("Tensor.byte", "uint8"),
+    CAST("Tensor.half", "float16"), CAST("Tensor.bfloat16", "bfloat16"),
     {"Tensor.size", NULL, TC_CALL_SIZE, "self, dim=None"},
     {"Tensor.dim", NULL, TC_CALL_DIM, "self"},
     {"Tensor.ndimension", NULL, TC_CALL_DIM, "self"},
