@@ -213,6 +213,12 @@ kb_cast(tc_kbuilder *kb, int v, tc_dtype to)
         && src.dtype != TC_F32 && to != TC_F32) {
         return kb_cast(kb, kb_cast(kb, v, TC_F32), to);
     }
+    /* Rounding a float32 that was widened from `to` gives the value back
+     * (NaN payloads included, which the rounding would canonicalize). */
+    if (src.op == KOP_CAST && tc_dtype_is_reduced_float(to)
+        && kb->k->insts[src.a].dtype == to) {
+        return src.a;
+    }
     if (src.op == KOP_CONST) {
         int r;
         if (src.dtype == TC_F32 || src.dtype == TC_F64) {

@@ -9,6 +9,10 @@ OUT_CASES, OUT_PROMO = sys.argv[1], sys.argv[2]
 warnings.filterwarnings("ignore")
 DT=[torch.bool,torch.uint8,torch.int8,torch.int16,torch.int32,torch.int64,torch.float32,torch.float64]
 DTC=['TC_BOOL','TC_U8','TC_I8','TC_I16','TC_I32','TC_I64','TC_F32','TC_F64']
+# float16 / bfloat16 take part in the promotion table, casts and a few binary ops
+HALF=[torch.float16,torch.bfloat16]
+DT_ALL=DT+HALF
+DTC+=['TC_F16','TC_BF16']
 L=[((3,4),(4,1)),((3,4),(1,3)),((3,4),(0,1)),((3,4),(1,0)),((3,4),(8,2)),((4,),(1,)),((1,4),(4,1)),
    ((3,1),(1,1)),((1,4,3),(1,3,1)),((),()),((0,4),(4,1)),((4,0),(1,4)),((2,3,4,5),(60,1,15,3)),
    ((2,3,4,5),(60,20,5,1)),((2,1,4,5),(20,1,5,1)),((3,4),(2,6)),((2,3,2,2,2),(24,1,12,6,3)),
@@ -20,7 +24,7 @@ def tens(dt,l):
     return t
 def ctensor(dt,l):
     s=','.join(map(str,l[0])) or '0'; st=','.join(map(str,l[1])) or '0'
-    return "{'t',%s,%d,{%s},{%s},0}"%(DTC[DT.index(dt)],len(l[0]),s,st)
+    return "{'t',%s,%d,{%s},{%s},0}"%(DTC[DT_ALL.index(dt)],len(l[0]),s,st)
 def cscalar(v):
     if isinstance(v,bool): return "{'b',TC_BOOL,0,{0},{0},%d}"%int(v)
     if isinstance(v,int): return "{'i',TC_I64,0,{0},{0},%d}"%v
@@ -38,11 +42,11 @@ def run(op,args,cargs,attr=None):
         e=args[1]
         if not (isinstance(e,(int,bool)) and 0<=e<=64 and isinstance(args[0],torch.Tensor)):
             res=('unsup',)
-    attrc=DTC[DT.index(attr)] if attr is not None else 'TC_F32'
+    attrc=DTC[DT_ALL.index(attr)] if attr is not None else 'TC_F32'
     ins=','.join(cargs)
     if res[0]=='ok':
         s=','.join(map(str,res[2])) or '0'; st=','.join(map(str,res[3])) or '0'
-        out.append('{"%s",%d,{%s},%s,1,%s,%d,{%s},{%s},NULL},'%(op,len(args),ins,attrc,DTC[DT.index(res[1])],len(res[2]),s,st))
+        out.append('{"%s",%d,{%s},%s,1,%s,%d,{%s},{%s},NULL},'%(op,len(args),ins,attrc,DTC[DT_ALL.index(res[1])],len(res[2]),s,st))
     elif res[0]=='err' and ("argument '" in res[1] or 'invalid combination' in res[1]):
         return
     elif res[0]=='err':
@@ -110,23 +114,41 @@ for a in DT:
     for b in DT:
         for l in (L if a in (torch.float32,torch.int64) else L[:3]):
             run('to',[tens(a,l)],[ctensor(a,l)],attr=b)
+# reduced floats: casts, and binary ops with every dtype and Python scalars
+for a in DT_ALL:
+    for b in DT_ALL:
+        if a not in HALF and b not in HALF: continue
+        for l in L[:3]:
+            run('to',[tens(a,l)],[ctensor(a,l)],attr=b)
+        for op in ('add','mul','div','lt','maximum','pow'):
+            run(op,[tens(a,L[0]),tens(b,L[0])],[ctensor(a,L[0]),ctensor(b,L[0])])
+            run(op,[tens(a,L[0]),tens(b,L[9])],[ctensor(a,L[0]),ctensor(b,L[9])])
+            run(op,[tens(a,L[9]),tens(b,L[1])],[ctensor(a,L[9]),ctensor(b,L[1])])
+for a in HALF:
+    for op in un+bi[:7]:
+        args=[tens(a,L[4])]+([tens(a,L[1])] if op in bi else [])
+        run(op,args,[ctensor(a,L[4])]+([ctensor(a,L[1])] if op in bi else []))
+    for op in ('add','mul','sub','div','pow','lt','clamp_min'):
+        for v in scal:
+            run(op,[tens(a,L[0]),v],[ctensor(a,L[0]),cscalar(v)])
+            run(op,[tens(a,L[9]),v],[ctensor(a,L[9]),cscalar(v)])
 open(OUT_CASES,'w').write('\n'.join(out)+'\n')
 print(len(out))
 # promotion table
 dims=['dim','zero','wrapped']
 pro=[]
 def mk(kind,dt):
-    if kind=='dim': return tens(dt,L[5]),'{1,%s}'%DTC[DT.index(dt)]
-    if kind=='zero': return tens(dt,L[9]),'{0,%s}'%DTC[DT.index(dt)]
+    if kind=='dim': return tens(dt,L[5]),'{1,%s}'%DTC[DT_ALL.index(dt)]
+    if kind=='zero': return tens(dt,L[9]),'{0,%s}'%DTC[DT_ALL.index(dt)]
     v={torch.bool:True,torch.int64:3,torch.float64:1.5}[dt]
-    return v,'{2,%s}'%DTC[DT.index(dt)]
+    return v,'{2,%s}'%DTC[DT_ALL.index(dt)]
 for ka in dims:
     for kb in dims:
-        for a in DT if ka!='wrapped' else (torch.bool,torch.int64,torch.float64):
-            for b in DT if kb!='wrapped' else (torch.bool,torch.int64,torch.float64):
+        for a in DT_ALL if ka!='wrapped' else (torch.bool,torch.int64,torch.float64):
+            for b in DT_ALL if kb!='wrapped' else (torch.bool,torch.int64,torch.float64):
                 if ka=='wrapped' and kb=='wrapped': continue
                 x,cx=mk(ka,a); y,cy=mk(kb,b)
                 r=torch.result_type(x,y)
-                pro.append('{%s,%s,%s},'%(cx,cy,DTC[DT.index(r)]))
+                pro.append('{%s,%s,%s},'%(cx,cy,DTC[DT_ALL.index(r)]))
 open(OUT_PROMO,'w').write('\n'.join(pro)+'\n')
 print(len(pro))

@@ -218,6 +218,9 @@ test_promotion(void)
     CHECK(tc_promote_types(TC_BOOL, TC_U8) == TC_U8, "bool+u8");
     CHECK(tc_promote_types(TC_I64, TC_F32) == TC_F32, "i64+f32");
     CHECK(tc_promote_types(TC_F32, TC_F64) == TC_F64, "f32+f64");
+    CHECK(tc_promote_types(TC_F16, TC_BF16) == TC_F32, "f16+bf16");
+    CHECK(tc_promote_types(TC_BF16, TC_I64) == TC_BF16, "bf16+i64");
+    CHECK(tc_promote_types(TC_F16, TC_F32) == TC_F32, "f16+f32");
     printf("promotion cases: %d\n", n);
 }
 
@@ -225,10 +228,12 @@ static void
 test_dtype_names(void)
 {
     static const char *names[] = {"bool", "uint8", "int8", "int16",
-                                  "int32", "int64", "float32", "float64"};
+                                  "int32", "int64", "float32", "float64",
+                                  "float16", "bfloat16"};
     static const char *st[] = {"Bool", "Byte", "Char", "Short",
-                               "Int", "Long", "Float", "Double"};
-    static const size_t sizes[] = {1, 1, 1, 2, 4, 8, 4, 8};
+                               "Int", "Long", "Float", "Double", "Half",
+                               "BFloat16"};
+    static const size_t sizes[] = {1, 1, 1, 2, 4, 8, 4, 8, 2, 2};
     for (int d = 0; d < TC_NDTYPES; d++) {
         CHECK(!strcmp(tc_dtype_name(d), names[d]), "name %d", d);
         CHECK(!strcmp(tc_dtype_scalar_type_name(d), st[d]), "st name %d", d);
@@ -236,6 +241,47 @@ test_dtype_names(void)
         CHECK(tc_dtype_is_float(d) == (d >= TC_F32), "is_float %d", d);
         CHECK(tc_dtype_is_int(d) == (d >= TC_U8 && d <= TC_I64), "is_int %d", d);
     }
+}
+
+/* Host conversions (half.c): exact widening, and rounding of a few
+ * values whose float16 / bfloat16 bits are known. */
+static void
+test_half_conversions(void)
+{
+    static const struct {
+        float f;
+        uint16_t h, b;
+    } cases[] = {
+        {1.0f, 0x3c00, 0x3f80},
+        {-2.0f, 0xc000, 0xc000},
+        {65504.0f, 0x7bff, 0x4780},
+        {65520.0f, 0x7c00, 0x4780},       /* f16: the tie above max -> inf */
+        {0x1p-24f, 0x0001, 0x3380},       /* smallest f16 subnormal */
+        {0x1p-25f, 0x0000, 0x3300},       /* tie -> even (0) */
+        {0x1.8p-25f, 0x0001, 0x3340},
+        {1.0f + 0x1p-11f, 0x3c00, 0x3f80}, /* tie -> even */
+        {1.0f + 0x3p-11f, 0x3c02, 0x3f80},
+        {1.0f + 0x1p-8f, 0x3c04, 0x3f80},  /* bf16 tie -> even */
+        {1.0f + 0x3p-8f, 0x3c0c, 0x3f82},
+        {3.4e38f, 0x7c00, 0x7f80},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK(tc_f32_to_f16_bits(cases[i].f) == cases[i].h, "f16 %zu: %04x",
+              i, tc_f32_to_f16_bits(cases[i].f));
+        CHECK(tc_f32_to_bf16_bits(cases[i].f) == cases[i].b, "bf16 %zu: %04x",
+              i, tc_f32_to_bf16_bits(cases[i].f));
+    }
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = tc_f16_bits_to_f32((uint16_t)h);
+        float g = tc_bf16_bits_to_f32((uint16_t)h);
+        if (f == f) {
+            CHECK(tc_f32_to_f16_bits(f) == h, "f16 round trip %04x", h);
+        }
+        if (g == g) {
+            CHECK(tc_f32_to_bf16_bits(g) == h, "bf16 round trip %04x", h);
+        }
+    }
+    CHECK(tc_round_to_dtype(0.1, TC_F16) == 0.0999755859375, "0.1 as f16");
 }
 
 static void
@@ -1757,6 +1803,7 @@ int
 main(void)
 {
     test_dtype_names();
+    test_half_conversions();
     test_registry();
     test_promotion();
     test_op_cases();
