@@ -241,7 +241,7 @@ def test_ptx_c_cases(tmp_path):
             "tests/gpu/f32math_ref.c", "src/gpu/ptx_emit.c", "src/gpu/ptx_math.c",
             "src/graph/graph.c", "src/graph/ops.c", "src/graph/kir.c",
             "src/graph/schedule.c", "src/graph/transcendental.c",
-            "src/graph/extern.c"]
+            "src/graph/extern.c", "src/graph/half.c"]
     r = subprocess.run(["gcc", "-std=gnu11", "-O1", "-ffp-contract=off", "-Isrc/graph",
                         "-Isrc/gpu", "-o", exe] + srcs + ["-lm"],
                        cwd=root, capture_output=True, text=True)
