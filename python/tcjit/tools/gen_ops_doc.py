@@ -14,8 +14,11 @@ Anything not listed here still works: tcjit ends the compiled segment before
 it, runs that one instruction in Python (a *graph break*, see
 [graph_breaks.md](graph_breaks.md)) and goes on compiling after it.
 Python operators (`+ - * / ** & | ^ ~ < <= > >= == !=`, unary `-`) on tensors
-map to the ops of the same meaning.  `float16`/`bfloat16` inputs are not
-compiled yet (their frames run eagerly).
+map to the ops of the same meaning.  `float16`/`bfloat16` tensors compile
+like the others: values are loaded as float32, computed in float32 and
+rounded to the tensor's dtype when stored or cast (as Inductor does), so a
+chain of ops rounds once where eager rounds after every op; casts are
+bit-exact with eager.
 """
 
 
@@ -38,7 +41,7 @@ def render():
     spellings = collections.defaultdict(list)
     extras = []
     for path, op in _C.bindings():
-        if op is None or op.startswith(("float", "int", "uint", "bool")):
+        if op is None or op.startswith(("float", "bfloat", "int", "uint", "bool")):
             extras.append(path if op is None else f"{path} (to {op})")
         else:
             spellings[op].append(path)
