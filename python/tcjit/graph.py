@@ -83,6 +83,12 @@ class Graph:
         return f"<tcjit.Graph {self.op_count} ops: {', '.join(self.ops())}>"
 
     def __call__(self, *inputs):
+        # Graphs have no autograd: an input that requires grad is only
+        # ever read under no_grad, and no result requires grad.
+        with torch.no_grad():
+            return self._run(inputs)
+
+    def _run(self, inputs):
         env = {}
         for n in self.nodes:
             if n.kind == "input":

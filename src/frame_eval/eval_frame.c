@@ -161,7 +161,46 @@ memo_release(PyObject **memo, int n)
 
 static PyObject *build_result(const tc_template *t, const build_ctx *cx);
 
-/* Values the tracer deferred to the exit (f-strings of tensors, lambdas). */
+/* An iterator of a loop the tracer unrolled: made afresh and advanced as
+ * far as the segment got, so that CPython's FOR_ITER goes on from there
+ * (items of a list are read from the list itself, as eager's iterator
+ * does). */
+static PyObject *
+build_iterator(PyObject *factory, PyObject *args, int advance)
+{
+    PyObject *it = PyObject_CallObject(factory, args);
+    for (int i = 0; it != NULL && i < advance; i++) {
+        PyObject *item = PyIter_Next(it);
+        if (item == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_SystemError,
+                                "tcjit: an unrolled loop's iterator ended "
+                                "early");
+            }
+            Py_CLEAR(it);
+            break;
+        }
+        Py_DECREF(item);
+    }
+    return it;
+}
+
+/* `with` a context manager entered inside a segment: enter it for real
+ * (the instruction the segment stopped at runs in its mode) and keep its
+ * bound __exit__ on the stack, where CPython's exit sequence expects it. */
+static PyObject *
+build_entered(PyObject *ctx)
+{
+    PyObject *r = PyObject_CallMethod(ctx, "__enter__", NULL);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    return PyObject_GetAttrString(ctx, "__exit__");
+}
+
+/* Values the tracer deferred to the exit (f-strings of tensors, lambdas,
+ * loop iterators, context managers). */
 static PyObject *
 build_deferred(const tc_template *t, const build_ctx *cx)
 {
@@ -184,6 +223,24 @@ build_deferred(const tc_template *t, const build_ctx *cx)
         PyObject *empty = PyUnicode_FromString("");
         r = empty ? PyUnicode_Join(empty, items) : NULL;
         Py_XDECREF(empty);
+    }
+    else if (t->kind == TC_TMPL_CALL) {
+        r = PyObject_CallObject(t->obj, items);
+    }
+    else if (t->kind == TC_TMPL_ITER) {
+        r = build_iterator(t->obj, items, t->index);
+    }
+    else if (t->kind == TC_TMPL_ENTER) {
+        r = build_entered(PyTuple_GET_ITEM(items, 0));
+    }
+    else if (t->kind == TC_TMPL_DICT) {
+        r = PyDict_New();
+        for (int i = 0; r != NULL && i < t->n; i++) {
+            if (PyDict_SetItem(r, PyTuple_GET_ITEM(t->obj, i),
+                               PyTuple_GET_ITEM(items, i)) < 0) {
+                Py_CLEAR(r);
+            }
+        }
     }
     else {
         r = tc_format_value(PyTuple_GET_ITEM(items, 0),
@@ -233,6 +290,10 @@ build_value(const tc_template *t, const build_ctx *cx)
     case TC_TMPL_FORMAT:
     case TC_TMPL_JOIN:
     case TC_TMPL_FUNCTION:
+    case TC_TMPL_CALL:
+    case TC_TMPL_ITER:
+    case TC_TMPL_ENTER:
+    case TC_TMPL_DICT:
         return build_deferred(t, cx);
     case TC_TMPL_CONST:
         return Py_NewRef(t->obj);

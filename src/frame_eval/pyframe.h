@@ -251,6 +251,28 @@ pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
 #ifndef PRINT_EXPR
 #define PRINT_EXPR (-11)
 #endif
+#ifndef LIST_TO_TUPLE
+#define LIST_TO_TUPLE (-13)
+#endif
+
+/* list -> tuple before a call with *args: an opcode on 3.11, an intrinsic
+ * (pycore_intrinsics.h INTRINSIC_LIST_TO_TUPLE) on 3.12. */
+#define TC_INTRINSIC_LIST_TO_TUPLE 6
+#define TC_IS_LIST_TO_TUPLE(opcode, oparg)                                   \
+    ((opcode) == LIST_TO_TUPLE                                               \
+     || ((opcode) == CALL_INTRINSIC_1 && (oparg) == TC_INTRINSIC_LIST_TO_TUPLE))
+
+/* Where FOR_ITER goes when its iterator is exhausted (it pops the
+ * iterator first).  3.12 also skips the END_FOR the jump lands on. */
+static inline int
+pyframe_for_iter_exit(int oparg, int next_pc)
+{
+#if TC_PY312
+    return next_pc + oparg + 1;
+#else
+    return next_pc + oparg;
+#endif
+}
 
 /* LOAD_GLOBAL pushes NULL first when oparg & 1; the name index is oparg >> 1
  * on both versions.  LOAD_ATTR's name is oparg >> 1 on 3.12 (bit 0: method

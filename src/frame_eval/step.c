@@ -73,6 +73,24 @@ step_call(tc_iframe *f, const tc_exit *x)
     return r;
 }
 
+/* CALL_FUNCTION_EX: [.., NULL, callable, args, kwargs if oparg & 1]; the
+ * result takes the NULL's place. */
+static PyObject *
+step_call_ex(tc_iframe *f, int oparg)
+{
+    PyObject *kwargs = (oparg & 1) ? pop_value(f) : NULL;
+    PyObject *args = pop_value(f), *func = pop_value(f);
+    Py_XDECREF(pop_value(f));
+    PyObject *tuple = PyTuple_CheckExact(args) ? Py_NewRef(args)
+                                               : PySequence_Tuple(args);
+    PyObject *r = tuple ? PyObject_Call(func, tuple, kwargs) : NULL;
+    Py_XDECREF(tuple);
+    Py_DECREF(args);
+    Py_DECREF(func);
+    Py_XDECREF(kwargs);
+    return r;
+}
+
 static PyObject *
 step_format(tc_iframe *f, int oparg)
 {
@@ -228,6 +246,9 @@ tc_step(tc_iframe *f, const tc_exit *x)
     switch (x->opcode) {
     case CALL:
         r = step_call(f, x);
+        break;
+    case CALL_FUNCTION_EX:
+        r = step_call_ex(f, x->oparg);
         break;
     case LOAD_ATTR:
     case LOAD_METHOD:

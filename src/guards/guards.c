@@ -129,8 +129,9 @@ tc_guards_free(tc_guard_set *gs)
 static int
 names_equal(PyObject *a, PyObject *b)
 {
-    if (a == NULL || b == NULL) {
-        return a == b;
+    if (a == NULL || b == NULL || !PyUnicode_Check(a)
+        || !PyUnicode_Check(b)) {
+        return a == b;  /* TC_SRC_CONST objects: by identity */
     }
     return PyUnicode_Compare(a, b) == 0;
 }
@@ -179,14 +180,29 @@ tc_source_repr(const tc_guard_set *gs, int src)
         return PyUnicode_FromFormat("C['%U']", s->name);
     case TC_SRC_STACK:
         return PyUnicode_FromFormat("S[%zd]", s->index);
+    case TC_SRC_CONST:
+        return PyUnicode_FromFormat("%R", s->name);
     case TC_SRC_ITEM:
     case TC_SRC_ATTR:
+    case TC_SRC_FUNC_GLOBAL:
+    case TC_SRC_FUNC_CLOSURE:
+    case TC_SRC_DICT_ITEM:
         parent = tc_source_repr(gs, s->parent);
         if (parent == NULL) {
             return NULL;
         }
         if (s->kind == TC_SRC_ITEM) {
             r = PyUnicode_FromFormat("%U[%zd]", parent, s->index);
+        }
+        else if (s->kind == TC_SRC_FUNC_GLOBAL) {
+            r = PyUnicode_FromFormat("%U.__globals__['%U']", parent, s->name);
+        }
+        else if (s->kind == TC_SRC_FUNC_CLOSURE) {
+            r = PyUnicode_FromFormat("%U.__closure__[%zd].cell_contents",
+                                     parent, s->index);
+        }
+        else if (s->kind == TC_SRC_DICT_ITEM) {
+            r = PyUnicode_FromFormat("%U[%R]", parent, s->name);
         }
         else {
             r = PyUnicode_FromFormat("%U.%U", parent, s->name);
@@ -210,6 +226,25 @@ tensor_name(const tc_guard_set *gs, int src)
 }
 
 /* ---- fetching --------------------------------------------------------- */
+
+/* A global or free variable of a function other than the frame's: what
+ * LOAD_GLOBAL / LOAD_DEREF read when that function runs. */
+static PyObject *
+fetch_function_slot(const tc_source *s, PyFunctionObject *fn)
+{
+    if (s->kind == TC_SRC_FUNC_CLOSURE) {
+        PyObject *cl = fn->func_closure;
+        if (cl == NULL || s->index >= PyTuple_GET_SIZE(cl)) {
+            return NULL;
+        }
+        return Py_XNewRef(PyCell_GET(PyTuple_GET_ITEM(cl, s->index)));
+    }
+    PyObject *v = PyDict_GetItemWithError(fn->func_globals, s->name);
+    if (v == NULL && !PyErr_Occurred() && PyDict_Check(fn->func_builtins)) {
+        v = PyDict_GetItemWithError(fn->func_builtins, s->name);
+    }
+    return Py_XNewRef(v);
+}
 
 static PyObject *
 fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
@@ -236,6 +271,8 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
         return v && PyCell_Check(v) ? Py_XNewRef(PyCell_GET(v)) : NULL;
     case TC_SRC_STACK:
         return Py_XNewRef(fv->stack[s->index]);
+    case TC_SRC_CONST:
+        return Py_NewRef(s->name);
     case TC_SRC_ITEM:
         parent = vals[s->parent];
         if (parent == NULL) {
@@ -258,6 +295,21 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
             PyErr_Clear();
         }
         return v;
+    case TC_SRC_FUNC_GLOBAL:
+    case TC_SRC_FUNC_CLOSURE:
+        /* the function itself is ID_MATCH-guarded by the tracer; a
+         * different object here just fails the guards */
+        parent = vals[s->parent];
+        if (parent == NULL || !PyFunction_Check(parent)) {
+            return NULL;
+        }
+        return fetch_function_slot(s, (PyFunctionObject *)parent);
+    case TC_SRC_DICT_ITEM:
+        parent = vals[s->parent];
+        if (parent == NULL || !PyDict_CheckExact(parent)) {
+            return NULL;
+        }
+        return Py_XNewRef(PyDict_GetItemWithError(parent, s->name));
     }
     return NULL;
 }

@@ -21,7 +21,14 @@ typedef enum {
     TC_SRC_CELL,     /* cell in local slot `index` (after the prologue) */
     TC_SRC_STACK,    /* value stack slot `index` (segments after a break) */
     TC_SRC_ITEM,     /* parent[index] of a tuple or list */
-    TC_SRC_ATTR      /* getattr(parent, name) */
+    TC_SRC_ATTR,     /* getattr(parent, name) */
+    TC_SRC_FUNC_GLOBAL,  /* parent.__globals__[name], then its builtins:
+                            a global read by a function of another module */
+    TC_SRC_FUNC_CLOSURE, /* parent.__closure__[index].cell_contents */
+    TC_SRC_DICT_ITEM,    /* parent[name] of a dict (str keys) */
+    TC_SRC_CONST         /* the object `name` itself: a function another
+                            guard pins (a method of a type-guarded class),
+                            the root of its globals and cells */
 } tc_source_kind;
 
 typedef struct {

@@ -19,10 +19,18 @@
 #define ERROR (-1)
 #define UNSUPPORTED (-2)
 #define DONE 1  /* the segment ended (return or exit) */
+#define NOT_HANDLED 2  /* a special case does not apply: go on as usual */
 
 /* Straight-line code only: a budget keeps a constant-condition loop from
  * unrolling forever. */
 #define INSTRUCTION_BUDGET 20000
+
+/* Room on the symbolic stack beyond co_stacksize: calls rewritten by the
+ * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
+#define STACK_SLACK 40
+
+/* Most arguments of one call the tracer handles. */
+#define TC_MAX_CALL_ARGS 32
 
 /* What an inlined callee's tracer shares with its caller's. */
 typedef struct {
@@ -31,6 +39,10 @@ typedef struct {
     int ninputs, inputs_cap;
     int touched_tensor;       /* a tensor was read from the frame */
     int force_eager;          /* correctness needs the whole frame eager */
+    unsigned char *grad;      /* by graph node: requires grad (inputs that
+                                 do, and what grad mode computed from them) */
+    int grad_cap;
+    int grad_synced;          /* nodes whose grad flag is computed */
 } trace_shared;
 
 typedef struct {
@@ -46,6 +58,13 @@ typedef struct {
     int sp, stack_cap;
     PyObject *kwnames;        /* pending KW_NAMES (borrowed from co_consts) */
     PyObject *global_vars;    /* {name: index into arena} */
+    PyObject *globals;        /* borrowed: the globals LOAD_GLOBAL reads */
+    PyObject *builtins;       /* borrowed */
+    int globals_source;       /* -1: the frame's globals (G['x']); else the
+                                 source of the inlined function whose
+                                 __globals__ they are */
+    PyFunctionObject *fn;     /* borrowed: the inlined function, if any */
+    int fn_source;            /* its source (closure cells), or -1 */
     trace_shared *sh;
     tc_trace *out;
     int pc;                   /* current instruction */
@@ -142,6 +161,54 @@ add_input(tracer *T, int source)
 
 static tc_var *wrap_value(tracer *T, PyObject *value, int source, int *rc);
 
+static int
+grow_grad(trace_shared *sh, int n)
+{
+    if (n <= sh->grad_cap) {
+        return OK;
+    }
+    int cap = sh->grad_cap ? 2 * sh->grad_cap : 64;
+    cap = cap < n ? n : cap;
+    unsigned char *g = PyMem_Realloc(sh->grad, cap);
+    if (g == NULL) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    memset(g + sh->grad_cap, 0, cap - sh->grad_cap);
+    sh->grad = g;
+    sh->grad_cap = cap;
+    return OK;
+}
+
+/* Inputs that require grad may be read and computed with under no_grad
+ * (the results do not require grad, as in eager).  After every traced
+ * instruction, the nodes it created require grad if grad mode is on and
+ * an input of theirs does: that needs autograd, which is not compiled,
+ * so the frame runs eagerly.  Checking here, not in each op, covers
+ * every way of making nodes. */
+static int
+sync_grad(tracer *T)
+{
+    trace_shared *sh = T->sh;
+    const tc_graph *g = T->out->graph;
+    if (grow_grad(sh, g->nnodes) != OK) {
+        return ERROR;
+    }
+    for (; sh->grad_synced < g->nnodes; sh->grad_synced++) {
+        const tc_node *n = &g->nodes[sh->grad_synced];
+        int needs = 0;
+        for (int i = 0; i < n->nin; i++) {
+            needs |= sh->grad[n->in[i]];
+        }
+        if (needs && T->grad_mode) {
+            sh->force_eager = 1;
+            return unsupported(T, "an input requires grad while grad mode "
+                               "is on (training is not compiled yet)");
+        }
+    }
+    return OK;
+}
+
 static tc_var *
 wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
 {
@@ -166,12 +233,6 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         return NULL;
     }
     T->out->device = m.device_index;
-    if (m.requires_grad && T->grad_mode) {
-        T->sh->force_eager = 1;
-        *rc = unsupported(T, "an input requires grad while grad mode is on "
-                          "(training is not compiled yet)");
-        return NULL;
-    }
     tc_layout l;
     l.ndim = m.ndim;
     memcpy(l.sizes, m.sizes, sizeof(l.sizes));
@@ -186,6 +247,11 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = unsupported(T, "graph input");
         return NULL;
     }
+    if (grow_grad(T->sh, v->node + 1) != OK) {
+        *rc = ERROR;
+        return NULL;
+    }
+    T->sh->grad[v->node] = (unsigned char)m.requires_grad;
     return v;
 }
 
@@ -378,6 +444,33 @@ is_cell_slot(tracer *T, int i)
     return (kind & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) != 0;
 }
 
+/* A free variable of an inlined function: the contents of its closure
+ * cell, read through the function's own source. */
+static int
+load_inlined_free(tracer *T, int i)
+{
+    if (!is_free_slot(T, i) || T->fn == NULL || T->fn_source < 0) {
+        return unsupported(T, "read of unbound variable '%U'",
+                           local_name(T, i));
+    }
+    int j = i - (T->nlocals - T->co->co_nfreevars), rc;
+    PyObject *cells = T->fn->func_closure;
+    PyObject *value = cells && j < PyTuple_GET_SIZE(cells)
+                      ? PyCell_GET(PyTuple_GET_ITEM(cells, j)) : NULL;
+    if (value == NULL) {
+        return unsupported(T, "read of unbound variable '%U'",
+                           local_name(T, i));
+    }
+    int src = tc_source_add(T->out->guards, TC_SRC_FUNC_CLOSURE,
+                            T->fn_source, j, local_name(T, i));
+    tc_var *v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    T->locals[i] = v;
+    return push(T, v);
+}
+
 static int
 load_local(tracer *T, int i)
 {
@@ -385,8 +478,7 @@ load_local(tracer *T, int i)
         return push(T, T->locals[i]);
     }
     if (T->depth > 0) {
-        return unsupported(T, "read of unbound variable '%U'",
-                           local_name(T, i));
+        return load_inlined_free(T, i);
     }
     int rc, src;
     PyObject *value;
@@ -445,9 +537,9 @@ load_global(tracer *T, PyObject *name)
     if (PyErr_Occurred()) {
         return ERROR;
     }
-    PyObject *value = PyDict_GetItemWithError(T->frame->f_globals, name);
+    PyObject *value = PyDict_GetItemWithError(T->globals, name);
     if (value == NULL && !PyErr_Occurred()) {
-        value = PyDict_GetItemWithError(T->frame->f_builtins, name);
+        value = PyDict_GetItemWithError(T->builtins, name);
     }
     if (value == NULL) {
         return PyErr_Occurred() ? ERROR
@@ -455,7 +547,10 @@ load_global(tracer *T, PyObject *name)
                                               name);
     }
     int rc;
-    int src = tc_source_add(T->out->guards, TC_SRC_GLOBAL, -1, 0, name);
+    int src = T->globals_source < 0
+        ? tc_source_add(T->out->guards, TC_SRC_GLOBAL, -1, 0, name)
+        : tc_source_add(T->out->guards, TC_SRC_FUNC_GLOBAL, T->globals_source,
+                        0, name);
     tc_var *v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
     if (v == NULL) {
         return src < 0 ? ERROR : rc;
@@ -1476,29 +1571,43 @@ all_const(tc_var **args, int n)
     return 1;
 }
 
-/* Builtins that are pure on Python scalars: fold them. */
+/* Builtins (functions and int/float/bool) that are pure on Python
+ * scalars. */
 static int
-fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
-                  PyObject *kwnames)
+is_pure_builtin(PyObject *fn)
 {
-    static const char *const pure[] = {"abs", "min", "max", "float", "int",
-                                       "bool", "round", "len", "pow", NULL};
-    if (!PyCFunction_Check(fn) || kwnames != NULL) {
-        return UNSUPPORTED;
+    static const char *const pure[] = {"abs", "min", "max", "round", "len",
+                                       "pow", NULL};
+    if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
+        || fn == (PyObject *)&PyBool_Type) {
+        return 1;
+    }
+    if (!PyCFunction_Check(fn)) {
+        return 0;
     }
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     PyObject *mod = ((PyCFunctionObject *)fn)->m_module;
     if (mod == NULL || !PyUnicode_Check(mod)
-        || !PyUnicode_CompareWithASCIIString(mod, "builtins") == 0) {
-        return UNSUPPORTED;
+        || PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
+        return 0;
     }
     int ok = 0;
     for (int i = 0; pure[i]; i++) {
         ok |= strcmp(pure[i], name) == 0;
     }
-    if (!ok || n > 4) {
+    return ok;
+}
+
+/* Builtins that are pure on Python scalars: fold them. */
+static int
+fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
+                  PyObject *kwnames)
+{
+    if (!is_pure_builtin(fn) || kwnames != NULL || n > 4) {
         return UNSUPPORTED;
     }
+    const char *name = PyType_Check(fn) ? ((PyTypeObject *)fn)->tp_name
+                                        : ((PyCFunctionObject *)fn)->m_ml->ml_name;
     if (reify_all(T, args, n) != OK) {
         return ERROR;
     }
@@ -1535,21 +1644,37 @@ static void tracer_fini(tracer *T);
 #define MAX_INLINE_DEPTH 8
 
 /* Bind a call's arguments to the callee's parameters (positional,
- * keyword, defaults).  Returns OK or UNSUPPORTED. */
+ * keyword, defaults, *args, **kwargs).  fn is NULL for a lambda made in
+ * the traced code (no defaults).  Returns OK or UNSUPPORTED. */
 static int
-bind_arguments(tracer *T, PyFunctionObject *fn, tc_var **args, int nargs,
-               PyObject *kwnames, tc_var **locals)
+bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
+               tc_var **args, int nargs, PyObject *kwnames, tc_var **locals)
 {
-    PyCodeObject *co = (PyCodeObject *)fn->func_code;
     int nparams = co->co_argcount + co->co_kwonlyargcount;
+    int has_varargs = (co->co_flags & CO_VARARGS) != 0;
+    int has_varkw = (co->co_flags & CO_VARKEYWORDS) != 0;
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
-    if (npos > co->co_argcount) {
+    int nextra = npos > co->co_argcount ? npos - co->co_argcount : 0;
+    if (nextra > 0 && !has_varargs) {
         return unsupported(T, "too many positional arguments");
     }
-    for (int i = 0; i < npos; i++) {
+    for (int i = 0; i < npos - nextra; i++) {
         locals[i] = args[i];
     }
-    for (int k = 0; k < nkw; k++) {
+    if (has_varargs) {
+        locals[nparams] = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nextra,
+                                     args + co->co_argcount);
+        if (locals[nparams] == NULL) {
+            return ERROR;
+        }
+    }
+    PyObject *extra_keys = has_varkw ? PyList_New(0) : NULL;
+    tc_var *extra_vals[TC_MAX_CALL_ARGS];
+    int nextra_kw = 0, rc = OK;
+    if (has_varkw && extra_keys == NULL) {
+        return ERROR;
+    }
+    for (int k = 0; rc == OK && k < nkw; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int found = -1;
         for (int i = co->co_posonlyargcount; i < nparams; i++) {
@@ -1558,12 +1683,34 @@ bind_arguments(tracer *T, PyFunctionObject *fn, tc_var **args, int nargs,
                 found = i;
             }
         }
-        if (found < 0 || locals[found] != NULL) {
-            return unsupported(T, "keyword argument '%U'", name);
+        if (found < 0 && has_varkw) {
+            rc = PyList_Append(extra_keys, name) < 0 ? ERROR : OK;
+            extra_vals[nextra_kw++] = args[npos + k];
         }
-        locals[found] = args[npos + k];
+        else if (found < 0 || locals[found] != NULL) {
+            rc = unsupported(T, "keyword argument '%U'", name);
+        }
+        else {
+            locals[found] = args[npos + k];
+        }
     }
-    PyObject *defs = fn->func_defaults, *kwdefs = fn->func_kwdefaults;
+    if (rc == OK && has_varkw) {
+        int slot = nparams + has_varargs;
+        PyObject *keys = PyList_AsTuple(extra_keys);
+        locals[slot] = keys ? tc_var_seq(&T->sh->arena, TC_VAR_DICT,
+                                         nextra_kw, extra_vals) : NULL;
+        if (locals[slot] != NULL) {
+            locals[slot]->obj = Py_NewRef(keys);
+        }
+        Py_XDECREF(keys);
+        rc = locals[slot] ? OK : ERROR;
+    }
+    Py_XDECREF(extra_keys);
+    if (rc != OK) {
+        return rc;
+    }
+    PyObject *defs = fn ? fn->func_defaults : NULL;
+    PyObject *kwdefs = fn ? fn->func_kwdefaults : NULL;
     Py_ssize_t ndefs = defs ? PyTuple_GET_SIZE(defs) : 0;
     for (int i = 0; i < nparams; i++) {
         if (locals[i] != NULL) {
@@ -1589,26 +1736,43 @@ bind_arguments(tracer *T, PyFunctionObject *fn, tc_var **args, int nargs,
     return OK;
 }
 
+/* A callee reads its own module's globals: the caller's, or (a function
+ * of another module) fn.__globals__ through the function's source. */
 static int
-tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co)
+tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
+                   PyFunctionObject *fn, int fn_source)
 {
     memset(C, 0, sizeof(*C));
     C->sh = T->sh;
     C->out = T->out;
     C->frame = T->frame;
     C->co = co;
+    C->fn = fn;
+    C->fn_source = fn_source;
     C->depth = T->depth + 1;
     C->grad_mode = T->grad_mode;
     C->nlocals = co->co_nlocalsplus;
-    C->global_vars = Py_NewRef(T->global_vars);
+    if (fn == NULL || fn->func_globals == T->globals) {
+        C->globals = T->globals;
+        C->builtins = T->builtins;
+        C->globals_source = T->globals_source;
+        C->global_vars = Py_NewRef(T->global_vars);
+    }
+    else {
+        C->globals = fn->func_globals;
+        C->builtins = fn->func_builtins;
+        C->globals_source = fn->func_globals == T->frame->f_globals
+                            ? -1 : fn_source;
+        C->global_vars = PyDict_New();
+    }
     C->code_bytes = PyCode_GetCode(co);
-    C->stack_cap = co->co_stacksize + 1;
+    C->stack_cap = co->co_stacksize + STACK_SLACK;
     C->locals = PyMem_Calloc(C->nlocals + 1, sizeof(tc_var *));
     C->written = PyMem_Calloc(C->nlocals + 1, 1);
     C->stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
     C->saved_stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
-    if (!C->code_bytes || !C->locals || !C->written || !C->stack
-        || !C->saved_stack) {
+    if (!C->global_vars || !C->code_bytes || !C->locals || !C->written
+        || !C->stack || !C->saved_stack) {
         if (!PyErr_Occurred()) {
             PyErr_NoMemory();
         }
@@ -1619,39 +1783,54 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co)
     return OK;
 }
 
-/* Calls of Python functions are traced into the caller's graph.  If the
- * callee cannot be traced whole, the call is a STEP of the caller (the
- * callee then compiles on its own when it runs). */
+/* Calls of Python functions are traced into the caller's graph: functions
+ * read from the frame (guarded by identity, so their code, defaults,
+ * globals and closure cells are those traced), and lambdas made by the
+ * traced code itself (callable is DEFERRED).  If the callee cannot be
+ * traced whole, the call is a STEP of the caller (the callee then
+ * compiles on its own when it runs). */
 static int
 inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
             PyObject *kwnames)
 {
-    PyFunctionObject *fn = (PyFunctionObject *)callable->obj;
-    PyCodeObject *co = (PyCodeObject *)fn->func_code;
+    PyFunctionObject *fn = NULL;
+    PyCodeObject *co;
+    if (callable->kind == TC_VAR_DEFERRED) {
+        co = (PyCodeObject *)callable->obj;
+    }
+    else {
+        fn = (PyFunctionObject *)callable->obj;
+        co = (PyCodeObject *)fn->func_code;
+    }
     const int unsupported_flags = CO_GENERATOR | CO_COROUTINE
-        | CO_ASYNC_GENERATOR | CO_VARARGS | CO_VARKEYWORDS;
+        | CO_ASYNC_GENERATOR;
     if (T->depth >= MAX_INLINE_DEPTH) {
         return unsupported(T, "call to %U: calls nested deeper than %d are "
                            "not inlined", co->co_qualname, MAX_INLINE_DEPTH);
     }
-    if (fn->func_globals != T->frame->f_globals
-        || (co->co_flags & unsupported_flags) || co->co_ncellvars
-        || co->co_nfreevars) {
-        return unsupported(T, "call to %U (not inlined: another module, "
-                           "*args/**kwargs, generators and closures are "
-                           "not inlined yet)", co->co_qualname);
+    if ((co->co_flags & unsupported_flags)) {
+        return unsupported(T, "call to %U (not inlined: generators are not "
+                           "inlined)", co->co_qualname);
     }
-    /* the code and defaults traced are those of this very function; a
-     * function without a source is a method found on a type that a TYPE
-     * guard already pins (nn.Module.forward) */
-    if (callable->source >= 0
+    /* the code, defaults, globals and cells traced are those of this very
+     * function; a function without a source is a method found on a type
+     * that a TYPE guard already pins (nn.Module.forward) */
+    if (fn != NULL && callable->source >= 0
         && tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
         return ERROR;
     }
+    int fn_source = callable->source;
+    if (fn != NULL && fn_source < 0) {
+        fn_source = tc_source_add(T->out->guards, TC_SRC_CONST, -1, 0,
+                                  (PyObject *)fn);
+        if (fn_source < 0) {
+            return ERROR;
+        }
+    }
     tracer C;
-    int rc = tracer_init_inline(&C, T, co);
+    int rc = tracer_init_inline(&C, T, co, fn, fn_source);
     if (rc == OK) {
-        rc = bind_arguments(&C, fn, args, nargs, kwnames, C.locals);
+        rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
     }
     if (rc == OK) {
         rc = run(&C);
@@ -1906,6 +2085,1237 @@ call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
     return inline_call(T, f, full, nargs + 1, kwnames);
 }
 
+/* ---- Python semantics: loops, grad-mode contexts, dicts, builtins ------- */
+
+/* Callables the tracer gives their Python meaning instead of tracing
+ * into them; looked up once. */
+static struct {
+    PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
+        *getattr, *hasattr, *partial, *no_grad, *enable_grad,
+        *inference_mode, *set_grad_enabled;
+} K;
+
+static int
+known_init(void)
+{
+    static const struct {
+        const char *module, *name;
+        PyObject **slot;
+    } table[] = {
+        {"builtins", "iter", &K.iter},
+        {"builtins", "enumerate", &K.enumerate},
+        {"builtins", "zip", &K.zip},
+        {"builtins", "reversed", &K.reversed},
+        {"builtins", "range", &K.range},
+        {"builtins", "len", &K.len},
+        {"builtins", "isinstance", &K.isinstance},
+        {"builtins", "getattr", &K.getattr},
+        {"builtins", "hasattr", &K.hasattr},
+        {"functools", "partial", &K.partial},
+        {"torch", "no_grad", &K.no_grad},
+        {"torch", "enable_grad", &K.enable_grad},
+        {"torch", "inference_mode", &K.inference_mode},
+        {"torch", "set_grad_enabled", &K.set_grad_enabled},
+    };
+    if (K.set_grad_enabled != NULL) {
+        return OK;
+    }
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        PyObject *mod = PyImport_ImportModule(table[i].module);
+        PyObject *v = mod ? PyObject_GetAttrString(mod, table[i].name) : NULL;
+        Py_XDECREF(mod);
+        if (v == NULL) {
+            return ERROR;
+        }
+        Py_XSETREF(*table[i].slot, v);  /* kept for the process */
+    }
+    return OK;
+}
+
+static int op_call(tracer *T, int argc);
+static int op_load_attr(tracer *T, PyObject *name, int method);
+static int push_folded(tracer *T, PyObject *r, const char *what);
+
+/* A callable read from the frame whose meaning the tracer relies on. */
+static int
+guard_callable(tracer *T, tc_var *callable)
+{
+    if (callable->kind == TC_VAR_UNKNOWN && callable->source >= 0) {
+        return tc_guard_id(T->out->guards, callable->source, callable->obj);
+    }
+    return OK;
+}
+
+/* Call callable(*args) with keywords kwnames (a tuple some arena var
+ * owns) through the ordinary CALL path. */
+static int
+call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
+               PyObject *kwnames)
+{
+    if (push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) != OK
+        || push(T, callable) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    for (int i = 0; i < n; i++) {
+        if (push(T, args[i]) != OK) {
+            return UNSUPPORTED;
+        }
+    }
+    T->kwnames = kwnames;
+    return op_call(T, n);
+}
+
+static tc_var *
+new_const(tracer *T, PyObject *value)
+{
+    if (value == NULL) {
+        return NULL;
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, value, -1);
+    Py_DECREF(value);
+    return v;
+}
+
+static int
+push_const(tracer *T, PyObject *value)
+{
+    return value == NULL ? ERROR : push(T, new_const(T, value));
+}
+
+/* ---- sequences known item by item, and iterators of unrolled loops ----
+ *
+ * An iterator is a DEFERRED var: obj is the builtin that makes it (iter,
+ * enumerate, zip, reversed), items its arguments, index how many items it
+ * has yielded.  FOR_ITER computes the next item from the arguments, so a
+ * loop over a range, a tuple or a list (of tensors: graph inputs with
+ * ITEM sources, length guarded) is unrolled into the graph.  If the
+ * segment ends inside the loop, the exit template makes the iterator
+ * afresh and advances it as far (TC_TMPL_ITER). */
+
+static int
+is_iterator(tc_var *v)
+{
+    return v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_ITER;
+}
+
+static Py_ssize_t iter_length(tracer *T, tc_var *it, int *rc);
+static tc_var *iter_item(tracer *T, tc_var *it, Py_ssize_t k);
+
+/* How many items a tuple, list, range, string or unrolled iterator still
+ * yields; -1 if v is none of them (*rc says whether that is an error). */
+static Py_ssize_t
+seq_length(tracer *T, tc_var *v, int *rc)
+{
+    *rc = reify(T, v);
+    if (*rc != OK) {
+        return -1;
+    }
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        return v->nitems;
+    }
+    if (is_iterator(v)) {
+        Py_ssize_t n = iter_length(T, v, rc);
+        return n < 0 ? n : n - v->index;
+    }
+    if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
+                                    || PyUnicode_CheckExact(v->obj))) {
+        Py_ssize_t n = PyObject_Length(v->obj);
+        *rc = n < 0 ? ERROR : OK;
+        return n;
+    }
+    return -1;
+}
+
+/* Item k of what seq_length measured. */
+static tc_var *
+seq_item(tracer *T, tc_var *v, Py_ssize_t k)
+{
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        return v->items[k];
+    }
+    if (is_iterator(v)) {
+        return iter_item(T, v, v->index + k);
+    }
+    return new_const(T, PySequence_GetItem(v->obj, k));
+}
+
+static tc_var *
+make_iter(tracer *T, PyObject *factory, tc_var **args, int n)
+{
+    tc_var *it = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, n, args);
+    if (it != NULL) {
+        it->node = TC_TMPL_ITER;
+        it->obj = Py_NewRef(factory);
+    }
+    return it;
+}
+
+/* Iterators are mutable objects but vars are values: an iterator is only
+ * advanced in place when nothing else (a local, the stack below it, a
+ * container on it) can see it. */
+static int
+is_aliased(tracer *T, tc_var *v)
+{
+    for (int i = 0; i < T->nlocals; i++) {
+        if (T->locals[i] == v) {
+            return 1;
+        }
+    }
+    for (int i = 0; i < T->sp - 1; i++) {
+        tc_var *s = T->stack[i];
+        if (s == v) {
+            return 1;
+        }
+        for (int j = 0; j < s->nitems; j++) {
+            if (s->items[j] == v) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* iter(), reversed(), enumerate(), zip() of known sequences (reversed
+ * needs a sequence, the others also take an unrolled iterator). */
+static int
+call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    int nseq = fn == K.zip ? nargs : 1, rc;
+    if (nargs < 1 || nargs > 16 || (fn != K.zip && fn != K.enumerate
+                                    && nargs != 1)
+        || (fn == K.enumerate && nargs > 2)) {
+        return NOT_HANDLED;
+    }
+    for (int i = 0; i < nseq; i++) {
+        if ((is_iterator(args[i])
+             && (fn == K.reversed || is_aliased(T, args[i])))
+            || seq_length(T, args[i], &rc) < 0) {
+            return rc != OK ? rc : NOT_HANDLED;
+        }
+    }
+    if (fn == K.iter && is_iterator(args[0])) {
+        return push(T, args[0]);  /* iter(it) is it */
+    }
+    if (fn == K.enumerate && nargs == 2
+        && (reify(T, args[1]) != OK || args[1]->kind != TC_VAR_CONST
+            || !PyLong_CheckExact(args[1]->obj))) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    return push(T, make_iter(T, fn, args, nargs));
+}
+
+/* How many items an unrolled iterator yields from its start. */
+static Py_ssize_t
+iter_length(tracer *T, tc_var *it, int *rc)
+{
+    Py_ssize_t n = PY_SSIZE_T_MAX;
+    int nseq = it->obj == K.zip ? it->nitems : 1;
+    for (int i = 0; i < nseq; i++) {
+        Py_ssize_t len = seq_length(T, it->items[i], rc);
+        if (len < 0) {
+            return -1;
+        }
+        n = len < n ? len : n;
+    }
+    return n;
+}
+
+/* Item k (counted from the iterator's start) of an unrolled iterator. */
+static tc_var *
+iter_item(tracer *T, tc_var *it, Py_ssize_t k)
+{
+    tc_var *parts[16];
+    int nparts = it->obj == K.zip ? it->nitems : 1;
+    if (it->obj == K.iter) {
+        return seq_item(T, it->items[0], k);
+    }
+    if (it->obj == K.reversed) {
+        int rc;
+        Py_ssize_t n = seq_length(T, it->items[0], &rc);
+        return n < 0 ? NULL : seq_item(T, it->items[0], n - 1 - k);
+    }
+    if (it->obj == K.enumerate) {
+        long long start = it->nitems > 1
+            ? PyLong_AsLongLong(it->items[1]->obj) : 0;
+        if (start == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        parts[0] = new_const(T, PyLong_FromLongLong(start + k));
+        parts[1] = seq_item(T, it->items[0], k);
+        nparts = 2;
+    }
+    else {
+        for (int i = 0; i < nparts; i++) {
+            parts[i] = seq_item(T, it->items[i], k);
+        }
+    }
+    for (int i = 0; i < nparts; i++) {
+        if (parts[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
+}
+
+static int
+op_get_iter(tracer *T)
+{
+    tc_var *v = peek(T, 1);
+    int rc;
+    if (v == NULL) {
+        return unsupported(T, "malformed stack");
+    }
+    if (is_iterator(v)) {
+        return is_aliased(T, v)
+            ? unsupported(T, "a loop over an iterator that is also stored "
+                          "elsewhere")
+            : OK;  /* iter(it) is it */
+    }
+    if (seq_length(T, v, &rc) < 0) {
+        return rc != OK ? rc
+             : unsupported(T, "a loop over a %s (only ranges, tuples, lists "
+                           "and their enumerate/zip/reversed are unrolled)",
+                           tc_var_kind_name(v));
+    }
+    pop(T);
+    return push(T, make_iter(T, K.iter, &v, 1));
+}
+
+static int
+op_for_iter(tracer *T, int oparg, int *next)
+{
+    tc_var *it = peek(T, 1), *item = NULL;
+    int rc;
+    if (it == NULL || !is_iterator(it)) {
+        return unsupported(T, "a for loop over an unknown iterator");
+    }
+    Py_ssize_t n = iter_length(T, it, &rc);
+    if (n < 0) {
+        return rc != OK ? rc : unsupported(T, "malformed iterator");
+    }
+    if (it->index >= n) {
+        pop(T);
+        *next = pyframe_for_iter_exit(oparg, *next);
+        return OK;
+    }
+    if ((item = iter_item(T, it, it->index)) == NULL) {
+        return ERROR;
+    }
+    tc_var *advanced = make_iter(T, it->obj, it->items, it->nitems);
+    if (advanced == NULL) {
+        return ERROR;
+    }
+    advanced->index = it->index + 1;
+    T->stack[T->sp - 1] = advanced;
+    return push(T, item);
+}
+
+/* ---- grad-mode context managers ----
+ *
+ * `with torch.no_grad():` (enable_grad, inference_mode, set_grad_enabled)
+ * changes T->grad_mode for the ops traced inside.  The context manager is
+ * a DEFERRED var (TC_TMPL_CALL: made by calling obj(*items); index = the
+ * mode it sets); BEFORE_WITH leaves on the stack a DEFERRED exit
+ * (TC_TMPL_ENTER; index = the mode to restore), which the normal exit
+ * sequence calls.  A segment that ends inside the block materializes the
+ * context manager, enters it for real and leaves its __exit__ where
+ * CPython expects it, so the rest of the block, its exception path
+ * (WITH_EXCEPT_START) and the exit run in Python exactly as eager. */
+
+static int
+next_opcode(tracer *T)
+{
+    int pc = T->pc;
+    while ((T->code[pc] & 0xff) == EXTENDED_ARG) {
+        pc++;
+    }
+    pc += 1 + tc_inline_caches[T->code[pc] & 0xff];
+    while (pc < T->ncode && (T->code[pc] & 0xff) == EXTENDED_ARG) {
+        pc++;
+    }
+    return pc < T->ncode ? T->code[pc] & 0xff : -1;
+}
+
+static int
+const_truth(tracer *T, tc_var *v)
+{
+    if (reify(T, v) != OK) {
+        return ERROR;
+    }
+    return v->kind == TC_VAR_CONST && PyBool_Check(v->obj)
+           ? v->obj == Py_True : -1;
+}
+
+static int
+is_grad_ctx_object(PyObject *obj)
+{
+    PyObject *tp = (PyObject *)Py_TYPE(obj);
+    return tp == K.no_grad || tp == K.enable_grad || tp == K.inference_mode
+           || tp == K.set_grad_enabled;
+}
+
+/* The grad mode a call makes a context manager for (0/1), -1 if fn is
+ * not one of them, or UNSUPPORTED/ERROR. */
+static int
+grad_ctx_mode(tracer *T, PyObject *fn, tc_var **args, int nargs,
+              PyObject *kwnames)
+{
+    PyObject *inst = NULL;
+    if (PyMethod_Check(fn) && nargs == 0) {
+        /* the factory of a @torch.no_grad()-style decorator: the bound
+         * clone() of such an object */
+        PyObject *name = PyObject_GetAttrString(PyMethod_GET_FUNCTION(fn),
+                                                "__name__");
+        int is_clone = name && PyUnicode_Check(name)
+                       && PyUnicode_CompareWithASCIIString(name, "clone") == 0;
+        Py_XDECREF(name);
+        PyErr_Clear();
+        if (!is_clone) {
+            return -1;
+        }
+        inst = PyMethod_GET_SELF(fn);
+        if (!is_grad_ctx_object(inst)) {
+            return -1;
+        }
+        fn = (PyObject *)Py_TYPE(inst);
+    }
+    if (fn != K.no_grad && fn != K.enable_grad && fn != K.inference_mode
+        && fn != K.set_grad_enabled) {
+        return -1;
+    }
+    if (kwnames != NULL) {
+        return unsupported(T, "%s() with keyword arguments",
+                           ((PyTypeObject *)fn)->tp_name);
+    }
+    if (fn == K.no_grad || fn == K.enable_grad) {
+        return nargs == 0 ? fn == K.enable_grad
+                          : unsupported(T, "grad mode context with arguments");
+    }
+    int mode = -1;
+    if (inst != NULL) {
+        PyObject *m = PyObject_GetAttrString(inst, "mode");
+        mode = m == Py_True ? 1 : m == Py_False ? 0 : -1;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    else if (nargs == 1) {
+        mode = const_truth(T, args[0]);
+        if (mode == ERROR) {
+            return ERROR;
+        }
+    }
+    else if (nargs == 0 && fn == K.inference_mode) {
+        mode = 1;
+    }
+    if (mode < 0) {
+        return unsupported(T, "%s() with a non-constant mode",
+                           ((PyTypeObject *)fn)->tp_name);
+    }
+    if (fn == K.inference_mode) {
+        /* inference_mode(False) inside inference mode would turn it off:
+         * not traced */
+        return mode ? 0 : unsupported(T, "torch.inference_mode(False)");
+    }
+    if (inst == NULL && next_opcode(T) != BEFORE_WITH) {
+        return unsupported(T, "torch.set_grad_enabled() outside a with "
+                           "statement (changes global state)");
+    }
+    return mode;
+}
+
+static int
+make_grad_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
+              int mode)
+{
+    if (guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    tc_var *ctx = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, nargs, args);
+    if (ctx == NULL) {
+        return ERROR;
+    }
+    ctx->node = TC_TMPL_CALL;  /* only grad-mode contexts are made so */
+    ctx->obj = Py_NewRef(callable->obj);
+    ctx->index = mode;
+    return push(T, ctx);
+}
+
+static int
+op_before_with(tracer *T)
+{
+    tc_var *ctx = peek(T, 1);
+    if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
+        || ctx->node != TC_TMPL_CALL) {
+        return unsupported(T, "a with statement on a %s (only grad-mode "
+                           "context managers are traced)",
+                           ctx ? tc_var_kind_name(ctx) : "?");
+    }
+    tc_var *exit = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &ctx);
+    if (exit == NULL) {
+        return ERROR;
+    }
+    exit->node = TC_TMPL_ENTER;
+    exit->index = T->grad_mode;
+    pop(T);
+    if (push(T, exit) != OK) {
+        return ERROR;
+    }
+    T->grad_mode = ctx->index;
+    return push_const(T, Py_NewRef(Py_None));  /* what __enter__ returns */
+}
+
+/* The normal exit of a with block: exit(None, None, None). */
+static int
+call_with_exit(tracer *T, tc_var *exit, int nargs)
+{
+    if (nargs != 3) {
+        return unsupported(T, "a call of a context manager's __exit__");
+    }
+    T->grad_mode = exit->index;
+    return push_const(T, Py_NewRef(Py_None));
+}
+
+/* ---- dicts with constant keys ---- */
+
+static tc_var *
+make_dict(tracer *T, PyObject *keys, tc_var **values)
+{
+    int n = (int)PyTuple_GET_SIZE(keys);
+    tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT, n, values);
+    if (d != NULL) {
+        d->obj = Py_NewRef(keys);
+    }
+    return d;
+}
+
+/* The keys of a dict literal must be constants and distinct (a repeated
+ * key keeps its first position: not worth tracing). */
+static int
+check_keys(tracer *T, PyObject *keys)
+{
+    PyObject *set = PySet_New(keys);
+    if (set == NULL) {
+        return unsupported_from_exception(T, "dict keys");
+    }
+    int distinct = PySet_GET_SIZE(set) == PyTuple_GET_SIZE(keys);
+    Py_DECREF(set);
+    return distinct ? OK : unsupported(T, "a dict literal with repeated "
+                                       "keys");
+}
+
+static int
+op_build_map(tracer *T, int n, int const_keys)
+{
+    int depth = const_keys ? n + 1 : 2 * n;
+    if (T->sp < depth) {
+        return unsupported(T, "malformed stack");
+    }
+    tc_var **base = &T->stack[T->sp - depth];
+    tc_var *values[TC_MAX_CALL_ARGS];
+    if (n > TC_MAX_CALL_ARGS) {
+        return unsupported(T, "a dict literal of %d items", n);
+    }
+    PyObject *keys = PyTuple_New(n);
+    if (keys == NULL) {
+        return ERROR;
+    }
+    tc_var *kv = const_keys ? base[n] : NULL;
+    int rc = kv && (kv->kind != TC_VAR_TUPLE || kv->nitems != n)
+             ? unsupported(T, "malformed BUILD_CONST_KEY_MAP") : OK;
+    for (int i = 0; rc == OK && i < n; i++) {
+        tc_var *k = const_keys ? kv->items[i] : base[2 * i];
+        values[i] = const_keys ? base[i] : base[2 * i + 1];
+        rc = reify(T, k);
+        if (rc == OK && k->kind != TC_VAR_CONST) {
+            rc = unsupported(T, "a dict with a key of type %s",
+                             tc_var_kind_name(k));
+        }
+        if (rc == OK) {
+            PyTuple_SET_ITEM(keys, i, Py_NewRef(k->obj));
+        }
+    }
+    if (rc == OK) {
+        rc = check_keys(T, keys);
+    }
+    if (rc == OK) {
+        T->sp -= depth;
+        rc = push(T, make_dict(T, keys, values));
+    }
+    Py_DECREF(keys);
+    return rc;
+}
+
+/* DICT_MERGE (f(**a, **b): repeated keys are an error) and DICT_UPDATE
+ * ({**a, **b}: later keys win). */
+static int
+op_dict_merge(tracer *T, int oparg, int merge)
+{
+    tc_var *other = peek(T, 1), *d = peek(T, oparg + 1);
+    if (other == NULL || d == NULL || other->kind != TC_VAR_DICT
+        || d->kind != TC_VAR_DICT) {
+        return unsupported(T, "merging a dict that is not a literal or "
+                           "**kwargs");
+    }
+    if (d->nitems + other->nitems > TC_MAX_CALL_ARGS) {
+        return unsupported(T, "dict too long");
+    }
+    tc_var *values[TC_MAX_CALL_ARGS];
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL) {
+        return ERROR;
+    }
+    int n = 0, rc = OK;
+    for (int i = 0; rc == OK && i < d->nitems + other->nitems; i++) {
+        int mine = i < d->nitems;
+        PyObject *k = PyTuple_GET_ITEM(mine ? d->obj : other->obj,
+                                       mine ? i : i - d->nitems);
+        tc_var *v = mine ? d->items[i] : other->items[i - d->nitems];
+        int at = (int)PySequence_Index(keys, k);
+        if (at < 0) {
+            PyErr_Clear();
+            rc = PyList_Append(keys, k) < 0 ? ERROR : OK;
+            values[n++] = v;
+        }
+        else if (merge) {
+            rc = unsupported(T, "got multiple values for keyword argument "
+                             "%R", k);
+        }
+        else {
+            values[at] = v;
+        }
+    }
+    PyObject *kt = rc == OK ? PyList_AsTuple(keys) : NULL;
+    Py_DECREF(keys);
+    if (rc != OK || kt == NULL) {
+        return rc != OK ? rc : ERROR;
+    }
+    tc_var *merged = make_dict(T, kt, values);
+    Py_DECREF(kt);
+    if (merged == NULL) {
+        return ERROR;
+    }
+    pop(T);
+    T->stack[T->sp - oparg] = merged;
+    return OK;
+}
+
+/* d[key] and d.get(key, default) with a constant key. */
+static int
+dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    if (reify(T, key) != OK) {
+        return ERROR;
+    }
+    if (key->kind != TC_VAR_CONST) {
+        return unsupported(T, "a dict subscript with a non-constant key");
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(d->obj, i),
+                                          key->obj, Py_EQ);
+        if (eq < 0) {
+            return unsupported_from_exception(T, "dict lookup");
+        }
+        if (eq) {
+            return push(T, d->items[i]);
+        }
+    }
+    if (dflt != NULL) {
+        return push(T, dflt);
+    }
+    return unsupported(T, "KeyError: %R", key->obj);
+}
+
+/* f(*args, **kwargs): the call with its arguments spread out. */
+static int
+op_call_ex(tracer *T, int oparg)
+{
+    tc_var *kw = (oparg & 1) ? pop(T) : NULL, *a = pop(T), *f = pop(T);
+    tc_var *null = pop(T);
+    if (null == NULL || a == NULL) {
+        return unsupported(T, "malformed stack");
+    }
+    if (reify(T, a) != OK) {
+        return ERROR;
+    }
+    if (null->kind != TC_VAR_NULL
+        || (a->kind != TC_VAR_TUPLE && a->kind != TC_VAR_LIST)
+        || (kw != NULL && kw->kind != TC_VAR_DICT)) {
+        return unsupported(T, "a call with *args or **kwargs of unknown "
+                           "length");
+    }
+    int n = a->nitems + (kw ? kw->nitems : 0);
+    tc_var *args[TC_MAX_CALL_ARGS];
+    if (n > 16) {
+        return unsupported(T, "call with %d arguments", n);
+    }
+    memcpy(args, a->items, a->nitems * sizeof(tc_var *));
+    for (int i = 0; kw && i < kw->nitems; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kw->obj, i))) {
+            return unsupported(T, "keywords must be strings");
+        }
+        args[a->nitems + i] = kw->items[i];
+    }
+    /* the dict var owns its keys tuple for the whole trace */
+    return call_with_args(T, f, args, n,
+                          kw && kw->nitems ? kw->obj : NULL);
+}
+
+static int
+op_list_to_tuple(tracer *T)
+{
+    tc_var *l = pop(T);
+    if (l == NULL || reify(T, l) != OK) {
+        return l ? ERROR : unsupported(T, "malformed stack");
+    }
+    if (l->kind != TC_VAR_LIST && l->kind != TC_VAR_TUPLE) {
+        return unsupported(T, "tuple() of a %s", tc_var_kind_name(l));
+    }
+    return push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, l->nitems,
+                              l->items));
+}
+
+/* ---- builtins folded on what the tracer knows ---- */
+
+/* The exact type of v's value, guarding it where it came from the frame;
+ * NULL if unknown (borrowed). */
+static PyObject *
+known_type(tracer *T, tc_var *v)
+{
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+        /* TENSOR_MATCH guards an input's exact type (Tensor or
+         * Parameter); computed tensors are Tensors */
+        for (int i = 0; v->source >= 0 && i < T->out->guards->nguards; i++) {
+            tc_guard *g = &T->out->guards->guards[i];
+            if (g->kind == TC_GUARD_TENSOR_MATCH && g->source == v->source) {
+                return g->tensor.type;
+            }
+        }
+        return tc_tensor_type;
+    case TC_VAR_TUPLE:
+        return (PyObject *)&PyTuple_Type;
+    case TC_VAR_LIST:
+        return (PyObject *)&PyList_Type;
+    case TC_VAR_DICT:
+        return (PyObject *)&PyDict_Type;
+    case TC_VAR_LAZY:
+    case TC_VAR_UNKNOWN:
+        if (v->source >= 0
+            && tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            return NULL;
+        }
+        return (PyObject *)Py_TYPE(v->obj);
+    case TC_VAR_CONST:
+    case TC_VAR_OBJECT:
+        return (PyObject *)Py_TYPE(v->obj);
+    default:
+        return NULL;
+    }
+}
+
+/* The classinfo argument of isinstance: a class or a tuple of them. */
+static PyObject *
+classinfo_of(tracer *T, tc_var *v)
+{
+    if (v->kind == TC_VAR_TUPLE) {
+        PyObject *t = PyTuple_New(v->nitems);
+        for (int i = 0; t && i < v->nitems; i++) {
+            PyObject *c = classinfo_of(T, v->items[i]);
+            if (c == NULL) {
+                Py_CLEAR(t);
+                break;
+            }
+            PyTuple_SET_ITEM(t, i, c);
+        }
+        return t;
+    }
+    if ((v->kind != TC_VAR_CONST && v->kind != TC_VAR_OBJECT
+         && v->kind != TC_VAR_UNKNOWN) || !PyType_Check(v->obj)) {
+        return NULL;
+    }
+    if (guard_callable(T, v) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(v->obj);
+}
+
+static int
+call_isinstance(tracer *T, tc_var **args, int nargs)
+{
+    if (nargs != 2) {
+        return NOT_HANDLED;
+    }
+    PyObject *type = known_type(T, args[0]);
+    PyObject *cls = type ? classinfo_of(T, args[1]) : NULL;
+    if (cls == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    /* constants answer for themselves (__class__ may differ from type) */
+    int r = args[0]->kind == TC_VAR_CONST || args[0]->kind == TC_VAR_OBJECT
+        ? PyObject_IsInstance(args[0]->obj, cls)
+        : PyObject_IsSubclass(type, cls);
+    Py_DECREF(cls);
+    if (r < 0) {
+        return unsupported_from_exception(T, "isinstance");
+    }
+    return push_const(T, PyBool_FromLong(r));
+}
+
+/* len() of a tensor is its first size; of a sequence from the frame, its
+ * guarded length (the items need not be read). */
+static int
+call_len(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *x = nargs == 1 ? args[0] : NULL;
+    Py_ssize_t n = -1;
+    if (x == NULL) {
+        return NOT_HANDLED;
+    }
+    if (x->kind == TC_VAR_TENSOR) {
+        const tc_layout *l = &tensor_node(T, x)->layout;
+        if (l->ndim == 0) {
+            return unsupported(T, "len() of a 0-d tensor");
+        }
+        return push_const(T, PyLong_FromLongLong(l->sizes[0]));
+    }
+    if (x->kind == TC_VAR_LAZY
+        && (PyTuple_CheckExact(x->obj) || PyList_CheckExact(x->obj))) {
+        if (tc_guard_length(T->out->guards, x->source, x->obj) < 0) {
+            return ERROR;
+        }
+        n = PyObject_Length(x->obj);
+    }
+    else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
+             || x->kind == TC_VAR_DICT) {
+        n = x->nitems;
+    }
+    else {
+        return NOT_HANDLED;  /* constants fold with the other builtins */
+    }
+    return push_const(T, PyLong_FromSsize_t(n));
+}
+
+static PyObject *
+const_str(tracer *T, tc_var *v)
+{
+    if (reify(T, v) != OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return v->kind == TC_VAR_CONST && PyUnicode_CheckExact(v->obj) ? v->obj
+                                                                   : NULL;
+}
+
+/* getattr(x, "name") is the attribute load x.name; with a default, a
+ * missing attribute is left to eager. */
+static int
+call_getattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return NOT_HANDLED;
+    }
+    if (push(T, args[0]) != OK) {
+        return UNSUPPORTED;
+    }
+    return op_load_attr(T, name, 0);
+}
+
+static int is_plain_object(PyObject *obj);
+
+/* hasattr(x, "name"): true through the type (a method, a class attribute)
+ * when the type is guarded; constants answer for themselves. */
+static int
+call_hasattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
+    tc_var *x = nargs == 2 ? args[0] : NULL;
+    if (name == NULL || reify(T, x) != OK) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT) {
+        PyObject *a = PyObject_GetAttr(x->obj, name);
+        if (a == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return unsupported_from_exception(T, "hasattr");
+        }
+        PyErr_Clear();
+        Py_XDECREF(a);
+        return push_const(T, PyBool_FromLong(a != NULL));
+    }
+    int plain = x->kind == TC_VAR_TENSOR
+                || (x->kind == TC_VAR_UNKNOWN && x->source >= 0
+                    && is_plain_object(x->obj));
+    PyObject *type = plain ? known_type(T, x) : NULL;
+    if (type == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (_PyType_Lookup((PyTypeObject *)type, name) == NULL) {
+        return unsupported(T, "hasattr(%s, %R) (an instance attribute)",
+                           ((PyTypeObject *)type)->tp_name, name);
+    }
+    return push_const(T, Py_NewRef(Py_True));
+}
+
+static int
+call_range(tracer *T, tc_var **args, int nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        return NOT_HANDLED;
+    }
+    PyObject *t = PyTuple_New(nargs);
+    for (int i = 0; t && i < nargs; i++) {
+        if (reify(T, args[i]) != OK) {
+            Py_CLEAR(t);
+            break;
+        }
+        if (args[i]->kind != TC_VAR_CONST) {
+            Py_DECREF(t);
+            return unsupported(T, "range() of a %s",
+                               tc_var_kind_name(args[i]));
+        }
+        PyTuple_SET_ITEM(t, i, Py_NewRef(args[i]->obj));
+    }
+    if (t == NULL) {
+        return ERROR;
+    }
+    PyObject *r = PyObject_Call(K.range, t, NULL);
+    Py_DECREF(t);
+    return push_folded(T, r, "range");
+}
+
+static int
+call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
+                       int nargs, PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    int rc = NOT_HANDLED;
+    if (kwnames != NULL) {
+        return NOT_HANDLED;
+    }
+    if (is_pure_builtin(fn) && nargs <= 4) {
+        /* on constants, before torch's overloads of abs, min, ... */
+        if (reify_all(T, args, nargs) != OK) {
+            return ERROR;
+        }
+        if (all_const(args, nargs)) {
+            rc = fold_builtin_call(T, fn, args, nargs, kwnames);
+        }
+    }
+    if (rc != NOT_HANDLED) {
+        /* folded */
+    }
+    else if (fn == K.iter || fn == K.reversed || fn == K.enumerate
+        || fn == K.zip) {
+        rc = call_iter_builtin(T, fn, args, nargs);
+    }
+    else if (fn == K.range) {
+        rc = call_range(T, args, nargs);
+    }
+    else if (fn == K.len) {
+        rc = call_len(T, args, nargs);
+    }
+    else if (fn == K.isinstance) {
+        rc = call_isinstance(T, args, nargs);
+    }
+    else if (fn == K.getattr) {
+        rc = call_getattr(T, args, nargs);
+    }
+    else if (fn == K.hasattr) {
+        rc = call_hasattr(T, args, nargs);
+    }
+    if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    return rc;
+}
+
+/* ---- plain Python objects, bound methods, functools.partial ---- */
+
+/* An instance of a user class without __getattr__/__getattribute__:
+ * reading its attributes runs no code (properties aside), so they are
+ * guarded values like locals. */
+static int
+is_plain_object(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+           && tp->tp_getattro == PyObject_GenericGetAttr
+           && !PyType_Check(obj) && !PyModule_Check(obj)
+           && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
+}
+
+static int
+object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
+{
+    if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
+        || !is_plain_object(owner->obj)) {
+        return NOT_HANDLED;
+    }
+    PyTypeObject *tp = Py_TYPE(owner->obj);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != NULL && PyFunction_Check(descr) && method) {
+        return NOT_HANDLED;  /* a method: inlined at the call */
+    }
+    if (descr != NULL && !PyFunction_Check(descr)
+        && Py_TYPE(descr)->tp_descr_get != NULL
+        && Py_TYPE(descr) != &PyMemberDescr_Type) {
+        return unsupported(T, "attribute '%U' of %s is a %s (runs code)",
+                           name, tp->tp_name, Py_TYPE(descr)->tp_name);
+    }
+    if (tc_guard_type(T->out->guards, owner->source, owner->obj) < 0) {
+        return ERROR;
+    }
+    PyObject *value = PyObject_GetAttr(owner->obj, name);
+    if (value == NULL) {
+        return unsupported_from_exception(T, "attribute");
+    }
+    int rc, src = tc_source_add(T->out->guards, TC_SRC_ATTR, owner->source,
+                                0, name);
+    tc_var *v = src < 0 ? NULL : wrap_value(T, value, src, &rc);
+    Py_DECREF(value);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    if (method && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return push(T, v);
+}
+
+/* Inline `func(self, *args)`, func read from source fsrc. */
+static int
+inline_method(tracer *T, PyObject *func, int fsrc, tc_var *self,
+              tc_var **args, int nargs, PyObject *kwnames)
+{
+    tc_var *all[TC_MAX_CALL_ARGS];
+    if (nargs + 1 > TC_MAX_CALL_ARGS) {
+        return unsupported(T, "call with %d arguments", nargs);
+    }
+    tc_var *f = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, fsrc);
+    if (f == NULL) {
+        return ERROR;
+    }
+    f->obj = Py_NewRef(func);
+    all[0] = self;
+    memcpy(all + 1, args, nargs * sizeof(tc_var *));
+    return inline_call(T, f, all, nargs + 1, kwnames);
+}
+
+/* obj.method(...) on a plain object: type(obj).method inlined with
+ * self = obj.  The guard is on obj.method.__func__, the function Python
+ * itself would call (an instance attribute shadowing it fails it). */
+static int
+call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
+            PyObject *kwnames)
+{
+    tc_var *self = m->items[0];
+    if (self->kind == TC_VAR_DICT
+        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0
+        && kwnames == NULL && (nargs == 1 || nargs == 2)) {
+        return dict_lookup(T, self, args[0], nargs == 2 ? args[1] : NULL);
+    }
+    if (self->kind != TC_VAR_UNKNOWN || self->source < 0
+        || !is_plain_object(self->obj)) {
+        return NOT_HANDLED;
+    }
+    PyObject *bound = PyObject_GetAttr(self->obj, m->obj);
+    if (bound == NULL) {
+        return unsupported_from_exception(T, "method");
+    }
+    int rc = NOT_HANDLED;
+    if (PyMethod_Check(bound) && PyMethod_GET_SELF(bound) == self->obj
+        && PyFunction_Check(PyMethod_GET_FUNCTION(bound))) {
+        int msrc = tc_source_add(T->out->guards, TC_SRC_ATTR, self->source,
+                                 0, m->obj);
+        PyObject *fname = PyUnicode_FromString("__func__");
+        int fsrc = msrc < 0 || fname == NULL ? -1
+            : tc_source_add(T->out->guards, TC_SRC_ATTR, msrc, 0, fname);
+        Py_XDECREF(fname);
+        rc = fsrc < 0 ? ERROR
+           : inline_method(T, PyMethod_GET_FUNCTION(bound), fsrc, self, args,
+                           nargs, kwnames);
+    }
+    Py_DECREF(bound);
+    return rc;
+}
+
+static int
+attr_source(tracer *T, int parent, const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    int src = n ? tc_source_add(T->out->guards, TC_SRC_ATTR, parent, 0, n)
+                : -1;
+    Py_XDECREF(n);
+    return src;
+}
+
+/* A bound method read from the frame (m = obj.method; m(x)). */
+static int
+call_bound_method(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                  PyObject *kwnames)
+{
+    PyObject *m = callable->obj;
+    if (!PyFunction_Check(PyMethod_GET_FUNCTION(m))) {
+        return NOT_HANDLED;
+    }
+    int ssrc = attr_source(T, callable->source, "__self__");
+    int fsrc = attr_source(T, callable->source, "__func__");
+    int rc;
+    tc_var *self = ssrc < 0 || fsrc < 0 ? NULL
+        : wrap_value(T, PyMethod_GET_SELF(m), ssrc, &rc);
+    if (self == NULL) {
+        return ssrc < 0 || fsrc < 0 ? ERROR : rc;
+    }
+    return inline_method(T, PyMethod_GET_FUNCTION(m), fsrc, self, args,
+                         nargs, kwnames);
+}
+
+/* functools.partial(func, *pargs, **pkw)(*args, **kw): guarded by
+ * identity (its func, args and keywords are read-only), then called as
+ * func(*pargs, *args, **{**pkw, **kw}). */
+static int
+call_partial(tracer *T, tc_var *callable, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    PyObject *p = callable->obj;
+    PyObject *func = PyObject_GetAttrString(p, "func");
+    PyObject *pargs = PyObject_GetAttrString(p, "args");
+    PyObject *pkw = PyObject_GetAttrString(p, "keywords");
+    tc_var *all[TC_MAX_CALL_ARGS], *f = NULL;
+    PyObject *names = NULL, *keys = NULL;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, n = 0, rc = OK;
+    if (!func || !pargs || !pkw || !PyTuple_Check(pargs)
+        || !PyDict_Check(pkw)) {
+        rc = PyErr_Occurred() ? ERROR : NOT_HANDLED;
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(pargs) + PyDict_GET_SIZE(pkw) + nargs
+        > TC_MAX_CALL_ARGS) {
+        rc = unsupported(T, "a partial with too many arguments");
+        goto done;
+    }
+    if (tc_guard_id(T->out->guards, callable->source, p) < 0) {
+        rc = ERROR;
+        goto done;
+    }
+    int fsrc = attr_source(T, callable->source, "func");
+    int asrc = attr_source(T, callable->source, "args");
+    int ksrc = attr_source(T, callable->source, "keywords");
+    if (fsrc < 0 || asrc < 0 || ksrc < 0
+        || (f = wrap_value(T, func, fsrc, &rc)) == NULL) {
+        rc = rc != OK ? rc : ERROR;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs); i++) {
+        int src = tc_source_add(T->out->guards, TC_SRC_ITEM, asrc, i, NULL);
+        all[n] = src < 0 ? NULL
+               : wrap_value(T, PyTuple_GET_ITEM(pargs, i), src, &rc);
+        if (all[n++] == NULL) {
+            rc = rc != OK ? rc : ERROR;
+            goto done;
+        }
+    }
+    for (int i = 0; i < nargs - nkw; i++) {
+        all[n++] = args[i];
+    }
+    /* keywords: the partial's, unless the call gives them too */
+    names = PyList_New(0);
+    if (names == NULL) {
+        rc = ERROR;
+        goto done;
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(pkw, &pos, &k, &v)) {
+        int overridden = 0;
+        for (int i = 0; i < nkw; i++) {
+            overridden |= PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i),
+                                            k) == 0;
+        }
+        if (overridden) {
+            continue;
+        }
+        int src = tc_source_add(T->out->guards, TC_SRC_DICT_ITEM, ksrc, 0, k);
+        all[n] = src < 0 ? NULL : wrap_value(T, v, src, &rc);
+        if (all[n++] == NULL || PyList_Append(names, k) < 0) {
+            rc = rc != OK ? rc : ERROR;
+            goto done;
+        }
+    }
+    for (int i = 0; i < nkw; i++) {
+        all[n++] = args[nargs - nkw + i];
+        if (PyList_Append(names, PyTuple_GET_ITEM(kwnames, i)) < 0) {
+            rc = ERROR;
+            goto done;
+        }
+    }
+    keys = PyList_AsTuple(names);
+    /* an arena var keeps the keyword names alive for the trace */
+    if (keys == NULL || tc_var_const(&T->sh->arena, keys, -1) == NULL) {
+        rc = ERROR;
+        goto done;
+    }
+    if (n > 16) {
+        rc = unsupported(T, "call with %d arguments", n);
+        goto done;
+    }
+    rc = call_with_args(T, f, all, n,
+                        PyTuple_GET_SIZE(keys) ? keys : NULL);
+done:
+    Py_XDECREF(func);
+    Py_XDECREF(pargs);
+    Py_XDECREF(pkw);
+    Py_XDECREF(names);
+    Py_XDECREF(keys);
+    return rc;
+}
+
+/* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
+ * lets op_call go on with torch bindings and inlining. */
+static int
+call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
+                      int nargs, PyObject *kwnames)
+{
+    if (known_init() < 0) {
+        return ERROR;
+    }
+    if (callable->kind == TC_VAR_DEFERRED) {
+        if (callable->node == TC_TMPL_ENTER) {
+            return call_with_exit(T, callable, nargs);
+        }
+        if (callable->node == TC_TMPL_FUNCTION) {
+            return inline_call(T, callable, args, nargs, kwnames);
+        }
+        return NOT_HANDLED;
+    }
+    if (callable->kind == TC_VAR_METHOD) {
+        return call_method(T, callable, args, nargs, kwnames);
+    }
+    if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_UNKNOWN
+        && callable->kind != TC_VAR_CONST) {
+        return NOT_HANDLED;
+    }
+    PyObject *fn = callable->obj;
+    int mode = grad_ctx_mode(T, fn, args, nargs, kwnames);
+    if (mode != -1) {
+        return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
+                                               mode);
+    }
+    if (PyMethod_Check(fn) && is_grad_ctx_object(PyMethod_GET_SELF(fn))) {
+        /* __exit__ of a with block entered before this segment: it
+         * changes the real grad mode, so Python must run it */
+        return unsupported(T, "the end of a with block that an earlier "
+                           "segment entered");
+    }
+    if (PyMethod_Check(fn) && callable->source >= 0) {
+        return call_bound_method(T, callable, args, nargs, kwnames);
+    }
+    if (Py_TYPE(fn) == (PyTypeObject *)K.partial && callable->source >= 0) {
+        return call_partial(T, callable, args, nargs, kwnames);
+    }
+    return call_builtin_semantics(T, callable, args, nargs, kwnames);
+}
+
 static int
 op_call(tracer *T, int argc)
 {
@@ -1929,6 +3339,10 @@ op_call(tracer *T, int argc)
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
     T->sp -= argc + 2;
+    int rc = call_python_semantics(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (callable->kind == TC_VAR_METHOD) {
         tc_var *self = callable->items[0];
         return unsupported(T, "call to %s.%U (not a traceable torch op)",
@@ -1951,7 +3365,7 @@ op_call(tracer *T, int argc)
     if (PyFunction_Check(fn)) {
         return inline_call(T, callable, args, nargs, kwnames);
     }
-    int rc = fold_builtin_call(T, fn, args, nargs, kwnames);
+    rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
         return rc;
     }
@@ -2073,6 +3487,10 @@ op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj)) {
         return module_attr(T, owner, name, method);
+    }
+    int rc = object_attr(T, owner, name, method);
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (method && owner->kind != TC_VAR_NULL) {
         /* list.append(...), obj.method(...): one break, at the call */
@@ -2426,6 +3844,9 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (reify(T, seq) != OK || reify(T, idx) != OK) {
         return ERROR;
     }
+    if (seq->kind == TC_VAR_DICT) {
+        return dict_lookup(T, seq, idx, NULL);
+    }
     if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
         return push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
                            "subscript");
@@ -2533,6 +3954,11 @@ op_make_function(tracer *T, int oparg)
         return unsupported(T, "a nested function with defaults or a "
                            "closure");
     }
+    if (T->globals != T->frame->f_globals) {
+        /* the exit would make it with the frame's globals */
+        return unsupported(T, "a nested function in a function of another "
+                           "module");
+    }
     tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
     if (d == NULL) {
         return ERROR;
@@ -2629,7 +4055,8 @@ static_truth(tracer *T, tc_var *v)
         }
         return r;
     }
-    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST
+        || v->kind == TC_VAR_DICT) {
         return v->nitems > 0;
     }
     (void)T;
@@ -2727,7 +4154,8 @@ var_template(tracer *T, tc_var *v, tc_template *t)
     memset(t, 0, sizeof(*t));
     t->memo = -1;
     if (v->source < 0 && (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST
-                          || v->kind == TC_VAR_DEFERRED)) {
+                          || v->kind == TC_VAR_DEFERRED
+                          || v->kind == TC_VAR_DICT)) {
         t->memo = memo_slot(T, v);
         if (t->memo < 0) {
             return ERROR;
@@ -2742,9 +4170,10 @@ var_template(tracer *T, tc_var *v, tc_template *t)
         t->index = v->source;
         return OK;
     }
-    if (v->kind == TC_VAR_DEFERRED) {
-        t->kind = (tc_tmpl_kind)v->node;
+    if (v->kind == TC_VAR_DEFERRED || v->kind == TC_VAR_DICT) {
+        t->kind = v->kind == TC_VAR_DICT ? TC_TMPL_DICT : (tc_tmpl_kind)v->node;
         t->obj = Py_XNewRef(v->obj);
+        t->index = v->index;
         t->items = PyMem_Calloc(v->nitems + 1, sizeof(tc_template));
         if (t->items == NULL) {
             PyErr_NoMemory();
@@ -2824,6 +4253,7 @@ exit_kind_for(int opcode, int oparg, int next_pc, int *jump, int *target)
     }
     switch (opcode) {
     case CALL:
+    case CALL_FUNCTION_EX:
     case LOAD_ATTR:
     case LOAD_METHOD:
     case STORE_ATTR:
@@ -2973,6 +4403,23 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return OK;
     case MAKE_FUNCTION:
         return op_make_function(T, oparg);
+    case GET_ITER:
+        return op_get_iter(T);
+    case FOR_ITER:
+        return op_for_iter(T, oparg, next);
+    case END_FOR:
+        return pop(T) && pop(T) ? OK : unsupported(T, "malformed stack");
+    case BEFORE_WITH:
+        return op_before_with(T);
+    case BUILD_MAP:
+        return op_build_map(T, oparg, 0);
+    case BUILD_CONST_KEY_MAP:
+        return op_build_map(T, oparg, 1);
+    case DICT_MERGE:
+    case DICT_UPDATE:
+        return op_dict_merge(T, oparg, opcode == DICT_MERGE);
+    case CALL_FUNCTION_EX:
+        return op_call_ex(T, oparg);
     case FORMAT_VALUE:
         return op_format_value(T, oparg);
     case BUILD_STRING:
@@ -2991,6 +4438,9 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         }
         return op_return(T, v, opcode == RETURN_VALUE);
     default: {
+        if (TC_IS_LIST_TO_TUPLE(opcode, oparg)) {
+            return op_list_to_tuple(T);
+        }
         PyObject *opname = NULL, *dis = PyImport_ImportModule("dis");
         if (dis != NULL) {
             PyObject *names = PyObject_GetAttrString(dis, "opname");
@@ -3027,6 +4477,9 @@ run(tracer *T)
             ? unsupported(T, "more than %d instructions traced (a long "
                           "loop?)", INSTRUCTION_BUDGET)
             : trace_instruction(T, opcode, oparg, &next);
+        if (rc == OK) {
+            rc = sync_grad(T);
+        }
         if (rc == UNSUPPORTED && !T->sh->force_eager && T->depth == 0) {
             memcpy(T->stack, T->saved_stack, sp * sizeof(tc_var *));
             T->sp = sp;
@@ -3091,7 +4544,11 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
     T->closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
     T->code_bytes = PyCode_GetCode(T->co);
     T->global_vars = PyDict_New();
-    T->stack_cap = T->co->co_stacksize + 1;
+    T->globals = f->f_globals;
+    T->builtins = f->f_builtins;
+    T->globals_source = -1;
+    T->fn_source = -1;
+    T->stack_cap = T->co->co_stacksize + STACK_SLACK;
     T->locals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_var *));
     T->written = PyMem_Calloc(T->nlocals + 1, 1);
     T->stack = PyMem_Calloc(T->stack_cap, sizeof(tc_var *));
@@ -3143,6 +4600,7 @@ shared_fini(trace_shared *sh)
 {
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
+    PyMem_Free(sh->grad);
 }
 
 /* Does the frame receive a tensor argument?  Such a frame is not "tensor

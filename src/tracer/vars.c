@@ -78,6 +78,8 @@ tc_var_kind_name(const tc_var *v)
         return "tuple";
     case TC_VAR_LIST:
         return "list";
+    case TC_VAR_DICT:
+        return "dict";
     default:
         return v->obj ? Py_TYPE(v->obj)->tp_name : "object";
     }

@@ -23,11 +23,15 @@ typedef enum {
                         only if the traced code depends on its value */
     TC_VAR_METHOD,   /* getattr(items[0], obj) not traced: a bound method */
     TC_VAR_DEFERRED, /* a value built only when the segment exits: an
-                        f-string of a tensor, a lambda; node = template kind */
+                        f-string of a tensor, a lambda, an iterator of an
+                        unrolled loop, a grad-mode context manager;
+                        node = template kind */
     TC_VAR_NN_MODULE,/* a torch.nn.Module read from the frame: guarded by
                         type (not identity, so every instance of a class
                         shares the compiled code), its attributes are
                         sources of their own */
+    TC_VAR_DICT,     /* a dict with constant keys: obj = tuple of keys,
+                        items = values */
     TC_VAR_UNKNOWN   /* anything else: using it is unsupported */
 } tc_var_kind;
 
@@ -36,7 +40,9 @@ typedef struct tc_var {
     int source;              /* guard source id, -1 if computed */
     int node;                /* TENSOR: graph node id */
     PyObject *obj;           /* CONST/OBJECT/UNKNOWN: owned reference */
-    int nitems;              /* TUPLE/LIST */
+    int index;               /* DEFERRED iterator: items yielded so far;
+                                grad-mode context: the mode it sets */
+    int nitems;              /* TUPLE/LIST/DICT, DEFERRED arguments */
     struct tc_var **items;
 } tc_var;
 

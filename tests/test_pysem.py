@@ -1,0 +1,543 @@
+"""Python semantics the tracer keeps inside a graph (issue 3): loops over
+known iterables are unrolled, grad-mode `with` blocks are traced, closures,
+methods, partials, *args/**kwargs and other modules' functions are inlined,
+and builtins on known values fold.
+
+Every result is compared with eager; explain() shows that the construct
+no longer breaks the graph.
+"""
+import functools
+import inspect
+import sys
+import textwrap
+import traceback
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same, log_messages
+
+
+def line_of(fn, needle):
+    lines, start = inspect.getsourcelines(fn)
+    for i, line in enumerate(lines):
+        if needle in line:
+            return start + i
+    raise AssertionError(needle)
+
+
+def one_graph(fn, *args, calls=2):
+    """explain() shows one graph and no break; compiled calls match eager.
+    (explain's own result comes from its Python replay of the graph, which
+    does not apply reduction attributes: the compiled calls are what is
+    compared.)"""
+    expected = fn(*args)
+    ex = tcjit.explain(fn)(*args)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert ex.graph_count == 1
+    cf = tcjit.compile(fn)
+    for _ in range(calls):
+        check_same(cf(*args), expected)
+    return ex
+
+
+# ---- 1. for loops ---------------------------------------------------------------
+
+def test_range_loop_with_continue_and_break_is_unrolled():
+    def f(x):
+        for i in range(1, 10, 2):
+            if i == 3:
+                continue
+            if i > 7:
+                break
+            x = x * 2 + i
+        return x
+
+    ex = one_graph(f, torch.randn(4))
+    assert ex.ops_per_graph[0].count("mul") == 3
+
+
+def test_loop_over_list_argument_items_are_graph_inputs():
+    def f(x, xs):
+        for t in xs:
+            x = x + t
+        return x
+
+    xs = [torch.randn(3), torch.randn(3), torch.randn(3)]
+    ex = one_graph(f, torch.randn(3), xs)
+    guards = "\n".join(ex.guards[0])
+    assert "len(L['xs']) == 3" in guards
+    assert "TENSOR_MATCH L['xs'][2]" in guards
+    # the length is guarded: another length recompiles and is right
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, xs), f(x, xs))
+    check_same(cf(x, xs[:2]), f(x, xs[:2]))
+
+
+def test_loop_over_tuple_and_mixed_items():
+    def f(x):
+        acc = x
+        for k in (2, 0.5, x):
+            acc = acc * k
+        return acc
+
+    one_graph(f, torch.randn(5))
+
+
+def test_enumerate_zip_reversed():
+    def f(x, xs, ys):
+        for i, t in enumerate(xs, 1):
+            x = x + i * t
+        for a, b in zip(xs, reversed(ys)):
+            x = x - a * b
+        for i, (a, b) in enumerate(zip(xs, ys)):
+            x = x + (a - b) / (i + 1)
+        return x
+
+    xs = [torch.randn(4) for _ in range(3)]
+    ys = (torch.randn(4), torch.randn(4))
+    one_graph(f, torch.randn(4), xs, ys)
+
+
+def test_nested_loops_and_range_of_shape():
+    def f(x):
+        out = x
+        for i in range(x.shape[0]):
+            for j in range(2):
+                out = out + (i * j)
+        return out
+
+    one_graph(f, torch.randn(3, 2))
+
+
+def test_loop_over_unknown_iterator_still_breaks():
+    def gen(n):
+        yield from range(n)
+
+    def f(x):
+        for i in gen(3):
+            x = x + i
+        return x
+
+    x = torch.randn(3)
+    ex = tcjit.explain(f)(x)
+    check_same(ex.result, f(x))
+    assert ex.graph_break_count >= 1
+
+
+def test_break_inside_unrolled_loop_resumes_in_order(capsys):
+    def f(x, xs):
+        for i, t in enumerate(xs):
+            x = x * t
+            print("iter", i)
+            x = x + i
+        return x.cos()
+
+    xs = [torch.randn(3) for _ in range(3)]
+    x = torch.randn(3)
+    expected = f(x, xs)
+    eager_out = capsys.readouterr().out
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        check_same(cf(x, xs), expected)
+        assert capsys.readouterr().out == eager_out
+
+
+def test_list_mutated_inside_loop_keeps_eager_semantics():
+    def f(x, xs):
+        for t in xs:
+            if len(xs) < 4:
+                xs.append(t * 2)   # a STEP: the iterator sees the new item
+            x = x + t
+        return x
+
+    x = torch.randn(3)
+    a, b = [torch.randn(3), torch.randn(3)], None
+    b = [t.clone() for t in a]
+    cf = tcjit.compile(f)
+    check_same(cf(x, a), f(x, b))
+    assert len(a) == len(b) == 4
+
+
+def test_exception_inside_unrolled_loop_keeps_type_message_and_line():
+    def f(x, xs):
+        for t in xs:
+            x = x + t            # the second item does not broadcast
+        return x
+
+    xs = [torch.randn(3), torch.randn(4)]
+    with pytest.raises(RuntimeError) as eager:
+        f(torch.randn(3), xs)
+    line = line_of(f, "does not broadcast")
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as info:
+            cf(torch.randn(3), xs)
+        assert str(info.value) == str(eager.value)
+        frames = [(fr.lineno, fr.name)
+                  for fr in traceback.extract_tb(info.value.__traceback__)]
+        assert (line, "f") in frames
+
+
+def test_instruction_budget_stops_long_unrolling():
+    def f(x):
+        n = 0
+        for i in range(20000):
+            n = n + i
+        return x + n
+
+    x = torch.randn(3)
+    ex = tcjit.explain(f)(x)
+    check_same(ex.result, f(x))
+    assert any("instructions traced" in b.reason for b in ex.break_reasons)
+    check_same(tcjit.compile(f)(x), f(x))
+
+
+# ---- 2. grad mode -------------------------------------------------------------------
+
+def test_no_grad_block_with_input_that_requires_grad():
+    def f(x, w):
+        with torch.no_grad():
+            y = x * w + 1
+        return y.relu()
+
+    x, w = torch.randn(4), torch.randn(4, requires_grad=True)
+    ex = one_graph(f, x, w)
+    assert not ex.result.requires_grad
+    assert "requires_grad=1" in "\n".join(ex.guards[0])
+    assert torch.is_grad_enabled()
+
+
+def test_input_requiring_grad_used_after_no_grad_runs_eagerly():
+    def f(w):
+        with torch.no_grad():
+            y = w * 2
+        return y + w * 3        # needs autograd
+
+    w = torch.randn(3, requires_grad=True)
+    out = tcjit.compile(f)(w)
+    check_same(out, f(w))
+    out.sum().backward()
+    torch.testing.assert_close(w.grad, torch.full((3,), 3.0))
+
+
+@pytest.mark.parametrize("ctx", ["set_grad_enabled", "inference_mode",
+                                 "enable_grad"])
+def test_other_grad_contexts(ctx):
+    def f(x):
+        with torch.set_grad_enabled(False):
+            a = x * 2
+        with torch.inference_mode():
+            b = x + 1
+        with torch.enable_grad():
+            c = x - 1
+        return a + b + c, torch.is_grad_enabled
+
+    def g(x):
+        return f(x)[0]
+
+    x = torch.randn(3)
+    one_graph(g, x)
+    with torch.no_grad():
+        # enable_grad inside an outer no_grad: the inner block has grad on
+        ex = tcjit.explain(g)(x)
+        check_same(ex.result, g(x))
+        assert ex.graph_break_count == 0
+
+
+def test_break_inside_with_block_keeps_grad_mode(capsys):
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("inside", torch.is_grad_enabled())
+            z = y + 1
+        return z * 3
+
+    w = torch.randn(3, requires_grad=True)
+    expected = f(w)
+    eager_out = capsys.readouterr().out
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        check_same(cf(w), expected)
+        assert capsys.readouterr().out == eager_out == "inside False\n"
+        assert torch.is_grad_enabled()
+
+
+def test_exception_inside_with_block_restores_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("break")
+            z = y + torch.ones(7)       # raises after the break
+        return z
+
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as info:
+            cf(torch.randn(3))
+        assert torch.is_grad_enabled()
+        frames = [fr.lineno for fr in
+                  traceback.extract_tb(info.value.__traceback__)]
+        assert line_of(f, "raises after the break") in frames
+
+
+@torch.no_grad()
+def _decorated(x, k=2.0):
+    return x * k
+
+
+def test_no_grad_decorated_callee_is_inlined():
+    def f(x):
+        return _decorated(x, k=3.0) + 1
+
+    x = torch.randn(3, requires_grad=True)
+    ex = one_graph(f, x)
+    assert not ex.result.requires_grad
+
+
+# ---- 3. inlining --------------------------------------------------------------------
+
+def _make_scale(k):
+    def scale(t):
+        return t * k
+    return scale
+
+
+def _make_shift(fn, b):
+    def shift(t):
+        return fn(t) + b
+    return shift
+
+
+_deep = _make_shift(_make_shift(_make_scale(2.0), 1.0), torch.ones(3))
+
+
+def test_closures_inlined_three_deep():
+    def f(x):
+        return _deep(x).relu()
+
+    ex = one_graph(f, torch.randn(3))
+    guards = "\n".join(ex.guards[0])
+    assert "__closure__" in guards
+
+
+def test_closure_cell_rebound_recompiles():
+    cells = []
+
+    def make():
+        k = 2.0
+
+        def inner(t):
+            return t * k
+
+        def set_k(v):
+            nonlocal k
+            k = v
+        cells.append(set_k)
+        return inner
+
+    g = make()
+
+    def f(x):
+        return g(x) + 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x), f(x))
+    cells[0](5.0)
+    check_same(cf(x), f(x))
+
+
+def test_function_of_another_module(tmp_path, monkeypatch):
+    (tmp_path / "pysem_other.py").write_text(textwrap.dedent("""
+        import torch
+        SCALE = 3.0
+        def helper(x):
+            return torch.sigmoid(x) * SCALE + len([1, 2])
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pysem_other
+
+    def f(x):
+        return pysem_other.helper(x)
+
+    ex = one_graph(f, torch.randn(3))
+    assert "__globals__['SCALE']" in "\n".join(ex.guards[0])
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x), f(x))
+    pysem_other.SCALE = -1.0            # the other module's global is guarded
+    check_same(cf(x), f(x))
+    sys.modules.pop("pysem_other")
+
+
+def _varargs(*xs, scale=1.0, **kw):
+    return sum_all(xs) * scale + kw["bias"] + len(kw)
+
+
+def sum_all(xs):
+    acc = 0
+    for t in xs:
+        acc = t + acc
+    return acc
+
+
+def test_star_args_and_kwargs():
+    def f(x, y):
+        opts = {"bias": 2.0, "extra": None}
+        a = _varargs(x, y, scale=3.0, **opts)
+        b = _varargs(*(x, y, x), bias=1)
+        return a, b
+
+    one_graph(f, torch.randn(3), torch.randn(3))
+
+
+_softmax_last = functools.partial(torch.softmax, dim=-1)
+_scaled = functools.partial(_varargs, scale=0.5, bias=1.0)
+
+
+def test_functools_partial():
+    def f(x, y):
+        return _softmax_last(x), _scaled(x, y)
+
+    one_graph(f, torch.randn(2, 3), torch.randn(2, 3))
+
+
+_global_lambda = lambda t: t.cos() * 2   # noqa: E731
+
+
+def test_lambdas():
+    def f(x):
+        inner = lambda t: t.sin() + 1    # noqa: E731
+        return inner(x) + _global_lambda(x)
+
+    one_graph(f, torch.randn(3))
+
+
+class _Model:
+    def __init__(self):
+        self.w = torch.randn(3)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.act(x * self.w) * self.scale
+
+    def act(self, t):
+        return t.relu() + self.offset()
+
+    def offset(self):
+        return 1
+
+
+def test_bound_methods_of_user_objects():
+    m = _Model()
+
+    def f(x):
+        return m.forward(x)
+
+    ex = one_graph(f, torch.randn(3))
+    assert "L['m']" in "\n".join(ex.guards[0]) or \
+        "C['m']" in "\n".join(ex.guards[0])
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    m.scale = 5.0                        # an attribute read is guarded
+    check_same(cf(x), f(x))
+    fwd = m.forward                      # a bound method passed around
+
+    def g(x):
+        return fwd(x)
+
+    one_graph(g, x)
+
+
+# ---- 4. folding -----------------------------------------------------------------------
+
+Parameter = torch.nn.Parameter
+
+
+def test_isinstance_len_getattr_hasattr_fold():
+    def f(x, xs, p):
+        a = isinstance(x, torch.Tensor) and isinstance(xs, (list, tuple))
+        b = isinstance(p, Parameter)
+        c = isinstance(x.shape[0], int) and not isinstance(2.0, int)
+        n = len(xs) + len(x) + len("abc")
+        h = hasattr(x, "shape") and getattr(x, "ndim") == 2
+        dt = getattr(x, "dtype", None)
+        return x * n + a + b + c + h + p.sum(), dt
+
+    p = torch.nn.Parameter(torch.randn(3), requires_grad=False)
+    one_graph(f, torch.randn(3, 3), [1, 2], p)
+
+
+def test_dict_literals_and_subscripts():
+    def f(x):
+        d = {"w": x * 2, "b": 1.5}
+        e = dict_lit(x)
+        return d["w"] + d["b"] + e[0] + d.get("missing", 3), d
+
+    one_graph(f, torch.randn(3))
+
+
+def dict_lit(x):
+    return {0: x.sin(), 1: 2}
+
+
+def test_assert_and_scalar_builtins_on_constants():
+    def f(x):
+        n = x.shape[0]
+        assert n == 4, "four"
+        assert isinstance(n, int)
+        k = min(n, 3) + max(1, 2) + abs(-2) + int(2.7) + float(n) + round(1.4)
+        return x * k
+
+    one_graph(f, torch.randn(4))
+    cf = tcjit.compile(f)
+    with pytest.raises(AssertionError, match="four"):
+        cf(torch.randn(5))
+
+
+# ---- 5. integer counters across a break --------------------------------------------------
+
+def test_loop_counter_across_a_break_recompiles_and_is_reported(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+    tcjit.config.recompile_limit = 3
+
+    def f(x):
+        n = 0
+        while x.abs().max() < 50:     # BRANCH on a tensor each iteration
+            x = x * 2
+            n += 1
+        return x, n
+
+    cf = tcjit.compile(f)
+    with pytest.warns(RuntimeWarning, match="recompile_limit"):
+        for scale in (0.01, 0.1, 1.0, 0.01):
+            x = torch.full((4,), scale)
+            check_same(cf(x), f(x))
+    msgs = log_messages(caplog, "recompiles")
+    assert any("Recompiling function f" in m and "L['n'] ==" in m
+               for m in msgs), msgs
+    assert any("Recompile limit reached" in m for m in msgs), msgs
+
+
+
+# ---- with nn.Module --------------------------------------------------------------------
+
+def test_module_parameters_that_require_grad_under_no_grad():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+
+    def infer(x):
+        with torch.no_grad():
+            return model(x) * 2
+
+    def train(x):
+        return model(x) * 2
+
+    x = torch.randn(2, 4)
+    ex = one_graph(infer, x)
+    assert not ex.result.requires_grad
+    out = tcjit.compile(train)(x)         # autograd: runs eagerly
+    check_same(out, train(x))
+    assert out.requires_grad
