@@ -9,8 +9,8 @@ For every workload and every implementation:
   per call     median of many warmed-up calls (tiny calls are batched so a
                sample takes >= 1 ms); on CUDA each sample is timed with CUDA
                events around the batch
-  --device cuda  adds the GPU rows of DESIGN.md (16M f32 chain, a bf16 row
-               that is skipped until tcjit has bfloat16) and an eager-only
+  --device cuda  adds the GPU rows of DESIGN.md (16M f32 and bf16 chains,
+               softmax, layer_norm, a GPT-2 block) and an eager-only
                device-to-device copy row: the bandwidth reference of the run
   first call   tcjit: tcjit.reset(), then the first call of a fresh function
                object (trace + compile + run); torch.compile: first call after
@@ -190,9 +190,17 @@ WORKLOADS = [
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
     },
     {
+        # computed in float32 and rounded once per output (as torch.compile
+        # does), eager rounds after every op: compared at bf16 tolerance
         "name": "pointwise bf16 chain, 16M",
         "devices": ("cuda",),
-        "skip": "tcjit has no bfloat16 yet",
+        "fn": pointwise_chain,
+        "make_inputs": lambda dev: (torch.randn(1 << 24, device=dev,
+                                                dtype=torch.bfloat16),
+                                    torch.randn(1 << 24, device=dev,
+                                                dtype=torch.bfloat16)),
+        "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+        "tol": dict(rtol=2e-2, atol=2e-2),
     },
     {
         # bandwidth reference measured in the same run: eager only

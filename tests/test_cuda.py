@@ -313,3 +313,28 @@ def test_two_devices():
     with pytest.raises(RuntimeError) as got:
         f(a, b)
     assert str(got.value) == str(eager.value)
+
+
+@cuda_only
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_half_cuda(dt):
+    """float16 / bfloat16 on the GPU (PTX cvt): casts bit-exact with CUDA
+    eager, chains and reductions against float32 references, as
+    tests/test_half.py checks them on the CPU."""
+    from test_half import (CHAINS, REDUCTIONS, all_bit_patterns,
+                           assert_close_to_float32_reference, assert_same_bits,
+                           compiled_once, float32_test_values, make)
+    x = all_bit_patterns(dt).cuda()
+    assert_same_bits(compiled_once(lambda x: x.float(), x), x.float())
+    f = float32_test_values().cuda()
+    assert_same_bits(compiled_once(lambda x: x.to(dt), f), f.to(dt),
+                     nan_any=True)
+    a, b = make((33, 4000), dt, 1).cuda(), make((33, 4000), dt, 2).cuda()
+    for fn in CHAINS.values():
+        assert_close_to_float32_reference(compiled_once(fn, a, b), fn, a, b)
+    for name, fn in REDUCTIONS.items():
+        got = compiled_once(fn, a)
+        if name in ("amax", "amin", "argmax", "argmin"):
+            check_same(got, fn(a))
+        else:
+            assert_close_to_float32_reference(got, fn, a)

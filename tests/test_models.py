@@ -426,3 +426,62 @@ def test_torch_modules_map_to_functional():
     # nn.Flatten is not mapped: its call is one step, the rest compiles
     x = torch.randn(2, 3, 5, 5)
     check_same(tcjit.compile(net)(x), net(x))
+
+
+@torch.no_grad()
+def test_loops_over_module_containers_unroll():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h = nn.ModuleList([Block(32, 2) for _ in range(3)])
+            self.heads = nn.ModuleDict({"a": nn.Linear(32, 2),
+                                        "b": nn.Linear(32, 3)})
+            self.ln_f = nn.LayerNorm(32)
+
+        def forward(self, x):
+            for i, block in enumerate(self.h):
+                x = block(x) * (i + 1)
+            x = self.ln_f(x)
+            return [self.heads[k](x) for k in ("a", "b")][0], \
+                tuple(self.heads[k](x).sum(-1) for k in self.heads)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(2, 4, 32)
+    cm = tcjit.compile(net)
+    expected = net(x)
+    got = cm(x)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_nanogpt_model_loop_over_blocks_is_one_graph():
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(50, 32)
+            self.wpe = nn.Embedding(16, 32)
+            self.h = nn.ModuleList([Block(32, 2) for _ in range(4)])
+            self.ln_f = nn.LayerNorm(32)
+            self.lm_head = nn.Linear(32, 50, bias=False)
+
+        def forward(self, idx, targets):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
+                                   targets.view(-1), ignore_index=-1)
+            return logits[:, [-1], :] if targets is None else logits, loss
+
+    torch.manual_seed(0)
+    gpt = GPT().eval()
+    idx = torch.randint(0, 50, (2, 8))
+    tgt = torch.randint(0, 50, (2, 8))
+    expected = gpt(idx, tgt)
+    got = tcjit.compile(gpt)(idx, tgt)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    e = tcjit.explain(gpt)(idx, tgt)
+    assert e.graph_count == 1 and e.graph_break_count == 0, e.break_reasons

@@ -2277,6 +2277,8 @@ is_aliased(tracer *T, tc_var *v)
 
 /* iter(), reversed(), enumerate(), zip() of known sequences (reversed
  * needs a sequence, the others also take an unrolled iterator). */
+static tc_var *nn_container_items(tracer *T, tc_var *mod, int *rc);
+
 static int
 call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
@@ -2287,6 +2289,13 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return NOT_HANDLED;
     }
     for (int i = 0; i < nseq; i++) {
+        if (args[i]->kind == TC_VAR_NN_MODULE) {
+            tc_var *items = nn_container_items(T, args[i], &rc);
+            if (items == NULL) {
+                return rc != OK ? rc : NOT_HANDLED;
+            }
+            args[i] = items;
+        }
         if ((is_iterator(args[i])
              && (fn == K.reversed || is_aliased(T, args[i])))
             || seq_length(T, args[i], &rc) < 0) {
@@ -2357,6 +2366,46 @@ iter_item(tracer *T, tc_var *it, Py_ssize_t k)
     return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
 }
 
+/* for m in self.layers: Sequential and ModuleList yield their submodules,
+ * ModuleDict its keys, in _modules order.  The container becomes a tuple
+ * var (its length guarded; each submodule a source of its own). */
+static tc_var *
+nn_container_items(tracer *T, tc_var *mod, int *rc)
+{
+    const char *name = Py_TYPE(mod->obj)->tp_name;
+    int keys = strcmp(name, "ModuleDict") == 0;
+    tc_var *items[64];
+    *rc = OK;
+    if (!keys && strcmp(name, "ModuleList") && strcmp(name, "Sequential")) {
+        return NULL;
+    }
+    PyObject *subs = PyObject_GetAttrString(mod->obj, "_modules");
+    if (subs == NULL || !PyDict_Check(subs) || PyDict_GET_SIZE(subs) > 64
+        || tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+        Py_XDECREF(subs);
+        *rc = PyErr_Occurred() ? ERROR : unsupported(T, "a module container "
+                                                     "of more than 64 items");
+        return NULL;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int n = 0;
+    while (*rc == OK && PyDict_Next(subs, &pos, &key, &value)) {
+        if (keys) {
+            items[n] = tc_var_const(&T->sh->arena, key, -1);
+            *rc = items[n++] ? OK : ERROR;
+            continue;
+        }
+        *rc = nn_module_attr(T, mod, key, 0);
+        if (*rc == OK) {
+            items[n++] = pop(T);
+        }
+    }
+    Py_DECREF(subs);
+    return *rc == OK ? tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items)
+                     : NULL;
+}
+
 static int
 op_get_iter(tracer *T)
 {
@@ -2364,6 +2413,14 @@ op_get_iter(tracer *T)
     int rc;
     if (v == NULL) {
         return unsupported(T, "malformed stack");
+    }
+    if (v->kind == TC_VAR_NN_MODULE) {
+        tc_var *items = nn_container_items(T, v, &rc);
+        if (items == NULL) {
+            return rc != OK ? rc : unsupported(T, "a loop over module %s",
+                                               Py_TYPE(v->obj)->tp_name);
+        }
+        T->stack[T->sp - 1] = v = items;
     }
     if (is_iterator(v)) {
         return is_aliased(T, v)
@@ -3380,6 +3437,32 @@ op_call(tracer *T, int argc)
 
 /* ---- attributes ------------------------------------------------------------ */
 
+/* x.T (all dims reversed; torch deprecates it beyond 2-d but allows it)
+ * and x.mT (the last two swapped). */
+static int
+tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
+{
+    const tc_layout *l = &tensor_node(T, self)->layout;
+    int64_t dims[TC_MAX_DIMS];
+    char err[256] = "";
+    int node;
+    if (PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+        node = tc_graph_transpose(T->out->graph, self->node, -2, -1, err,
+                                  sizeof(err));
+    }
+    else {
+        for (int d = 0; d < l->ndim; d++) {
+            dims[d] = l->ndim - 1 - d;
+        }
+        node = tc_graph_permute(T->out->graph, self->node, l->ndim, dims, err,
+                                sizeof(err));
+    }
+    if (method && push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return node == self->node ? push(T, self) : push_node(T, node, "T", err);
+}
+
 static int
 tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
 {
@@ -3414,6 +3497,20 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     }
     else if (PyUnicode_CompareWithASCIIString(name, "shape") == 0) {
         r = tc_size_object(&n->layout);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "device") == 0) {
+        /* every tensor of a graph is on the (guarded) device of its inputs */
+        r = T->out->device < 0
+            ? PyObject_CallMethod(tc_torch_module, "device", "s", "cpu")
+            : PyObject_CallMethod(tc_torch_module, "device", "si", "cuda",
+                                  T->out->device);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "is_cuda") == 0) {
+        r = PyBool_FromLong(T->out->device >= 0);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "T") == 0
+             || PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+        return tensor_transpose_attr(T, self, name, method);
     }
     else {
         return unsupported(T, "Tensor.%U", name);
