@@ -382,21 +382,21 @@ log1p_of(tc_kbuilder *kb, tc_dtype c, int u)
                    w, r);
 }
 
-/* expm1(x) for x <= 0 (Kahan): (u - 1) x / log(u) with u = e^x, x itself
- * where u rounds to 1, -1 where it underflows. */
+/* expm1(x) for x <= 0: near 0 (Kahan) (u - 1) x / log(u) with u = e^x,
+ * x itself where u rounds to 1; below -1 plain u - 1, which has no
+ * cancellation there (and Kahan's form would divide by the log of an
+ * inexact denormal). */
 static int
 expm1_of(tc_kbuilder *kb, tc_dtype c, int x)
 {
     int u = un(kb, KOP_EXP, c, x);
-    int r = bin(kb, KOP_DIV, c,
-                bin(kb, KOP_MUL, c,
-                    bin(kb, KOP_SUB, c, u, kb_const_i(kb, c, 1)), x),
+    int um1 = bin(kb, KOP_SUB, c, u, kb_const_i(kb, c, 1));
+    int r = bin(kb, KOP_DIV, c, bin(kb, KOP_MUL, c, um1, x),
                 un(kb, KOP_LOG, c, u));
     r = kb_emit(kb, KOP_WHERE, c,
                 bin(kb, KOP_EQ, TC_BOOL, u, kb_const_i(kb, c, 1)), x, r);
     return kb_emit(kb, KOP_WHERE, c,
-                   bin(kb, KOP_EQ, TC_BOOL, u, kb_const_i(kb, c, 0)),
-                   kb_const_i(kb, c, -1), r);
+                   bin(kb, KOP_LT, TC_BOOL, x, kb_const_i(kb, c, -1)), um1, r);
 }
 
 /* softplus(x, beta, threshold): x where x * beta > threshold, else

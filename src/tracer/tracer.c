@@ -1668,7 +1668,7 @@ arange_args(tracer *T, tc_var **p, int has_dtype, tc_dtype *dt, int64_t *n)
         long long a = PyLong_AsLongLong(p[0]->obj);
         long long z = PyLong_AsLongLong(p[1]->obj);
         long long c = PyLong_AsLongLong(p[2]->obj);
-        len = ceil((double)(z - a + c - (c > 0 ? 1 : -1)) / (double)c);
+        len = (double)((z - a + c - (c > 0 ? 1 : -1)) / c);  /* C division */
     }
     else {
         len = ceil((e - s) / st);
