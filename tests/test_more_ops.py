@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import tcjit
-from conftest import check_same, run_both
+from conftest import check_same, log_messages, run_both
 from test_cuda import _ptxas
 
 FLOATS = [torch.float32, torch.float64]
@@ -293,6 +293,20 @@ def test_creation_on_another_device_is_unsupported():
     ex = tcjit.explain(f)(torch.randn(2))
     assert any("device" in b.reason for b in ex.break_reasons), ex.break_reasons
     assert ex.result[1].device.type == "meta" and ex.result[1].shape == (2,)
+
+
+def test_creation_on_a_second_device_names_both(tcjit_logs):
+    """cuda:0 next to CPU inputs: a break that says why (and eager's own
+    error where there is no GPU)."""
+    caplog = tcjit_logs("graph_breaks")
+
+    def f(x):
+        return x + torch.zeros(2, device="cuda:0")
+
+    run_both(f, torch.randn(2))
+    msgs = log_messages(caplog, "graph_breaks")
+    assert any("cuda:0 while the graph's tensors are on cpu" in m
+               for m in msgs), msgs
 
 
 def test_arange_invalid_raises_like_eager():

@@ -1594,17 +1594,29 @@ device_param(tc_var *v, int dflt)
     return -2;   /* "cuda" means the current device, which is not guarded */
 }
 
+static void
+device_name(char *buf, size_t n, int dev)
+{
+    if (dev < 0) {
+        snprintf(buf, n, "cpu");
+    }
+    else {
+        snprintf(buf, n, "cuda:%d", dev);
+    }
+}
+
 /* A graph runs on one device: the creation op's must be the graph's. */
 static int
 use_device(tracer *T, const char *what, int dev)
 {
     if ((T->sh->ninputs > 0 || T->sh->device_fixed)
         && dev != T->out->device) {
-        return unsupported(T, "%s on %s%.0d while the graph's tensors are on "
-                           "%s%.0d (a compiled graph runs on one device)",
-                           what, dev < 0 ? "cpu" : "cuda:", dev < 0 ? 0 : dev,
-                           T->out->device < 0 ? "cpu" : "cuda:",
-                           T->out->device < 0 ? 0 : T->out->device);
+        char a[32], b[32];
+        device_name(a, sizeof(a), dev);
+        device_name(b, sizeof(b), T->out->device);
+        return unsupported(T, "%s on %s while the graph's tensors are on %s "
+                           "(a compiled graph runs on one device)", what, a,
+                           b);
     }
     T->out->device = dev;
     T->sh->device_fixed = 1;
