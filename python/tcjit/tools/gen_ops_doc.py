@@ -38,8 +38,6 @@ DECOMPOSED = {
     "triu": "where(col - row >= k, x, 0), positions from arange nodes",
     "zeros": "full(0) (`empty` is zero-filled too)", "ones": "full(1)",
     "empty": "full(0): uninitialized memory in eager",
-    "split": "a tuple of narrow views", "chunk": "a tuple of narrow views",
-    "unbind": "a tuple of select views",
 }
 
 
