@@ -350,7 +350,10 @@ def test_ten_thousand_calls_of_a_breaking_function_do_not_leak():
     tracemalloc.stop()
     assert sys.getrefcount(x) == rx and sys.getrefcount(box) == rbox
     assert grown < 1 << 20, grown
-    assert len(box) == 1 and box[0] == pytest.approx(f(x, [0.0]).div(2).sum().item())
+    # a sum of 8 sines may cancel: compare absolutely (compiled sin is a few
+    # ulp off eager's, so a relative tolerance on the sum was flaky)
+    assert len(box) == 1 and box[0] == pytest.approx(
+        f(x, [0.0]).div(2).sum().item(), abs=1e-6)
     assert tcjit.counters()["eager_fallbacks"] == 0
 
 

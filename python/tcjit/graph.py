@@ -6,6 +6,7 @@ reference the compiled kernels are checked against.
 import operator
 
 import torch
+import torch.nn.functional as F
 
 # Registry op name -> how eager PyTorch computes it.  Operators (not
 # torch.add) so a Python number may be either operand, as in the source.
@@ -16,7 +17,21 @@ _EAGER = {
     "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
     "bitwise_and": operator.and_, "bitwise_or": operator.or_,
     "bitwise_xor": operator.xor, "bitwise_not": operator.invert,
+    "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "softplus": F.softplus, "leaky_relu": F.leaky_relu, "elu": F.elu,
+    "mish": F.mish, "contiguous": lambda x: x.contiguous(),
 }
+
+
+def _new_tensor(n, env):
+    """Creation ops: the node's own shape, strides and dtype."""
+    out = torch.empty_strided(n.shape, n.stride, dtype=n.to_dtype)
+    args = [env[a.index] for a in n.args]
+    if n.op == "full":
+        return out.fill_(args[0])
+    pos = torch.arange(out.numel(), dtype=torch.float64
+                       if n.to_dtype.is_floating_point else torch.int64)
+    return out.copy_((args[0] + args[1] * pos).view(n.shape))
 
 
 def _torch_fn(name):
@@ -97,6 +112,8 @@ class Graph:
                 env[n.index] = n.value
             elif n.op == "to":
                 env[n.index] = env[n.args[0].index].to(n.to_dtype)
+            elif n.op in ("full", "arange"):
+                env[n.index] = _new_tensor(n, env)
             else:
                 env[n.index] = _torch_fn(n.op)(*(env[a.index] for a in n.args))
         return tuple(env[o.index] for o in self.outputs)

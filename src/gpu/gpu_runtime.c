@@ -313,7 +313,8 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
         }
         CUdeviceptr misalign = 0;
         for (int a = 0; a < k->nargs; a++) {
-            args[a] = (CUdeviceptr)(uintptr_t)ptrs[k->args[a].buffer];
+            int b = k->args[a].buffer;
+            args[a] = b == TC_KARG_INDEX ? 0 : (CUdeviceptr)(uintptr_t)ptrs[b];
             params[a] = &args[a];
             misalign |= args[a] & 15;
         }

@@ -48,6 +48,10 @@
  *
  * Math: see ptx_math.c (float64 transcendentals and pow as KIR, float32
  * transcendentals as PTX with fma, max 1.5 ulp).
+ *
+ * Index arguments (kir.h, TC_KARG_INDEX): their element offset is computed
+ * like any argument's and KOP_INDEX reads it; the runtime passes a null
+ * pointer for them, and kernels with one use the scalar entry only.
  */
 #ifndef TCJIT_PTX_H
 #define TCJIT_PTX_H
@@ -101,7 +105,8 @@ void tc_ptx_module_clear(tc_ptx_module *m);
  * a malloc'd error message (NULL if even that allocation failed). */
 int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx);
 
-/* ptx_math.c: rewrites float64 EXP, LOG, SIN, COS, TANH and float32 /
+/* ptx_math.c: rewrites ERF (both dtypes: tc_kernel_decompose_erf, an EXP
+ * and polynomials), float64 EXP, LOG, SIN, COS, TANH and float32 /
  * float64 POW of k into KIR made of basic ops (float64 polynomials; see
  * there).  Float32 EXP/LOG/SIN/COS/TANH stay in the kernel: the emitter
  * writes them with tc_ptx_f32_unary.

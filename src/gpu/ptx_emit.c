@@ -909,6 +909,8 @@ typedef struct {
     reg *val;           /* [ninsts] */
     reg *base;          /* [nargs] global base pointers */
     reg *addr;          /* [nargs] element address (scalar mode) */
+    reg *off;           /* [nargs] element offset (scalar pointwise mode:
+                           KOP_INDEX of an index argument reads it) */
     const char *nc;     /* [nargs] read-only in this kernel: ld.global.nc */
     /* vector lanes: loads read lane_in[arg], stores write lane_out[arg] */
     int lane_mode;
@@ -934,14 +936,30 @@ emit_inst(body *s, int i)
     reg b = in->b >= 0 ? s->val[in->b] : NOREG;
     reg c = in->c >= 0 ? s->val[in->c] : NOREG;
     tc_dtype adt = in->a >= 0 ? ins[in->a].dtype : in->dtype;
-    if ((in->op == KOP_LOAD || in->op == KOP_STORE)
-        && (in->arg < 0 || in->arg >= s->k->nargs)) {
+    int mem = in->op == KOP_LOAD || in->op == KOP_STORE;
+    if ((mem || in->op == KOP_INDEX)
+        && (in->arg < 0 || in->arg >= s->k->nargs
+            || mem != (s->k->args[in->arg].buffer != TC_KARG_INDEX))) {
         fail(e, "%s: bad argument slot at %d", s->k->name, i);
         return;
     }
     switch (in->op) {
     case KOP_CONST:
         s->val[i] = const_reg(e, in->dtype, in->imm.f, in->imm.i);
+        return;
+    case KOP_INDEX:
+        if (s->off == NULL || s->lane_mode) {
+            fail(e, "%s: KOP_INDEX outside a scalar pointwise loop",
+                 s->k->name);
+            return;
+        }
+        s->val[i] = newreg(e, C_RD);
+        if (s->off[in->arg].c == C_RD) {
+            out(e, "mov.s64 %s, %s;", R(s->val[i]), R(s->off[in->arg]));
+        }
+        else {
+            out(e, "cvt.s64.s32 %s, %s;", R(s->val[i]), R(s->off[in->arg]));
+        }
         return;
     case KOP_LOAD: {
         tc_dtype mt = s->k->args[in->arg].dtype;
@@ -1173,13 +1191,14 @@ label(em *e, const char *name, int id)
     sb_printf(&e->b, "$%s_%d:\n", name, id);
 }
 
-/* Per-argument "used by some LOAD/STORE in insts[b, e)". */
+/* Per-argument "used by some LOAD/STORE/INDEX in insts[b, e)". */
 static void
 used_args(const tc_kernel *k, int b, int e, char *used)
 {
     memset(used, 0, (size_t)(k->nargs > 0 ? k->nargs : 1));
     for (int i = b; i < e; i++) {
-        if (k->insts[i].op == KOP_LOAD || k->insts[i].op == KOP_STORE) {
+        tc_kop op = k->insts[i].op;
+        if (op == KOP_LOAD || op == KOP_STORE || op == KOP_INDEX) {
             if (k->insts[i].arg >= 0 && k->insts[i].arg < k->nargs) {
                 used[k->insts[i].arg] = 1;
             }
@@ -1216,7 +1235,7 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride,
     }
     emit_offsets(e, idx, l, en->wide, base, used, off);
     for (int a = 0; a < k->nargs; a++) {
-        if (used[a]) {
+        if (used[a] && k->args[a].buffer != TC_KARG_INDEX) {
             addr[a] = emit_addr(e, en->base[a], off[a], en->wide,
                                 k->args[a].dtype);
         }
@@ -1227,6 +1246,7 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride,
     s.val = val;
     s.base = en->base;
     s.addr = addr;
+    s.off = off;
     s.nc = en->nc;
     s.store_pred = NOREG;
     for (int i = 0; i < k->ninsts && !e->failed; i++) {
@@ -1261,6 +1281,9 @@ vectorizable(const tc_kernel *k, const nest *l)
     }
     for (int a = 0; a < k->nargs; a++) {
         int64_t st = l->st[a][0];
+        if (k->args[a].buffer == TC_KARG_INDEX) {
+            return 0;   /* positions: the scalar loop has the offsets */
+        }
         if (st == 1 && k->args[a].offset % 4 == 0) {
             continue;
         }

@@ -289,6 +289,11 @@ expand_in_ptx(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
 int
 tc_ptx_decompose_math(tc_kernel *k)
 {
+    /* erf becomes polynomials and an EXP, which the next pass (float64)
+     * or the emitter (float32) lowers */
+    if (tc_kernel_decompose_erf(k, 1) < 0) {
+        return -1;
+    }
     return tc_kernel_rewrite(k, is_rewritten, expand_in_ptx, NULL);
 }
 

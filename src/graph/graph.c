@@ -659,6 +659,16 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         tc_layout_contiguous(out);
         return 0;
     }
+    if (!strcmp(def->name, "masked_fill")) {
+        /* expand_outplace(mask, x), then a contiguous clone */
+        const tc_layout *ops2[2] = {&g->nodes[in[0]].layout,
+                                    &g->nodes[in[1]].layout};
+        if (tc_iter_layout(2, ops2, out, err, errlen) < 0) {
+            return -1;
+        }
+        tc_layout_contiguous(out);
+        return 0;
+    }
     if (!strcmp(def->name, "pow") && is_wrapped_scalar(g, in[0]) &&
         !is_wrapped_scalar(g, in[1])) {
         /* pow(Scalar, Tensor) allocates a contiguous output */
@@ -2348,4 +2358,147 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         y = PW1("contiguous", y); /* eager rms_norm output is contiguous */
     }
     return y;
+}
+
+/* ---- creation ops, tril / triu, normalize ------------------------------ */
+
+void
+tc_layout_like(const tc_layout *src, tc_layout *out)
+{
+    layout_after_to(src, out);
+}
+
+/* An op node whose layout is given rather than inferred from operands
+ * (creation ops have no tensor operand to infer it from). */
+static int
+explicit_node(tc_graph *g, const char *opname, int nin, const int *in,
+              tc_dtype dt, const tc_layout *layout, char *err, size_t errlen)
+{
+    int op = tc_op_lookup(opname);
+    if (op < 0 || layout->ndim < 0 || layout->ndim > TC_MAX_DIMS) {
+        tc_set_err(err, errlen, "%s: invalid arguments", opname);
+        return -1;
+    }
+    for (int d = 0; d < layout->ndim; d++) {
+        if (layout->sizes[d] < 0) {
+            tc_set_err(err, errlen, "Trying to create tensor with negative "
+                    "dimension %lld: [%lld]", (long long)layout->sizes[d],
+                    (long long)layout->sizes[d]);
+            return -1;
+        }
+    }
+    for (int k = 0; k < nin; k++) {
+        if (in[k] < 0 || in[k] >= g->nnodes) {
+            tc_set_err(err, errlen, "%s: invalid operand node", opname);
+            return -1;
+        }
+    }
+    tc_dtype compute, out;
+    if (tc_op_infer_dtypes(g, op, in, dt, &compute, &out, err, errlen) < 0) {
+        return -1;
+    }
+    tc_node n;
+    tc_node_init(&n, TC_NODE_OP, out);
+    n.op = op;
+    n.nin = nin;
+    memcpy(n.in, in, sizeof(int) * nin);
+    n.attr_dtype = dt;
+    n.layout = *layout;
+    int id = tc_graph_push_node(g, &n);
+    if (id < 0) {
+        tc_set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
+int
+tc_graph_full(tc_graph *g, const tc_layout *layout, tc_dtype dt, int value,
+              char *err, size_t errlen)
+{
+    if (value < 0 || g->nodes[value].kind != TC_NODE_SCALAR) {
+        tc_set_err(err, errlen, "full: the fill value must be a number");
+        return -1;
+    }
+    return explicit_node(g, "full", 1, &value, dt, layout, err, errlen);
+}
+
+int
+tc_graph_arange(tc_graph *g, const tc_layout *layout, tc_dtype dt, int start,
+                int step, char *err, size_t errlen)
+{
+    int in[2] = {start, step};
+    return explicit_node(g, "arange", 2, in, dt, layout, err, errlen);
+}
+
+/* Positions along dim d of x's last two dims as an int64 node broadcasting
+ * against them: [R, 1] rows (d = 0) or [1, C] columns (d = 1). */
+static int
+position_node(tc_graph *g, const tc_layout *x, int d, char *err,
+              size_t errlen)
+{
+    tc_layout l = {.ndim = 2, .sizes = {1, 1}};
+    l.sizes[d] = x->sizes[x->ndim - 2 + d];
+    tc_layout_contiguous(&l);
+    int zero = tc_graph_scalar_int(g, 0), one = tc_graph_scalar_int(g, 1);
+    if (zero < 0 || one < 0) {
+        tc_set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    return tc_graph_arange(g, &l, TC_I64, zero, one, err, errlen);
+}
+
+/* tril keeps col - row <= k, triu col - row >= k; the rest is 0 (False).
+ * The result is contiguous, as eager allocates it. */
+int
+tc_graph_tril(tc_graph *g, int x, int64_t k, int upper, char *err,
+              size_t errlen)
+{
+    const char *name = upper ? "triu" : "tril";
+    if (check_node(g, x, name, err, errlen) < 0) {
+        return -1;
+    }
+    tc_layout xl = g->nodes[x].layout;
+    if (xl.ndim < 2) {
+        tc_set_err(err, errlen, "%s: input tensor must have at least 2 "
+                "dimensions", name);
+        return -1;
+    }
+    int rows = position_node(g, &xl, 0, err, errlen);
+    int cols = position_node(g, &xl, 1, err, errlen);
+    int diff = PW2("sub", cols, rows);
+    int kk = tc_graph_scalar_int(g, k);
+    int keep = upper ? PW2("ge", diff, kk) : PW2("le", diff, kk);
+    int zero = g->nodes[x].dtype == TC_BOOL ? tc_graph_scalar_bool(g, 0)
+                                            : tc_graph_scalar_int(g, 0);
+    int in[3] = {keep, x, zero};
+    if (keep < 0 || zero < 0) {
+        return -1;
+    }
+    int r = tc_graph_op(g, "where", 3, in, TC_F32, err, errlen);
+    if (r < 0) {
+        return -1;
+    }
+    if (layout_is_contiguous(&g->nodes[r].layout)) {
+        return r;
+    }
+    return tc_graph_op(g, "contiguous", 1, &r, TC_F32, err, errlen);
+}
+
+/* F.normalize: x / norm(x, p, dim, keepdim).clamp_min(eps), as ATen. */
+int
+tc_graph_normalize(tc_graph *g, int x, double p, int64_t dim, double eps,
+                   char *err, size_t errlen)
+{
+    if (check_node(g, x, "normalize", err, errlen) < 0) {
+        return -1;
+    }
+    tc_reduce_args a;
+    memset(&a, 0, sizeof(a));
+    a.ndims = 1;
+    a.dims[0] = dim;
+    a.keepdim = 1;
+    a.p = p;
+    int n = tc_graph_reduce(g, "norm", x, &a, err, errlen);
+    int d = PW2("clamp_min", n, n < 0 ? -1 : tc_graph_scalar_float(g, eps));
+    return PW2("div", x, d);
 }

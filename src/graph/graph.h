@@ -249,4 +249,26 @@ int tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
                       int weight, int has_eps, double eps, char *err,
                       size_t errlen);
 
+/* ---- creation ops, tril / triu, normalize ------------------------------ */
+
+/* Layout of empty_like(x) (preserve_format): x's strides when dense, else
+ * dense strides in x's dim order. */
+void tc_layout_like(const tc_layout *src, tc_layout *out);
+/* A new tensor with layout (sizes and strides as given) and dtype dt,
+ * every element the scalar node value converted to dt. */
+int tc_graph_full(tc_graph *g, const tc_layout *layout, tc_dtype dt,
+                  int value, char *err, size_t errlen);
+/* start + step * i, i the row-major linear index of the element in
+ * layout's sizes, computed in double (int64 for integer dt) and converted
+ * to dt; start and step are scalar nodes. */
+int tc_graph_arange(tc_graph *g, const tc_layout *layout, tc_dtype dt,
+                    int start, int step, char *err, size_t errlen);
+/* tril(x, k) (upper = 0) / triu(x, k) (upper = 1): contiguous result. */
+int tc_graph_tril(tc_graph *g, int x, int64_t k, int upper, char *err,
+                  size_t errlen);
+/* F.normalize(x, p, dim, eps) = x / norm(x, p, dim, keepdim).clamp_min(eps)
+ * (p = 1 or 2, as the norm reduction). */
+int tc_graph_normalize(tc_graph *g, int x, double p, int64_t dim, double eps,
+                       char *err, size_t errlen);
+
 #endif

@@ -17,7 +17,8 @@
 static int
 kop_arity(tc_kop op)
 {
-    if (op == KOP_CONST || op == KOP_LOAD || op == KOP_ACC) {
+    if (op == KOP_CONST || op == KOP_LOAD || op == KOP_ACC ||
+        op == KOP_INDEX) {
         return 0;
     }
     if (op == KOP_ACC_UPDATE) {
@@ -88,6 +89,22 @@ kb_load(tc_kbuilder *kb, int arg, tc_dtype dt)
         }
     }
     int v = kb_emit(kb, KOP_LOAD, dt, -1, -1, -1);
+    if (v >= 0) {
+        kb->k->insts[v].arg = arg;
+    }
+    return v;
+}
+
+int
+kb_index(tc_kbuilder *kb, int arg)
+{
+    for (int i = kb->region_start; i < kb->k->ninsts; i++) {
+        const tc_kinst *p = &kb->k->insts[i];
+        if (p->op == KOP_INDEX && p->arg == arg) {
+            return i;
+        }
+    }
+    int v = kb_emit(kb, KOP_INDEX, TC_I64, -1, -1, -1);
     if (v >= 0) {
         kb->k->insts[v].arg = arg;
     }
@@ -442,6 +459,7 @@ kop_func(tc_kop op)
     case KOP_SIN: return "sin";
     case KOP_COS: return "cos";
     case KOP_TANH: return "tanh";
+    case KOP_ERF: return "erf";
     case KOP_FLOOR: return "floor";
     case KOP_RINT: return "rint";
     case KOP_POW: return "pow";
@@ -465,6 +483,11 @@ kp_expr(kbuf *b, const tc_kernel *k, const tc_kinst *in)
         kp(b, "%s[", name);
         kp_index(b, k, &k->args[in->arg]);
         kp(b, "]");
+        return;
+    case KOP_INDEX:
+        kp(b, "(int64_t)(");
+        kp_index(b, k, &k->args[in->arg]);
+        kp(b, ")");
         return;
     case KOP_CAST:
         if (in->dtype == TC_BOOL) {
@@ -504,6 +527,10 @@ kp_signature(kbuf *b, const tc_kernel *k)
     kp(b, "void %s(", k->name);
     for (int s = 0; s < k->nargs; s++) {
         arg_name(k, s, name, sizeof(name));
+        if (k->args[s].buffer == TC_KARG_INDEX) {
+            kp(b, "%sindex %s", s ? ", " : "", name);   /* no memory */
+            continue;
+        }
         kp(b, "%s%s%s *%s", s ? ", " : "", k->args[s].is_output ? "" : "const ",
            ctype(k->args[s].dtype), name);
     }

@@ -19,7 +19,8 @@ typedef enum {
     KOP_BITCAST, /* a reinterpreted as dtype (same size) */
     /* unary, dtype = operand dtype */
     KOP_NEG, KOP_ABS, KOP_SQRT, KOP_EXP, KOP_LOG, KOP_SIN, KOP_COS,
-    KOP_TANH, KOP_FLOOR, KOP_RINT, KOP_NOT,  /* NOT: bitwise; logical on bool */
+    KOP_TANH, KOP_ERF, KOP_FLOOR, KOP_RINT,
+    KOP_NOT,                      /* NOT: bitwise; logical on bool */
     /* binary, dtype = operand dtype (comparisons produce TC_BOOL) */
     KOP_ADD, KOP_SUB, KOP_MUL, KOP_DIV, KOP_POW,
     KOP_MAX, KOP_MIN,             /* NaN-propagating, like torch.maximum */
@@ -32,6 +33,9 @@ typedef enum {
     KOP_ACC,                      /* declare an accumulator: imm.i = kind */
     KOP_ACC_UPDATE,               /* a = KOP_ACC id, b = value */
     KOP_ACC_RESULT,               /* a = KOP_ACC id, imm.i = component */
+    KOP_INDEX,                    /* arg = an index argument (tc_karg): its
+                                     element offset at the current point,
+                                     as TC_I64 (see "Index arguments") */
     KOP_COUNT
 } tc_kop;
 
@@ -80,9 +84,21 @@ typedef struct {
     } imm;                /* CONST */
 } tc_kinst;
 
-/* A kernel argument: one plan buffer seen through per-loop-dim strides. */
+/* A kernel argument: one plan buffer seen through per-loop-dim strides.
+ *
+ * Index arguments: buffer == TC_KARG_INDEX names no memory (the runtime
+ * passes NULL for it).  KOP_INDEX of such an argument is the element
+ * offset a LOAD through it would use: offset + sum of strides * loop
+ * indices.  That is how kernels see positions (arange, tril): the
+ * scheduler gives the argument the strides of a virtual contiguous tensor,
+ * so merging and reordering loop dims works as for real arguments.  They
+ * appear in pointwise kernels only (the scheduler materializes an index
+ * node that a reduction kernel would read). */
+#define TC_KARG_INDEX (-1)
+
 typedef struct {
-    int buffer;                       /* index into tc_plan.buffers */
+    int buffer;                       /* index into tc_plan.buffers, or
+                                         TC_KARG_INDEX */
     tc_dtype dtype;
     int64_t strides[TC_MAX_DIMS];     /* elements per step of each loop dim
                                          (outer dims, then reduction dims) */
@@ -192,6 +208,8 @@ int kb_cast(tc_kbuilder *kb, int v, tc_dtype to); /* no-op if same dtype */
  * STORE of value v into slot arg.  Return the instruction id or -1. */
 int kb_load(tc_kbuilder *kb, int arg, tc_dtype dt);
 int kb_store(tc_kbuilder *kb, int arg, int v);
+/* KOP_INDEX of index argument arg (reused if already emitted). */
+int kb_index(tc_kbuilder *kb, int arg);
 
 /* Additions: accumulators (see "Reduction kernels").  Return ids or -1. */
 int kb_acc(tc_kbuilder *kb, tc_acc_kind kind, tc_dtype dt);
@@ -225,13 +243,19 @@ int tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
 
 /* Rewrite float32/float64 EXP, LOG, SIN, COS, TANH (and POW with a float
  * exponent) into vectorizable polynomial code made of the other ops, for
- * targets without SIMD transcendentals.  Returns 0 or -1. */
+ * targets without SIMD transcendentals.  float32 ERF is rewritten first
+ * (tc_kernel_decompose_erf).  Returns 0 or -1. */
 int tc_kernel_decompose_transcendentals(tc_kernel *k);
 
 /* Rewrite every CAST from or to float16 / bfloat16 (KIR casts those only
  * to and from float32) into int32 / float32 bit manipulation, for targets
  * without native conversions (kir_half.c).  Returns 0 or -1. */
 int tc_kernel_lower_half_casts(tc_kernel *k);
+
+/* Rewrite float32 ERF (and float64 ERF when with_f64) into polynomials
+ * and one EXP of the same dtype, which the target then lowers as it
+ * lowers other EXPs.  Returns 0 or -1 (k unchanged). */
+int tc_kernel_decompose_erf(tc_kernel *k, int with_f64);
 
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);

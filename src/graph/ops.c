@@ -348,6 +348,115 @@ LOWER(lower_to)
     return kb_cast(kb, a[0], out);
 }
 
+LOWER(lower_erf)
+{
+    (void)out;
+    return un(kb, KOP_ERF, c, a[0]);
+}
+
+/* 0.5 x (1 + erf(x / sqrt(2))): gelu(approximate='none'), ATen's order */
+LOWER(lower_gelu)
+{
+    (void)out;
+    int e = un(kb, KOP_ERF, c, bin(kb, KOP_MUL, c, a[0],
+                                   kb_const_f(kb, c, 0.70710678118654752440)));
+    int half_x = bin(kb, KOP_MUL, c, a[0], kb_const_f(kb, c, 0.5));
+    return bin(kb, KOP_MUL, c, half_x,
+               bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), e));
+}
+
+/* log1p(u) for u >= 0 without libm's log1p: log(w) * u / (w - 1) with
+ * w = 1 + u corrects the rounding of w (Goldberg); u itself where w
+ * rounds to 1, inf for inf. */
+static int
+log1p_of(tc_kbuilder *kb, tc_dtype c, int u)
+{
+    int w = bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), u);
+    int r = bin(kb, KOP_MUL, c, un(kb, KOP_LOG, c, w),
+                bin(kb, KOP_DIV, c, u,
+                    bin(kb, KOP_SUB, c, w, kb_const_i(kb, c, 1))));
+    r = kb_emit(kb, KOP_WHERE, c,
+                bin(kb, KOP_EQ, TC_BOOL, w, kb_const_i(kb, c, 1)), u, r);
+    return kb_emit(kb, KOP_WHERE, c,
+                   bin(kb, KOP_EQ, TC_BOOL, w, kb_const_f(kb, c, INFINITY)),
+                   w, r);
+}
+
+/* expm1(x) for x <= 0: near 0 (Kahan) (u - 1) x / log(u) with u = e^x,
+ * x itself where u rounds to 1; below -1 plain u - 1, which has no
+ * cancellation there (and Kahan's form would divide by the log of an
+ * inexact denormal). */
+static int
+expm1_of(tc_kbuilder *kb, tc_dtype c, int x)
+{
+    int u = un(kb, KOP_EXP, c, x);
+    int um1 = bin(kb, KOP_SUB, c, u, kb_const_i(kb, c, 1));
+    int r = bin(kb, KOP_DIV, c, bin(kb, KOP_MUL, c, um1, x),
+                un(kb, KOP_LOG, c, u));
+    r = kb_emit(kb, KOP_WHERE, c,
+                bin(kb, KOP_EQ, TC_BOOL, u, kb_const_i(kb, c, 1)), x, r);
+    return kb_emit(kb, KOP_WHERE, c,
+                   bin(kb, KOP_LT, TC_BOOL, x, kb_const_i(kb, c, -1)), um1, r);
+}
+
+/* softplus(x, beta, threshold): x where x * beta > threshold, else
+ * log1p(exp(x * beta)) / beta (ATen's CPU kernel) */
+LOWER(lower_softplus)
+{
+    (void)out;
+    int xb = bin(kb, KOP_MUL, c, a[0], a[1]);
+    int soft = bin(kb, KOP_DIV, c, log1p_of(kb, c, un(kb, KOP_EXP, c, xb)),
+                   a[1]);
+    return kb_emit(kb, KOP_WHERE, c, bin(kb, KOP_LT, TC_BOOL, a[2], xb), a[0],
+                   soft);
+}
+
+/* x > 0 ? x : x * negative_slope (NaN: NaN * slope) */
+LOWER(lower_leaky_relu)
+{
+    (void)out;
+    int pos = bin(kb, KOP_LT, TC_BOOL, kb_const_i(kb, c, 0), a[0]);
+    return kb_emit(kb, KOP_WHERE, c, pos, a[0],
+                   bin(kb, KOP_MUL, c, a[0], a[1]));
+}
+
+/* elu(x, alpha): x > 0 ? x : alpha * expm1(x) */
+LOWER(lower_elu)
+{
+    (void)out;
+    int pos = bin(kb, KOP_LT, TC_BOOL, kb_const_i(kb, c, 0), a[0]);
+    int neg = bin(kb, KOP_MUL, c, expm1_of(kb, c, a[0]), a[1]);
+    return kb_emit(kb, KOP_WHERE, c, pos, a[0], neg);
+}
+
+/* mish(x) = x * tanh(log1p(exp(x))) */
+LOWER(lower_mish)
+{
+    (void)out;
+    int sp = log1p_of(kb, c, un(kb, KOP_EXP, c, a[0]));
+    return bin(kb, KOP_MUL, c, a[0], un(kb, KOP_TANH, c, sp));
+}
+
+/* masked_fill(x, mask, value) */
+LOWER(lower_masked_fill)
+{
+    (void)out;
+    return kb_emit(kb, KOP_WHERE, c, a[1], a[2], a[0]);
+}
+
+/* arange(start, step) over the node's elements: start + step * i,
+ * computed in double (int64 for integers) and rounded once, as ATen's
+ * scalar loop does */
+LOWER(lower_arange)
+{
+    tc_dtype acc = tc_dtype_is_float(out) ? TC_F64 : TC_I64;
+    int i = kb_cast(kb, a[2], acc);
+    int v = bin(kb, KOP_ADD, acc, kb_cast(kb, a[0], acc),
+                bin(kb, KOP_MUL, acc, kb_cast(kb, a[1], acc), i));
+    (void)c;
+    return kb_cast(kb, v, out);
+}
+
 /* ---- the table ------------------------------------------------------- */
 
 #define PW TC_OPK_POINTWISE
@@ -380,6 +489,26 @@ const tc_op_def tc_ops[] = {
      "x * sigmoid(x)"},
     {"gelu_tanh", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_gelu_tanh,
      "gelu(x, approximate='tanh')"},
+    {"gelu", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_gelu,
+     "0.5 x (1 + erf(x / sqrt(2))): gelu(x, approximate='none')"},
+    {"erf", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_erf,
+     "error function (polynomial + exp, tcjit's own fit)"},
+    {"softplus", 3, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_softplus,
+     "softplus(x, beta, threshold): x where x*beta > threshold, else "
+     "log1p(exp(x*beta)) / beta"},
+    {"leaky_relu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_leaky_relu,
+     "x > 0 ? x : x * negative_slope"},
+    {"elu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_elu,
+     "x > 0 ? x : alpha * expm1(x)"},
+    {"mish", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_mish,
+     "x * tanh(softplus(x))"},
+    {"masked_fill", 3, PW, TC_PROMOTE_FIRST, MASK_ALL, lower_masked_fill,
+     "mask ? value : x (contiguous result, x's dtype)"},
+    {"full", 1, PW, TC_PROMOTE_CAST, MASK_ALL, lower_to,
+     "a new tensor filled with a number (zeros, ones, full, empty, *_like)"},
+    {"arange", 2, PW, TC_PROMOTE_CAST, MASK_ALL & ~M(TC_BOOL), lower_arange,
+     "start + step * i over a new tensor (arange; positions for tril/triu)",
+     1},
     {"relu", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_relu,
      "max(x, 0), NaN propagating"},
     {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_pow,
@@ -540,6 +669,8 @@ rule_compute_dtype(const tc_graph *g, const tc_op_def *def, const int *in,
     case TC_PROMOTE_POW_INT:
         r = tc_promote_nodes(g, def->nin, in);
         return r == TC_BOOL ? TC_I64 : r;
+    case TC_PROMOTE_FIRST:
+        return g->nodes[in[0]].dtype;
     default:
         return tc_promote_nodes(g, def->nin, in);
     }
@@ -602,6 +733,29 @@ check_sub(const tc_graph *g, const int *in, char *err, size_t errlen)
     return 0;
 }
 
+/* Eager converts the value to x's dtype (value.to<scalar_t>()); tcjit
+ * only does that where no rounding or range check is involved. */
+static int
+check_masked_fill(const tc_graph *g, const int *in, tc_dtype c, char *err,
+                  size_t errlen)
+{
+    const tc_node *mask = &g->nodes[in[1]], *v = &g->nodes[in[2]];
+    if (mask->dtype != TC_BOOL) {
+        return fail(err, errlen, "masked_fill_ only supports boolean masks, "
+                    "but got mask with dtype %s", tc_dtype_name(mask->dtype));
+    }
+    if (v->layout.ndim != 0) {
+        return fail(err, errlen, "masked_fill_ only supports a 0-dimensional "
+                    "value tensor, but got tensor with %d dimension(s).",
+                    v->layout.ndim);
+    }
+    if (!tc_dtype_is_float(c) && tc_dtype_is_float(v->dtype)) {
+        return fail(err, errlen, "masked_fill of an integer tensor with a "
+                    "float value (tcjit)");
+    }
+    return 0;
+}
+
 /* Errors torch raises with op-specific wording. */
 static int
 check_special(const tc_graph *g, const tc_op_def *def, const int *in,
@@ -631,6 +785,9 @@ check_special(const tc_graph *g, const tc_op_def *def, const int *in,
         g->nodes[in[1]].kind == TC_NODE_SCALAR) {
         return fail(err, errlen, "\"%s_scalar_cpu\" not implemented for "
                     "'Bool'", name);
+    }
+    if (!strcmp(name, "masked_fill")) {
+        return check_masked_fill(g, in, c, err, errlen);
     }
     if (def->promote == TC_PROMOTE_WHERE && g->nodes[in[0]].dtype != TC_BOOL) {
         return fail(err, errlen,
@@ -666,6 +823,9 @@ tc_op_operand_dtype(int op, int k, tc_dtype compute, tc_dtype operand_dtype)
     switch (tc_ops[op].promote) {
     case TC_PROMOTE_WHERE:
         return k == 0 ? TC_BOOL : compute;
+    case TC_PROMOTE_FIRST:
+        return !strcmp(tc_ops[op].name, "masked_fill") && k == 1 ? TC_BOOL
+                                                                 : compute;
     case TC_PROMOTE_LOGICAL:
         return TC_BOOL;
     case TC_PROMOTE_CAST:

@@ -28,6 +28,9 @@ typedef enum {
     TC_PROMOTE_CAST,         /* node's attr_dtype */
     TC_PROMOTE_POW_INT,      /* result_type(x, <Python int>): bool -> int64
                                 (square is pow(x, 2)) */
+    TC_PROMOTE_FIRST,        /* input 0's dtype; the other operands are
+                                parameters converted to it (softplus's
+                                beta, masked_fill's value; a mask: bool) */
 } tc_promote_rule;
 
 /* Lower one element: given KIR values of the inputs already cast to the
@@ -44,6 +47,9 @@ typedef struct {
     unsigned dtype_mask;      /* compute dtypes accepted (1u << tc_dtype) */
     tc_lower_fn lower;
     const char *doc;          /* one line for docs/ops.md */
+    int index_arg;            /* lower gets one more operand, args[nin]:
+                                 the element's row-major linear index in
+                                 the node's shape (TC_I64; arange) */
 } tc_op_def;
 
 extern const tc_op_def tc_ops[];
@@ -59,7 +65,8 @@ int tc_op_infer_dtypes(const tc_graph *g, int op, const int *in,
                        char *err, size_t errlen);
 
 /* Dtype operand k is cast to before lowering: compute, except the
- * condition of where (bool), logical ops (bool) and casts (unchanged). */
+ * condition of where and the mask of masked_fill (bool), logical ops
+ * (bool) and casts (unchanged). */
 tc_dtype tc_op_operand_dtype(int op, int k, tc_dtype compute,
                              tc_dtype operand_dtype);
 

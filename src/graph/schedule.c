@@ -152,7 +152,7 @@ wants_temp(const tc_graph *g, int id, const int64_t *max_consumer)
     const tc_node *n = &g->nodes[id];
     int64_t numel = tc_layout_numel(&n->layout);
     if (tc_ops[n->op].promote == TC_PROMOTE_CAST) {
-        return 0;
+        return 0;  /* casts, and creation ops (full, arange) */
     }
     return numel < max_consumer[id] && numel * 4 <= max_consumer[id];
 }
@@ -701,7 +701,8 @@ arg_slot(kgen *kg, int buffer, int is_output, const int64_t *full,
     tc_karg *a = &k->args[k->nargs];
     memset(a, 0, sizeof(*a));
     a->buffer = buffer;
-    a->dtype = kg->s->p->buffers[buffer].dtype;
+    a->dtype = buffer == TC_KARG_INDEX ? TC_I64
+                                       : kg->s->p->buffers[buffer].dtype;
     a->is_output = is_output;
     a->offset = offset;
     kg->slot_key[k->nargs] = buffer;
@@ -813,6 +814,10 @@ level_of(kgen *kg, int id, const imap *m)
         r[kg->nreds].acc = -1;
         kg->nreds++;
         lv = body + 1;
+    } else if (tc_ops[n->op].index_arg && kg->s->group_red[kg->group] >= 0) {
+        /* reduction kernels have no index arguments (kir.h): read it from
+         * a small temporary instead */
+        return retry(kg->s, id, 0);
     } else {
         for (int k = 0; k < n->nin && lv >= 0; k++) {
             const tc_node *x = &g->nodes[n->in[k]];
@@ -890,6 +895,18 @@ gen_operand(kgen *kg, int id, const imap *m, tc_dtype dt, int keep_opmath)
     return kb_cast(&kg->kb, v, rep);
 }
 
+/* The row-major linear index of node n's element under m: an index
+ * argument (kir.h) seen through the strides of a contiguous tensor of n's
+ * sizes, so the loop nest treats it like any other argument. */
+static int
+gen_position(kgen *kg, const tc_node *n, const imap *m)
+{
+    tc_layout l = n->layout;
+    tc_layout_contiguous(&l);
+    int slot = mapped_slot(kg, TC_KARG_INDEX, 0, l.strides, 0, m);
+    return kb_index(&kg->kb, slot);
+}
+
 static int
 gen_op(kgen *kg, int id, const imap *m)
 {
@@ -897,7 +914,7 @@ gen_op(kgen *kg, int id, const imap *m)
     const tc_node *n = &s->g->nodes[id];
     const tc_op_def *def = &tc_ops[n->op];
     tc_dtype compute, out;
-    int args[TC_MAX_OP_INPUTS];
+    int args[TC_MAX_OP_INPUTS + 1];
     if (tc_op_infer_dtypes(s->g, n->op, n->in, n->attr_dtype, &compute, &out,
                            s->err, s->errlen) < 0) {
         return -1;
@@ -916,6 +933,9 @@ gen_op(kgen *kg, int id, const imap *m)
         if (args[k] < 0) {
             return -1;
         }
+    }
+    if (def->index_arg && (args[n->nin] = gen_position(kg, n, m)) < 0) {
+        return oom(s);
     }
     tc_dtype kout = def->promote == TC_PROMOTE_CAST ? out
                                                      : tc_dtype_opmath(out);

@@ -493,6 +493,7 @@ typedef struct {
     R **val;                 /* per instruction */
     gcc_jit_lvalue **elem;   /* per argument: the element at this point */
     char prefix;             /* local names: v12 (exact) or f12 (fast) */
+    R **index;               /* per index argument: its offset here */
 } body_state;
 
 static R *
@@ -593,6 +594,8 @@ emit_unary(emitter *e, tc_kop op, tc_dtype dt, R *a)
         return fl ? fcall1(e, "cos", dt, a) : NULL;
     case KOP_TANH:
         return fl ? fcall1(e, "tanh", dt, a) : NULL;
+    case KOP_ERF:
+        return fl ? fcall1(e, "erf", dt, a) : NULL;
     case KOP_FLOOR:
         return fl ? fcall1(e, "floor", dt, a) : a;
     case KOP_RINT:
@@ -742,6 +745,13 @@ emit_inst(body_state *s, gcc_jit_block *blk, int i, char *err,
         return emit_const(e, in);
     case KOP_LOAD:
         return gcc_jit_lvalue_as_rvalue(s->elem[in->arg]);
+    case KOP_INDEX:
+        if (s->index == NULL || s->index[in->arg] == NULL) {
+            snprintf(err, errlen, "tcjit cpu: KOP_INDEX outside a "
+                     "pointwise kernel");
+            return NULL;
+        }
+        return s->index[in->arg];
     case KOP_STORE:
         gcc_jit_block_add_assignment(
             blk, NULL, s->elem[in->arg],
@@ -788,8 +798,10 @@ check_inst(const tc_kernel *k, int i, char *err, size_t errlen)
             return -1;
         }
     }
-    if ((in->op == KOP_LOAD || in->op == KOP_STORE)
-        && (in->arg < 0 || in->arg >= k->nargs)) {
+    int mem = in->op == KOP_LOAD || in->op == KOP_STORE;
+    if ((mem || in->op == KOP_INDEX)
+        && (in->arg < 0 || in->arg >= k->nargs
+            || mem != (k->args[in->arg].buffer != TC_KARG_INDEX))) {
         snprintf(err, errlen, "tcjit cpu: %s: bad argument slot at %d",
                  k->name, i);
         return -1;
@@ -866,9 +878,11 @@ typedef struct {
     gcc_jit_lvalue **elem;   /* per argument, at the innermost index */
     R **val;                 /* scratch, ninsts of the larger body */
     const tc_loop *loop;
-    R **base;                /* per argument, pointer at the inner loop */
+    R **base;                /* per argument, pointer at the inner loop
+                                (index arguments: int64 offset) */
     char *err;
     size_t errlen;
+    R **index;               /* per index argument, at the innermost index */
 } loop_state;
 
 static R *
@@ -923,7 +937,7 @@ emit_one_body(loop_state *ls, const tc_kernel *k, char prefix,
               gcc_jit_block *blk)
 {
     memset(ls->val, 0, sizeof(R *) * (size_t)(k->ninsts + 1));
-    body_state s = {ls->e, k, ls->val, ls->elem, prefix};
+    body_state s = {ls->e, k, ls->val, ls->elem, prefix, ls->index};
     return emit_body(&s, ls->fn, blk, ls->err, ls->errlen);
 }
 
@@ -1003,11 +1017,15 @@ emit_versioned_inner(loop_state *ls, gcc_jit_block *cur, gcc_jit_lvalue *i,
         gcc_jit_lvalue *is = gcc_jit_function_new_local(
             ls->fn, NULL, gcc_jit_type_get_volatile(e->t_i64), "is");
         gcc_jit_lvalue **fast_elem = ls->elem;
+        R **fast_index = ls->index;
         gcc_jit_lvalue *slow_elem[ls->kv->exact->nargs + 1];
+        R *slow_index[ls->kv->exact->nargs + 1];
         ls->elem = slow_elem;
+        ls->index = slow_index;
         inner_elements(ls, ls->loop, lv(is), ls->base);
         rc = emit_plain_inner(ls, slow, is, lv(ib), lv(ie), next);
         ls->elem = fast_elem;
+        ls->index = fast_index;
     }
     else {
         gcc_jit_block_end_with_jump(slow, NULL, next);
@@ -1034,8 +1052,10 @@ advance_pointers(loop_state *ls, const tc_loop *l, int d, R *i,
         snprintf(name, sizeof(name), "p%d_%d", a, d);
         gcc_jit_lvalue *q = gcc_jit_function_new_local(
             ls->fn, NULL, gcc_jit_rvalue_get_type(base[a]), name);
-        gcc_jit_block_add_assignment(blk, NULL, q, ptr_offset(e, base[a],
-                                                             idx));
+        R *next = ls->kv->exact->args[a].buffer == TC_KARG_INDEX
+                      ? bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, base[a], idx)
+                      : ptr_offset(e, base[a], idx);
+        gcc_jit_block_add_assignment(blk, NULL, q, next);
         base[a] = lv(q);
     }
 }
@@ -1053,6 +1073,13 @@ inner_elements(loop_state *ls, const tc_loop *l, R *i, R **base)
                  : st == 0 ? iconst(e, e->t_i64, 0)
                            : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
                                  iconst(e, e->t_i64, st));
+        if (ls->kv->exact->args[a].buffer == TC_KARG_INDEX) {
+            ls->index[a] = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, base[a],
+                               idx);
+            ls->elem[a] = NULL;
+            continue;
+        }
+        ls->index[a] = NULL;
         ls->elem[a] = gcc_jit_context_new_array_access(e->ctx, NULL, base[a],
                                                        idx);
     }
@@ -1064,6 +1091,11 @@ load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
 {
     emitter *e = ls->e;
     for (int a = 0; a < k->nargs; a++) {
+        if (k->args[a].buffer == TC_KARG_INDEX) {
+            /* no memory: the offset itself is the value */
+            base[a] = iconst(e, e->t_i64, k->args[a].offset);
+            continue;
+        }
         T *pt = gcc_jit_type_get_pointer(e->vt[k->args[a].dtype]);
         char name[16];
         snprintf(name, sizeof(name), "p%d", a);
@@ -1135,12 +1167,13 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
     R **base = calloc((size_t)(k->nargs + 1), sizeof(R *));
     gcc_jit_lvalue **elem = calloc((size_t)(k->nargs + 1), sizeof(*elem));
     R **val = calloc((size_t)(nval + 1), sizeof(R *));
+    R **index = calloc((size_t)(k->nargs + 1), sizeof(R *));
     int rc = -1;
-    if (base == NULL || elem == NULL || val == NULL) {
+    if (base == NULL || elem == NULL || val == NULL || index == NULL) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
     }
     else {
-        loop_state ls = {e, fn, kv, elem, val, l, base, err, errlen};
+        loop_state ls = {e, fn, kv, elem, val, l, base, err, errlen, index};
         gcc_jit_block *entry = gcc_jit_function_new_block(fn, "entry");
         load_arg_pointers(&ls, k, gcc_jit_param_as_rvalue(params[0]), entry,
                           base);
@@ -1149,6 +1182,7 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
     free(base);
     free(elem);
     free(val);
+    free(index);
     return rc;
 }
 

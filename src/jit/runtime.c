@@ -246,7 +246,8 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
         }
         const tc_kernel *k = &p->kernels[s];
         for (int a = 0; a < k->nargs; a++) {
-            args[a] = ptrs[k->args[a].buffer];
+            int b = k->args[a].buffer;
+            args[a] = b == TC_KARG_INDEX ? NULL : ptrs[b];
         }
         rc = run_kernel(c->code, s, args);
     }

@@ -184,6 +184,9 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
         const tc_kernel *k = &p->kernels[i];
         a->max_args = k->nargs > a->max_args ? k->nargs : a->max_args;
         for (int j = 0; j < k->nargs; j++) {
+            if (k->args[j].buffer == TC_KARG_INDEX) {
+                continue;   /* positions only, no memory (kir.h) */
+            }
             if (k->args[j].buffer < 0 || k->args[j].buffer >= nb) {
                 PyErr_Format(PyExc_RuntimeError,
                              "%s: kernel argument without buffer", who);

@@ -28,6 +28,33 @@ static const tc_binding_def binding_defs[] = {
     UNARY("torch.tanh", "tanh"), UNARY("torch.sigmoid", "sigmoid"),
     UNARY("torch.relu", "relu"), UNARY("torch.square", "square"),
     UNARY("torch.reciprocal", "reciprocal"),
+    UNARY("torch.erf", "erf"), UNARY("torch.special.erf", "erf"),
+    {"torch.masked_fill", "masked_fill", TC_CALL_OP, "input, mask, value"},
+    {"torch.tril", "tril", TC_CALL_TRIL, "input, diagonal=0"},
+    {"torch.triu", "triu", TC_CALL_TRIL, "input, diagonal=0"},
+    /* creation ops: sizes as varargs or one sequence (TC_CALL_NEW) */
+#define NEW_KW "dtype=None, layout=None, device=None, pin_memory=False, " \
+               "requires_grad=False"
+    {"torch.zeros", "zeros", TC_CALL_NEW, "*size, " NEW_KW},
+    {"torch.ones", "ones", TC_CALL_NEW, "*size, " NEW_KW},
+    {"torch.empty", "empty", TC_CALL_NEW,
+     "*size, " NEW_KW ", memory_format=None"},
+    {"torch.full", "full", TC_CALL_NEW, "size, fill_value, *, " NEW_KW},
+    {"torch.arange", "arange", TC_CALL_NEW,
+     "start=0, end=None, step=1, *, " NEW_KW},
+#define LIKE_KW NEW_KW ", memory_format=None"
+    {"torch.zeros_like", "zeros", TC_CALL_NEW, "input, *, " LIKE_KW},
+    {"torch.ones_like", "ones", TC_CALL_NEW, "input, *, " LIKE_KW},
+    {"torch.empty_like", "empty", TC_CALL_NEW, "input, *, " LIKE_KW},
+    {"torch.full_like", "full", TC_CALL_NEW,
+     "input, fill_value, *, " LIKE_KW},
+    {"Tensor.new_zeros", "zeros", TC_CALL_NEW, "self, *size, " NEW_KW},
+    {"Tensor.new_ones", "ones", TC_CALL_NEW, "self, *size, " NEW_KW},
+    {"Tensor.new_empty", "empty", TC_CALL_NEW, "self, *size, " NEW_KW},
+    {"Tensor.new_full", "full", TC_CALL_NEW,
+     "self, size, fill_value, *, " NEW_KW},
+#undef LIKE_KW
+#undef NEW_KW
     {"torch.pow", "pow", TC_CALL_OP, "input, exponent"},
     BINARY("torch.maximum", "maximum"), BINARY("torch.minimum", "minimum"),
     {"torch.clamp", "clamp", TC_CALL_CLAMP, "input, min=None, max=None"},
@@ -61,6 +88,11 @@ static const tc_binding_def binding_defs[] = {
     UNARY("Tensor.tanh", "tanh"), UNARY("Tensor.sigmoid", "sigmoid"),
     UNARY("Tensor.relu", "relu"), UNARY("Tensor.square", "square"),
     UNARY("Tensor.reciprocal", "reciprocal"),
+    UNARY("Tensor.erf", "erf"),
+    {"Tensor.masked_fill", "masked_fill", TC_CALL_OP, "self, mask, value"},
+    {"Tensor.tril", "tril", TC_CALL_TRIL, "self, diagonal=0"},
+    {"Tensor.triu", "triu", TC_CALL_TRIL, "self, diagonal=0"},
+    {"Tensor.type_as", NULL, TC_CALL_TYPE_AS, "self, other"},
     {"Tensor.pow", "pow", TC_CALL_OP, "self, exponent"},
     BINARY("Tensor.maximum", "maximum"), BINARY("Tensor.minimum", "minimum"),
     {"Tensor.clamp", "clamp", TC_CALL_CLAMP, "self, min=None, max=None"},
@@ -145,7 +177,17 @@ static const tc_binding_def binding_defs[] = {
     {"F.relu", "relu", TC_CALL_NO_INPLACE, "input, inplace=False"},
     UNARY("F.sigmoid", "sigmoid"), UNARY("F.tanh", "tanh"),
     {"F.silu", "silu", TC_CALL_NO_INPLACE, "input, inplace=False"},
-    {"F.gelu", "gelu_tanh", TC_CALL_GELU, "input, *, approximate=None"},
+    {"F.gelu", "gelu", TC_CALL_GELU, "input, *, approximate=None"},
+    {"F.softplus", "softplus", TC_CALL_OP, "input, beta=1, threshold=20"},
+    {"F.leaky_relu", "leaky_relu", TC_CALL_NO_INPLACE,
+     "input, negative_slope=0.01, inplace=False"},
+    {"F.elu", "elu", TC_CALL_NO_INPLACE, "input, alpha=1.0, inplace=False"},
+    {"F.mish", "mish", TC_CALL_NO_INPLACE, "input, inplace=False"},
+    {"F.hardtanh", "clamp", TC_CALL_HARDTANH,
+     "input, min_val=-1.0, max_val=1.0, inplace=False"},
+    {"F.relu6", "clamp", TC_CALL_HARDTANH, "input, inplace=False"},
+    {"F.normalize", NULL, TC_CALL_NORMALIZE,
+     "input, p=2.0, dim=1, eps=0.000000000001, out=None"},
     /* extern ops: torch computes them (src/graph/extern.h) */
     {"torch.matmul", "matmul", TC_CALL_EXTERN, "input, other"},
     {"Tensor.matmul", "matmul", TC_CALL_EXTERN, "self, other"},
@@ -240,6 +282,7 @@ parse_signature(tc_binding *b)
 {
     const char *s = b->def->sig;
     b->nkwonly_from = TC_MAX_PARAMS;
+    b->varargs = -1;
     while (*s) {
         while (*s == ' ' || *s == ',') {
             s++;
@@ -247,7 +290,13 @@ parse_signature(tc_binding *b)
         if (*s == 0) {
             break;
         }
-        if (*s == '*') {
+        if (*s == '*' && s[1] != ' ' && s[1] != ',' && s[1] != 0) {
+            b->varargs = b->nparams;     /* "*size": what follows is
+                                            keyword-only */
+            b->nkwonly_from = b->nparams + 1;
+            s++;
+        }
+        else if (*s == '*') {
             b->nkwonly_from = b->nparams;
             s++;
             continue;
@@ -306,7 +355,25 @@ resolve_path(const char *path)
             return NULL;
         }
     }
-    PyObject *r = PyObject_GetAttrString(owner, dot + 1);
+    /* "torch.special.erf": one attribute per remaining dot */
+    const char *name = dot + 1;
+    while (owner != NULL && strchr(name, '.') != NULL) {
+        char part[64];
+        size_t k = (size_t)(strchr(name, '.') - name);
+        if (k >= sizeof(part)) {
+            Py_DECREF(owner);
+            PyErr_SetString(PyExc_ValueError, "binding path too long");
+            return NULL;
+        }
+        memcpy(part, name, k);
+        part[k] = 0;
+        Py_SETREF(owner, PyObject_GetAttrString(owner, part));
+        name += k + 1;
+    }
+    if (owner == NULL) {
+        return NULL;
+    }
+    PyObject *r = PyObject_GetAttrString(owner, name);
     Py_DECREF(owner);
     return r;
 }

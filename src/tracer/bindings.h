@@ -11,7 +11,7 @@
 
 #include <Python.h>
 
-#define TC_MAX_PARAMS 8
+#define TC_MAX_PARAMS 10
 
 /* How the parsed arguments become graph nodes. */
 typedef enum {
@@ -21,9 +21,17 @@ typedef enum {
     TC_CALL_CLAMP,     /* input, min, max: clamp / clamp_min / clamp_max */
     TC_CALL_CAST,      /* to(dtype): target from the dtype param */
     TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by `op` name */
-    TC_CALL_NO_INPLACE,/* like OP, but an `inplace` flag must be False */
+    TC_CALL_NO_INPLACE,/* like OP (operands: every param but the last), but
+                          the last param `inplace` must be False */
     TC_CALL_DIV,       /* input, other, rounding_mode=None */
-    TC_CALL_GELU,      /* input, *, approximate: only 'tanh' is traced */
+    TC_CALL_GELU,      /* input, *, approximate: 'none' or 'tanh' */
+    TC_CALL_HARDTANH,  /* input, min_val, max_val, inplace (relu6: input,
+                          inplace): clamp in input's dtype */
+    TC_CALL_TRIL,      /* input, diagonal; op "tril" / "triu" */
+    TC_CALL_NEW,       /* creation ops; op: zeros ones empty full arange
+                          (torch.*), *_like, new_* (Tensor methods) */
+    TC_CALL_NORMALIZE, /* F.normalize(input, p, dim, eps) */
+    TC_CALL_TYPE_AS,   /* self.type_as(other) */
     TC_CALL_REDUCE,    /* input, dim, keepdim, dtype/correction/p... */
     TC_CALL_SOFTMAX,   /* input, dim, dtype; op "softmax"/"log_softmax" */
     TC_CALL_LAYER_NORM,/* input, normalized_shape, weight, bias, eps */
@@ -57,6 +65,8 @@ typedef struct {
     const tc_binding_def *def;
     int nparams;
     int nkwonly_from;            /* index of the first keyword-only param */
+    int varargs;                 /* "*size": index of the param that takes
+                                    the remaining positionals, or -1 */
     const char *names[TC_MAX_PARAMS];
     PyObject *defaults[TC_MAX_PARAMS]; /* owned; NULL = required */
 } tc_binding;

@@ -38,6 +38,7 @@ typedef struct {
     int *inputs;              /* graph input i -> guard source id */
     int ninputs, inputs_cap;
     int touched_tensor;       /* a tensor was read from the frame */
+    int device_fixed;         /* a creation op chose out->device */
     int force_eager;          /* correctness needs the whole frame eager */
     unsigned char *grad;      /* by graph node: requires grad (inputs that
                                  do, and what grad mode computed from them) */
@@ -226,7 +227,8 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
-    if (T->sh->ninputs > 0 && m.device_index != T->out->device) {
+    if ((T->sh->ninputs > 0 || T->sh->device_fixed)
+        && m.device_index != T->out->device) {
         /* eager raises its own "Expected all tensors to be on the same
          * device" error, at the op that mixes them */
         *rc = unsupported(T, "tensors on different devices");
@@ -683,11 +685,22 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
     int npos = nargs - nkw;
     const char *fname = b->def->path;
-    if (npos > b->nparams || npos > b->nkwonly_from) {
+    int ncopy = npos;
+    memset(params, 0, sizeof(tc_var *) * TC_MAX_PARAMS);
+    if (b->varargs >= 0 && npos > b->varargs) {
+        /* zeros(2, 3) as zeros((2, 3)); zeros(5) and zeros((5,)) as is */
+        int nv = npos - b->varargs;
+        params[b->varargs] = nv == 1 ? args[b->varargs]
+            : tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nv, args + b->varargs);
+        if (params[b->varargs] == NULL) {
+            return ERROR;
+        }
+        ncopy = b->varargs;
+    }
+    else if (npos > b->nparams || npos > b->nkwonly_from) {
         return unsupported(T, "%s() got %d positional arguments", fname, npos);
     }
-    memset(params, 0, sizeof(tc_var *) * TC_MAX_PARAMS);
-    for (int i = 0; i < npos; i++) {
+    for (int i = 0; i < ncopy; i++) {
         params[i] = args[i];
     }
     for (int k = 0; k < nkw; k++) {
@@ -1479,6 +1492,287 @@ call_dropout(tracer *T, tc_var **p)
     return push(T, p[0]);
 }
 
+/* ---- activations, masks, new tensors (graph.h builders) ------------------- */
+
+static int
+is_false(tc_var *v)
+{
+    return v->kind == TC_VAR_CONST && v->obj == Py_False;
+}
+
+static tc_var *
+int_var(tracer *T, long v)
+{
+    PyObject *o = PyLong_FromLong(v);
+    tc_var *r = o ? tc_var_const(&T->sh->arena, o, -1) : NULL;
+    Py_XDECREF(o);
+    return r;
+}
+
+/* F.hardtanh / F.relu6: eager clamps into a tensor of the input's dtype
+ * (hardtanh_out on empty_like(input)). */
+static int
+call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int relu6 = b->nparams == 2;
+    if (!is_false(p[b->nparams - 1]) || p[0]->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "%s() on a non-tensor or with inplace=True",
+                           b->def->path);
+    }
+    tc_var *args[3] = {p[0], relu6 ? int_var(T, 0) : p[1],
+                       relu6 ? int_var(T, 6) : p[2]};
+    if (args[1] == NULL || args[2] == NULL) {
+        return ERROR;
+    }
+    int rc = call_clamp(T, args);
+    return rc != OK ? rc : call_cast(T, pop(T), tensor_node(T, p[0])->dtype);
+}
+
+static int
+call_tril(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t k;
+    if (p[0]->kind != TC_VAR_TENSOR || int_list(T, p[1], &k, 1) != 1) {
+        return unsupported(T, "%s() needs a tensor and an int diagonal",
+                           b->def->path);
+    }
+    char err[256];
+    int upper = strcmp(b->def->op, "triu") == 0;
+    return push_node(T, tc_graph_tril(T->out->graph, p[0]->node, k, upper,
+                                      err, sizeof(err)), b->def->op, err);
+}
+
+static int
+call_normalize(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int64_t dim;
+    double pp = p[1]->kind == TC_VAR_CONST ? PyFloat_AsDouble(p[1]->obj) : -1;
+    double eps = p[3]->kind == TC_VAR_CONST ? PyFloat_AsDouble(p[3]->obj) : -1;
+    if (PyErr_Occurred() || p[0]->kind != TC_VAR_TENSOR || !is_none(p[4])
+        || int_list(T, p[2], &dim, 1) != 1 || (pp != 1 && pp != 2)) {
+        PyErr_Clear();
+        return unsupported(T, "%s() with p other than 1 or 2, out=, or "
+                           "non-constant arguments", b->def->path);
+    }
+    char err[256];
+    return push_node(T, tc_graph_normalize(T->out->graph, p[0]->node, pp, dim,
+                                           eps, err, sizeof(err)),
+                     b->def->path, err);
+}
+
+static tc_var *
+named_param(const tc_binding *b, tc_var **p, const char *name)
+{
+    for (int i = 0; i < b->nparams; i++) {
+        if (strcmp(b->names[i], name) == 0) {
+            return p[i];
+        }
+    }
+    return NULL;
+}
+
+/* device=: None (dflt), "cpu", "cuda", "cuda:N"; -1 is the CPU, -2 not
+ * understood (a torch.device object is not guarded here: eager). */
+static int
+device_param(tc_var *v, int dflt)
+{
+    if (v == NULL || is_none(v)) {
+        return dflt;
+    }
+    const char *s = v->kind == TC_VAR_CONST && PyUnicode_Check(v->obj)
+                        ? PyUnicode_AsUTF8(v->obj) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        return -2;
+    }
+    if (strcmp(s, "cpu") == 0) {
+        return -1;
+    }
+    if (strncmp(s, "cuda:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
+        return atoi(s + 5);
+    }
+    return -2;   /* "cuda" means the current device, which is not guarded */
+}
+
+static void
+device_name(char *buf, size_t n, int dev)
+{
+    if (dev < 0) {
+        snprintf(buf, n, "cpu");
+    }
+    else {
+        snprintf(buf, n, "cuda:%d", dev);
+    }
+}
+
+/* A graph runs on one device: the creation op's must be the graph's. */
+static int
+use_device(tracer *T, const char *what, int dev)
+{
+    if ((T->sh->ninputs > 0 || T->sh->device_fixed)
+        && dev != T->out->device) {
+        char a[32], b[32];
+        device_name(a, sizeof(a), dev);
+        device_name(b, sizeof(b), T->out->device);
+        return unsupported(T, "%s on %s while the graph's tensors are on %s "
+                           "(a compiled graph runs on one device)", what, a,
+                           b);
+    }
+    T->out->device = dev;
+    T->sh->device_fixed = 1;
+    return OK;
+}
+
+/* Options eager accepts that change nothing here, or unsupported. */
+static int
+plain_options(const tc_binding *b, tc_var **p)
+{
+    tc_var *rg = named_param(b, p, "requires_grad");
+    tc_var *pin = named_param(b, p, "pin_memory");
+    tc_var *lay = named_param(b, p, "layout");
+    tc_var *mf = named_param(b, p, "memory_format");
+    PyObject *strided = PyObject_GetAttrString(tc_torch_module, "strided");
+    PyObject *preserve = PyObject_GetAttrString(tc_torch_module,
+                                                "preserve_format");
+    int ok = strided && preserve && (!rg || is_false(rg))
+             && (!pin || is_false(pin))
+             && (!lay || is_none(lay) || lay->obj == strided)
+             && (!mf || is_none(mf) || mf->obj == preserve);
+    Py_XDECREF(strided);
+    Py_XDECREF(preserve);
+    PyErr_Clear();
+    return ok;
+}
+
+/* arange's length and dtype, with eager's checks (RangeFactories.cpp). */
+static int
+arange_args(tracer *T, tc_var **p, int has_dtype, tc_dtype *dt, int64_t *n)
+{
+    if (is_none(p[1])) {               /* arange(end) */
+        tc_var *end = p[0];
+        p[0] = int_var(T, 0);
+        p[1] = end;
+    }
+    int any_float = 0;
+    for (int i = 0; i < 3; i++) {
+        if (p[i] == NULL || p[i]->kind != TC_VAR_CONST || PyBool_Check(p[i]->obj)
+            || !(PyLong_CheckExact(p[i]->obj) || PyFloat_CheckExact(p[i]->obj))) {
+            return unsupported(T, "torch.arange() with non-number bounds");
+        }
+        any_float |= PyFloat_CheckExact(p[i]->obj);
+    }
+    if (!has_dtype) {
+        *dt = any_float ? TC_F32 : TC_I64;
+    }
+    if (any_float && !tc_dtype_is_float(*dt)) {
+        return unsupported(T, "torch.arange() with float bounds and an "
+                           "integer dtype");
+    }
+    double s = PyFloat_AsDouble(p[0]->obj), e = PyFloat_AsDouble(p[1]->obj);
+    double st = PyFloat_AsDouble(p[2]->obj);
+    if (st == 0 || !((st > 0 && e >= s) || (st < 0 && e <= s))
+        || !isfinite(s) || !isfinite(e)) {
+        return unsupported(T, "torch.arange() with an empty or invalid "
+                           "range (eager raises or returns nothing)");
+    }
+    double len;
+    if (!any_float) {
+        long long a = PyLong_AsLongLong(p[0]->obj);
+        long long z = PyLong_AsLongLong(p[1]->obj);
+        long long c = PyLong_AsLongLong(p[2]->obj);
+        len = (double)((z - a + c - (c > 0 ? 1 : -1)) / c);  /* C division */
+    }
+    else {
+        len = ceil((e - s) / st);
+    }
+    *n = (int64_t)len;
+    return OK;
+}
+
+/* zeros / ones / empty / full / arange, their *_like and new_* forms. */
+static int
+call_new(tracer *T, const tc_binding *b, tc_var **p)
+{
+    const char *op = b->def->op, *what = b->def->path;
+    tc_var *like = named_param(b, p, "input");
+    like = like ? like : named_param(b, p, "self");
+    tc_var *size = named_param(b, p, "size");
+    tc_var *fill = named_param(b, p, "fill_value");
+    int has_dtype = 0;
+    tc_dtype dt = TC_F32;
+    if ((like && like->kind != TC_VAR_TENSOR) || !plain_options(b, p)
+        || dtype_param(named_param(b, p, "dtype"), &has_dtype, &dt) < 0) {
+        return unsupported(T, "%s() with these options (requires_grad, "
+                           "layout, memory_format, dtype)", what);
+    }
+    const tc_node *ln = like ? tensor_node(T, like) : NULL;
+    int dev = device_param(named_param(b, p, "device"),
+                           like ? T->out->device : -1);
+    if (dev == -2) {
+        return unsupported(T, "%s() with a device other than None, 'cpu' or "
+                           "'cuda:N' (a bare 'cuda' means the current device, "
+                           "which tcjit does not guard)", what);
+    }
+    tc_layout l = {0};
+    int rc = OK, value, step = -1;
+    if (strcmp(op, "arange") == 0) {
+        int64_t n = 0;
+        if ((rc = arange_args(T, p, has_dtype, &dt, &n)) != OK) {
+            return rc;
+        }
+        l.ndim = 1;
+        l.sizes[0] = n;
+        value = operand_node(T, p[0], &rc);
+        step = value < 0 ? -1 : operand_node(T, p[2], &rc);
+        if (step < 0) {
+            return rc;
+        }
+    }
+    else {
+        if (size != NULL) {
+            l.ndim = int_list(T, size, l.sizes, TC_MAX_DIMS);
+            if (l.ndim < 0) {
+                return unsupported(T, "%s() with a size that is not ints",
+                                   what);
+            }
+        }
+        else {
+            tc_layout_like(&ln->layout, &l);
+        }
+        if (fill != NULL && (fill->kind != TC_VAR_CONST
+                             || !(PyLong_Check(fill->obj)
+                                  || PyFloat_CheckExact(fill->obj)))) {
+            return unsupported(T, "%s() with a fill value that is not a "
+                               "number", what);
+        }
+        if (fill == NULL) {
+            fill = int_var(T, strcmp(op, "ones") == 0);
+        }
+        if (!has_dtype && ln != NULL) {
+            dt = ln->dtype;
+        }
+        else if (!has_dtype && strcmp(op, "full") == 0) {
+            dt = PyBool_Check(fill->obj) ? TC_BOOL
+                 : PyLong_Check(fill->obj) ? TC_I64 : TC_F32;
+        }
+        value = operand_node(T, fill, &rc);
+        if (value < 0) {
+            return rc;
+        }
+    }
+    if (size != NULL || ln == NULL) {
+        tc_layout_contiguous(&l);
+    }
+    if ((rc = use_device(T, what, dev)) != OK) {
+        return rc;
+    }
+    char err[256];
+    int node = step >= 0
+        ? tc_graph_arange(T->out->graph, &l, dt, value, step, err, sizeof(err))
+        : tc_graph_full(T->out->graph, &l, dt, value, err, sizeof(err));
+    return push_node(T, node, what, err);
+}
+
 static int
 call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
              PyObject *kwnames)
@@ -1507,24 +1801,42 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
         return emit_op(T, "div", 2, p, TC_F32);
     case TC_CALL_CLAMP:
         return call_clamp(T, p);
-    case TC_CALL_GELU:
-        if (!(p[1]->kind == TC_VAR_CONST && PyUnicode_Check(p[1]->obj)
-              && PyUnicode_CompareWithASCIIString(p[1]->obj, "tanh") == 0)) {
-            return unsupported(T, "F.gelu with the exact (erf) form: erf is "
-                               "not compiled yet");
+    case TC_CALL_GELU: {
+        int is_str = p[1]->kind == TC_VAR_CONST && PyUnicode_Check(p[1]->obj);
+        if (is_str && PyUnicode_CompareWithASCIIString(p[1]->obj, "tanh") == 0) {
+            return emit_op(T, "gelu_tanh", 1, p, TC_F32);
         }
-        return emit_op(T, "gelu_tanh", 1, p, TC_F32);
+        if (is_none(p[1]) || (is_str && PyUnicode_CompareWithASCIIString(
+                                            p[1]->obj, "none") == 0)) {
+            return emit_op(T, "gelu", 1, p, TC_F32);
+        }
+        return unsupported(T, "F.gelu with approximate other than 'none' or "
+                           "'tanh'");
+    }
     case TC_CALL_CAST:
         return call_cast(T, p[0], p[1]->obj ? tc_dtype_from_torch(p[1]->obj)
                                             : -1);
     case TC_CALL_CAST_TO:
         return call_cast(T, p[0], dtype_by_name(b->def->op));
     case TC_CALL_NO_INPLACE:
-        if (!(p[1]->kind == TC_VAR_CONST && p[1]->obj == Py_False)) {
+        if (!is_false(p[b->nparams - 1])) {
             return unsupported(T, "%s(inplace=True) mutates its input",
                                b->def->path);
         }
-        return emit_op(T, b->def->op, 1, p, TC_F32);
+        return emit_op(T, b->def->op, b->nparams - 1, p, TC_F32);
+    case TC_CALL_HARDTANH:
+        return call_hardtanh(T, b, p);
+    case TC_CALL_TRIL:
+        return call_tril(T, b, p);
+    case TC_CALL_NEW:
+        return call_new(T, b, p);
+    case TC_CALL_NORMALIZE:
+        return call_normalize(T, b, p);
+    case TC_CALL_TYPE_AS:
+        if (p[1]->kind != TC_VAR_TENSOR) {
+            return unsupported(T, "Tensor.type_as() of a non-tensor");
+        }
+        return call_cast(T, p[0], tensor_node(T, p[1])->dtype);
     case TC_CALL_SIZE:
     case TC_CALL_DIM:
     case TC_CALL_NUMEL:

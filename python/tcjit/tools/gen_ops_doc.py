@@ -34,6 +34,10 @@ DECOMPOSED = {
     "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
     "split": "narrow views (a tuple)", "chunk": "narrow views (a tuple)",
     "unbind": "select views (a tuple)",
+    "tril": "where(col - row <= k, x, 0), positions from arange nodes",
+    "triu": "where(col - row >= k, x, 0), positions from arange nodes",
+    "zeros": "full(0) (`empty` is zero-filled too)", "ones": "full(1)",
+    "empty": "full(0): uninitialized memory in eager",
 }
 
 
@@ -62,7 +66,10 @@ def render():
     out += ["", "Also traced: `F.layer_norm` and `F.rms_norm` (mean / var / rsqrt "
             "with weight and bias, one kernel per row); `F.dropout` (the "
             "identity with training=False or p=0); basic indexing `x[i, a:b:s, "
-            "None, ...]` (views).", "",
+            "None, ...]` (views); `F.normalize` (norm, clamp_min, div); "
+            "`F.hardtanh` / `F.relu6` (clamp in the input's dtype).  Creation "
+            "ops take `dtype=` and `device=` (None, 'cpu', 'cuda:N': the "
+            "graph's device; a graph runs on one device).", "",
             "Extern ops (`extern:` above) are computed by torch itself, as "
             "Inductor's extern kernels are; tcjit fuses the pointwise and "
             "reduction work around them into its own kernels.", "",
