@@ -485,3 +485,45 @@ def test_nanogpt_model_loop_over_blocks_is_one_graph():
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     e = tcjit.explain(gpt)(idx, tgt)
     assert e.graph_count == 1 and e.graph_break_count == 0, e.break_reasons
+
+
+class HandWrittenAttention(nn.Module):
+    """nanoGPT's attention without flash: a tril mask buffer, masked_fill
+    with -inf, softmax, two matmuls."""
+
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                             .view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+@torch.no_grad()
+def test_hand_written_attention_with_tril_mask_buffer():
+    torch.manual_seed(0)
+    attn = HandWrittenAttention(32, 4, 16).eval()
+    x = torch.randn(2, 10, 32)
+    check(attn.forward, x)
+    # the causal mask computed in the graph instead of read from a buffer
+    def causal(q, k):
+        t = q.size(-2)
+        s = q @ k.transpose(-2, -1)
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        return F.softmax(s.masked_fill(~mask, float("-inf")), -1)
+
+    check(causal, torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4))

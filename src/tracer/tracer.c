@@ -1571,17 +1571,29 @@ named_param(const tc_binding *b, tc_var **p, const char *name)
     return NULL;
 }
 
-/* device=: None (dflt), "cpu", "cuda", "cuda:N"; -1 is the CPU, -2 not
- * understood (a torch.device object is not guarded here: eager). */
+/* device=: None (dflt), "cpu", "cuda", "cuda:N", or a known torch.device
+ * (x.device of a traced tensor); -1 is the CPU, -2 not understood (a
+ * torch.device read from the frame is not guarded here: eager). */
 static int
 device_param(tc_var *v, int dflt)
 {
     if (v == NULL || is_none(v)) {
         return dflt;
     }
-    const char *s = v->kind == TC_VAR_CONST && PyUnicode_Check(v->obj)
-                        ? PyUnicode_AsUTF8(v->obj) : NULL;
-    if (s == NULL) {
+    PyObject *text = NULL;
+    if (v->kind == TC_VAR_CONST && PyUnicode_Check(v->obj)) {
+        text = Py_NewRef(v->obj);
+    }
+    else if (v->kind == TC_VAR_CONST
+             && strcmp(Py_TYPE(v->obj)->tp_name, "torch.device") == 0) {
+        text = PyObject_Str(v->obj);   /* "cpu", "cuda:0" */
+    }
+    const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%s", s ? s : "");
+    Py_XDECREF(text);
+    s = buf;
+    if (s[0] == 0) {
         PyErr_Clear();
         return -2;
     }
@@ -1883,8 +1895,8 @@ all_const(tc_var **args, int n)
     return 1;
 }
 
-/* Builtins (functions and int/float/bool) that are pure on Python
- * scalars. */
+/* Builtins (functions and int/float/bool) and math functions that are
+ * pure on Python scalars. */
 static int
 is_pure_builtin(PyObject *fn)
 {
@@ -1899,6 +1911,10 @@ is_pure_builtin(PyObject *fn)
     }
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     PyObject *mod = ((PyCFunctionObject *)fn)->m_module;
+    if (mod != NULL && PyUnicode_Check(mod)
+        && PyUnicode_CompareWithASCIIString(mod, "math") == 0) {
+        return 1;   /* math.sqrt(head_dim), math.log(2): pure on numbers */
+    }
     if (mod == NULL || !PyUnicode_Check(mod)
         || PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
         return 0;
