@@ -439,6 +439,16 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
         return -1;
     }
     tc_layout_contiguous(&n.layout);
+    if (!strcmp(op, "sdpa") && x.xa[TC_XA_SDPA_HEADS_INNER] &&
+        n.layout.ndim == 4) {
+        /* [B, H, L, E] viewed from [B, L, H, E] memory */
+        tc_layout *l = &n.layout;
+        int64_t H = l->sizes[1], L = l->sizes[2], E = l->sizes[3];
+        l->strides[3] = 1;
+        l->strides[1] = E;
+        l->strides[2] = H * E;
+        l->strides[0] = L * H * E;
+    }
     n.op = opi;
     n.nin = nin;
     memcpy(n.in, in, sizeof(int) * nin);

@@ -8,13 +8,15 @@
  * is a buffer the runtime fills by calling the torch function, its operands
  * are buffers (or views of buffers) the kernels before it have stored.  The
  * builder computes the output's dtype and shape with torch's rules and gives
- * it a contiguous layout, which is what eager returns for every op here on
- * the CPU; the runtime checks the real result and copies it into that layout
- * when torch chose another one (e.g. flash attention on CUDA).
+ * it the layout eager returns (contiguous for every op here on the CPU); the
+ * runtime checks the real result and copies it into that layout when torch
+ * chose another one (e.g. a different attention backend).
  *
  * Attributes live in tc_node.xattr / xfattr:
  *   sdpa            xattr[0] is_causal, [1] scale given (xfattr), [2] mask
- *                   given (operand 3)
+ *                   given (operand 3), [3] the result's memory order is
+ *                   [B, L, H, E] (what CUDA's flash / efficient kernels
+ *                   return; the tracer sets it for CUDA graphs)
  *   conv1d, conv2d  xattr[0..1] stride, [2..3] padding, [4..5] dilation,
  *                   [6] groups (conv1d uses the first of each pair)
  *   cat, stack      xattr[0] dim
@@ -33,6 +35,7 @@ enum {
     TC_XA_SDPA_CAUSAL = 0,
     TC_XA_SDPA_HAS_SCALE = 1,
     TC_XA_SDPA_HAS_MASK = 2,
+    TC_XA_SDPA_HEADS_INNER = 3,
     TC_XA_CONV_STRIDE = 0,
     TC_XA_CONV_PADDING = 2,
     TC_XA_CONV_DILATION = 4,

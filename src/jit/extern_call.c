@@ -24,7 +24,7 @@ typedef struct {
                                       index when list_operands */
     int list_operands;             /* cat/stack: operands in a list, argv[0] */
     PyObject *view[TC_MAX_OP_INPUTS][3];  /* as_strided args, views only */
-    PyObject *sizes;               /* the result layout kernels assume */
+    PyObject *sizes, *strides;     /* the result layout kernels assume */
     PyObject *dtype;               /* borrowed */
 } xcall;
 
@@ -34,12 +34,13 @@ struct tc_extern_rt {
 };
 
 static PyObject *torch_mod, *nn_functional, *nn_c;
-static PyObject *str_shape, *str_stride, *str_dtype, *str_contiguous;
+static PyObject *str_shape, *str_stride, *str_dtype, *str_copy,
+    *str_new_empty_strided;
 
 static int
 init_once(void)
 {
-    if (str_contiguous != NULL) {
+    if (str_copy != NULL) {
         return 0;
     }
     if (tc_alloc_init() < 0) {
@@ -52,11 +53,12 @@ init_once(void)
     str_shape = PyUnicode_InternFromString("shape");
     str_stride = PyUnicode_InternFromString("stride");
     str_dtype = PyUnicode_InternFromString("dtype");
-    str_contiguous = str_dtype ? PyUnicode_InternFromString("contiguous")
-                               : NULL;
+    str_new_empty_strided = PyUnicode_InternFromString("new_empty_strided");
+    str_copy = str_dtype && str_new_empty_strided
+               ? PyUnicode_InternFromString("copy_") : NULL;
     if (!torch_mod || !nn_functional || !nn_c || !str_shape || !str_stride
-        || !str_contiguous) {
-        Py_CLEAR(str_contiguous);
+        || !str_copy) {
+        Py_CLEAR(str_copy);
         return -1;
     }
     return 0;
@@ -297,7 +299,8 @@ prepare_call(xcall *c, const tc_plan *p, const tc_extern_call *x)
     }
     c->dtype = tc_alloc_dtype_object(out->dtype);
     c->sizes = tc_int_tuple(out->layout.ndim, out->layout.sizes);
-    return c->sizes && c->dtype ? 0 : -1;
+    c->strides = tc_int_tuple(out->layout.ndim, out->layout.strides);
+    return c->sizes && c->strides && c->dtype ? 0 : -1;
 }
 
 static void
@@ -314,6 +317,7 @@ clear_call(xcall *c)
         }
     }
     Py_CLEAR(c->sizes);
+    Py_CLEAR(c->strides);
 }
 
 tc_extern_rt *
@@ -401,8 +405,17 @@ conform(const xcall *c, const tc_buffer *out, const char *op, PyObject *r)
         ok = -1;
     }
     if (ok == 1 && !strides_match(st, &out->layout)) {
-        /* the graph gives every extern result a contiguous layout */
-        Py_SETREF(r, PyObject_CallMethodNoArgs(r, str_contiguous));
+        /* r.new_empty_strided(sizes, strides).copy_(r): same dtype and
+         * device, the layout kernels read */
+        PyObject *dst = PyObject_CallMethodObjArgs(r, str_new_empty_strided,
+                                                   c->sizes, c->strides, NULL);
+        PyObject *res = dst ? PyObject_CallMethodOneArg(dst, str_copy, r)
+                            : NULL;
+        Py_XDECREF(res);
+        Py_SETREF(r, res != NULL ? dst : NULL);
+        if (res == NULL) {
+            Py_XDECREF(dst);
+        }
         ok = r != NULL ? 1 : -1;
     }
     Py_XDECREF(shape);

@@ -1269,6 +1269,7 @@ call_sdpa(tracer *T, tc_var **p)
                            "enable_gqa or non-constant arguments");
     }
     xa[TC_XA_SDPA_CAUSAL] = p[5]->obj == Py_True;
+    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0;
     xa[TC_XA_SDPA_HAS_SCALE] = !is_none(p[6]);
     return push_extern(T, "sdpa", n, in, xa, scale);
 }
