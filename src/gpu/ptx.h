@@ -17,11 +17,12 @@
  *
  * Vector variant: when the collapsed nest is one dim and every argument
  * has stride 1 (or 0: a broadcast scalar, loaded once per thread and
- * iteration) with an offset that is a multiple of 4 elements, a second
- * entry `<name>_v4` handles 4 consecutive elements per thread with one
- * 128-bit access per argument (ld.global.v4.f32 for 4-byte types; two v2
- * accesses for 8-byte types; one 32/64-bit access for 1/2-byte types),
- * plus a scalar tail loop.  It requires every argument pointer to be
+ * iteration) with an offset that is a multiple of the lane count, a second
+ * entry `<name>_v4` handles 4 consecutive elements per thread (8 when a
+ * 1- or 2-byte dtype takes part, so float16/bfloat16 move 128 bits per
+ * access too) with 16-byte accesses (ld.global.v4 of 4-byte types, v2 of
+ * 8-byte types, packed 32-bit words of smaller ones), plus a scalar tail
+ * loop.  It requires every argument pointer to be
  * 16-byte aligned: the runtime checks the pointers per call and launches
  * the scalar entry otherwise (two variants instead of a flag parameter, so
  * neither variant carries a branch).

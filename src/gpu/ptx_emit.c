@@ -1272,11 +1272,28 @@ emit_pointwise(entry *en, const nest *l)
     emit_pointwise_loop(en, l, idx, stride, en->k->numel);
 }
 
-/* Can the kernel use the 4-wide entry?  (ptx.h) */
+/* Lanes per thread of the vector entry: 16 bytes of the narrowest
+ * operand (8 lanes when a 1- or 2-byte dtype takes part, so float16 /
+ * bfloat16 streams move 128 bits per access like float32 ones). */
+#define MAX_LANES 8
+
+static int
+vec_lanes(const tc_kernel *k)
+{
+    for (int a = 0; a < k->nargs; a++) {
+        if (k->args[a].buffer != TC_KARG_INDEX && esize(k->args[a].dtype) <= 2) {
+            return 8;
+        }
+    }
+    return 4;
+}
+
+/* Can the kernel use the vector entry (vec_lanes wide)?  (ptx.h) */
 static int
 vectorizable(const tc_kernel *k, const nest *l)
 {
-    if (k->nphases != 0 || l->nd != 1 || k->numel < 4) {
+    int vl = vec_lanes(k);
+    if (k->nphases != 0 || l->nd != 1 || k->numel < vl) {
         return 0;
     }
     for (int a = 0; a < k->nargs; a++) {
@@ -1284,7 +1301,7 @@ vectorizable(const tc_kernel *k, const nest *l)
         if (k->args[a].buffer == TC_KARG_INDEX) {
             return 0;   /* positions: the scalar loop has the offsets */
         }
-        if (st == 1 && k->args[a].offset % 4 == 0) {
+        if (st == 1 && k->args[a].offset % vl == 0) {
             continue;
         }
         if (st == 0 && !k->args[a].is_output) {
@@ -1295,78 +1312,90 @@ vectorizable(const tc_kernel *k, const nest *l)
     return 1;
 }
 
-/* Vector access of 4 consecutive elements of dtype dt at addr. */
+/* "{%r1, %r2, ...}" for a vector access. */
 static void
-vec_load(em *e, tc_dtype dt, int nc, reg addr, reg *lane)
+reg_list(char *buf, size_t n, const reg *r, int count)
+{
+    size_t len = (size_t)snprintf(buf, n, "{");
+    for (int i = 0; i < count; i++) {
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "",
+                                R(r[i]));
+    }
+    snprintf(buf + len, n - len, "}");
+}
+
+/* Vector access of vl consecutive elements of dtype dt at addr: 16-byte
+ * accesses of 4- and 8-byte elements, or packed 32-bit words of smaller
+ * ones split with bfe. */
+static void
+vec_load(em *e, tc_dtype dt, int nc, reg addr, int vl, reg *lane)
 {
     const char *n = nc ? ".nc" : "";
-    for (int j = 0; j < 4; j++) {
+    int sz = esize(dt);
+    char regs[256];
+    for (int j = 0; j < vl; j++) {
         lane[j] = newv(e, dt);
     }
-    switch (esize(dt)) {
-    case 4:
-        out(e, "ld.global%s.v4.%s {%s, %s, %s, %s}, [%s];", n,
-            dt == TC_F32 ? "f32" : "b32", R(lane[0]), R(lane[1]), R(lane[2]),
-            R(lane[3]), R(addr));
-        break;
-    case 8:
-        out(e, "ld.global%s.v2.%s {%s, %s}, [%s];", n, bty(dt), R(lane[0]),
-            R(lane[1]), R(addr));
-        out(e, "ld.global%s.v2.%s {%s, %s}, [%s+16];", n, bty(dt), R(lane[2]),
-            R(lane[3]), R(addr));
-        break;
-    case 2: {
-        reg w0 = newreg(e, C_R), w1 = newreg(e, C_R);
-        out(e, "ld.global%s.v2.b32 {%s, %s}, [%s];", n, R(w0), R(w1),
-            R(addr));
-        for (int j = 0; j < 4; j++) {
-            out(e, "bfe.s32 %s, %s, %d, 16;", R(lane[j]), R(j < 2 ? w0 : w1),
-                16 * (j & 1));
+    if (sz >= 4) {
+        int per = 16 / sz;
+        for (int j = 0; j < vl; j += per) {
+            reg_list(regs, sizeof(regs), &lane[j], per);
+            out(e, "ld.global%s.v%d.%s %s, [%s+%d];", n, per,
+                dt == TC_F32 ? "f32" : bty(dt), regs, R(addr), j * sz);
         }
-        break;
+        return;
     }
-    default: {
-        reg w = newreg(e, C_R);
-        out(e, "ld.global%s.b32 %s, [%s];", n, R(w), R(addr));
-        for (int j = 0; j < 4; j++) {
-            out(e, "bfe.%s %s, %s, %d, 8;", dt == TC_I8 ? "s32" : "u32",
-                R(lane[j]), R(w), 8 * j);
-        }
-        break;
+    int per_word = 4 / sz, nwords = vl / per_word;
+    reg w[4];
+    for (int i = 0; i < nwords; i++) {
+        w[i] = newreg(e, C_R);
     }
+    reg_list(regs, sizeof(regs), w, nwords);
+    if (nwords == 1) {
+        out(e, "ld.global%s.b32 %s, [%s];", n, R(w[0]), R(addr));
+    }
+    else {
+        out(e, "ld.global%s.v%d.b32 %s, [%s];", n, nwords, regs, R(addr));
+    }
+    for (int j = 0; j < vl; j++) {
+        out(e, "bfe.%s %s, %s, %d, %d;",
+            sz == 2 || dt == TC_I8 ? "s32" : "u32", R(lane[j]),
+            R(w[j / per_word]), 8 * sz * (j % per_word), 8 * sz);
     }
 }
 
 static void
-vec_store(em *e, tc_dtype dt, reg addr, const reg *lane)
+vec_store(em *e, tc_dtype dt, reg addr, int vl, const reg *lane)
 {
-    switch (esize(dt)) {
-    case 4:
-        out(e, "st.global.v4.%s [%s], {%s, %s, %s, %s};",
-            dt == TC_F32 ? "f32" : "b32", R(addr), R(lane[0]), R(lane[1]),
-            R(lane[2]), R(lane[3]));
-        break;
-    case 8:
-        out(e, "st.global.v2.%s [%s], {%s, %s};", bty(dt), R(addr),
-            R(lane[0]), R(lane[1]));
-        out(e, "st.global.v2.%s [%s+16], {%s, %s};", bty(dt), R(addr),
-            R(lane[2]), R(lane[3]));
-        break;
-    case 2: {
-        reg w0 = newreg(e, C_R), w1 = newreg(e, C_R);
-        out(e, "bfi.b32 %s, %s, %s, 16, 16;", R(w0), R(lane[1]), R(lane[0]));
-        out(e, "bfi.b32 %s, %s, %s, 16, 16;", R(w1), R(lane[3]), R(lane[2]));
-        out(e, "st.global.v2.b32 [%s], {%s, %s};", R(addr), R(w0), R(w1));
-        break;
+    int sz = esize(dt);
+    char regs[256];
+    if (sz >= 4) {
+        int per = 16 / sz;
+        for (int j = 0; j < vl; j += per) {
+            reg_list(regs, sizeof(regs), &lane[j], per);
+            out(e, "st.global.v%d.%s [%s+%d], %s;", per,
+                dt == TC_F32 ? "f32" : bty(dt), R(addr), j * sz, regs);
+        }
+        return;
     }
-    default: {
-        reg w = newreg(e, C_R);
-        out(e, "bfi.b32 %s, %s, %s, 8, 8;", R(w), R(lane[1]), R(lane[0]));
-        out(e, "bfi.b32 %s, %s, %s, 16, 8;", R(w), R(lane[2]), R(w));
-        out(e, "bfi.b32 %s, %s, %s, 24, 8;", R(w), R(lane[3]), R(w));
-        out(e, "st.global.b32 [%s], %s;", R(addr), R(w));
-        break;
+    int per_word = 4 / sz, nwords = vl / per_word, bitsz = 8 * sz;
+    reg w[4];
+    for (int i = 0; i < nwords; i++) {
+        const reg *l = &lane[i * per_word];
+        w[i] = newreg(e, C_R);
+        out(e, "bfi.b32 %s, %s, %s, %d, %d;", R(w[i]), R(l[1]), R(l[0]),
+            bitsz, bitsz);
+        for (int j = 2; j < per_word; j++) {
+            out(e, "bfi.b32 %s, %s, %s, %d, %d;", R(w[i]), R(l[j]), R(w[i]),
+                bitsz * j, bitsz);
+        }
     }
+    reg_list(regs, sizeof(regs), w, nwords);
+    if (nwords == 1) {
+        out(e, "st.global.b32 [%s], %s;", R(addr), R(w[0]));
+    }
+    else {
+        out(e, "st.global.v%d.b32 [%s], %s;", nwords, R(addr), regs);
     }
 }
 
@@ -1375,13 +1404,14 @@ emit_pointwise_vec(entry *en, const nest *l)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
-    int64_t nvec = k->numel / 4;
+    int vl = vec_lanes(k);
+    int64_t nvec = k->numel / vl;
     const char *it = en->wide ? "u64" : "u32";
     int na = k->nargs > 0 ? k->nargs : 1;
     char *used = malloc((size_t)na);
     char *stored = calloc((size_t)na, 1);
-    reg *lanes_in = calloc((size_t)na * 4, sizeof(reg));
-    reg *lanes_out = calloc((size_t)na * 4, sizeof(reg));
+    reg *lanes_in = calloc((size_t)na * MAX_LANES, sizeof(reg));
+    reg *lanes_out = calloc((size_t)na * MAX_LANES, sizeof(reg));
     reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
     reg *addr = calloc((size_t)na, sizeof(reg));
     reg *lin = calloc((size_t)na, sizeof(reg));
@@ -1406,9 +1436,10 @@ emit_pointwise_vec(entry *en, const nest *l)
     out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
     out(e, "@%s bra $vdone_%d;", R(p), id);
     label(e, "vloop", id);
-    /* element offset of lane 0: 4 * idx + offset (stride 1) or offset */
+    /* element offset of lane 0: vl * idx + offset (stride 1) or offset */
     reg e4 = newreg(e, idx.c);
-    out(e, "shl.b%d %s, %s, 2;", en->wide ? 64 : 32, R(e4), R(idx));
+    out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(e4), R(idx),
+        vl == 8 ? 3 : 2);
     for (int a = 0; a < k->nargs; a++) {
         if (!used[a]) {
             continue;
@@ -1431,14 +1462,15 @@ emit_pointwise_vec(entry *en, const nest *l)
             continue;
         }
         if (l->st[a][0] == 1) {
-            vec_load(e, k->args[a].dtype, en->nc[a], addr[a], &lanes_in[4 * a]);
+            vec_load(e, k->args[a].dtype, en->nc[a], addr[a], vl,
+                     &lanes_in[MAX_LANES * a]);
         }
         else {
             reg v = newv(e, k->args[a].dtype);
             out(e, "ld.global%s.%s %s, [%s];", en->nc[a] ? ".nc" : "",
                 memty(k->args[a].dtype), R(v), R(addr[a]));
-            for (int j = 0; j < 4; j++) {
-                lanes_in[4 * a + j] = v;
+            for (int j = 0; j < vl; j++) {
+                lanes_in[MAX_LANES * a + j] = v;
             }
         }
     }
@@ -1452,30 +1484,31 @@ emit_pointwise_vec(entry *en, const nest *l)
     s.lane_in = lin;
     s.lane_out = lout;
     s.store_pred = NOREG;
-    for (int j = 0; j < 4 && !e->failed; j++) {
+    for (int j = 0; j < vl && !e->failed; j++) {
         for (int a = 0; a < k->nargs; a++) {
-            lin[a] = lanes_in[4 * a + j];
+            lin[a] = lanes_in[MAX_LANES * a + j];
             lout[a] = NOREG;
         }
         for (int i = 0; i < k->ninsts && !e->failed; i++) {
             emit_inst(&s, i);
         }
         for (int a = 0; a < k->nargs; a++) {
-            lanes_out[4 * a + j] = lout[a];
+            lanes_out[MAX_LANES * a + j] = lout[a];
         }
     }
     for (int a = 0; a < k->nargs && !e->failed; a++) {
         if (stored[a]) {
-            vec_store(e, k->args[a].dtype, addr[a], &lanes_out[4 * a]);
+            vec_store(e, k->args[a].dtype, addr[a], vl,
+                      &lanes_out[MAX_LANES * a]);
         }
     }
     out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
     out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
     out(e, "@%s bra $vloop_%d;", R(p), id);
     label(e, "vdone", id);
-    if (k->numel % 4 != 0) {
+    if (k->numel % vl != 0) {
         out(e, "add.%s %s, %s, %lld;", it, R(idx0), R(idx0),
-            (long long)(nvec * 4));
+            (long long)(nvec * vl));
         emit_pointwise_loop(en, l, idx0, stride, k->numel);
     }
 done:
@@ -2147,7 +2180,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         if (!e.failed && vectorizable(&k, &lo)) {
             snprintf(info->entry_vec, sizeof(info->entry_vec), "%.59s_v4",
                      info->entry);
-            info->grid_vec = grid_for(k.numel / 4, 256, sm_count, 8);
+            info->grid_vec = grid_for(k.numel / vec_lanes(&k), 256, sm_count,
+                                      8);
             reset_em(&e, sm);
             en.name = info->entry_vec;
             begin_entry(&en, mod);
