@@ -311,6 +311,19 @@ def test_gpt2_stack_compiles_once_for_all_blocks():
     assert c["frames_compiled"] == 1 and c["cache_hits"] == 11, c
     assert elapsed < 10  # loose: the bench reports the real time
 
+    # and the whole stack as one graph (hundreds of guard sources and graph
+    # inputs): cached and run compiled, not eagerly
+    def f(x):
+        return model(x) * 2
+
+    tcjit.reset()
+    cf = tcjit.compile(f)
+    for _ in range(3):
+        assert_close_1e4(cf(x), expected * 2)
+    c = tcjit.counters()
+    assert c["frames_compiled"] == 1 and c["cache_hits"] == 2, c
+    assert c["eager_fallbacks"] == 0 and c["recompiles"] == 0, c
+
 
 @torch.no_grad()
 def test_compiled_sequential_unrolls_into_one_graph():

@@ -226,12 +226,14 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
 {
     tc_frame_view fv;
     tc_view_of(f, &fv);
-    PyObject *vals[64];
+    PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
+                                   sizeof(PyObject *));
     PyObject *desc = NULL, *inputs = NULL;
-    if (e->guards->nsources > 64 || tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "too many guard sources");
+    if (vals == NULL || tc_guards_fetch(e->guards, &fv, vals) < 0) {
+        if (vals == NULL) {
+            PyErr_NoMemory();
         }
+        PyMem_Free(vals);
         return -1;
     }
     inputs = PyTuple_New(e->ninputs);
@@ -239,6 +241,7 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
         PyTuple_SET_ITEM(inputs, i, Py_NewRef(vals[e->input_sources[i]]));
     }
     tc_guards_release(e->guards, vals);
+    PyMem_Free(vals);
     desc = graph_desc(g);
     if (inputs && desc) {
         e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",

@@ -349,21 +349,26 @@ run_backend_fn(tc_entry *e, PyObject **inputs, PyObject **outputs)
 static int
 run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
 {
-    PyObject *inputs[MAX_SOURCES_ON_STACK];
-    if (e->ninputs > MAX_SOURCES_ON_STACK
-        || e->noutputs > MAX_SOURCES_ON_STACK) {
-        PyErr_SetString(PyExc_RuntimeError, "tcjit: too many graph inputs");
-        return -1;
-    }
+    PyObject *small[MAX_SOURCES_ON_STACK];
     if (e->noutputs == 0) {
         return 0;  /* a segment without tensor work */
+    }
+    PyObject **inputs = e->ninputs <= MAX_SOURCES_ON_STACK
+        ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)e->ninputs);
+    if (inputs == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
     for (int i = 0; i < e->ninputs; i++) {
         inputs[i] = vals[e->input_sources[i]];
     }
-    return e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
-         : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
-         : run_backend_fn(e, inputs, outputs);
+    int rc = e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
+           : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
+           : run_backend_fn(e, inputs, outputs);
+    if (inputs != small) {
+        PyMem_Free(inputs);
+    }
+    return rc;
 }
 
 static void
@@ -462,11 +467,53 @@ fail_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st)
 
 /* ---- cache lookup --------------------------------------------------------- */
 
+/* Source values of the entry being looked up.  Most entries have a few
+ * dozen sources and use the inline buffer; a model inlined whole (every
+ * parameter of twelve blocks is a source) gets a heap buffer. */
 typedef struct {
     tc_entry *entry;
-    PyObject *vals[MAX_SOURCES_ON_STACK];
+    PyObject **vals;
+    int cap;
+    PyObject *small[MAX_SOURCES_ON_STACK];
     PyObject *reasons;        /* list of failure lines, on a miss */
 } lookup_result;
+
+static void
+lr_init(lookup_result *lr)
+{
+    lr->vals = lr->small;
+    lr->cap = MAX_SOURCES_ON_STACK;
+}
+
+/* Room for n values; only called while no value is held. */
+static int
+lr_reserve(lookup_result *lr, int n)
+{
+    if (n <= lr->cap) {
+        return 0;
+    }
+    PyObject **v = PyMem_Calloc((size_t)n, sizeof(PyObject *));
+    if (v == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (lr->vals != lr->small) {
+        PyMem_Free(lr->vals);
+    }
+    lr->vals = v;
+    lr->cap = n;
+    return 0;
+}
+
+static void
+lr_free(lookup_result *lr)
+{
+    if (lr->vals != lr->small) {
+        PyMem_Free(lr->vals);
+    }
+    lr->vals = lr->small;
+    lr->cap = MAX_SOURCES_ON_STACK;
+}
 
 void
 tc_view_of(tc_iframe *f, tc_frame_view *fv)
@@ -504,11 +551,11 @@ lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     tc_view_of(f, &fv);
     tc_entry *prev = NULL;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
-        if (e->start_pc != pc || e->backend != backend
-            || e->guards->nsources > MAX_SOURCES_ON_STACK) {
+        if (e->start_pc != pc || e->backend != backend) {
             continue;
         }
-        if (tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
+        if (lr_reserve(lr, e->guards->nsources) < 0
+            || tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
             return -1;
         }
         int failed = -1;
@@ -656,10 +703,8 @@ get_entry(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     /* Fetch the new entry's sources (its guards pass by construction). */
     tc_frame_view fv;
     tc_view_of(f, &fv);
-    if (e->guards->nsources > MAX_SOURCES_ON_STACK) {
-        return GOT_EAGER;
-    }
-    if (tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
+    if (lr_reserve(lr, e->guards->nsources) < 0
+        || tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
         return GOT_ERROR;
     }
     lr->entry = e;
@@ -730,23 +775,41 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
           PyObject *backend)
 {
     int pc = 0;
+    lookup_result lr;
+    PyObject *small_out[MAX_SOURCES_ON_STACK], **outputs = small_out;
+    PyObject *r = NULL;
+    lr_init(&lr);
     for (;;) {
-        lookup_result lr;
         got_kind got = get_entry(f, pc, st, backend, &lr);
         if (got == GOT_ERROR) {
-            return fail_at(ts, f, st, pc);
+            r = fail_at(ts, f, st, pc);
+            break;
         }
         tc_entry *e = lr.entry;
         if (got == GOT_EAGER || e->kind == TC_ENTRY_EAGER) {
             if (e != NULL) {
                 tc_guards_release(e->guards, lr.vals);
             }
-            return continue_in_cpython(ts, f, pc);
+            r = continue_in_cpython(ts, f, pc);
+            break;
         }
-        PyObject *outputs[MAX_SOURCES_ON_STACK];
-        if (run_graph(e, lr.vals, outputs) < 0) {
+        if (e->noutputs > MAX_SOURCES_ON_STACK && outputs == small_out) {
+            /* a big graph: its outputs live on the heap until the frame
+             * is done (later segments may have fewer) */
+            outputs = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->noutputs);
+        }
+        else if (e->noutputs > MAX_SOURCES_ON_STACK) {
+            PyObject **o = PyMem_Realloc(outputs, sizeof(PyObject *)
+                                                  * (size_t)e->noutputs);
+            outputs = o ? o : (PyMem_Free(outputs), NULL);
+        }
+        if (outputs == NULL) {
+            PyErr_NoMemory();
+        }
+        if (outputs == NULL || run_graph(e, lr.vals, outputs) < 0) {
             tc_guards_release(e->guards, lr.vals);
-            return fail_at(ts, f, st, pc);
+            r = fail_at(ts, f, st, pc);
+            break;
         }
         if (e->exit.kind == TC_EXIT_RETURN) {
             PyObject *memo[e->nmemo + 1];
@@ -756,17 +819,21 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             memo_release(memo, e->nmemo);
             release_outputs(e, outputs);
             tc_guards_release(e->guards, lr.vals);
-            if (result == NULL) {
-                return fail_at(ts, f, st, pc);
-            }
-            return resume_at_return(ts, f, e->return_pc, e->return_pushes,
-                                    result);
+            r = result == NULL ? fail_at(ts, f, st, pc)
+                : resume_at_return(ts, f, e->return_pc, e->return_pushes,
+                                   result);
+            break;
         }
-        PyObject *r = take_exit(ts, f, e, outputs, lr.vals, &pc);
+        r = take_exit(ts, f, e, outputs, lr.vals, &pc);
         if (r != NULL || PyErr_Occurred()) {
-            return r;
+            break;
         }
     }
+    lr_free(&lr);
+    if (outputs != small_out) {
+        PyMem_Free(outputs);
+    }
+    return r;
 }
 
 static PyObject *

@@ -3907,6 +3907,13 @@ op_load_attr(tracer *T, PyObject *name, int method)
     if (owner->kind == TC_VAR_NN_MODULE) {
         return nn_module_attr(T, owner, name, method);
     }
+    if (!method && owner->kind == TC_VAR_CONST
+        && (tc_dtype_from_torch(owner->obj) >= 0
+            || strcmp(Py_TYPE(owner->obj)->tp_name, "torch.device") == 0)) {
+        /* x.device.type, x.dtype.is_floating_point: immutable values */
+        return push_folded(T, PyObject_GetAttr(owner->obj, name),
+                           "attribute");
+    }
     if (owner->kind == TC_VAR_OBJECT && PyModule_Check(owner->obj)
         && owner->source >= 0) {
         return module_attr(T, owner, name, method);
