@@ -242,6 +242,44 @@ current_stream(int device, CUstream *out)
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* Launch kernel i (and the final pass of a split reduction) on stream. */
+static int
+launch_kernel(tc_gpu_compiled *c, int i, void **ptrs, CUdeviceptr *args,
+              void **params, CUstream stream, void *scratch_ptr)
+{
+    const tc_kernel *k = &c->plan->kernels[i];
+    const tc_ptx_kernel *ki = &c->mod.kernels[i];
+    char err[512];
+    if (ki->skip) {
+        return 0;
+    }
+    CUdeviceptr misalign = 0;
+    for (int a = 0; a < k->nargs; a++) {
+        int b = k->args[a].buffer;
+        args[a] = b == TC_KARG_INDEX ? 0 : (CUdeviceptr)(uintptr_t)ptrs[b];
+        params[a] = &args[a];
+        misalign |= args[a] & 15;
+    }
+    /* split reductions only */
+    args[k->nargs] = (CUdeviceptr)(uintptr_t)scratch_ptr;
+    params[k->nargs] = &args[k->nargs];
+    int vec = c->fn_vec[i] != NULL && misalign == 0;
+    if (tc_cu_launch(vec ? c->fn_vec[i] : c->fn[i],
+                     vec ? ki->entry_vec : ki->entry,
+                     (unsigned)(vec ? ki->grid_vec : ki->grid),
+                     (unsigned)ki->block, stream, params, err,
+                     sizeof(err)) < 0
+        || (c->fn_fin[i] != NULL
+            && tc_cu_launch(c->fn_fin[i], ki->entry_final,
+                            (unsigned)ki->grid_final,
+                            (unsigned)ki->block_final, stream, params, err,
+                            sizeof(err)) < 0)) {
+        PyErr_SetString(PyExc_RuntimeError, err);
+        return -1;
+    }
+    return 0;
+}
+
 #define TC_STACK_BUFS 32
 
 int
@@ -298,44 +336,19 @@ tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     }
     for (int step = 0; step < p->nsteps; step++) {
         int i = p->steps[step];
-        if (i < 0) {
+        int r = tc_alloc_step_begin(&c->alloc, step, objs, ptrs);
+        if (r == 0 && i < 0) {
             int b = p->externs[-1 - i].out_buffer;
-            if (tc_extern_run(c->ext, -1 - i, objs, ptrs,
-                              c->alloc.needs_ptr[b]) < 0) {
-                goto out;
-            }
-            continue;
+            r = tc_extern_run(c->ext, -1 - i, objs, ptrs,
+                              c->alloc.needs_ptr[b]);
         }
-        const tc_kernel *k = &p->kernels[i];
-        const tc_ptx_kernel *ki = &c->mod.kernels[i];
-        if (ki->skip) {
-            continue;
+        else if (r == 0) {
+            r = launch_kernel(c, i, ptrs, args, params, stream, scratch_ptr);
         }
-        CUdeviceptr misalign = 0;
-        for (int a = 0; a < k->nargs; a++) {
-            int b = k->args[a].buffer;
-            args[a] = b == TC_KARG_INDEX ? 0 : (CUdeviceptr)(uintptr_t)ptrs[b];
-            params[a] = &args[a];
-            misalign |= args[a] & 15;
-        }
-        /* split reductions only */
-        args[k->nargs] = (CUdeviceptr)(uintptr_t)scratch_ptr;
-        params[k->nargs] = &args[k->nargs];
-        int vec = c->fn_vec[i] != NULL && misalign == 0;
-        if (tc_cu_launch(vec ? c->fn_vec[i] : c->fn[i],
-                         vec ? ki->entry_vec : ki->entry,
-                         (unsigned)(vec ? ki->grid_vec : ki->grid),
-                         (unsigned)ki->block, stream, params, err,
-                         sizeof(err)) < 0) {
-            PyErr_SetString(PyExc_RuntimeError, err);
-            goto out;
-        }
-        if (c->fn_fin[i] != NULL
-            && tc_cu_launch(c->fn_fin[i], ki->entry_final,
-                            (unsigned)ki->grid_final,
-                            (unsigned)ki->block_final, stream, params, err,
-                            sizeof(err)) < 0) {
-            PyErr_SetString(PyExc_RuntimeError, err);
+        /* freeing after the launch is stream-ordered: see the file
+         * comment on temporaries */
+        tc_alloc_step_end(&c->alloc, step, objs, ptrs);
+        if (r < 0) {
             goto out;
         }
     }

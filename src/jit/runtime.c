@@ -238,18 +238,21 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     int rc = tc_alloc_bind(&c->alloc, inputs, ninputs, objs, ptrs);
     for (int i = 0; rc == 0 && i < p->nsteps; i++) {
         int s = p->steps[i];
-        if (s < 0) {
+        rc = tc_alloc_step_begin(&c->alloc, i, objs, ptrs);
+        if (rc == 0 && s < 0) {
             int b = p->externs[-1 - s].out_buffer;
             rc = tc_extern_run(c->ext, -1 - s, objs, ptrs,
                                c->alloc.needs_ptr[b]);
-            continue;
         }
-        const tc_kernel *k = &p->kernels[s];
-        for (int a = 0; a < k->nargs; a++) {
-            int b = k->args[a].buffer;
-            args[a] = b == TC_KARG_INDEX ? NULL : ptrs[b];
+        else if (rc == 0) {
+            const tc_kernel *k = &p->kernels[s];
+            for (int a = 0; a < k->nargs; a++) {
+                int b = k->args[a].buffer;
+                args[a] = b == TC_KARG_INDEX ? NULL : ptrs[b];
+            }
+            rc = run_kernel(c->code, s, args);
         }
-        rc = run_kernel(c->code, s, args);
+        tc_alloc_step_end(&c->alloc, i, objs, ptrs);
     }
     if (rc == 0) {
         rc = tc_alloc_outputs(&c->alloc, objs, outputs);

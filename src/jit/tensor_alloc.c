@@ -7,6 +7,7 @@
  */
 #include "tensor_alloc.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,59 @@ prepare_views(tc_tensor_alloc *a)
     return 0;
 }
 
+static void
+touch(tc_tensor_alloc *a, int b, int step, int writes)
+{
+    if (b < 0 || b >= a->plan->nbuffers) {
+        return;
+    }
+    if (writes && a->first_step[b] < 0) {
+        a->first_step[b] = step;
+    }
+    if (!writes && a->last_step[b] < step) {
+        a->last_step[b] = step;
+    }
+}
+
+/* first_step / last_step of every buffer, from the plan's steps. */
+static int
+plan_lifetimes(tc_tensor_alloc *a)
+{
+    const tc_plan *p = a->plan;
+    a->first_step = malloc(sizeof(int) * (size_t)(p->nbuffers + 1));
+    a->last_step = malloc(sizeof(int) * (size_t)(p->nbuffers + 1));
+    if (a->first_step == NULL || a->last_step == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int b = 0; b < p->nbuffers; b++) {
+        a->first_step[b] = -1;
+        a->last_step[b] = -1;
+    }
+    for (int s = 0; s < p->nsteps; s++) {
+        int k = p->steps[s];
+        if (k < 0) {
+            const tc_extern_call *x = &p->externs[-1 - k];
+            for (int i = 0; i < x->nin; i++) {
+                touch(a, x->in[i].buffer, s, 0);
+            }
+            touch(a, x->out_buffer, s, 1);
+            continue;
+        }
+        for (int i = 0; i < p->kernels[k].nargs; i++) {
+            const tc_karg *arg = &p->kernels[k].args[i];
+            touch(a, arg->buffer, s, arg->is_output);
+        }
+    }
+    for (int j = 0; j < p->noutputs; j++) {
+        int b = p->outputs ? p->outputs[j].buffer : p->output_buffer[j];
+        if (b >= 0 && b < p->nbuffers) {
+            a->last_step[b] = INT_MAX;
+        }
+    }
+    return 0;
+}
+
 int
 tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
                  int temp_tensors, const char *who)
@@ -195,6 +249,9 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
             a->needs_ptr[k->args[j].buffer] = 1;
         }
     }
+    if (plan_lifetimes(a) < 0) {
+        return -1;
+    }
     for (int j = 0; j < p->noutputs; j++) {
         int b = p->output_buffer[j];
         if (b < 0 || b >= nb || p->buffers[b].kind == TC_BUF_TEMP
@@ -224,6 +281,9 @@ tc_alloc_clear(tc_tensor_alloc *a)
     free(a->view_argv);
     free(a->temp_bytes);
     free(a->needs_ptr);
+    free(a->first_step);
+    free(a->last_step);
+    a->first_step = a->last_step = NULL;
     a->alloc_argv = NULL;
     a->view_argv = NULL;
     a->temp_bytes = NULL;
@@ -257,6 +317,40 @@ tc_alloc_data_ptr(PyObject *t, void **out)
     return *out == NULL && PyErr_Occurred() ? -1 : 0;
 }
 
+/* A buffer a step writes: a tensor, or host memory for a CPU TEMP. */
+static int
+alloc_buffer(const tc_tensor_alloc *a, int b, PyObject **objs, void **ptrs)
+{
+    const tc_buffer *buf = &a->plan->buffers[b];
+    if (buf->kind == TC_BUF_INPUT || buf->kind == TC_BUF_EXTERN) {
+        return 0;   /* bound, or filled by its extern step */
+    }
+    if (buf->kind == TC_BUF_TEMP && !a->temp_tensors) {
+        size_t n = (a->temp_bytes[b] + 63) & ~(size_t)63;
+        ptrs[b] = aligned_alloc(64, n > 0 ? n : 64);
+        if (ptrs[b] == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return 0;
+    }
+    objs[b] = tc_alloc_empty(&a->alloc_argv[4 * b]);
+    if (objs[b] == NULL) {
+        return -1;
+    }
+    return a->needs_ptr[b] ? tc_alloc_data_ptr(objs[b], &ptrs[b]) : 0;
+}
+
+static void
+free_buffer(const tc_tensor_alloc *a, int b, PyObject **objs, void **ptrs)
+{
+    if (!a->temp_tensors && a->plan->buffers[b].kind == TC_BUF_TEMP) {
+        free(ptrs[b]);
+    }
+    ptrs[b] = NULL;
+    Py_CLEAR(objs[b]);
+}
+
 int
 tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
               Py_ssize_t ninputs, PyObject **objs, void **ptrs)
@@ -264,32 +358,19 @@ tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
     const tc_plan *p = a->plan;
     for (int b = 0; b < p->nbuffers; b++) {
         const tc_buffer *buf = &p->buffers[b];
-        if (buf->kind == TC_BUF_INPUT) {
-            if (buf->index < 0 || buf->index >= ninputs) {
-                PyErr_Format(PyExc_RuntimeError,
-                             "%s: missing graph input", a->who);
-                return -1;
-            }
-            objs[b] = Py_NewRef(inputs[buf->index]);
-        }
-        else if (buf->kind == TC_BUF_EXTERN) {
-            continue;  /* its extern step fills objs[b] and ptrs[b] */
-        }
-        else if (buf->kind == TC_BUF_OUTPUT || a->temp_tensors) {
-            objs[b] = tc_alloc_empty(&a->alloc_argv[4 * b]);
-            if (objs[b] == NULL) {
-                return -1;
-            }
-        }
-        else {
-            size_t n = (a->temp_bytes[b] + 63) & ~(size_t)63;
-            ptrs[b] = aligned_alloc(64, n > 0 ? n : 64);
-            if (ptrs[b] == NULL) {
-                PyErr_NoMemory();
+        if (buf->kind != TC_BUF_INPUT) {
+            /* written by no step (cannot happen in a valid plan): now */
+            if (a->first_step[b] < 0 && alloc_buffer(a, b, objs, ptrs) < 0) {
                 return -1;
             }
             continue;
         }
+        if (buf->index < 0 || buf->index >= ninputs) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "%s: missing graph input", a->who);
+            return -1;
+        }
+        objs[b] = Py_NewRef(inputs[buf->index]);
         if (a->needs_ptr[b] && tc_alloc_data_ptr(objs[b], &ptrs[b]) < 0) {
             return -1;
         }
@@ -297,15 +378,35 @@ tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
     return 0;
 }
 
+int
+tc_alloc_step_begin(const tc_tensor_alloc *a, int step, PyObject **objs,
+                    void **ptrs)
+{
+    for (int b = 0; b < a->plan->nbuffers; b++) {
+        if (a->first_step[b] == step && alloc_buffer(a, b, objs, ptrs) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void
+tc_alloc_step_end(const tc_tensor_alloc *a, int step, PyObject **objs,
+                  void **ptrs)
+{
+    for (int b = 0; b < a->plan->nbuffers; b++) {
+        if (a->last_step[b] == step
+            && a->plan->buffers[b].kind != TC_BUF_INPUT) {
+            free_buffer(a, b, objs, ptrs);
+        }
+    }
+}
+
 void
 tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs, void **ptrs)
 {
-    const tc_plan *p = a->plan;
-    for (int b = 0; b < p->nbuffers; b++) {
-        Py_XDECREF(objs[b]);
-        if (!a->temp_tensors && p->buffers[b].kind == TC_BUF_TEMP) {
-            free(ptrs[b]);
-        }
+    for (int b = 0; b < a->plan->nbuffers; b++) {
+        free_buffer(a, b, objs, ptrs);
     }
 }
 

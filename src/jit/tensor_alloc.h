@@ -26,6 +26,9 @@ typedef struct tc_tensor_alloc {
                                for outputs that are not views */
     size_t *temp_bytes;     /* [nbuffers]: TEMP allocation size */
     char *needs_ptr;        /* [nbuffers]: some kernel touches it */
+    int *first_step;        /* [nbuffers]: step that writes it, -1 none */
+    int *last_step;         /* [nbuffers]: last step that reads it; INT_MAX
+                               for what the call returns */
 } tc_tensor_alloc;
 
 /* Imports the torch pieces (idempotent).  0, or -1 with an exception. */
@@ -51,12 +54,20 @@ PyObject *tc_alloc_empty(PyObject *const *argv);
 /* t.data_ptr() into *out.  0, or -1 with an exception. */
 int tc_alloc_data_ptr(PyObject *t, void **out);
 
-/* Per call: objs[b] gets a new reference to every buffer's tensor (the
- * graph input itself for an INPUT; NULL for a host TEMP), ptrs[b] its data
- * pointer where a kernel uses it (host TEMPs are allocated).  objs and ptrs
- * must be zeroed; call tc_alloc_release afterwards, also on failure. */
+/* Per call: objs[b] gets a new reference to every input's tensor, ptrs[b]
+ * its data pointer where a kernel uses it.  Buffers that steps write are
+ * allocated just before their first step (tc_alloc_step_begin: a tensor in
+ * objs[b], or host memory for a CPU TEMP) and dropped right after the last
+ * step that reads them (tc_alloc_step_end), so a graph of a whole model
+ * holds about what eager holds, not every intermediate at once (fresh
+ * large allocations are page faults).  objs and ptrs must be zeroed; call
+ * tc_alloc_release afterwards, also on failure. */
 int tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
                   Py_ssize_t ninputs, PyObject **objs, void **ptrs);
+int tc_alloc_step_begin(const tc_tensor_alloc *a, int step, PyObject **objs,
+                        void **ptrs);
+void tc_alloc_step_end(const tc_tensor_alloc *a, int step, PyObject **objs,
+                       void **ptrs);
 void tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs,
                       void **ptrs);
 
