@@ -241,6 +241,7 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
         rc = tc_alloc_step_begin(&c->alloc, i, objs, ptrs);
         if (rc == 0 && s < 0) {
             int b = p->externs[-1 - s].out_buffer;
+            tc_threadpool_park();
             rc = tc_extern_run(c->ext, -1 - s, objs, ptrs,
                                c->alloc.needs_ptr[b]);
         }

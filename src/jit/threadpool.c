@@ -54,6 +54,7 @@ static struct {
     int nworkers;               /* started workers */
     int want;                   /* configured threads, 0 = default */
     int stop;                   /* also read without mu (atomics) */
+    int park;                   /* spinning workers should sleep now */
     unsigned long generation;   /* written under mu, read atomically */
     unsigned long start_generation; /* generation when workers started */
     job_t job;
@@ -114,6 +115,9 @@ spin_for_job(unsigned long seen)
         if (__atomic_load_n(&pool.generation, __ATOMIC_ACQUIRE) != seen
             || __atomic_load_n(&pool.stop, __ATOMIC_ACQUIRE)) {
             return 1;
+        }
+        if (__atomic_load_n(&pool.park, __ATOMIC_RELAXED)) {
+            return 0;
         }
         cpu_relax();
         if ((i & 63) == 63 && now_ns() > end) {
@@ -240,6 +244,7 @@ tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
     pool.job.chunk = chunk;
     atomic_store(&pool.job.next, 0);
     atomic_store(&pool.job.active, nw + 1);
+    __atomic_store_n(&pool.park, 0, __ATOMIC_RELAXED);
     /* release: a spinning worker that sees it sees the job too */
     __atomic_store_n(&pool.generation, pool.generation + 1,
                      __ATOMIC_RELEASE);
@@ -261,6 +266,12 @@ tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
     }
     pthread_mutex_unlock(&pool.mu);
     pthread_mutex_unlock(&pool.busy);
+}
+
+void
+tc_threadpool_park(void)
+{
+    __atomic_store_n(&pool.park, 1, __ATOMIC_RELAXED);
 }
 
 void

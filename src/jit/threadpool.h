@@ -23,6 +23,11 @@ void tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
 void tc_threadpool_set_threads(int n);
 int tc_threadpool_get_threads(void);
 
+/* Spinning workers go to sleep now instead of at the end of their spin:
+ * called before torch itself computes (an extern step), whose OpenMP
+ * threads need the cores.  The next parallel_for wakes them as usual. */
+void tc_threadpool_park(void);
+
 /* Stops and joins the workers (tests, interpreter shutdown). */
 void tc_threadpool_shutdown(void);
 
