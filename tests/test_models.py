@@ -540,3 +540,32 @@ def test_hand_written_attention_with_tril_mask_buffer():
         return F.softmax(s.masked_fill(~mask, float("-inf")), -1)
 
     check(causal, torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4))
+
+
+MAX_MIN = {
+    "max_all": lambda x, y: torch.max(x) + 1,
+    "min_all_method": lambda x, y: x.min() * 2,
+    "max_elementwise": lambda x, y: torch.max(x, y),
+    "min_elementwise_method": lambda x, y: x.min(y),
+    "max_dim_unpack": lambda x, y: (lambda v, i: (v * 2, i + 1))(*x.max(1)),
+    "max_dim_keepdim_fields": lambda x, y: (x.max(-1, keepdim=True).values - x,
+                                            x.max(-1, True).indices),
+    "min_dim_index": lambda x, y: x.min(dim=0)[0] + x.min(0)[1],
+    "max_dim_returned": lambda x, y: torch.max(x * 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", list(MAX_MIN))
+def test_max_min_forms(name):
+    fn = MAX_MIN[name]
+    x, y = torch.randn(5, 7), torch.randn(5, 7)
+    x[1, 2] = x[1, 4] = 9.0  # a tie: the first index wins, as in eager
+    cf = tcjit.compile(fn)
+    expected = fn(x, y)
+    got = cf(x, y)
+    if isinstance(expected, tuple) and type(expected) is not tuple:
+        assert type(got) is type(expected)
+        got, expected = tuple(got), tuple(expected)
+    check_same(got, expected)
+    assert tcjit.counters()["eager_fallbacks"] == 0
+    compiled_whole(fn, x, y)

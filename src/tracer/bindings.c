@@ -234,6 +234,10 @@ static const tc_binding_def binding_defs[] = {
      "reduce=None, reduction=None"},
     {"F.group_norm", "group_norm", TC_CALL_GROUP_NORM,
      "input, num_groups, weight=None, bias=None, eps=0.00001"},
+    {"torch.max", "max", TC_CALL_MAX_MIN, "input, dim=None, keepdim=False"},
+    {"Tensor.max", "max", TC_CALL_MAX_MIN, "self, dim=None, keepdim=False"},
+    {"torch.min", "min", TC_CALL_MAX_MIN, "input, dim=None, keepdim=False"},
+    {"Tensor.min", "min", TC_CALL_MAX_MIN, "self, dim=None, keepdim=False"},
     {"F.dropout", NULL, TC_CALL_DROPOUT,
      "input, p=0.5, training=True, inplace=False"},
     /* builtins */

@@ -52,6 +52,8 @@ typedef enum {
     TC_CALL_DROPOUT,   /* F.dropout: identity when not training or p == 0 */
     TC_CALL_LOSS,      /* cross_entropy / nll_loss (op) */
     TC_CALL_GROUP_NORM,/* F.group_norm */
+    TC_CALL_MAX_MIN,   /* torch.max / min (op): of all, along a dim
+                          (values, indices), or elementwise of two */
 } tc_call_kind;
 
 typedef struct {

@@ -1476,6 +1476,76 @@ call_group_norm(tracer *T, tc_var **p)
     return push_extern(T, "group_norm", n, in, xa, eps);
 }
 
+/* torch.max(x) / torch.max(x, y) / torch.max(x, dim, keepdim): the last
+ * returns torch.return_types.max(values, indices), a structseq.  It is a
+ * DEFERRED call (built only if it escapes the segment) whose one item is
+ * the (values, indices) tuple that unpacking, indexing and .values /
+ * .indices read (structseq_items). */
+static int
+call_max_min(tracer *T, const tc_binding *b, tc_var **p)
+{
+    int is_max = strcmp(b->def->op, "max") == 0, values, indices;
+    char err[256] = "";
+    if (p[0]->kind != TC_VAR_TENSOR) {
+        return unsupported(T, "%s() of a %s", b->def->path,
+                           tc_var_kind_name(p[0]));
+    }
+    if (p[1]->kind == TC_VAR_TENSOR) {
+        tc_var *args[2] = {p[0], p[1]};
+        return emit_op(T, is_max ? "maximum" : "minimum", 2, args, TC_F32);
+    }
+    if (is_none(p[1])) {
+        tc_reduce_args a;
+        memset(&a, 0, sizeof(a));
+        return push_node(T, tc_graph_reduce(T->out->graph, b->def->op,
+                                            p[0]->node, &a, err, sizeof(err)),
+                         b->def->op, err);
+    }
+    int64_t dim;
+    if (int_list(T, p[1], &dim, 1) != 1 || p[2]->kind != TC_VAR_CONST
+        || !PyBool_Check(p[2]->obj)) {
+        return unsupported(T, "%s() with a non-constant dim", b->def->path);
+    }
+    if (tc_graph_max_dim(T->out->graph, is_max, p[0]->node, dim,
+                         p[2]->obj == Py_True, &values, &indices, err,
+                         sizeof(err)) < 0) {
+        return unsupported(T, "%s: %s", b->def->path, err);
+    }
+    tc_var *parts[2] = {tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1),
+                        tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1)};
+    if (parts[0] == NULL || parts[1] == NULL) {
+        return ERROR;
+    }
+    parts[0]->node = values;
+    parts[1]->node = indices;
+    tc_var *pair = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 2, parts);
+    tc_var *r = pair ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &pair)
+                     : NULL;
+    PyObject *types = PyObject_GetAttrString(tc_torch_module, "return_types");
+    PyObject *cls = types ? PyObject_GetAttrString(types, b->def->op) : NULL;
+    Py_XDECREF(types);
+    if (r == NULL || cls == NULL) {
+        Py_XDECREF(cls);
+        return ERROR;
+    }
+    r->node = TC_TMPL_CALL;
+    r->obj = cls;
+    return push(T, r);
+}
+
+/* The (values, indices) tuple of a torch.return_types value, or NULL. */
+static tc_var *
+structseq_items(tc_var *v)
+{
+    if (v == NULL || v->kind != TC_VAR_DEFERRED || v->node != TC_TMPL_CALL
+        || v->nitems != 1 || v->items[0]->kind != TC_VAR_TUPLE
+        || !PyType_Check(v->obj)
+        || !PyType_IsSubtype((PyTypeObject *)v->obj, &PyTuple_Type)) {
+        return NULL;
+    }
+    return v->items[0];
+}
+
 /* F.dropout: the identity in eval mode (training=False) or with p == 0,
  * which is all inference needs; training-mode dropout runs eagerly. */
 static int
@@ -1879,6 +1949,8 @@ call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
         return call_loss(T, b, p);
     case TC_CALL_GROUP_NORM:
         return call_group_norm(T, p);
+    case TC_CALL_MAX_MIN:
+        return call_max_min(T, b, p);
     case TC_CALL_VIEW:
         break;
     }
@@ -2539,6 +2611,7 @@ seq_length(tracer *T, tc_var *v, int *rc)
     if (*rc != OK) {
         return -1;
     }
+    v = structseq_items(v) ? structseq_items(v) : v;
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->nitems;
     }
@@ -2559,6 +2632,7 @@ seq_length(tracer *T, tc_var *v, int *rc)
 static tc_var *
 seq_item(tracer *T, tc_var *v, Py_ssize_t k)
 {
+    v = structseq_items(v) ? structseq_items(v) : v;
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->items[k];
     }
@@ -3123,6 +3197,7 @@ op_call_ex(tracer *T, int oparg)
     if (reify(T, a) != OK) {
         return ERROR;
     }
+    a = structseq_items(a) ? structseq_items(a) : a;  /* f(*x.max(1)) */
     if (null->kind != TC_VAR_NULL
         || (a->kind != TC_VAR_TUPLE && a->kind != TC_VAR_LIST)
         || (kw != NULL && kw->kind != TC_VAR_DICT)) {
@@ -3907,6 +3982,12 @@ op_load_attr(tracer *T, PyObject *name, int method)
     if (owner->kind == TC_VAR_NN_MODULE) {
         return nn_module_attr(T, owner, name, method);
     }
+    if (!method && structseq_items(owner) != NULL
+        && (PyUnicode_CompareWithASCIIString(name, "values") == 0
+            || PyUnicode_CompareWithASCIIString(name, "indices") == 0)) {
+        return push(T, structseq_items(owner)->items[
+            PyUnicode_CompareWithASCIIString(name, "indices") == 0]);
+    }
     if (!method && owner->kind == TC_VAR_CONST
         && (tc_dtype_from_torch(owner->obj) >= 0
             || strcmp(Py_TYPE(owner->obj)->tp_name, "torch.device") == 0)) {
@@ -4110,6 +4191,9 @@ op_unpack(tracer *T, int n)
     if (reify(T, seq) != OK) {
         return ERROR;
     }
+    if (structseq_items(seq) != NULL) {
+        seq = structseq_items(seq);   /* values, indices = x.max(1) */
+    }
     if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
         return unpack_const(T, seq->obj, n);
     }
@@ -4276,6 +4360,9 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
 {
     if (reify(T, seq) != OK || reify(T, idx) != OK) {
         return ERROR;
+    }
+    if (structseq_items(seq) != NULL) {
+        seq = structseq_items(seq);   /* x.max(1)[0] */
     }
     if (seq->kind == TC_VAR_DICT) {
         return dict_lookup(T, seq, idx, NULL);

@@ -34,6 +34,10 @@ DECOMPOSED = {
     "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
     "split": "narrow views (a tuple)", "chunk": "narrow views (a tuple)",
     "unbind": "select views (a tuple)",
+    "max": "all dims: amax; with dim: (amax, argmax) as torch.return_types.max; "
+           "of two tensors: maximum",
+    "min": "all dims: amin; with dim: (amin, argmin) as torch.return_types.min; "
+           "of two tensors: minimum",
     "tril": "where(col - row <= k, x, 0), positions from arange nodes",
     "triu": "where(col - row >= k, x, 0), positions from arange nodes",
     "zeros": "full(0) (`empty` is zero-filled too)", "ones": "full(1)",
