@@ -569,3 +569,27 @@ def test_max_min_forms(name):
     check_same(got, expected)
     assert tcjit.counters()["eager_fallbacks"] == 0
     compiled_whole(fn, x, y)
+
+
+def _embed_then_scale(i, w):
+    y = w * 2
+    return F.embedding(i, y) + 1
+
+
+def test_extern_error_keeps_type_message_and_user_frame():
+    """torch raising inside a compiled graph (an embedding index out of
+    range): eager's exception, with the user's function in the traceback;
+    the compiled entry stays usable."""
+    import traceback
+    w = torch.randn(5, 3)
+    cf = tcjit.compile(_embed_then_scale)
+    check_same(cf(torch.tensor([1, 2]), w), _embed_then_scale(torch.tensor([1, 2]), w))
+    bad = torch.tensor([1, 7])
+    with pytest.raises(IndexError) as eager:
+        _embed_then_scale(bad, w)
+    with pytest.raises(IndexError) as got:
+        cf(bad, w)
+    assert str(got.value) == str(eager.value)
+    names = [fr.name for fr in traceback.extract_tb(got.value.__traceback__)]
+    assert "_embed_then_scale" in names, names
+    check_same(cf(torch.tensor([0, 4]), w), _embed_then_scale(torch.tensor([0, 4]), w))

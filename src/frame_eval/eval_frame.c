@@ -722,6 +722,21 @@ continue_in_cpython(PyThreadState *ts, tc_iframe *f, int pc)
     return pyframe_eval_default(ts, f, 0);
 }
 
+/* An error raised while a first segment's graph ran (torch's own, e.g.
+ * an embedding index out of range in an extern op): raise it in the frame
+ * at its first instruction, so the traceback has the user's function (at
+ * its def line: which op failed is not tracked).  Nothing observable has
+ * happened in the frame yet, and no handler covers its entry. */
+static PyObject *
+raise_at_entry(PyThreadState *ts, tc_iframe *f, tc_code_state *st)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int rc = pyframe_run_prologue(f);
+    PyErr_Restore(type, value, tb);
+    return rc == 0 ? pyframe_throw_at(ts, f, 0) : fail_frame(ts, f, st);
+}
+
 /* An error of tcjit's own at pc: before anything ran, unwind the frame
  * silently; later, raise it in the frame like an instruction would. */
 static PyObject *
@@ -806,9 +821,14 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
         if (outputs == NULL) {
             PyErr_NoMemory();
         }
-        if (outputs == NULL || run_graph(e, lr.vals, outputs) < 0) {
+        if (outputs == NULL) {
             tc_guards_release(e->guards, lr.vals);
             r = fail_at(ts, f, st, pc);
+            break;
+        }
+        if (run_graph(e, lr.vals, outputs) < 0) {
+            tc_guards_release(e->guards, lr.vals);
+            r = pc == 0 ? raise_at_entry(ts, f, st) : fail_at(ts, f, st, pc);
             break;
         }
         if (e->exit.kind == TC_EXIT_RETURN) {
