@@ -593,3 +593,22 @@ def test_extern_error_keeps_type_message_and_user_frame():
     names = [fr.name for fr in traceback.extract_tb(got.value.__traceback__)]
     assert "_embed_then_scale" in names, names
     check_same(cf(torch.tensor([0, 4]), w), _embed_then_scale(torch.tensor([0, 4]), w))
+
+
+MORE_VIEWS = {
+    "narrow": lambda x, y: x.narrow(1, 1, 3) * 2,
+    "torch_narrow": lambda x, y: torch.narrow(x, 0, 2, 2),
+    "select": lambda x, y: x.select(1, -1) + 1,
+    "torch_select": lambda x, y: torch.select(x, 0, 1),
+    "unflatten": lambda x, y: x.unflatten(1, (2, 3)).sum(-1),
+    "expand_as": lambda x, y: y[:, :1].expand_as(x) + x,
+    "view_as": lambda x, y: x.view_as(y),
+    "reshape_as": lambda x, y: x.t().reshape_as(x.t().contiguous()),
+    "is_contiguous": lambda x, y: (x * 2 if x.t().is_contiguous() else x + 1,
+                                   x.is_contiguous(), x[:, ::2].is_contiguous()),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_VIEWS))
+def test_more_views(name):
+    check(MORE_VIEWS[name], torch.randn(4, 6), torch.randn(4, 6))

@@ -173,6 +173,17 @@ static const tc_binding_def binding_defs[] = {
     {"Tensor.reshape", "reshape", TC_CALL_VIEW, "self, *dims"},
     {"torch.reshape", "reshape", TC_CALL_VIEW, "input, shape"},
     {"Tensor.expand", "expand", TC_CALL_VIEW, "self, *dims"},
+    {"Tensor.expand_as", "expand_as", TC_CALL_VIEW, "self, other"},
+    {"Tensor.view_as", "view_as", TC_CALL_VIEW, "self, other"},
+    {"Tensor.reshape_as", "reshape_as", TC_CALL_VIEW, "self, other"},
+    {"Tensor.narrow", "narrow", TC_CALL_VIEW, "self, dim, start, length"},
+    {"torch.narrow", "narrow", TC_CALL_VIEW, "input, dim, start, length"},
+    {"Tensor.select", "select", TC_CALL_VIEW, "self, dim, index"},
+    {"torch.select", "select", TC_CALL_VIEW, "input, dim, index"},
+    {"Tensor.unflatten", "unflatten", TC_CALL_VIEW, "self, dim, sizes"},
+    {"torch.unflatten", "unflatten", TC_CALL_VIEW, "input, dim, sizes"},
+    {"Tensor.is_contiguous", "is_contiguous", TC_CALL_VIEW,
+     "self, memory_format=None"},
     /* torch.nn.functional */
     {"F.relu", "relu", TC_CALL_NO_INPLACE, "input, inplace=False"},
     UNARY("F.sigmoid", "sigmoid"), UNARY("F.tanh", "tanh"),
@@ -278,7 +289,7 @@ parse_default(const char *s, size_t n)
 /* "input, other, *, alpha=1" -> names, defaults, keyword-only start.
  * Parameter names point into the static signature text: each name ends at
  * ',' '=' or the end, so we copy them into a small static pool. */
-static char name_pool[4096];
+static char name_pool[16384];
 static size_t name_pool_used;
 
 static int

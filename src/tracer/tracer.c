@@ -1113,6 +1113,26 @@ vararg_dims(tracer *T, tc_var **args, int nargs, int64_t *dims)
     return nargs;
 }
 
+static int push_folded(tracer *T, PyObject *r, const char *what);
+
+/* torch's is_contiguous(): strides of size-1 dims do not matter, and an
+ * empty tensor is contiguous. */
+static int
+is_contiguous_layout(const tc_layout *l)
+{
+    int64_t expected = 1;
+    if (tc_layout_numel(l) == 0) {
+        return 1;
+    }
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        if (l->sizes[d] != 1 && l->strides[d] != expected) {
+            return 0;
+        }
+        expected *= l->sizes[d];
+    }
+    return 1;
+}
+
 static int
 call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
 {
@@ -1125,6 +1145,34 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
     }
     if (strcmp(op, "t") == 0) {
         node = tc_graph_t(g, x, err, sizeof(err));
+    }
+    else if (strcmp(op, "is_contiguous") == 0) {
+        if (nrest != 0) {
+            return unsupported(T, "is_contiguous(memory_format=...)");
+        }
+        return push_folded(T, PyBool_FromLong(
+            is_contiguous_layout(&tensor_node(T, self)->layout)),
+            "is_contiguous");
+    }
+    else if (strcmp(op, "expand_as") == 0 || strcmp(op, "view_as") == 0
+             || strcmp(op, "reshape_as") == 0) {
+        if (nrest != 1 || rest[0]->kind != TC_VAR_TENSOR) {
+            return unsupported(T, "Tensor.%s() of a non-tensor", op);
+        }
+        const tc_layout *o = &tensor_node(T, rest[0])->layout;
+        node = op[0] == 'e'
+            ? tc_graph_expand(g, x, o->ndim, o->sizes, err, sizeof(err))
+            : op[0] == 'v'
+            ? tc_graph_view(g, x, o->ndim, o->sizes, err, sizeof(err))
+            : tc_graph_reshape(g, x, o->ndim, o->sizes, err, sizeof(err));
+    }
+    else if (strcmp(op, "unflatten") == 0) {
+        int64_t dim, sizes[TC_MAX_DIMS];
+        int ns = nrest == 2 ? int_list(T, rest[1], sizes, TC_MAX_DIMS) : -1;
+        if (ns < 0 || int_list(T, rest[0], &dim, 1) != 1) {
+            return unsupported(T, "unflatten() with non-constant sizes");
+        }
+        node = tc_graph_unflatten(g, x, dim, ns, sizes, err, sizeof(err));
     }
     else if (strcmp(op, "contiguous") == 0) {
         const tc_layout *l = &tensor_node(T, self)->layout;
@@ -1163,6 +1211,12 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
     }
     else if (strcmp(op, "expand") == 0) {
         node = tc_graph_expand(g, x, n, d, err, sizeof(err));
+    }
+    else if (strcmp(op, "narrow") == 0 && n == 3) {
+        node = tc_graph_narrow(g, x, d[0], d[1], d[2], err, sizeof(err));
+    }
+    else if (strcmp(op, "select") == 0 && n == 2) {
+        node = tc_graph_select(g, x, d[0], d[1], err, sizeof(err));
     }
     else {
         return unsupported(T, "Tensor.%s() with these arguments", op);

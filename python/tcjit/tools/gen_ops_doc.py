@@ -34,6 +34,9 @@ DECOMPOSED = {
     "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
     "split": "narrow views (a tuple)", "chunk": "narrow views (a tuple)",
     "unbind": "select views (a tuple)",
+    "expand_as": "view (expand)", "view_as": "view", "reshape_as": "view or copy",
+    "narrow": "view (slice)", "select": "view", "unflatten": "view",
+    "is_contiguous": "a Python bool from the traced layout",
     "max": "all dims: amax; with dim: (amax, argmax) as torch.return_types.max; "
            "of two tensors: maximum",
     "min": "all dims: amin; with dim: (amin, argmin) as torch.return_types.min; "
