@@ -467,29 +467,27 @@ fail_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st)
 
 /* ---- cache lookup --------------------------------------------------------- */
 
-/* Source values of the entry being looked up.  Most entries have a few
- * dozen sources and use the inline buffer; a model inlined whole (every
- * parameter of twelve blocks is a source) gets a heap buffer. */
+/* An array of object pointers: inline for the few dozen a segment usually
+ * has, on the heap for a model inlined whole (every parameter of twelve
+ * blocks is a guard source and a graph input). */
 typedef struct {
-    tc_entry *entry;
-    PyObject **vals;
+    PyObject **v;
     int cap;
     PyObject *small[MAX_SOURCES_ON_STACK];
-    PyObject *reasons;        /* list of failure lines, on a miss */
-} lookup_result;
+} ptrbuf;
 
 static void
-lr_init(lookup_result *lr)
+ptrbuf_init(ptrbuf *b)
 {
-    lr->vals = lr->small;
-    lr->cap = MAX_SOURCES_ON_STACK;
+    b->v = b->small;
+    b->cap = MAX_SOURCES_ON_STACK;
 }
 
-/* Room for n values; only called while no value is held. */
+/* Room for n pointers; only called while none is held. */
 static int
-lr_reserve(lookup_result *lr, int n)
+ptrbuf_reserve(ptrbuf *b, int n)
 {
-    if (n <= lr->cap) {
+    if (n <= b->cap) {
         return 0;
     }
     PyObject **v = PyMem_Calloc((size_t)n, sizeof(PyObject *));
@@ -497,22 +495,37 @@ lr_reserve(lookup_result *lr, int n)
         PyErr_NoMemory();
         return -1;
     }
-    if (lr->vals != lr->small) {
-        PyMem_Free(lr->vals);
+    if (b->v != b->small) {
+        PyMem_Free(b->v);
     }
-    lr->vals = v;
-    lr->cap = n;
+    b->v = v;
+    b->cap = n;
     return 0;
 }
 
 static void
-lr_free(lookup_result *lr)
+ptrbuf_free(ptrbuf *b)
 {
-    if (lr->vals != lr->small) {
-        PyMem_Free(lr->vals);
+    if (b->v != b->small) {
+        PyMem_Free(b->v);
     }
-    lr->vals = lr->small;
-    lr->cap = MAX_SOURCES_ON_STACK;
+    ptrbuf_init(b);
+}
+
+/* Source values of the entry being looked up. */
+typedef struct {
+    tc_entry *entry;
+    ptrbuf buf;
+    PyObject **vals;          /* buf.v once reserved */
+    PyObject *reasons;        /* list of failure lines, on a miss */
+} lookup_result;
+
+static int
+lr_reserve(lookup_result *lr, int n)
+{
+    int rc = ptrbuf_reserve(&lr->buf, n);
+    lr->vals = lr->buf.v;
+    return rc;
 }
 
 void
@@ -791,9 +804,11 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
 {
     int pc = 0;
     lookup_result lr;
-    PyObject *small_out[MAX_SOURCES_ON_STACK], **outputs = small_out;
+    ptrbuf out;
     PyObject *r = NULL;
-    lr_init(&lr);
+    ptrbuf_init(&lr.buf);
+    lr.vals = lr.buf.v;
+    ptrbuf_init(&out);
     for (;;) {
         got_kind got = get_entry(f, pc, st, backend, &lr);
         if (got == GOT_ERROR) {
@@ -808,24 +823,12 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             r = continue_in_cpython(ts, f, pc);
             break;
         }
-        if (e->noutputs > MAX_SOURCES_ON_STACK && outputs == small_out) {
-            /* a big graph: its outputs live on the heap until the frame
-             * is done (later segments may have fewer) */
-            outputs = PyMem_Malloc(sizeof(PyObject *) * (size_t)e->noutputs);
-        }
-        else if (e->noutputs > MAX_SOURCES_ON_STACK) {
-            PyObject **o = PyMem_Realloc(outputs, sizeof(PyObject *)
-                                                  * (size_t)e->noutputs);
-            outputs = o ? o : (PyMem_Free(outputs), NULL);
-        }
-        if (outputs == NULL) {
-            PyErr_NoMemory();
-        }
-        if (outputs == NULL) {
+        if (ptrbuf_reserve(&out, e->noutputs) < 0) {
             tc_guards_release(e->guards, lr.vals);
             r = fail_at(ts, f, st, pc);
             break;
         }
+        PyObject **outputs = out.v;
         if (run_graph(e, lr.vals, outputs) < 0) {
             tc_guards_release(e->guards, lr.vals);
             r = pc == 0 ? raise_at_entry(ts, f, st) : fail_at(ts, f, st, pc);
@@ -849,10 +852,8 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             break;
         }
     }
-    lr_free(&lr);
-    if (outputs != small_out) {
-        PyMem_Free(outputs);
-    }
+    ptrbuf_free(&lr.buf);
+    ptrbuf_free(&out);
     return r;
 }
 

@@ -149,6 +149,40 @@ touch(tc_tensor_alloc *a, int b, int step, int writes)
     }
 }
 
+/* Buffers grouped by the step in step_of[] (a counting sort): list[at[s]
+ * .. at[s + 1]) for step s.  Inputs are never dropped (skip_inputs). */
+static int
+by_step(const tc_tensor_alloc *a, const int *step_of, int **at, int **list,
+        int skip_inputs)
+{
+    const tc_plan *p = a->plan;
+    int ns = p->nsteps;
+    *at = calloc((size_t)ns + 2, sizeof(int));
+    *list = malloc(sizeof(int) * (size_t)(p->nbuffers + 1));
+    if (*at == NULL || *list == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int b = 0; b < p->nbuffers; b++) {
+            int s = step_of[b];
+            if (s < 0 || s >= ns
+                || (skip_inputs && p->buffers[b].kind == TC_BUF_INPUT)) {
+                continue;
+            }
+            if (pass == 0) {
+                (*at)[s + 2]++;             /* counts, shifted by one */
+            } else {
+                (*list)[(*at)[s + 1]++] = b;
+            }
+        }
+        for (int s = 0; pass == 0 && s < ns; s++) {
+            (*at)[s + 2] += (*at)[s + 1];   /* starts, shifted by one */
+        }
+    }
+    return 0;
+}
+
 /* first_step / last_step of every buffer, from the plan's steps. */
 static int
 plan_lifetimes(tc_tensor_alloc *a)
@@ -185,7 +219,8 @@ plan_lifetimes(tc_tensor_alloc *a)
             a->last_step[b] = INT_MAX;
         }
     }
-    return 0;
+    return by_step(a, a->first_step, &a->born_at, &a->born, 0)
+           || by_step(a, a->last_step, &a->dead_at, &a->dead, 1) ? -1 : 0;
 }
 
 int
@@ -283,7 +318,12 @@ tc_alloc_clear(tc_tensor_alloc *a)
     free(a->needs_ptr);
     free(a->first_step);
     free(a->last_step);
+    free(a->born_at);
+    free(a->born);
+    free(a->dead_at);
+    free(a->dead);
     a->first_step = a->last_step = NULL;
+    a->born_at = a->born = a->dead_at = a->dead = NULL;
     a->alloc_argv = NULL;
     a->view_argv = NULL;
     a->temp_bytes = NULL;
@@ -382,8 +422,8 @@ int
 tc_alloc_step_begin(const tc_tensor_alloc *a, int step, PyObject **objs,
                     void **ptrs)
 {
-    for (int b = 0; b < a->plan->nbuffers; b++) {
-        if (a->first_step[b] == step && alloc_buffer(a, b, objs, ptrs) < 0) {
+    for (int i = a->born_at[step]; i < a->born_at[step + 1]; i++) {
+        if (alloc_buffer(a, a->born[i], objs, ptrs) < 0) {
             return -1;
         }
     }
@@ -394,11 +434,8 @@ void
 tc_alloc_step_end(const tc_tensor_alloc *a, int step, PyObject **objs,
                   void **ptrs)
 {
-    for (int b = 0; b < a->plan->nbuffers; b++) {
-        if (a->last_step[b] == step
-            && a->plan->buffers[b].kind != TC_BUF_INPUT) {
-            free_buffer(a, b, objs, ptrs);
-        }
+    for (int i = a->dead_at[step]; i < a->dead_at[step + 1]; i++) {
+        free_buffer(a, a->dead[i], objs, ptrs);
     }
 }
 

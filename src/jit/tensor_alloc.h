@@ -29,6 +29,11 @@ typedef struct tc_tensor_alloc {
     int *first_step;        /* [nbuffers]: step that writes it, -1 none */
     int *last_step;         /* [nbuffers]: last step that reads it; INT_MAX
                                for what the call returns */
+    /* The same, per step (a call walks these, not every buffer):
+     * buffers step s allocates are born[born_at[s] .. born_at[s + 1]),
+     * those it drops after running are dead[dead_at[s] .. dead_at[s + 1]) */
+    int *born_at, *born;
+    int *dead_at, *dead;
 } tc_tensor_alloc;
 
 /* Imports the torch pieces (idempotent).  0, or -1 with an exception. */
