@@ -33,12 +33,24 @@ typedef gcc_jit_rvalue R;
 typedef gcc_jit_type T;
 
 static pthread_mutex_t compile_mu = PTHREAD_MUTEX_INITIALIZER;
-static int opt_info = 0;
+static int opt_info = -1;   /* -1: not set yet, read TCJIT_OPT_INFO */
 
 void
 tc_jit_set_opt_info(int on)
 {
     opt_info = on;
+}
+
+/* Maintainer knob: TCJIT_OPT_INFO=1 vectorizer report, 2 generated asm,
+ * 3 vectorizer dump kept in /tmp/libgccjit-*, 4 initial gimple. */
+static int
+get_opt_info(void)
+{
+    if (opt_info < 0) {
+        const char *v = getenv("TCJIT_OPT_INFO");
+        opt_info = v != NULL ? atoi(v) : 0;
+    }
+    return opt_info;
 }
 
 /* ---- loop nest collapsing ---------------------------------------------- */
@@ -1348,6 +1360,23 @@ bool_or(emitter *e, R *a, R *b)
     return bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, e->vt[TC_BOOL], a, b);
 }
 
+/* NaN-propagating max/min of accumulator v and value x, shaped for the
+ * loop-carried chain through v: "x > v ? x : v" is one maxps (a NaN x
+ * falls through to v), and the NaN test of x, which does not depend on v,
+ * only selects x afterwards.  A NaN v stays: x > NaN is false.  So the
+ * chain is maxps + blend instead of compare + mask or + blend. */
+static R *
+acc_minmax(emitter *e, tc_kop op, tc_dtype dt, R *v, R *x)
+{
+    if (!is_float(dt)) {
+        return emit_minmax(e, op, dt, x, v, 0);
+    }
+    enum gcc_jit_comparison c = op == KOP_MAX ? GCC_JIT_COMPARISON_GT
+                                              : GCC_JIT_COMPARISON_LT;
+    R *m = select_bits(e, dt, cmp(e, c, x, v), x, v);
+    return select_bits(e, dt, cmp(e, GCC_JIT_COMPARISON_NE, x, x), x, m);
+}
+
 /* The value rule shared by updates and combines of the non-ARG kinds. */
 static R *
 acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
@@ -1357,14 +1386,12 @@ acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
         return emit_binary(e, KOP_ADD, a->dt, v, x, 0);
     case TC_ACC_PROD:
         return emit_binary(e, KOP_MUL, a->dt, v, x, 0);
-    /* max(x, v): "x > v or x is NaN" keeps the NaN test of x off the
-     * loop-carried chain through v; a NaN v stays (x > NaN is false) */
     case TC_ACC_MAX:
         return a->dt == TC_BOOL ? bool_or(e, v, x)
-                                : emit_minmax(e, KOP_MAX, a->dt, x, v, 0);
+                                : acc_minmax(e, KOP_MAX, a->dt, v, x);
     case TC_ACC_MIN:
         return a->dt == TC_BOOL ? bool_and(e, v, x)
-                                : emit_minmax(e, KOP_MIN, a->dt, x, v, 0);
+                                : acc_minmax(e, KOP_MIN, a->dt, v, x);
     case TC_ACC_ANY:
         return bool_or(e, v, x);
     default: /* ALL */
@@ -2688,6 +2715,9 @@ set_options(gcc_jit_context *c, int kind)
                                   : "-ffp-contract=off");
     gcc_jit_context_add_command_line_option(c, "-fno-math-errno");
     gcc_jit_context_add_command_line_option(c, "-fno-trapping-math");
+    if (kind == KIND_REDUCTION) {
+        gcc_jit_context_add_command_line_option(c, "-fpeel-loops");
+    }
     /* Vectorized epilogues (a second, narrower copy of every loop) cost
      * ~20% of the compile time and buy little: tails are < 16 elements. */
     gcc_jit_context_add_command_line_option(c,
@@ -2698,18 +2728,19 @@ set_options(gcc_jit_context *c, int kind)
     gcc_jit_context_add_command_line_option(
         c, "--param=max-completely-peel-times=4");
     gcc_jit_context_add_driver_option(c, "-lm");
-    if (opt_info == 1) {
+    int oi = get_opt_info();
+    if (oi == 1) {
         gcc_jit_context_add_command_line_option(c, "-fopt-info-vec-all");
     }
-    if (opt_info == 2) {
+    if (oi == 2) {
         gcc_jit_context_set_bool_option(
             c, GCC_JIT_BOOL_OPTION_DUMP_GENERATED_CODE, 1);
     }
-    if (opt_info == 4) {
+    if (oi == 4) {
         gcc_jit_context_set_bool_option(
             c, GCC_JIT_BOOL_OPTION_DUMP_INITIAL_GIMPLE, 1);
     }
-    if (opt_info == 3) {
+    if (oi == 3) {
         /* vectorizer details in a kept /tmp/libgccjit-* directory */
         gcc_jit_context_set_bool_option(
             c, GCC_JIT_BOOL_OPTION_KEEP_INTERMEDIATES, 1);
