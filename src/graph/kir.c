@@ -750,3 +750,83 @@ tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
     k->ninsts = t.n;
     return 0;
 }
+
+/* ---- values shared between the bodies of a reduction kernel ------------- */
+
+int
+tc_kernel_writes_its_input(const tc_kernel *k)
+{
+    for (int a = 0; a < k->nargs; a++) {
+        for (int b = 0; b < k->nargs; b++) {
+            if (k->args[a].is_output && !k->args[b].is_output
+                && k->args[a].buffer == k->args[b].buffer) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+void
+tc_kernel_regions(const tc_kernel *k, int *region)
+{
+    int np = k->nphases;
+    for (int p = 0; p < np; p++) {
+        int pre = p == 0 ? 0 : k->phases[p - 1].end;
+        for (int i = pre; i < k->phases[p].begin; i++) {
+            region[i] = 2 * p;
+        }
+        for (int i = k->phases[p].begin; i < k->phases[p].end; i++) {
+            region[i] = 2 * p + 1;
+        }
+    }
+    for (int i = np > 0 ? k->phases[np - 1].end : 0; i < k->ninsts; i++) {
+        region[i] = 2 * np;
+    }
+}
+
+/* Are instructions i and j (j < i) the same value at one reduction point?
+ * Constants by value; body values by op, dtype and operand numbers (a
+ * load by its argument); stores, accumulator ops and pre/post values are
+ * only themselves. */
+static int
+same_value(const tc_kernel *k, const int *vn, const int *region, int i,
+           int j)
+{
+    const tc_kinst *a = &k->insts[i], *b = &k->insts[j];
+    if (a->op != b->op || a->dtype != b->dtype) {
+        return 0;
+    }
+    if (a->op == KOP_CONST) {
+        return memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
+    }
+    if (!(region[i] & 1) || !(region[j] & 1) || a->op == KOP_STORE
+        || a->op >= KOP_ACC) {
+        return 0;
+    }
+    if (a->op == KOP_LOAD) {
+        return a->arg == b->arg;
+    }
+    int oa[3] = {a->a, a->b, a->c}, ob[3] = {b->a, b->b, b->c};
+    for (int t = 0; t < 3; t++) {
+        if ((oa[t] < 0) != (ob[t] < 0)
+            || (oa[t] >= 0 && vn[oa[t]] != vn[ob[t]])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void
+tc_kernel_body_value_numbers(const tc_kernel *k, const int *region, int *vn)
+{
+    for (int i = 0; i < k->ninsts; i++) {
+        vn[i] = i;
+        for (int j = 0; j < i; j++) {
+            if (vn[j] == j && same_value(k, vn, region, i, j)) {
+                vn[i] = j;
+                break;
+            }
+        }
+    }
+}

@@ -257,6 +257,24 @@ int tc_kernel_lower_half_casts(tc_kernel *k);
  * lowers other EXPs.  Returns 0 or -1 (k unchanged). */
 int tc_kernel_decompose_erf(tc_kernel *k, int with_f64);
 
+/* Does an output of k share its buffer with an input?  Then a value
+ * loaded in one pass may differ from the same load in a later pass. */
+int tc_kernel_writes_its_input(const tc_kernel *k);
+
+/* region[i] = 2p if instruction i is in pre_p, 2p + 1 if in body_p,
+ * 2 nphases if in post (k validated; region has ninsts entries). */
+void tc_kernel_regions(const tc_kernel *k, int *region);
+
+/* Value numbering across the passes of a reduction kernel: vn[i] = the
+ * first instruction j <= i computing the same value as i at the same
+ * reduction point (equal constants; body instructions with equal op,
+ * dtype and operand numbers; loads of the same argument).  Lets an
+ * emitter keep softmax's exp(x - max) from the sum pass for the write
+ * pass instead of recomputing it.  Loads are only equal across passes
+ * when !tc_kernel_writes_its_input(k); callers check that. */
+void tc_kernel_body_value_numbers(const tc_kernel *k, const int *region,
+                                  int *vn);
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 

@@ -2486,22 +2486,6 @@ copy_insts(const tc_kernel *k, tc_kernel *out)
     return 0;
 }
 
-/* Does the kernel write a buffer it also reads?  Then a block cannot be
- * recomputed after the fast pass overwrote it. */
-static int
-writes_its_input(const tc_kernel *k)
-{
-    for (int a = 0; a < k->nargs; a++) {
-        for (int b = 0; b < k->nargs; b++) {
-            if (k->args[a].is_output && !k->args[b].is_output
-                && k->args[a].buffer == k->args[b].buffer) {
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* ---- reusing an output as scratch across phases ------------------------ *
  *
  * softmax's write pass recomputes exp(x - max), which the sum pass already
@@ -2516,34 +2500,6 @@ writes_its_input(const tc_kernel *k)
 
 /* Instructions of a reduced body subtree at least this big are reused. */
 #define TC_REUSE_MIN_COST 8
-
-static int
-same_key(const tc_kernel *k, const int *vn, const int *region, int i, int j)
-{
-    const tc_kinst *a = &k->insts[i], *b = &k->insts[j];
-    if (a->op != b->op || a->dtype != b->dtype) {
-        return 0;
-    }
-    if (a->op == KOP_CONST) {
-        return memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
-    }
-    /* only body values can be equal to another (same point, other pass) */
-    if (!(region[i] & 1) || !(region[j] & 1) || a->op == KOP_STORE
-        || a->op >= KOP_ACC) {
-        return 0;
-    }
-    if (a->op == KOP_LOAD) {
-        return a->arg == b->arg;
-    }
-    int oa[3] = {a->a, a->b, a->c}, ob[3] = {b->a, b->b, b->c};
-    for (int t = 0; t < 3; t++) {
-        if ((oa[t] < 0) != (ob[t] < 0)
-            || (oa[t] >= 0 && vn[oa[t]] != vn[ob[t]])) {
-            return 0;
-        }
-    }
-    return 1;
-}
 
 /* Instructions of body region `reg` that value i depends on (i included). */
 static int
@@ -2601,7 +2557,7 @@ plan_reuse(const tc_kernel *k, const int *region, int *sstore, int *reload)
     for (int i = 0; i < n; i++) {
         sstore[i] = reload[i] = -1;
     }
-    if (k->nphases < 2 || writes_its_input(k)) {
+    if (k->nphases < 2 || tc_kernel_writes_its_input(k)) {
         return 0;
     }
     int *vn = malloc(sizeof(int) * (size_t)(n + 1));
@@ -2611,15 +2567,7 @@ plan_reuse(const tc_kernel *k, const int *region, int *sstore, int *reload)
         free(seen);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
-        vn[i] = i;
-        for (int j = 0; j < i; j++) {
-            if (vn[j] == j && same_key(k, vn, region, i, j)) {
-                vn[i] = j;
-                break;
-            }
-        }
-    }
+    tc_kernel_body_value_numbers(k, region, vn);
     for (int q = 1; q < k->nphases; q++) {
         int reg = 2 * q + 1;
         int best = -1, best_cost = TC_REUSE_MIN_COST - 1;
@@ -2672,7 +2620,7 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
     }
     /* Reduction kernels: no versioned blocks (a block cannot be redone
      * once accumulators saw it); their sin/cos take the exact path. */
-    if (kv->flag >= 0 && !writes_its_input(k) && k->nphases == 0) {
+    if (kv->flag >= 0 && !tc_kernel_writes_its_input(k) && k->nphases == 0) {
         kv->fast = fast;
     }
     return 0;
