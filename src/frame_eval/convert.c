@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include "../graph/extern.h"
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/ptx.h"
@@ -277,7 +278,9 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
 {
     PyCodeObject *co = f->f_code;
-    if (tc_graph_optimize(g) < 0) {
+    char err[256];
+    if (tc_graph_optimize(g) < 0 || tc_graph_unfuse_bias(g, err,
+                                                         sizeof(err)) < 0) {
         PyErr_NoMemory();
         return -1;
     }

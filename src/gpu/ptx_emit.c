@@ -1524,6 +1524,9 @@ done:
 
 /* ---- reductions ------------------------------------------------------------------ */
 
+#define TC_PERSIST_POINTS 16
+#define TC_PERSIST_BUDGET 4096
+
 static int
 red_block(const tc_kernel *k)
 {
@@ -1531,7 +1534,38 @@ red_block(const tc_kernel *k)
         return 1024;    /* one row: the whole device is this block */
     }
     int64_t b = (k->red_numel + 31) / 32 * 32;
+    if (k->red_numel > 256 * TC_PERSIST_POINTS
+        && k->red_numel <= 512 * TC_PERSIST_POINTS) {
+        return 512;     /* rows that stay persistent with 512 threads */
+    }
     return b < 32 ? 32 : b > 256 ? 256 : (int)b;
+}
+
+/* Points per thread of a persistent row, or 0 for a looped one.  A
+ * persistent row keeps each thread's points r_j = tid + j * ntid
+ * (j < npts) in registers across the passes: every element is loaded
+ * once, and a body value an earlier pass computed (softmax's
+ * exp(x - max), layer_norm's x - mean) is reused instead of recomputed,
+ * so softmax reads its input once and writes its output once.  Rows that
+ * fit: at most TC_PERSIST_POINTS points per thread (8 with 1024 threads,
+ * where a thread may use only 64 registers), and the unrolled bodies stay
+ * within TC_PERSIST_BUDGET instructions. */
+static int
+persist_points(const tc_kernel *k, int block)
+{
+    if (k->red_numel <= 0) {
+        return 0;
+    }
+    int64_t npts = (k->red_numel + block - 1) / block;
+    int64_t body = 0;
+    for (int p = 0; p < k->nphases; p++) {
+        body += k->phases[p].end - k->phases[p].begin;
+    }
+    if (npts > (block >= 1024 ? 8 : TC_PERSIST_POINTS)
+        || npts * body > TC_PERSIST_BUDGET) {
+        return 0;
+    }
+    return (int)npts;
 }
 
 /* Blocks per row for a split (two-kernel) reduction, 1 for none: few rows
@@ -1585,10 +1619,13 @@ shfl(em *e, reg d, reg v, int off)
     }
 }
 
-/* One reduction point r of body ph, accumulating into s->acc_v/acc_i. */
+/* One reduction point r of body ph, accumulating into s->acc_v/acc_i.
+ * reuse (persistent rows, may be NULL): reuse[i] >= 0 takes value i from
+ * that instruction of an earlier pass at the same point instead of
+ * emitting it. */
 static void
 emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
-               const reg *ooff, char *used, reg *roff)
+               const reg *ooff, char *used, reg *roff, const int *reuse)
 {
     em *e = s->e;
     const tc_kernel *k = s->k;
@@ -1612,8 +1649,116 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
     }
     for (int i = k->phases[ph].begin; i < k->phases[ph].end && !e->failed;
          i++) {
+        if (reuse != NULL && reuse[i] >= 0) {
+            s->val[i] = s->val[reuse[i]];
+            continue;
+        }
         emit_inst(s, i);
     }
+}
+
+/* Persistent rows (persist_points): the thread's points, their values. */
+typedef struct {
+    int npts;
+    reg *rj;            /* [npts] r of point j: rfirst + j * rstride */
+    reg plast;          /* n >= 0: the last point lies past the row */
+    reg **vals;         /* [npts][ninsts + 1] */
+    int *reuse;         /* [ninsts]: see emit_red_point */
+    int *region;        /* [ninsts]: tc_kernel_regions */
+} persist;
+
+static void
+persist_clear(persist *ps)
+{
+    if (ps->vals != NULL) {
+        for (int j = 0; j < ps->npts; j++) {
+            free(ps->vals[j]);
+        }
+    }
+    free(ps->vals);
+    free(ps->rj);
+    free(ps->reuse);
+    free(ps->region);
+    memset(ps, 0, sizeof(*ps));
+}
+
+/* Allocates ps for npts points and finds the body values a later pass can
+ * take from an earlier one (none if the kernel writes what it reads). */
+static int
+persist_init(persist *ps, const tc_kernel *k, int npts)
+{
+    memset(ps, 0, sizeof(*ps));
+    ps->plast = NOREG;
+    if (npts == 0) {
+        return 0;
+    }
+    size_t n = (size_t)k->ninsts + 1;
+    ps->npts = npts;
+    ps->rj = calloc((size_t)npts, sizeof(reg));
+    ps->vals = calloc((size_t)npts, sizeof(reg *));
+    ps->reuse = malloc(n * sizeof(int));
+    int *region = ps->region = malloc(n * sizeof(int));
+    int *vn = malloc(n * sizeof(int));
+    int ok = ps->rj && ps->vals && ps->reuse && region && vn;
+    for (int j = 0; ok && j < npts; j++) {
+        ok = (ps->vals[j] = calloc(n, sizeof(reg))) != NULL;
+    }
+    if (ok) {
+        tc_kernel_regions(k, region);
+        tc_kernel_body_value_numbers(k, region, vn);
+        int same_loads = !tc_kernel_writes_its_input(k);
+        for (int i = 0; i < k->ninsts; i++) {
+            int c = vn[i];
+            int earlier = c != i && (region[c] & 1) && (region[i] & 1)
+                          && region[c] < region[i];
+            ps->reuse[i] = earlier && (same_loads
+                                       || k->insts[i].op != KOP_LOAD)
+                           ? c : -1;
+        }
+    }
+    free(vn);
+    if (!ok) {
+        persist_clear(ps);
+        return -1;
+    }
+    return 0;
+}
+
+/* Body ph of a persistent row: every point of the thread, unrolled, point
+ * j accumulating into set j % nu.  Row scalars (pre/post values) are
+ * shared by all points; body values are the point's own. */
+static void
+emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
+                     const persist *ps, reg *const *accs, reg *const *acci,
+                     int nu, const reg *ooff, char *used, reg *roff)
+{
+    em *e = s->e;
+    const tc_kernel *k = s->k;
+    reg *row_vals = s->val;
+    for (int j = 0; j < ps->npts && !e->failed; j++) {
+        reg *v = ps->vals[j];
+        for (int i = 0; i < k->phases[ph].begin; i++) {
+            if (!(ps->region[i] & 1)) {
+                v[i] = row_vals[i];
+            }
+        }
+        int guard = j == ps->npts - 1 && ps->plast.n >= 0;
+        int id = e->label++;
+        if (guard) {
+            out(e, "@%s bra $pskip_%d;", R(ps->plast), id);
+        }
+        s->val = v;
+        s->acc_v = accs[j % nu];
+        s->acc_i = acci[j % nu];
+        emit_red_point(s, en, lr, ph, ps->rj[j], ooff, used, roff,
+                       ps->reuse);
+        if (guard) {
+            label(e, "pskip", id);
+        }
+    }
+    s->val = row_vals;
+    s->acc_v = accs[0];
+    s->acc_i = acci[0];
 }
 
 /* Accumulators per thread: float sums of long rows must not be one
@@ -1630,9 +1775,48 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
  * (+ numel * S index slots after them for ARGMAX / ARGMIN). */
 enum { RED_ROWS, RED_PARTIAL, RED_FINAL };
 
+/* Extra accumulator sets 1..nu-1 of phase ph, at their identities. */
+static void
+acc_sets_init(em *e, const tc_kernel *k, int ph, reg *const *accs,
+              reg *const *acci, int nu)
+{
+    int pre = ph == 0 ? 0 : k->phases[ph - 1].end;
+    for (int u = 1; u < nu; u++) {
+        for (int i = pre; i < k->phases[ph].begin; i++) {
+            const tc_kinst *in = &k->insts[i];
+            if (in->op != KOP_ACC) {
+                continue;
+            }
+            tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+            accs[u][i] = newv(e, in->dtype);
+            acci[u][i] = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+            acc_identity(e, kind, in->dtype, accs[u][i], acci[u][i]);
+        }
+    }
+}
+
+/* Folds the extra sets of phase ph into set 0. */
+static void
+acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
+              reg *const *acci, int nu)
+{
+    int pre = ph == 0 ? 0 : k->phases[ph - 1].end;
+    for (int u = 1; u < nu; u++) {
+        for (int i = pre; i < k->phases[ph].begin; i++) {
+            const tc_kinst *in = &k->insts[i];
+            if (in->op == KOP_ACC) {
+                acc_combine(e, (tc_acc_kind)in->imm.i, in->dtype, accs[0][i],
+                            acci[0][i], accs[u][i], acci[u][i]);
+            }
+        }
+    }
+}
+
+/* npts > 0: persistent rows (persist_points), RED_ROWS only. */
 static void
 emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
-               int *smem_bytes, int mode, int nsplit, const int64_t *sc_off)
+               int npts, int *smem_bytes, int mode, int nsplit,
+               const int64_t *sc_off)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
@@ -1644,6 +1828,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     regions(k, rb, re);
     reg *accs[TC_RED_UNROLL] = {0}, *acci[TC_RED_UNROLL] = {0};
     int accs_ready = 0;
+    persist ps = {0};
     char *used = malloc((size_t)na);
     reg *ooff = calloc((size_t)na, sizeof(reg));
     reg *roff = calloc((size_t)na, sizeof(reg));
@@ -1744,8 +1929,24 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         }
     }
     accs_ready = 1;
+    if (persist_init(&ps, k, mode == RED_ROWS ? npts : 0) < 0) {
+        fail(e, "out of memory");
+    }
     if (e->failed) {
         goto done;
+    }
+    for (int j = 0; j < ps.npts; j++) {
+        ps.rj[j] = rfirst;
+        if (j > 0) {
+            ps.rj[j] = newreg(e, row.c);
+            out(e, "add.%s %s, %s, %s;", it, R(ps.rj[j]), R(ps.rj[j - 1]),
+                R(rstride));
+        }
+    }
+    if (ps.npts > 0 && k->red_numel % block != 0) {
+        ps.plast = newreg(e, C_P);
+        out(e, "setp.ge.%s %s, %s, %lld;", it, R(ps.plast),
+            R(ps.rj[ps.npts - 1]), (long long)k->red_numel);
     }
     int id = e->label++;
     reg p = newreg(e, C_P);
@@ -1863,6 +2064,13 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
             out(e, "@%s bra $body_%d;", R(q), bid);
             label(e, "bdone", bid);
         }
+        else if (ps.npts > 0) {
+            int nu = ps.npts < TC_RED_UNROLL ? ps.npts : TC_RED_UNROLL;
+            acc_sets_init(e, k, ph, accs, acci, nu);
+            emit_persistent_body(&s, en, lr, ph, &ps, accs, acci, nu, ooff,
+                                 used, roff);
+            acc_sets_fold(e, k, ph, accs, acci, nu);
+        }
         else if (k->red_numel > 0) {
             reg r = newreg(e, row.c);
             reg q = newreg(e, C_P);
@@ -1871,20 +2079,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
                      ? TC_RED_UNROLL : 1;
             if (nu > 1) {
                 /* nu points per iteration, one accumulator set each */
-                for (int u = 1; u < nu; u++) {
-                    for (int i = rb[ph]; i < re[ph]; i++) {
-                        const tc_kinst *in = &k->insts[i];
-                        if (in->op != KOP_ACC) {
-                            continue;
-                        }
-                        tc_acc_kind kind = (tc_acc_kind)in->imm.i;
-                        accs[u][i] = newv(e, in->dtype);
-                        acci[u][i] = acc_has_index(kind) ? newreg(e, C_RD)
-                                                         : NOREG;
-                        acc_identity(e, kind, in->dtype, accs[u][i],
-                                     acci[u][i]);
-                    }
-                }
+                acc_sets_init(e, k, ph, accs, acci, nu);
                 reg last = newreg(e, row.c), stepn = newreg(e, row.c);
                 reg lastoff = newreg(e, row.c);
                 out(e, "mul.lo.%s %s, %s, %d;", it, R(lastoff), R(rstride),
@@ -1905,7 +2100,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
                     }
                     s.acc_v = accs[u];
                     s.acc_i = acci[u];
-                    emit_red_point(&s, en, lr, ph, ru, ooff, used, roff);
+                    emit_red_point(&s, en, lr, ph, ru, ooff, used, roff, NULL);
                 }
                 s.acc_v = acc_v;
                 s.acc_i = acc_i;
@@ -1920,23 +2115,13 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
                 (long long)k->red_numel);
             out(e, "@%s bra $bdone_%d;", R(q), bid);
             label(e, "body", bid);
-            emit_red_point(&s, en, lr, ph, r, ooff, used, roff);
+            emit_red_point(&s, en, lr, ph, r, ooff, used, roff, NULL);
             out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(rstride));
             out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(r),
                 (long long)k->red_numel);
             out(e, "@%s bra $body_%d;", R(q), bid);
             label(e, "bdone", bid);
-            /* fold the extra sets into set 0 */
-            for (int u = 1; u < nu; u++) {
-                for (int i = rb[ph]; i < re[ph]; i++) {
-                    const tc_kinst *in = &k->insts[i];
-                    if (in->op == KOP_ACC) {
-                        acc_combine(e, (tc_acc_kind)in->imm.i, in->dtype,
-                                    acc_v[i], acc_i[i], accs[u][i],
-                                    acci[u][i]);
-                    }
-                }
-            }
+            acc_sets_fold(e, k, ph, accs, acci, nu);
         }
         /* combine the accumulators of this phase across the block */
         int off = slot[ph];
@@ -2009,6 +2194,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     out(e, "@%s bra $row_%d;", R(p), id);
     label(e, "rdone", id);
 done:
+    persist_clear(&ps);
     if (accs_ready) {
         for (int u = 1; u < TC_RED_UNROLL; u++) {
             free(accs[u]);
@@ -2198,7 +2384,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             info->block = block;
             info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, block, &smem, RED_ROWS, 1, NULL);
+            emit_reduction(&en, &lo, &lr, block, persist_points(&k, block),
+                           &smem, RED_ROWS, 1, NULL);
             finish_entry(&en, mod);
         }
         else if ((sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t)))
@@ -2221,7 +2408,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             info->grid = (int)(k.numel * nsplit);
             en.scratch = 1;
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, 256, &smem, RED_PARTIAL, nsplit,
+            emit_reduction(&en, &lo, &lr, 256, 0, &smem, RED_PARTIAL, nsplit,
                            sc_off);
             finish_entry(&en, mod);
             int fb = (nsplit + 31) / 32 * 32;
@@ -2233,7 +2420,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             reset_em(&e, sm);
             en.name = info->entry_final;
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, fb, &smem, RED_FINAL, nsplit,
+            emit_reduction(&en, &lo, &lr, fb, 0, &smem, RED_FINAL, nsplit,
                            sc_off);
             finish_entry(&en, mod);
         }

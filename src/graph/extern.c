@@ -6,6 +6,7 @@
  */
 #include "extern.h"
 #include "ops.h"
+#include <stdlib.h>
 
 #include <string.h>
 
@@ -467,4 +468,110 @@ tc_node_is_extern(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
     return n->kind == TC_NODE_OP && tc_ops[n->op].kind == TC_OPK_EXTERN;
+}
+
+/* ---- bias unfusing -------------------------------------------------------
+ *
+ * linear(x, w, b) whose users are all pointwise ops or reductions becomes
+ * linear(x, w) + b.  The add then fuses into the kernel that reads the
+ * product anyway (GELU after c_fc, the residual add after c_proj), and
+ * the product without a bias is a plain GEMM, for which cuBLAS picks
+ * larger tiles than with its bias epilogue: on an H200 the GPT-2 MLP's
+ * 2048x768x3072 product takes 143 us as mm against 169 us as addmm.
+ * Inductor unfuses the same way.  A product that is a graph output or
+ * feeds a view or another extern keeps its bias: nothing would absorb the
+ * add.  float32/float64 only, so that no product is rounded twice. */
+
+static int
+bias_unfusable(const tc_graph *g, int id, const char *users_ok)
+{
+    const tc_node *n = &g->nodes[id];
+    return tc_node_is_extern(g, id) && n->nin == 3 && users_ok[id]
+           && !strcmp(tc_ops[n->op].name, "linear")
+           && (n->dtype == TC_F32 || n->dtype == TC_F64);
+}
+
+/* users_ok[i]: node i has users and each is a pointwise op or reduction. */
+static void
+find_absorbing_users(const tc_graph *g, char *users_ok)
+{
+    char *bad = users_ok + g->nnodes;
+    memset(users_ok, 0, 2 * (size_t)g->nnodes);
+    for (int j = 0; j < g->noutputs; j++) {
+        bad[g->outputs[j]] = 1;
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const tc_node *n = &g->nodes[i];
+        int kind = n->kind == TC_NODE_OP ? (int)tc_ops[n->op].kind : -1;
+        int absorbs = kind == TC_OPK_POINTWISE || kind == TC_OPK_REDUCTION;
+        for (int k = 0; k < n->nin; k++) {
+            users_ok[n->in[k]] = 1;
+            bad[n->in[k]] |= !absorbs;
+        }
+        if (n->view_base >= 0) {
+            bad[n->view_base] = 1;
+        }
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        users_ok[i] &= !bad[i];
+    }
+}
+
+int
+tc_graph_unfuse_bias(tc_graph *g, char *err, size_t errlen)
+{
+    int n = g->nnodes, any = 0;
+    char *users_ok = malloc(2 * (size_t)(n ? n : 1));
+    int *map = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    tc_graph *ng = tc_graph_new();
+    int rc = -1;
+    if (users_ok == NULL || map == NULL || ng == NULL) {
+        tc_set_err(err, errlen, "out of memory");
+        goto done;
+    }
+    find_absorbing_users(g, users_ok);
+    for (int i = 0; i < n; i++) {
+        any |= bias_unfusable(g, i, users_ok);
+    }
+    if (!any) {
+        rc = 0;
+        goto done;
+    }
+    ng->ninputs = g->ninputs;
+    for (int i = 0; i < n; i++) {
+        tc_node nd = g->nodes[i];
+        for (int k = 0; k < nd.nin; k++) {
+            nd.in[k] = map[nd.in[k]];
+        }
+        if (nd.view_base >= 0) {
+            nd.view_base = map[nd.view_base];
+        }
+        int split = bias_unfusable(g, i, users_ok);
+        if (split) {
+            nd.nin = 2;
+        }
+        map[i] = tc_graph_push_node(ng, &nd);
+        if (map[i] >= 0 && split) {
+            int in[2] = {map[i], nd.in[2]};
+            map[i] = tc_graph_op(ng, "add", 2, in, nd.dtype, err, errlen);
+        }
+        if (map[i] < 0) {
+            tc_set_err(err, errlen, "out of memory");
+            goto done;
+        }
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        g->outputs[j] = map[g->outputs[j]];
+    }
+    tc_node *old = g->nodes;
+    g->nodes = ng->nodes;
+    g->nnodes = ng->nnodes;
+    g->cap = ng->cap;
+    ng->nodes = old;
+    rc = 0;
+done:
+    tc_graph_free(ng);
+    free(users_ok);
+    free(map);
+    return rc;
 }

@@ -61,4 +61,10 @@ int tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
 
 int tc_node_is_extern(const tc_graph *g, int id);
 
+/* Rewrites linear(x, w, b) into linear(x, w) + b where the add can fuse
+ * into the kernels of the product's users (see extern.c).  Node ids after
+ * the first rewritten node change; g->outputs is updated.  Returns 0, or
+ * -1 with a message in err. */
+int tc_graph_unfuse_bias(tc_graph *g, char *err, size_t errlen);
+
 #endif
