@@ -612,3 +612,18 @@ MORE_VIEWS = {
 @pytest.mark.parametrize("name", list(MORE_VIEWS))
 def test_more_views(name):
     check(MORE_VIEWS[name], torch.randn(4, 6), torch.randn(4, 6))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
+    """CPU flash attention (float32) returns [B, L, H, E] memory when q is
+    split off a projection; the math path (float64) a contiguous result.
+    The compiled graph gives the same strides, and no copy is needed for
+    the transpose(1, 2).contiguous() that follows."""
+    def f(qkv):
+        B, T, C3 = qkv.shape
+        q, k, v = qkv.split(C3 // 3, dim=2)
+        q, k, v = (t.view(B, T, 4, -1).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
+    check(f, torch.randn(2, 16, 96, dtype=dtype))

@@ -10,9 +10,13 @@
  * (OpenMP, which eager torch uses, spins the same way).  The caller spins
  * as long for the workers to finish before it sleeps.
  */
+#define _GNU_SOURCE 1 /* dl_iterate_phdr, RTLD_NOLOAD */
 #include "threadpool.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <string.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -211,6 +215,71 @@ stop_workers(void)
     pool.stop = 0;
 }
 
+/* ---- torch's OpenMP team --------------------------------------------------
+ *
+ * Eager torch runs its CPU ops (GEMMs above all) on an OpenMP team whose
+ * workers spin for a while after each parallel region before they sleep.
+ * A kernel of ours right after an extern step then had our workers
+ * competing with those spinning threads for the cores: a GPT-2 block on 2
+ * cores took ~25 ms where it took 23 ms with OMP_WAIT_POLICY=passive.  So
+ * when the process has libgomp loaded (torch's own copy, opened RTLD_LOCAL
+ * with libtorch, hence found by walking the loaded objects), parallel
+ * kernels run on that team instead: the same threads, already awake, and
+ * no second set of spinners.  Our pool remains for processes without it
+ * (the C tests) and when TCJIT_OWN_THREADPOOL=1 is set. */
+
+typedef void (*gomp_parallel_fn)(void (*fn)(void *), void *data,
+                                 unsigned nthreads, unsigned flags);
+static gomp_parallel_fn gomp_parallel;
+static pthread_once_t gomp_once = PTHREAD_ONCE_INIT;
+
+static int
+find_gomp(struct dl_phdr_info *info, size_t size, void *unused)
+{
+    (void)size;
+    (void)unused;
+    const char *name = info->dlpi_name;
+    if (name == NULL || strstr(name, "libgomp") == NULL) {
+        return 0;
+    }
+    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) {
+        return 0;
+    }
+    /* the handle stays open: the library was loaded before and stays */
+    gomp_parallel = (gomp_parallel_fn)dlsym(h, "GOMP_parallel");
+    return gomp_parallel != NULL;
+}
+
+static void
+resolve_gomp(void)
+{
+    const char *own = getenv("TCJIT_OWN_THREADPOOL");
+    if (own == NULL || strcmp(own, "1") != 0) {
+        dl_iterate_phdr(find_gomp, NULL);
+    }
+}
+
+static void
+resolve_gomp_none(void)
+{
+}
+
+static void
+gomp_body(void *job)
+{
+    run_chunks(job);
+}
+
+/* Chunks of about a quarter of a thread's share balance the load without
+ * much overhead. */
+static int64_t
+chunk_for(int64_t n, int64_t grain, int nthreads)
+{
+    int64_t chunk = (n + 4 * (int64_t)nthreads - 1) / (4 * (int64_t)nthreads);
+    return chunk < grain ? grain : chunk;
+}
+
 void
 tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
                            void *ctx)
@@ -220,6 +289,19 @@ tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
     }
     if (grain < 1) {
         grain = 1;
+    }
+    pthread_once(&gomp_once, resolve_gomp);
+    if (gomp_parallel != NULL && n > grain) {
+        int nt = tc_threadpool_get_threads();
+        if (nt <= 1) {
+            fn(ctx, 0, n);
+            return;
+        }
+        job_t job = {.fn = fn, .ctx = ctx, .n = n,
+                     .chunk = chunk_for(n, grain, nt)};
+        atomic_store(&job.next, 0);
+        gomp_parallel(gomp_body, &job, (unsigned)nt, 0);
+        return;
     }
     /* A busy pool means a nested or concurrent call: run it here. */
     if (n <= grain || pthread_mutex_trylock(&pool.busy) != 0) {
@@ -232,11 +314,7 @@ tc_threadpool_parallel_for(int64_t n, int64_t grain, tc_task_fn fn,
         fn(ctx, 0, n);
         return;
     }
-    /* About 4 chunks per thread balances load without much overhead. */
-    int64_t chunk = (n + 4 * (nw + 1) - 1) / (4 * (nw + 1));
-    if (chunk < grain) {
-        chunk = grain;
-    }
+    int64_t chunk = chunk_for(n, grain, nw + 1);
     pthread_mutex_lock(&pool.mu);
     pool.job.fn = fn;
     pool.job.ctx = ctx;
@@ -293,10 +371,14 @@ tc_threadpool_shutdown(void)
     pthread_mutex_unlock(&pool.busy);
 }
 
-/* A forked child has no workers: forget them so they restart lazily. */
+/* A forked child has no workers: forget them so they restart lazily.
+ * libgomp's team does not survive a fork either (a region in the child
+ * of a parent that had one hangs), so the child uses our own pool. */
 static void
 after_fork_child(void)
 {
+    gomp_parallel = NULL;
+    pthread_once(&gomp_once, resolve_gomp_none);
     pthread_mutex_init(&pool.mu, NULL);
     pthread_mutex_init(&pool.busy, NULL);
     pthread_cond_init(&pool.wake, NULL);
