@@ -623,7 +623,9 @@ def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
     def f(qkv):
         B, T, C3 = qkv.shape
         q, k, v = qkv.split(C3 // 3, dim=2)
-        q, k, v = (t.view(B, T, 4, -1).transpose(1, 2) for t in (q, k, v))
+        q = q.view(B, T, 4, -1).transpose(1, 2)
+        k = k.view(B, T, 4, -1).transpose(1, 2)
+        v = v.view(B, T, 4, -1).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
     check(f, torch.randn(2, 16, 96, dtype=dtype))
