@@ -614,12 +614,13 @@ def test_more_views(name):
     check(MORE_VIEWS[name], torch.randn(4, 6), torch.randn(4, 6))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.bfloat16])
 def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
-    """CPU flash attention (float32) returns [B, L, H, E] memory when q is
-    split off a projection; the math path (float64) a contiguous result.
-    The compiled graph gives the same strides, and no copy is needed for
-    the transpose(1, 2).contiguous() that follows."""
+    """CPU attention returns [B, L, H, E] memory when q is split off a
+    projection (both the flash and the math path).  The compiled graph
+    gives the same strides, and no copy is needed for the
+    transpose(1, 2).contiguous() that follows."""
     def f(qkv):
         B, T, C3 = qkv.shape
         q, k, v = qkv.split(C3 // 3, dim=2)

@@ -1325,14 +1325,13 @@ call_sdpa(tracer *T, tc_var **p)
     xa[TC_XA_SDPA_CAUSAL] = p[5]->obj == Py_True;
     /* The memory order eager's result has (and the runtime then need not
      * copy): CUDA's kernels write [B, L, H, E], so transpose(1, 2)
-     * .contiguous() after it is free.  On the CPU, float32 and bfloat16
-     * do so when q itself is laid out that way (heads split off a
-     * projection, as in every transformer); otherwise, and for float64 /
-     * float16 (the math fallback), the result is contiguous. */
+     * .contiguous() after it is free.  On the CPU (torch 2.13, every
+     * dtype) the result follows q: [B, L, H, E] when q is laid out that
+     * way (heads split off a projection, as in every transformer),
+     * contiguous otherwise.  A wrong guess costs a copy, not a result. */
     const tc_node *qn = &T->out->graph->nodes[in[0]];
     const int64_t *qs = qn->layout.strides;
-    int cpu_heads_inner = (qn->dtype == TC_F32 || qn->dtype == TC_BF16)
-                          && qn->layout.ndim == 4 && qs[3] == 1
+    int cpu_heads_inner = qn->layout.ndim == 4 && qs[3] == 1
                           && qs[1] < qs[2];
     xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0 || cpu_heads_inner;
     xa[TC_XA_SDPA_HAS_SCALE] = !is_none(p[6]);
