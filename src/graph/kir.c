@@ -830,3 +830,58 @@ tc_kernel_body_value_numbers(const tc_kernel *k, const int *region, int *vn)
         }
     }
 }
+
+/* ---- kernels with the same code ------------------------------------------ */
+
+static int
+same_inst(const tc_kinst *a, const tc_kinst *b)
+{
+    if (a->op != b->op || a->dtype != b->dtype || a->a != b->a
+        || a->b != b->b || a->c != b->c || a->arg != b->arg) {
+        return 0;
+    }
+    return a->op != KOP_CONST
+           || memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
+}
+
+static int
+same_arg(const tc_kernel *ka, const tc_karg *a, const tc_karg *b)
+{
+    int nd = ka->ndim + ka->nred;
+    return a->dtype == b->dtype && a->is_output == b->is_output
+           && a->offset == b->offset
+           && (a->buffer == TC_KARG_INDEX) == (b->buffer == TC_KARG_INDEX)
+           && memcmp(a->strides, b->strides, sizeof(int64_t) * nd) == 0;
+}
+
+int
+tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
+{
+    int nd = a->ndim + a->nred;
+    if (a->ndim != b->ndim || a->nred != b->nred || a->numel != b->numel
+        || a->red_numel != b->red_numel || a->nphases != b->nphases
+        || a->nargs != b->nargs || a->ninsts != b->ninsts
+        || memcmp(a->sizes, b->sizes, sizeof(int64_t) * nd) != 0
+        || memcmp(a->phases, b->phases,
+                  sizeof(tc_kphase) * (size_t)a->nphases) != 0) {
+        return 0;
+    }
+    for (int i = 0; i < a->nargs; i++) {
+        if (!same_arg(a, &a->args[i], &b->args[i])) {
+            return 0;
+        }
+        /* which arguments alias decides restrict, ld.global.nc, reuse */
+        for (int j = 0; j < i; j++) {
+            if ((a->args[i].buffer == a->args[j].buffer)
+                != (b->args[i].buffer == b->args[j].buffer)) {
+                return 0;
+            }
+        }
+    }
+    for (int i = 0; i < a->ninsts; i++) {
+        if (!same_inst(&a->insts[i], &b->insts[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}

@@ -275,6 +275,12 @@ void tc_kernel_regions(const tc_kernel *k, int *region);
 void tc_kernel_body_value_numbers(const tc_kernel *k, const int *region,
                                   int *vn);
 
+/* Do a and b compile to the same code?  Everything but the names, the
+ * descriptions and which plan buffers the arguments are (only which of
+ * them alias one another) must match.  A model traced as one graph has
+ * the same kernels once per layer; emitters compile each once. */
+int tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b);
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 

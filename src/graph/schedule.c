@@ -50,6 +50,9 @@ typedef struct {
     /* persistent across retries */
     char *force_mat; /* materialize this node (a temporary) */
     char *solo;      /* this materialized node gets a group of its own */
+    int mixed;       /* a node that joined a group of another primary
+                        reduction (or of none), -1: isolated (solo) on a
+                        retry when the groups form a cycle */
     int retry_node, retry_solo;
 } sched;
 
@@ -157,6 +160,21 @@ wants_temp(const tc_graph *g, int id, const int64_t *max_consumer)
     return numel < max_consumer[id] && numel * 4 <= max_consumer[id];
 }
 
+static int64_t recompute_reads(const sched *s, int i, const int64_t *reads);
+
+/* Worth a temporary too: a kernel after an extern needs it and would
+ * recompute it from two or more full-size tensors.  Stored once, it is
+ * one read there.  Without this a transformer's residual stream, read
+ * after every block's matmuls, was recomputed in each later block from
+ * all earlier blocks' outputs: kernels with O(depth) operands, O(depth^2)
+ * work for a model traced as one graph. */
+static int
+crosses_externs(const sched *s, int id, const int *maxlvl,
+                const int64_t *reads)
+{
+    return maxlvl[id] > s->level[id] && recompute_reads(s, id, reads) >= 2;
+}
+
 static int
 add_buffer(sched *s, tc_buf_kind kind, int index, tc_dtype dt,
            const tc_layout *layout)
@@ -228,24 +246,76 @@ mark_tensor_bases(const sched *s, char *base_out)
     }
 }
 
+/* maxlvl[i]: the highest level of a kernel node reading node i (through
+ * views), -1 if none. */
+static void
+consumer_levels(const sched *s, int *maxlvl)
+{
+    const tc_graph *g = s->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        maxlvl[i] = -1;
+    }
+    for (int j = 0; j < g->nnodes; j++) {
+        if (!s->live[j] || is_view(g, j)) {
+            continue;
+        }
+        for (int k = 0; k < g->nodes[j].nin; k++) {
+            int t = g->nodes[j].in[k];
+            while (is_view(g, t)) {
+                t = g->nodes[t].in[0];
+            }
+            if (maxlvl[t] < s->level[j]) {
+                maxlvl[t] = s->level[j];
+            }
+        }
+    }
+}
+
+/* Full-size tensor reads that recomputing unstored node i costs: stored
+ * operands (and views) of i's size count one each, unstored ones what
+ * they cost.  Scalars and broadcast operands are free. */
+static int64_t
+recompute_reads(const sched *s, int i, const int64_t *reads)
+{
+    const tc_graph *g = s->g;
+    const tc_node *n = &g->nodes[i];
+    int64_t numel = tc_layout_numel(&n->layout), r = 0;
+    for (int k = 0; k < n->nin; k++) {
+        int x = n->in[k];
+        const tc_node *xn = &g->nodes[x];
+        if (xn->kind == TC_NODE_OP && s->buf_of[x] < 0 && !is_view(g, x)) {
+            r += reads[x];
+        }
+        else if (xn->kind != TC_NODE_SCALAR
+                 && tc_layout_numel(&xn->layout) >= numel) {
+            r += 1;
+        }
+    }
+    return r;
+}
+
 static int
 plan_op_buffers(sched *s)
 {
     const tc_graph *g = s->g;
     int64_t *maxc = calloc(g->nnodes + 1, sizeof(int64_t));
+    int64_t *reads = calloc(g->nnodes + 1, sizeof(int64_t));
+    int *maxlvl = calloc(g->nnodes + 1, sizeof(int));
     char *has_red = calloc(g->nnodes + 1, 1);
     char *base_out = calloc(g->nnodes + 1, 1);
-    if (!maxc || !has_red || !base_out) {
-        free(maxc), free(has_red), free(base_out);
+    if (!maxc || !reads || !maxlvl || !has_red || !base_out) {
+        free(maxc), free(reads), free(maxlvl), free(has_red), free(base_out);
         return oom(s);
     }
     mark_tensor_bases(s, base_out);
+    consumer_levels(s, maxlvl);
     for (int i = 0; i < g->nnodes; i++) {
         const tc_node *n = &g->nodes[i];
         int64_t numel = tc_layout_numel(&n->layout);
         has_red[i] = is_reduction(g, i);
         for (int k = 0; k < n->nin; k++) {
-            has_red[i] |= has_red[n->in[k]];
+            /* an extern's result is stored: no reduction recomputed */
+            has_red[i] |= has_red[n->in[k]] && !tc_node_is_extern(g, i);
             if (s->live[i] && maxc[n->in[k]] < numel) {
                 maxc[n->in[k]] = numel;
             }
@@ -264,17 +334,19 @@ plan_op_buffers(sched *s)
         } else if (s->force_mat[i]) {
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &n->layout);
         } else if (!is_reduction(g, i) && !has_red[i] &&
-                   wants_temp(g, i, maxc)) {
+                   (wants_temp(g, i, maxc) || crosses_externs(s, i, maxlvl,
+                                                               reads))) {
             tc_layout l = n->layout;
             tc_layout_contiguous(&l);
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &l);
         } else {
+            reads[i] = recompute_reads(s, i, reads);
             continue;
         }
         s->buf_of[i] = rc;
         rc = rc < 0 ? -1 : 0;
     }
-    free(maxc), free(has_red), free(base_out);
+    free(maxc), free(reads), free(maxlvl), free(has_red), free(base_out);
     return rc;
 }
 
@@ -374,6 +446,42 @@ member_reduction(sched *s, int i, char *seen)
     return retry(s, r, 0);
 }
 
+/* The shape a group's kernel iterates over: its reduction's input, or
+ * its members' shape. */
+static const tc_layout *
+group_domain(const sched *s, int q)
+{
+    const tc_graph *g = s->g;
+    int rq = s->group_red[q];
+    return rq >= 0 ? &g->nodes[g->nodes[rq].in[0]].layout
+                   : &g->nodes[s->group_rep[q]].layout;
+}
+
+/* Can materialized node i (primary reduction r, or -1) join group q?
+ * Same level, and the same iteration domain: pointwise kernels of one
+ * shape; reduction kernels over the same rows.  A pointwise member whose
+ * shape is a reduction kernel's domain joins it too (its store goes into
+ * the first pass), as does a reduction over a pointwise group's shape:
+ * the residual add before a layer_norm is stored by the layer_norm's
+ * kernel instead of a kernel of its own. */
+static int
+group_accepts(const sched *s, int q, int i, int r)
+{
+    const tc_graph *g = s->g;
+    int rep = s->group_rep[q], rq = s->group_red[q];
+    if (s->solo[rep] || s->group_ext[q] >= 0 || s->level[rep] != s->level[i]) {
+        return 0;
+    }
+    if (rq >= 0 && r >= 0) {
+        return g->nodes[rq].red_mask == g->nodes[r].red_mask
+               && same_sizes(group_domain(s, q),
+                             &g->nodes[g->nodes[r].in[0]].layout);
+    }
+    const tc_layout *mine = r >= 0 ? &g->nodes[g->nodes[r].in[0]].layout
+                                   : &g->nodes[i].layout;
+    return same_sizes(group_domain(s, q), mine);
+}
+
 static int
 make_groups(sched *s)
 {
@@ -398,27 +506,22 @@ make_groups(sched *s)
             free(seen);
             return RETRY;
         }
-        const tc_layout *l = &g->nodes[i].layout;
         int grp = -1;
         for (int q = 0; q < s->ngroups && grp < 0 && !s->solo[i]; q++) {
-            int rep = s->group_rep[q], rq = s->group_red[q];
-            if (s->solo[rep] || s->group_ext[q] >= 0 ||
-                s->level[rep] != s->level[i] ||
-                !same_sizes(&g->nodes[rep].layout, l) || (rq < 0) != (r < 0)) {
-                continue;
-            }
-            if (r >= 0 && (g->nodes[rq].red_mask != g->nodes[r].red_mask ||
-                           !same_sizes(&g->nodes[g->nodes[rq].in[0]].layout,
-                                       &g->nodes[g->nodes[r].in[0]].layout))) {
-                continue;
-            }
-            grp = q;
+            grp = group_accepts(s, q, i, r) ? q : -1;
         }
         if (grp < 0) {
             grp = s->ngroups++;
             s->group_rep[grp] = i;
             s->group_red[grp] = r;
             s->group_ext[grp] = -1;
+        }
+        else if (s->group_red[grp] < 0 && r >= 0) {
+            s->group_red[grp] = r;  /* a pointwise group becomes a reduction */
+        }
+        if (s->group_red[grp] >= 0 && (r < 0 || s->group_red[grp] != r)
+            && s->mixed < 0) {
+            s->mixed = i;   /* isolated first if the groups form a cycle */
         }
         s->group_of[i] = grp;
     }
@@ -483,6 +586,9 @@ order_groups(sched *s)
         s->order[n++] = pick;
     }
     free(deps), free(seen), free(done);
+    if (n < ng && s->mixed >= 0) {
+        return retry(s, s->mixed, 1);
+    }
     return n == ng ? 0 : serr(s, "cyclic kernel dependencies");
 }
 
@@ -1456,6 +1562,7 @@ sched_alloc(sched *s)
     memset(s->buf_of, -1, sizeof(int) * n);
     memset(s->group_of, -1, sizeof(int) * n);
     s->ngroups = 0;
+    s->mixed = -1;
     return 0;
 }
 
@@ -1581,4 +1688,15 @@ error:
     free(s.force_mat);
     free(s.solo);
     return NULL;
+}
+
+int
+tc_plan_first_same_kernel(const tc_plan *plan, int i)
+{
+    for (int j = 0; j < i; j++) {
+        if (tc_kernel_same_code(&plan->kernels[j], &plan->kernels[i])) {
+            return j;
+        }
+    }
+    return i;
 }

@@ -95,4 +95,8 @@ typedef struct {
 tc_plan *tc_schedule(const tc_graph *g, char *err, size_t errlen);
 void tc_plan_free(tc_plan *p);
 
+/* The first kernel of plan with kernel i's code (tc_kernel_same_code):
+ * j < i, or i itself.  Emitters compile that one and share it. */
+int tc_plan_first_same_kernel(const tc_plan *plan, int i);
+
 #endif

@@ -2724,6 +2724,9 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
                      "nest", k->name);
             return -1;
         }
+        if (tc_plan_first_same_kernel(plan, i) != i) {
+            continue;   /* shares that kernel's functions (lookup_kernel) */
+        }
         tc_kernel exact, fast;
         kernel_variants kv;
         int rc = make_variants(k, &exact, &fast, &kv);
@@ -2757,8 +2760,15 @@ gccjit_error(gcc_jit_context *c, const char *what, char *err, size_t errlen)
 
 /* Looks up kernel i's functions in res. */
 static int
-lookup_kernel(gcc_jit_result *res, tc_jit_code *code, int i)
+lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
+              int i)
 {
+    int same = tc_plan_first_same_kernel(plan, i);
+    if (same != i) {
+        code->fns[i] = code->fns[same];
+        code->split[i] = code->split[same];
+        return 0;
+    }
     char name[48];
     snprintf(name, sizeof(name), "tc_k%d", i);
     const tc_loop *l = &code->loops[i];
@@ -2810,7 +2820,7 @@ compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
     }
     for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
         if (kernel_kind(&plan->kernels[i]) == kind
-            && lookup_kernel(res, code, i) < 0) {
+            && lookup_kernel(res, plan, code, i) < 0) {
             snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
                      "compile", i);
             rc = -1;
