@@ -113,24 +113,71 @@ scale_pow2(tbuf *t, int p, int n)
 }
 
 /* ---- exp ----------------------------------------------------------------
- * x = n ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in two parts so n * hi is
- * exact), e^r by a degree-7 Taylor polynomial (error 5e-9), then times 2^n
- * in two steps so that overflow gives inf and underflow rounds once into
- * the denormals.  Clamping first keeps n in range; NaN passes through the
- * NaN-propagating MIN/MAX and the polynomial. */
+ * x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial fitted for
+ * relative error on that interval (3.7e-9, below the degree-7 Taylor
+ * series it replaced; c0 = c1 = 1 so the last two steps are r * p + 1),
+ * then times 2^n.  n comes from the float shifter trick: z = x log2e +
+ * 1.5 * 2^23 rounds x log2e to an integer n that sits in z's low mantissa
+ * bits, so n = z - shifter is exact and bits(z) - bits(shifter) is n as
+ * an int32, without a rint and a conversion.  r = x - n ln2 with ln2 in
+ * two parts, the first short enough that n times it is exact.
+ *
+ * Everything here is counted in vector operations: a softmax spends most
+ * of its time in this code, and every compare + select of a clamp costs
+ * about as much as a polynomial step. */
+#define EXP_SHIFTER 12582912.0           /* 1.5 * 2^23 */
+#define EXP_SHIFTER_BITS 0x4b400000
+
+static const double exp_poly[7] = {
+    1.0, 1.0, 0x1.fffffep-2, 0x1.555492p-3, 0x1.555682p-5, 0x1.1239b2p-7,
+    0x1.6bd8fep-10};
+
+/* e^r for x = n ln2 + r with x already in range; *z gets the shifter sum
+ * (bits(*z) holds n). */
+static int
+exp_reduced(tbuf *t, int x, int *z)
+{
+    *z = add(t, F, mul(t, F, x, kf(t, F, 1.44269504088896341)),
+             kf(t, F, EXP_SHIFTER));
+    int n = sub(t, F, *z, kf(t, F, EXP_SHIFTER));
+    int r = sub(t, F, x, mul(t, F, n, kf(t, F, 0.693145751953125)));
+    r = sub(t, F, r, mul(t, F, n, kf(t, F, 1.428606765330187e-06)));
+    return horner(t, F, r, exp_poly, 7);
+}
+
+/* Any x: |x| is clamped at 104 with its sign kept (one compare instead of
+ * a clamp on each side: n stays in [-150, 150], and e^+-104 already
+ * rounds to inf / 0); NaN fails the compare and passes through.  Then
+ * 2^n in two steps (scale_pow2), so overflow gives inf and underflow
+ * rounds once into the denormals. */
 static int
 emit_exp(tbuf *t, int x)
 {
-    static const double c[8] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24,
-                                1.0 / 120, 1.0 / 720, 1.0 / 5040};
+    int big = cmp(t, KOP_LT, kf(t, F, 104.0), put(t, KOP_ABS, F, x, -1, -1));
+    int sign = put(t, KOP_AND, I, bits(t, I, x), ki(t, I, INT32_MIN), -1);
+    int lim = bits(t, F, put(t, KOP_OR, I, sign, ki(t, I, 0x42d00000), -1));
+    int xc = where(t, F, big, lim, x);
+    int z;
+    int p = exp_reduced(t, xc, &z);
+    int n = sub(t, I, bits(t, I, z), ki(t, I, EXP_SHIFTER_BITS));
+    return scale_pow2(t, p, n);
+}
+
+/* x <= 0 or NaN (softmax's x - max(x)): only the lower clamp, and n in
+ * [-150, 0] needs no sign-dependent split: p * 2^(n + 64) is normal and
+ * exact, and the final * 2^-64 rounds once into the denormals.  The
+ * exponent field comes straight from z's bits ((bits(z) << 23) is n << 23
+ * modulo 2^32: the shifter's low 9 bits are 0).  A NaN x makes p NaN,
+ * and the products keep it whatever the scale bits are. */
+static int
+emit_exp_nonpositive(tbuf *t, int x)
+{
     int xc = put(t, KOP_MAX, F, x, kf(t, F, -104.0), -1);
-    xc = put(t, KOP_MIN, F, xc, kf(t, F, 89.0), -1);
-    int n = put(t, KOP_RINT, F,
-                mul(t, F, xc, kf(t, F, 1.44269504088896341)), -1, -1);
-    int r = sub(t, F, xc, mul(t, F, n, kf(t, F, 0.693145751953125)));
-    r = sub(t, F, r, mul(t, F, n, kf(t, F, 1.428606765330187e-06)));
-    int p = horner(t, F, r, c, 8);
-    return scale_pow2(t, p, conv(t, I, n));
+    int z;
+    int p = exp_reduced(t, xc, &z);
+    int e = put(t, KOP_SHL, I, bits(t, I, z), ki(t, I, 23), -1);
+    int s = bits(t, F, add(t, I, e, ki(t, I, (127 + 64) << 23)));
+    return mul(t, F, mul(t, F, p, s), kf(t, F, 0x1p-64));
 }
 
 /* ---- log ----------------------------------------------------------------
@@ -361,15 +408,23 @@ tc_kernel_decompose_erf(tc_kernel *k, int with_f64)
                              expand_erf, NULL);
 }
 
+/* What the rewrite of one kernel knows: the sin/cos flag (NULL: exact
+ * sin/cos), and which of k's instructions are <= 0 or NaN (NULL: none
+ * known). */
+typedef struct {
+    int *flag;
+    const unsigned char *nonpos;
+} expand_ctx;
+
 static int
-expand(tbuf *t, tc_kop op, int x, int *flag)
+expand(tbuf *t, tc_kop op, int x, int *flag, int nonpos)
 {
     if (flag != NULL && (op == KOP_SIN || op == KOP_COS)) {
         return emit_sincos_fast(t, x, op == KOP_COS, flag);
     }
     switch (op) {
     case KOP_EXP:
-        return emit_exp(t, x);
+        return nonpos ? emit_exp_nonpositive(t, x) : emit_exp(t, x);
     case KOP_LOG:
         return emit_log(t, x);
     case KOP_SIN:
@@ -395,9 +450,71 @@ is_decomposed(const tc_kinst *in)
  * gets the id of a TC_BOOL value, true where the fast result is invalid
  * (-1 when the kernel has no sin/cos). */
 static int
-expand_in_kir(tc_kbuf *t, const tc_kinst *in, const int *map, void *flag)
+expand_in_kir(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
 {
-    return expand(t, in->op, map[in->a], flag);
+    const expand_ctx *c = ctx;
+    int nonpos = c->nonpos != NULL && c->nonpos[in->a];
+    return expand(t, in->op, map[in->a], c->flag, nonpos);
+}
+
+/* Is the float32 value i "v - max(v)" with the max an accumulator of
+ * this kernel over the same v (vn: body value numbers)?  Then it is <= 0
+ * or NaN at every reduction point: softmax's and log_softmax's exp
+ * argument. */
+static int
+is_minus_own_max(const tc_kernel *k, const int *vn, int i)
+{
+    const tc_kinst *in = &k->insts[i];
+    if (in->op != KOP_SUB || in->dtype != TC_F32) {
+        return 0;
+    }
+    const tc_kinst *res = &k->insts[in->b];
+    if (res->op != KOP_ACC_RESULT || res->imm.i != 0) {
+        return 0;
+    }
+    const tc_kinst *acc = &k->insts[res->a];
+    if (acc->imm.i != TC_ACC_MAX || acc->dtype != TC_F32) {
+        return 0;
+    }
+    int updates = 0;
+    for (int u = 0; u < k->ninsts; u++) {
+        const tc_kinst *up = &k->insts[u];
+        if (up->op == KOP_ACC_UPDATE && up->a == res->a) {
+            if (vn[up->b] != vn[in->a]) {
+                return 0;
+            }
+            updates++;
+        }
+    }
+    return updates > 0;
+}
+
+/* nonpos[i] for the instructions of a reduction kernel, or NULL (no
+ * reductions, out of memory, or an output that aliases an input: then
+ * the loads of the max pass and of a later pass may differ). */
+static unsigned char *
+nonpositive_values(const tc_kernel *k)
+{
+    if (k->nphases == 0 || tc_kernel_writes_its_input(k)) {
+        return NULL;
+    }
+    int *region = malloc(sizeof(int) * (size_t)k->ninsts);
+    int *vn = malloc(sizeof(int) * (size_t)k->ninsts);
+    unsigned char *nonpos = calloc((size_t)k->ninsts, 1);
+    if (region != NULL && vn != NULL && nonpos != NULL) {
+        tc_kernel_regions(k, region);
+        tc_kernel_body_value_numbers(k, region, vn);
+        for (int i = 0; i < k->ninsts; i++) {
+            nonpos[i] = is_minus_own_max(k, vn, i);
+        }
+    }
+    else {
+        free(nonpos);
+        nonpos = NULL;
+    }
+    free(region);
+    free(vn);
+    return nonpos;
 }
 
 static int
@@ -410,7 +527,11 @@ decompose(tc_kernel *k, int *flag)
     if (tc_kernel_decompose_erf(k, 0) < 0) {
         return -1;
     }
-    return tc_kernel_rewrite(k, is_decomposed, expand_in_kir, flag);
+    unsigned char *nonpos = nonpositive_values(k);
+    expand_ctx c = {flag, nonpos};
+    int rc = tc_kernel_rewrite(k, is_decomposed, expand_in_kir, &c);
+    free(nonpos);
+    return rc;
 }
 
 int
