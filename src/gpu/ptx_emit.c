@@ -2467,6 +2467,13 @@ tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
     }
     out->nkernels = plan->nkernels;
     for (int i = 0; i < plan->nkernels; i++) {
+        /* a kernel identical to an earlier one launches that one's
+         * entries (a model traced as one graph repeats each layer's) */
+        int same = tc_plan_first_same_kernel(plan, i);
+        if (same != i) {
+            out->kernels[i] = out->kernels[same];
+            continue;
+        }
         if (emit_kernel(&plan->kernels[i], i, sm, sm_count, &mod,
                         &out->kernels[i], err, errlen) < 0) {
             free(mod.s);
