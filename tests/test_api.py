@@ -620,6 +620,65 @@ def test_concurrent_calls_from_python_threads():
     assert counters()["frames_compiled"] == 1
 
 
+def _mlp_with_intermediates(w1, b1, w2, b2):
+    """Temporaries and extern operands: the buffers the CPU arena holds
+    (arena.h); the kernels release the GIL, so threads overlap."""
+    def f(x):
+        h = torch.nn.functional.gelu(x @ w1.t() + b1, approximate="tanh")
+        y = (h * 2) @ w2.t() + b2
+        return x + y, h.sum(-1)
+    return f
+
+
+def test_arena_buffers_under_concurrent_calls():
+    import threading
+    g = torch.Generator().manual_seed(3)
+    w1, b1 = torch.randn(256, 64, generator=g), torch.randn(256, generator=g)
+    w2, b2 = torch.randn(64, 256, generator=g), torch.randn(64, generator=g)
+    f = _mlp_with_intermediates(w1, b1, w2, b2)
+    cf = tcjit.compile(f)
+    inputs = [torch.randn(512, 64, generator=g) for _ in range(4)]
+    expected = [f(x) for x in inputs]
+    errors = []
+
+    def worker(i):
+        try:
+            for _ in range(20):
+                for a, e in zip(cf(inputs[i]), expected[i]):
+                    torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True)
+               for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
+    assert not errors, errors[0]
+
+
+def test_results_do_not_alias_the_arena():
+    """What a call returns is fresh memory: a later call (which reuses the
+    arena's intermediates) leaves earlier results alone."""
+    g = torch.Generator().manual_seed(4)
+    w1, b1 = torch.randn(128, 32, generator=g), torch.randn(128, generator=g)
+    w2, b2 = torch.randn(32, 128, generator=g), torch.randn(32, generator=g)
+    f = _mlp_with_intermediates(w1, b1, w2, b2)
+    cf = tcjit.compile(f)
+    x1, x2 = torch.randn(64, 32, generator=g), torch.randn(64, 32, generator=g)
+    r1 = cf(x1)
+    saved = [t.clone() for t in r1]
+    cf(x2)
+    r3 = cf(x2)
+    for a, b in zip(r1, saved):
+        assert torch.equal(a, b)
+    for a, e in zip(r3, f(x2)):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+    assert r3[0].data_ptr() != r1[0].data_ptr()
+
+
 # ---- backend errors, fork ----------------------------------------------------------------------
 
 def test_backend_compile_error_propagates():

@@ -223,6 +223,47 @@ plan_lifetimes(tc_tensor_alloc *a)
            || by_step(a, a->last_step, &a->dead_at, &a->dead, 1) ? -1 : 0;
 }
 
+/* Bytes of buffer b if it may live in the arena: a TEMP, or a tensor
+ * buffer the call does not return (and with no negative stride), that a
+ * step writes; 0 otherwise. */
+static int64_t
+arena_bytes(const tc_tensor_alloc *a, int b)
+{
+    const tc_buffer *buf = &a->plan->buffers[b];
+    if (a->first_step[b] < 0 || a->last_step[b] == INT_MAX) {
+        return 0;
+    }
+    if (buf->kind == TC_BUF_TEMP) {
+        return (int64_t)a->temp_bytes[b];
+    }
+    if (buf->kind != TC_BUF_OUTPUT) {
+        return 0;
+    }
+    for (int d = 0; d < buf->layout.ndim; d++) {
+        if (buf->layout.strides[d] < 0) {
+            return 0;
+        }
+    }
+    return layout_span(&buf->layout) * (int64_t)elem_size(buf->dtype);
+}
+
+static int
+plan_arena(tc_tensor_alloc *a)
+{
+    int nb = a->plan->nbuffers;
+    int64_t *bytes = malloc(sizeof(int64_t) * (size_t)(nb + 1));
+    if (bytes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int b = 0; b < nb; b++) {
+        bytes[b] = arena_bytes(a, b);
+    }
+    a->arena = tc_arena_plan(a->plan, bytes, a->first_step, a->last_step);
+    free(bytes);
+    return a->arena == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
 int
 tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
                  int temp_tensors, const char *who)
@@ -296,12 +337,19 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
             return -1;
         }
     }
+    a->device = Py_NewRef(device);
+    if (!temp_tensors && plan_arena(a) < 0) {
+        return -1;
+    }
     return prepare_views(a);
 }
 
 void
 tc_alloc_clear(tc_tensor_alloc *a)
 {
+    tc_arena_free(a->arena);
+    a->arena = NULL;
+    Py_CLEAR(a->device);
     if (a->alloc_argv != NULL) {
         for (int i = 0; i < 4 * a->plan->nbuffers; i++) {
             Py_XDECREF(a->alloc_argv[i]);
@@ -365,6 +413,11 @@ alloc_buffer(const tc_tensor_alloc *a, int b, PyObject **objs, void **ptrs)
     if (buf->kind == TC_BUF_INPUT || buf->kind == TC_BUF_EXTERN) {
         return 0;   /* bound, or filled by its extern step */
     }
+    PyObject *kept;
+    if (tc_arena_buffer(a->arena, b, &ptrs[b], &kept)) {
+        objs[b] = Py_XNewRef(kept);
+        return 0;
+    }
     if (buf->kind == TC_BUF_TEMP && !a->temp_tensors) {
         size_t n = (a->temp_bytes[b] + 63) & ~(size_t)63;
         ptrs[b] = aligned_alloc(64, n > 0 ? n : 64);
@@ -384,7 +437,10 @@ alloc_buffer(const tc_tensor_alloc *a, int b, PyObject **objs, void **ptrs)
 static void
 free_buffer(const tc_tensor_alloc *a, int b, PyObject **objs, void **ptrs)
 {
-    if (!a->temp_tensors && a->plan->buffers[b].kind == TC_BUF_TEMP) {
+    void *kept_ptr;
+    PyObject *kept;
+    if (!a->temp_tensors && a->plan->buffers[b].kind == TC_BUF_TEMP
+        && !tc_arena_buffer(a->arena, b, &kept_ptr, &kept)) {
         free(ptrs[b]);
     }
     ptrs[b] = NULL;
@@ -396,6 +452,9 @@ tc_alloc_bind(const tc_tensor_alloc *a, PyObject *const *inputs,
               Py_ssize_t ninputs, PyObject **objs, void **ptrs)
 {
     const tc_plan *p = a->plan;
+    if (tc_arena_acquire(a->arena, a->device) < 0) {
+        return -1;
+    }
     for (int b = 0; b < p->nbuffers; b++) {
         const tc_buffer *buf = &p->buffers[b];
         if (buf->kind != TC_BUF_INPUT) {
@@ -445,6 +504,7 @@ tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs, void **ptrs)
     for (int b = 0; b < a->plan->nbuffers; b++) {
         free_buffer(a, b, objs, ptrs);
     }
+    tc_arena_release(a->arena);
 }
 
 PyObject *

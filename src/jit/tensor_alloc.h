@@ -15,6 +15,7 @@
 
 #include <Python.h>
 #include "../graph/schedule.h"
+#include "arena.h"
 
 typedef struct tc_tensor_alloc {
     const tc_plan *plan;    /* borrowed from the owner of this struct */
@@ -34,6 +35,10 @@ typedef struct tc_tensor_alloc {
      * those it drops after running are dead[dead_at[s] .. dead_at[s + 1]) */
     int *born_at, *born;
     int *dead_at, *dead;
+    /* CPU: call-local buffers at fixed places in one kept allocation
+     * (arena.h); NULL when none qualifies or on a device */
+    tc_arena *arena;
+    PyObject *device;
 } tc_tensor_alloc;
 
 /* Imports the torch pieces (idempotent).  0, or -1 with an exception. */
