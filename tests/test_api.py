@@ -589,9 +589,28 @@ def test_no_leaks_exception_path():
 
 # ---- concurrency ---------------------------------------------------------------------------------
 
-def test_concurrent_calls_from_python_threads():
+def _run_in_threads(work, n):
+    """work(i) in n threads at once; re-raises the first failure."""
     import threading
+    errors = []
 
+    def worker(i):
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True)
+               for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
+    assert not errors, errors[0]
+
+
+def test_concurrent_calls_from_python_threads():
     def f(x, y):
         return (x.sin() * y + 1).relu(), x - y
 
@@ -600,23 +619,12 @@ def test_concurrent_calls_from_python_threads():
     inputs = [(torch.randn(50_000, generator=g), torch.randn(50_000, generator=g))
               for _ in range(4)]
     check_same(cf(*inputs[0]), f(*inputs[0]))     # compile once up front
-    errors = []
 
-    def worker(i):
-        try:
-            for _ in range(30):
-                check_same(cf(*inputs[i]), f(*inputs[i]))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+    def work(i):
+        for _ in range(30):
+            check_same(cf(*inputs[i]), f(*inputs[i]))
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True)
-               for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
-    assert not errors, errors[0]
+    _run_in_threads(work, 4)
     assert counters()["frames_compiled"] == 1
 
 
@@ -631,7 +639,6 @@ def _mlp_with_intermediates(w1, b1, w2, b2):
 
 
 def test_arena_buffers_under_concurrent_calls():
-    import threading
     g = torch.Generator().manual_seed(3)
     w1, b1 = torch.randn(256, 64, generator=g), torch.randn(256, generator=g)
     w2, b2 = torch.randn(64, 256, generator=g), torch.randn(64, generator=g)
@@ -639,24 +646,13 @@ def test_arena_buffers_under_concurrent_calls():
     cf = tcjit.compile(f)
     inputs = [torch.randn(512, 64, generator=g) for _ in range(4)]
     expected = [f(x) for x in inputs]
-    errors = []
 
-    def worker(i):
-        try:
-            for _ in range(20):
-                for a, e in zip(cf(inputs[i]), expected[i]):
-                    torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+    def work(i):
+        for _ in range(20):
+            for a, e in zip(cf(inputs[i]), expected[i]):
+                torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True)
-               for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
-    assert not errors, errors[0]
+    _run_in_threads(work, 4)
 
 
 def test_results_do_not_alias_the_arena():
