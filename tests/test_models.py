@@ -630,3 +630,12 @@ def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
     check(f, torch.randn(2, 16, 96, dtype=dtype))
+
+
+def test_torch_nn_functional_spelled_out_traces():
+    """torch.nn.functional.gelu(...) through torch.nn (a trusted module,
+    like torch and F), not only through an imported F: no break."""
+    def f(x, w):
+        h = torch.nn.functional.gelu(torch.nn.functional.linear(x, w))
+        return torch.nn.functional.softmax(h, dim=-1)
+    check(f, torch.randn(4, 8), torch.randn(16, 8))

@@ -396,13 +396,17 @@ resolve_path(const char *path)
 static int
 init_trusted_modules(void)
 {
+    /* torch.nn too: torch.nn.functional.gelu(x) spelled out in full
+     * reaches F through it */
     PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *nn = PyImport_ImportModule("torch.nn");
     PyObject *F = PyImport_ImportModule("torch.nn.functional");
     PyObject *math = PyImport_ImportModule("math");
-    if (torch && F && math) {
-        trusted_modules = PyTuple_Pack(3, torch, F, math);
+    if (torch && nn && F && math) {
+        trusted_modules = PyTuple_Pack(4, torch, nn, F, math);
     }
     Py_XDECREF(torch);
+    Py_XDECREF(nn);
     Py_XDECREF(F);
     Py_XDECREF(math);
     return trusted_modules ? 0 : -1;
