@@ -7,8 +7,9 @@
 
 For every workload and every implementation:
   per call     median of many warmed-up calls (tiny calls are batched so a
-               sample takes >= 1 ms); on CUDA each sample is timed with CUDA
-               events around the batch
+               sample takes >= 1 ms); the implementations take turns, one
+               sample each per round, so machine noise hits them alike; on
+               CUDA each sample is timed with CUDA events around the batch
   --device cuda  adds the GPU rows of DESIGN.md (16M f32 and bf16 chains,
                softmax, layer_norm, a GPT-2 block) and an eager-only
                device-to-device copy row: the bandwidth reference of the run
@@ -224,53 +225,45 @@ def fresh_function(fn):
                               fn.__defaults__, fn.__closure__)
 
 
-def per_call_seconds_cuda(fn, args, budget):
-    """Like per_call_seconds, timed with CUDA events around each batch (GPU
-    time from the first launch to the end of the last kernel)."""
-    for _ in range(5):
-        fn(*args)
-    torch.cuda.synchronize()
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn(*args)
-    end.record()
-    end.synchronize()
-    one = max(start.elapsed_time(end) * 1e-3, 1e-7)
-    inner = max(1, int(1e-3 / one))
-    samples = []
-    deadline = time.perf_counter() + budget
-    while len(samples) < 10 or (time.perf_counter() < deadline and len(samples) < 1000):
+def _sample(fn, args, sync, inner):
+    """Seconds per call of one batch of inner calls (CUDA: GPU time from the
+    first launch to the end of the last kernel, with CUDA events)."""
+    if sync is torch.cuda.synchronize:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(inner):
             fn(*args)
         end.record()
         end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e-3 / inner)
-    return statistics.median(samples)
-
-
-def per_call_seconds(fn, args, sync, budget):
-    if sync is torch.cuda.synchronize:
-        return per_call_seconds_cuda(fn, args, budget)
-    for _ in range(5):
-        fn(*args)
+        return start.elapsed_time(end) * 1e-3 / inner
     sync()
     t0 = time.perf_counter()
-    fn(*args)
+    for _ in range(inner):
+        fn(*args)
     sync()
-    one = max(time.perf_counter() - t0, 1e-7)
-    inner = max(1, int(1e-3 / one))
-    samples = []
-    deadline = time.perf_counter() + budget
-    while len(samples) < 10 or (time.perf_counter() < deadline and len(samples) < 1000):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(inner):
+    return (time.perf_counter() - t0) / inner
+
+
+def per_call_seconds(fns, args, sync, budget):
+    """Median seconds per call of every implementation in fns (a dict),
+    timed in rounds: each round takes one sample of each, so a slow phase
+    of a noisy machine (the 2-core CI VM drifts by +-10% over seconds)
+    lands on all of them alike instead of on whichever ran then."""
+    inner = {}
+    for name, fn in fns.items():
+        for _ in range(5):
             fn(*args)
-        sync()
-        samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median(samples)
+        one = max(_sample(fn, args, sync, 1), 1e-7)
+        inner[name] = max(1, int(1e-3 / one))
+    samples = {name: [] for name in fns}
+    deadline = time.perf_counter() + budget * len(fns)
+    while (min(len(v) for v in samples.values()) < 10
+           or (time.perf_counter() < deadline
+               and max(len(v) for v in samples.values()) < 1000)):
+        for name, fn in fns.items():
+            samples[name].append(_sample(fn, args, sync, inner[name]))
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def first_call_seconds(fn, args, sync):
@@ -290,32 +283,29 @@ def run_workload(w, device, sync, budget, inductor):
     expected = w["fn"](*args)
     res = {"name": w["name"], "device": device, "bytes": nbytes}
 
-    def record(impl, first, fn):
-        t = per_call_seconds(fn, args, sync, budget)
-        res[impl] = {"per_call_s": t, "first_call_s": first, "gb_per_s": nbytes / t / 1e9}
-
-    record("eager", None, w["fn"])
-    if w.get("reference_only"):
-        return res
-
-    try:
-        tcjit.reset()
-        compiled = tcjit.compile(fresh_function(w["fn"]))
-        first, out = first_call_seconds(compiled, args, sync)
-        torch.testing.assert_close(out, expected, **w.get("tol", TOL))
-        record("tcjit", first, compiled)
-    except Exception as e:  # report, keep benchmarking the rest
-        res["tcjit"] = {"error": f"{type(e).__name__}: {e}"}
-
-    if inductor:
+    impls, firsts = {"eager": w["fn"]}, {"eager": None}
+    if not w.get("reference_only"):
+        try:
+            tcjit.reset()
+            compiled = tcjit.compile(fresh_function(w["fn"]))
+            first, out = first_call_seconds(compiled, args, sync)
+            torch.testing.assert_close(out, expected, **w.get("tol", TOL))
+            impls["tcjit"], firsts["tcjit"] = compiled, first
+        except Exception as e:  # report, keep benchmarking the rest
+            res["tcjit"] = {"error": f"{type(e).__name__}: {e}"}
+    if inductor and not w.get("reference_only"):
         try:
             torch._dynamo.reset()
             compiled = torch.compile(fresh_function(w["fn"]))
             first, out = first_call_seconds(compiled, args, sync)
             torch.testing.assert_close(out, expected, **w.get("tol", TOL))
-            record("torch.compile", first, compiled)
+            impls["torch.compile"], firsts["torch.compile"] = compiled, first
         except Exception as e:
             res["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
+
+    for impl, t in per_call_seconds(impls, args, sync, budget).items():
+        res[impl] = {"per_call_s": t, "first_call_s": firsts[impl],
+                     "gb_per_s": nbytes / t / 1e9}
 
     tc = res.get("tcjit", {}).get("per_call_s")
     for base in ("eager", "torch.compile"):
