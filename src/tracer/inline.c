@@ -1,0 +1,534 @@
+/* inline.c - inlining Python functions and nn.Module calls.
+ *
+ * A call of a Python function is traced into the caller's graph by a
+ * child tracer over the callee's code; a module call inlines its forward,
+ * or maps a torch.nn layer to the functional op it computes.
+ */
+#include "tracer_internal.h"
+
+#include "../guards/nn_module.h"
+
+#define MAX_INLINE_DEPTH 8
+
+/* Bind a call's arguments to the callee's parameters (positional,
+ * keyword, defaults, *args, **kwargs).  fn is NULL for a lambda made in
+ * the traced code (no defaults).  Returns OK or UNSUPPORTED. */
+static int
+bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
+               tc_var **args, int nargs, PyObject *kwnames, tc_var **locals)
+{
+    int nparams = co->co_argcount + co->co_kwonlyargcount;
+    int has_varargs = (co->co_flags & CO_VARARGS) != 0;
+    int has_varkw = (co->co_flags & CO_VARKEYWORDS) != 0;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, npos = nargs - nkw;
+    int nextra = npos > co->co_argcount ? npos - co->co_argcount : 0;
+    if (nextra > 0 && !has_varargs) {
+        return tc_tr_unsupported(T, "too many positional arguments");
+    }
+    for (int i = 0; i < npos - nextra; i++) {
+        locals[i] = args[i];
+    }
+    if (has_varargs) {
+        locals[nparams] = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nextra,
+                                     args + co->co_argcount);
+        if (locals[nparams] == NULL) {
+            return ERROR;
+        }
+    }
+    PyObject *extra_keys = has_varkw ? PyList_New(0) : NULL;
+    tc_var *extra_vals[TC_MAX_CALL_ARGS];
+    int nextra_kw = 0, rc = OK;
+    if (has_varkw && extra_keys == NULL) {
+        return ERROR;
+    }
+    for (int k = 0; rc == OK && k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int found = -1;
+        for (int i = co->co_posonlyargcount; i < nparams; i++) {
+            if (PyUnicode_Compare(PyTuple_GET_ITEM(co->co_localsplusnames, i),
+                                  name) == 0) {
+                found = i;
+            }
+        }
+        if (found < 0 && has_varkw) {
+            rc = PyList_Append(extra_keys, name) < 0 ? ERROR : OK;
+            extra_vals[nextra_kw++] = args[npos + k];
+        }
+        else if (found < 0 || locals[found] != NULL) {
+            rc = tc_tr_unsupported(T, "keyword argument '%U'", name);
+        }
+        else {
+            locals[found] = args[npos + k];
+        }
+    }
+    if (rc == OK && has_varkw) {
+        int slot = nparams + has_varargs;
+        PyObject *keys = PyList_AsTuple(extra_keys);
+        locals[slot] = keys ? tc_var_seq(&T->sh->arena, TC_VAR_DICT,
+                                         nextra_kw, extra_vals) : NULL;
+        if (locals[slot] != NULL) {
+            locals[slot]->obj = Py_NewRef(keys);
+        }
+        Py_XDECREF(keys);
+        rc = locals[slot] ? OK : ERROR;
+    }
+    Py_XDECREF(extra_keys);
+    if (rc != OK) {
+        return rc;
+    }
+    PyObject *defs = fn ? fn->func_defaults : NULL;
+    PyObject *kwdefs = fn ? fn->func_kwdefaults : NULL;
+    Py_ssize_t ndefs = defs ? PyTuple_GET_SIZE(defs) : 0;
+    for (int i = 0; i < nparams; i++) {
+        if (locals[i] != NULL) {
+            continue;
+        }
+        PyObject *d = NULL;
+        if (i < co->co_argcount && i >= co->co_argcount - ndefs) {
+            d = PyTuple_GET_ITEM(defs, i - (co->co_argcount - ndefs));
+        }
+        else if (i >= co->co_argcount && kwdefs != NULL) {
+            d = PyDict_GetItemWithError(
+                kwdefs, PyTuple_GET_ITEM(co->co_localsplusnames, i));
+        }
+        if (d == NULL) {
+            return PyErr_Occurred() ? ERROR
+                 : tc_tr_unsupported(
+                       T, "missing argument '%U'",
+                       PyTuple_GET_ITEM(co->co_localsplusnames, i));
+        }
+        if ((locals[i] = tc_tr_const_var(T, d)) == NULL) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
+/* A callee reads its own module's globals: the caller's, or (a function
+ * of another module) fn.__globals__ through the function's source. */
+static int
+tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
+                   PyFunctionObject *fn, int fn_source)
+{
+    memset(C, 0, sizeof(*C));
+    C->sh = T->sh;
+    C->out = T->out;
+    C->frame = T->frame;
+    C->co = co;
+    C->fn = fn;
+    C->fn_source = fn_source;
+    C->depth = T->depth + 1;
+    C->grad_mode = T->grad_mode;
+    C->nlocals = co->co_nlocalsplus;
+    if (fn == NULL || fn->func_globals == T->globals) {
+        C->globals = T->globals;
+        C->builtins = T->builtins;
+        C->globals_source = T->globals_source;
+        C->global_vars = Py_NewRef(T->global_vars);
+    }
+    else {
+        C->globals = fn->func_globals;
+        C->builtins = fn->func_builtins;
+        C->globals_source = fn->func_globals == T->frame->f_globals
+                            ? -1 : fn_source;
+        C->global_vars = PyDict_New();
+    }
+    C->code_bytes = PyCode_GetCode(co);
+    C->stack_cap = co->co_stacksize + STACK_SLACK;
+    C->locals = PyMem_Calloc(C->nlocals + 1, sizeof(tc_var *));
+    C->written = PyMem_Calloc(C->nlocals + 1, 1);
+    C->stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
+    C->saved_stack = PyMem_Calloc(C->stack_cap, sizeof(tc_var *));
+    if (!C->global_vars || !C->code_bytes || !C->locals || !C->written
+        || !C->stack || !C->saved_stack) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        return ERROR;
+    }
+    C->code = (const tc_codeunit *)PyBytes_AS_STRING(C->code_bytes);
+    C->ncode = (int)(PyBytes_GET_SIZE(C->code_bytes) / 2);
+    return OK;
+}
+
+/* Calls of Python functions are traced into the caller's graph: functions
+ * read from the frame (guarded by identity, so their code, defaults,
+ * globals and closure cells are those traced), and lambdas made by the
+ * traced code itself (callable is DEFERRED).  If the callee cannot be
+ * traced whole, the call is a STEP of the caller (the callee then
+ * compiles on its own when it runs). */
+int
+tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                  PyObject *kwnames)
+{
+    PyFunctionObject *fn = NULL;
+    PyCodeObject *co;
+    if (callable->kind == TC_VAR_DEFERRED) {
+        co = (PyCodeObject *)callable->obj;
+    }
+    else {
+        fn = (PyFunctionObject *)callable->obj;
+        co = (PyCodeObject *)fn->func_code;
+    }
+    const int unsupported_flags = CO_GENERATOR | CO_COROUTINE
+        | CO_ASYNC_GENERATOR;
+    if (T->depth >= MAX_INLINE_DEPTH) {
+        return tc_tr_unsupported(T,
+                                 "call to %U: calls nested deeper than %d are "
+                                 "not inlined", co->co_qualname,
+                                 MAX_INLINE_DEPTH);
+    }
+    if ((co->co_flags & unsupported_flags)) {
+        return tc_tr_unsupported(T,
+                                 "call to %U (not inlined: generators are not "
+                                 "inlined)", co->co_qualname);
+    }
+    /* the code, defaults, globals and cells traced are those of this very
+     * function; a function without a source is a method found on a type
+     * that a TYPE guard already pins (nn.Module.forward) */
+    if (fn != NULL && callable->source >= 0
+        && tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
+        return ERROR;
+    }
+    int fn_source = callable->source;
+    if (fn != NULL && fn_source < 0) {
+        fn_source = tc_source_add(T->out->guards, TC_SRC_CONST, -1, 0,
+                                  (PyObject *)fn);
+        if (fn_source < 0) {
+            return ERROR;
+        }
+    }
+    tracer C;
+    int rc = tracer_init_inline(&C, T, co, fn, fn_source);
+    if (rc == OK) {
+        rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
+    }
+    if (rc == OK) {
+        rc = tc_tr_run(&C);
+    }
+    tc_var *result = C.inline_result;
+    tc_tr_fini(&C);
+    if (rc == DONE && result != NULL) {
+        return tc_tr_push(T, result);
+    }
+    if (rc == UNSUPPORTED) {
+        PyObject *why = Py_NewRef(T->out->reason);
+        int line = T->out->reason_line;
+        rc = tc_tr_unsupported(T, "call to %U (not inlined: %U at %U:%d)",
+                               co->co_qualname, why, co->co_filename, line);
+        Py_DECREF(why);
+    }
+    return rc == DONE ? tc_tr_unsupported(T, "inlining failed") : rc;
+}
+
+/* ---- nn.Module ------------------------------------------------------------ */
+
+/* A function var for a method found on a module's (type-guarded) class. */
+static tc_var *
+class_function(tracer *T, PyObject *fn)
+{
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+    if (v != NULL) {
+        v->obj = Py_NewRef(fn);
+    }
+    return v;
+}
+
+/* mod.name: a parameter, buffer or submodule (a source of its own, read
+ * again on every call), a Python value (specialized if used), or a method
+ * of the module's class. */
+int
+tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
+{
+    PyObject *descr = _PyType_Lookup(Py_TYPE(mod->obj), name);
+    if (method && descr != NULL && PyFunction_Check(descr)) {
+        tc_var *f = class_function(T, descr);
+        return f == NULL || tc_tr_push(T, f) < 0 ? ERROR : tc_tr_push(T, mod);
+    }
+    PyObject *value = tc_nn_getattr(mod->obj, name);
+    if (value == NULL) {
+        return tc_tr_unsupported_from_exception(T, "module attribute");
+    }
+    int rc = OK;
+    int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0, name);
+    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    Py_DECREF(value);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return tc_tr_push(T, v);
+}
+
+/* The var of attribute `name` of module var mod (see nn_module_attr). */
+static tc_var *
+nn_attr_var(tracer *T, tc_var *mod, const char *name, int *rc)
+{
+    PyObject *key = PyUnicode_InternFromString(name);
+    *rc = key ? tc_tr_nn_module_attr(T, mod, key, 0) : ERROR;
+    Py_XDECREF(key);
+    return *rc == OK ? tc_tr_pop(T) : NULL;
+}
+
+/* Call binding `path` with the input and attributes of mod, as the module's
+ * forward does: attrs[i] names an attribute, or is NULL for the input. */
+static int
+nn_call_functional(tracer *T, const char *path, tc_var *mod, tc_var *input,
+                   const char *const *attrs, int n, PyObject *kwnames)
+{
+    const tc_binding *b = tc_binding_by_path(path);
+    tc_var *args[TC_MAX_PARAMS];
+    int rc = OK;
+    if (b == NULL) {
+        return tc_tr_unsupported(T, "%s is not available in this torch", path);
+    }
+    for (int i = 0; i < n; i++) {
+        args[i] = attrs[i] ? nn_attr_var(T, mod, attrs[i], &rc) : input;
+        if (args[i] == NULL) {
+            return rc;
+        }
+    }
+    return tc_tr_call_binding(T, b, args, n, kwnames);
+}
+
+/* nn.Sequential: each submodule in order, unrolled (the count is
+ * guarded). */
+static int
+call_sequential(tracer *T, tc_var *mod, tc_var *x)
+{
+    PyObject *subs = PyObject_GetAttrString(mod->obj, "_modules");
+    if (subs == NULL || !PyDict_Check(subs)) {
+        Py_XDECREF(subs);
+        return tc_tr_unsupported_from_exception(T, "Sequential._modules");
+    }
+    if (tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+        Py_DECREF(subs);
+        return ERROR;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int rc = OK;
+    while (rc == OK && PyDict_Next(subs, &pos, &key, &value)) {
+        rc = tc_tr_nn_module_attr(T, mod, key, 0);
+        tc_var *sub = rc == OK ? tc_tr_pop(T) : NULL;
+        if (sub != NULL && sub->kind != TC_VAR_NN_MODULE) {
+            rc = tc_tr_unsupported(T, "Sequential item %R is not a module",
+                                   key);
+        }
+        rc = rc == OK ? tc_tr_call_nn_module(T, sub, &x, 1, NULL) : rc;
+        x = rc == OK ? tc_tr_pop(T) : NULL;
+    }
+    Py_DECREF(subs);
+    return rc == OK ? tc_tr_push(T, x) : rc;
+}
+
+/* nn.Linear, nn.LayerNorm, ...: their forward is one functional call on
+ * attributes, which bindings.c already traces; spelled out here so that
+ * torch's own modules need no cross-module inlining. */
+static int
+call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
+{
+    static const struct {
+        const char *type, *path;
+        int n;
+        const char *attrs[8];
+    } table[] = {
+        {"Linear", "F.linear", 3, {NULL, "weight", "bias"}},
+        {"LayerNorm", "F.layer_norm", 5,
+         {NULL, "normalized_shape", "weight", "bias", "eps"}},
+        {"RMSNorm", "F.rms_norm", 4,
+         {NULL, "normalized_shape", "weight", "eps"}},
+        {"Embedding", "F.embedding", 4,
+         {NULL, "weight", "padding_idx", "max_norm"}},
+        {"Dropout", "F.dropout", 4, {NULL, "p", "training", "inplace"}},
+        {"ReLU", "F.relu", 2, {NULL, "inplace"}},
+        {"SiLU", "F.silu", 2, {NULL, "inplace"}},
+        {"Tanh", "torch.tanh", 1, {NULL}},
+        {"Sigmoid", "torch.sigmoid", 1, {NULL}},
+        {"Softmax", "F.softmax", 2, {NULL, "dim"}},
+        {"LogSoftmax", "F.log_softmax", 2, {NULL, "dim"}},
+        {"Conv1d", "F.conv1d", 7,
+         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
+        {"Conv2d", "F.conv2d", 7,
+         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
+        {"GroupNorm", "F.group_norm", 5,
+         {NULL, "num_groups", "weight", "bias", "eps"}},
+    };
+    PyTypeObject *tp = Py_TYPE(mod->obj);
+    PyObject *owner = PyDict_GetItemString(tp->tp_dict, "__module__");
+    const char *where = owner && PyUnicode_Check(owner)
+                        ? PyUnicode_AsUTF8(owner) : NULL;
+    *handled = 0;
+    if (where == NULL || strncmp(where, "torch.nn.modules.", 17) != 0) {
+        PyErr_Clear();
+        return OK;  /* a subclass of Linear may override forward */
+    }
+    const char *name = tp->tp_name;
+    *handled = 1;
+    if (strcmp(name, "Identity") == 0) {
+        return tc_tr_push(T, x);
+    }
+    if (strcmp(name, "Sequential") == 0) {
+        return call_sequential(T, mod, x);
+    }
+    if (strcmp(name, "GELU") == 0) {
+        int rc;
+        tc_var *args[2] = {x, nn_attr_var(T, mod, "approximate", &rc)};
+        PyObject *kw = Py_BuildValue("(s)", "approximate");
+        rc = args[1] && kw
+             ? tc_tr_call_binding(T, tc_binding_by_path("F.gelu"), args, 2,
+                                  kw)
+             : (args[1] ? ERROR : rc);
+        Py_XDECREF(kw);
+        return rc;
+    }
+    if (strncmp(name, "Conv", 4) == 0) {
+        int rc;
+        tc_var *mode = nn_attr_var(T, mod, "padding_mode", &rc);
+        if (mode == NULL || tc_tr_reify(T, mode) != OK) {
+            return mode == NULL ? rc : ERROR;
+        }
+        if (mode->kind != TC_VAR_CONST || !PyUnicode_Check(mode->obj)
+            || PyUnicode_CompareWithASCIIString(mode->obj, "zeros") != 0) {
+            return tc_tr_unsupported(T,
+                                     "%s with padding_mode other than 'zeros'",
+                                     name);
+        }
+    }
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (strcmp(name, table[i].type) == 0) {
+            return nn_call_functional(T, table[i].path, mod, x,
+                                      table[i].attrs, table[i].n, NULL);
+        }
+    }
+    *handled = 0;
+    return OK;
+}
+
+/* Without hooks, Module.__call__ is m.forward(*args): torch's own modules
+ * map onto functional calls, other modules inline type(m).forward with
+ * self = m (a module with its own instance "forward" is left to Python). */
+int
+tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
+                     PyObject *kwnames)
+{
+    static PyObject *str_forward;
+    PyObject *m = mod->obj;
+    int hooks = tc_nn_has_hooks(m);
+    if (hooks != 0) {
+        return hooks < 0 ? ERROR
+             : tc_tr_unsupported(T,
+                                 "call of %s, a module with hooks (the hooks "
+                                 "run in Python)", Py_TYPE(m)->tp_name);
+    }
+    if (tc_guard_no_hooks(T->out->guards, mod->source) < 0) {
+        return ERROR;
+    }
+    if (str_forward == NULL
+        && (str_forward = PyUnicode_InternFromString("forward")) == NULL) {
+        return ERROR;
+    }
+    if (nargs == 1 && kwnames == NULL) {
+        int handled, rc = call_torch_module(T, mod, args[0], &handled);
+        if (handled || rc != OK) {
+            return rc;
+        }
+    }
+    PyObject *forward = _PyType_Lookup(Py_TYPE(m), str_forward);
+    PyObject *dict = PyObject_GenericGetDict(m, NULL);
+    PyObject *own = dict ? PyDict_GetItemWithError(dict, str_forward) : NULL;
+    Py_XDECREF(dict);
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
+    if (forward == NULL || !PyFunction_Check(forward) || own != NULL
+        || nargs + 1 > 16) {
+        return tc_tr_unsupported(T, "call of module %s (its forward is not "
+                                 "a plain method)", Py_TYPE(m)->tp_name);
+    }
+    tc_var *f = class_function(T, forward), *full[17];
+    if (f == NULL) {
+        return ERROR;
+    }
+    full[0] = mod;
+    memcpy(full + 1, args, sizeof(tc_var *) * nargs);
+    return tc_tr_inline_call(T, f, full, nargs + 1, kwnames);
+}
+
+/* for m in self.layers: Sequential and ModuleList yield their submodules,
+ * ModuleDict its keys, in _modules order.  The container becomes a tuple
+ * var (its length guarded; each submodule a source of its own). */
+tc_var *
+tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
+{
+    const char *name = Py_TYPE(mod->obj)->tp_name;
+    int keys = strcmp(name, "ModuleDict") == 0;
+    tc_var *items[64];
+    *rc = OK;
+    if (!keys && strcmp(name, "ModuleList") && strcmp(name, "Sequential")) {
+        return NULL;
+    }
+    PyObject *subs = PyObject_GetAttrString(mod->obj, "_modules");
+    if (subs == NULL || !PyDict_Check(subs) || PyDict_GET_SIZE(subs) > 64
+        || tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+        Py_XDECREF(subs);
+        *rc = PyErr_Occurred() ? ERROR
+                               : tc_tr_unsupported(T, "a module container of "
+                                                   "more than 64 items");
+        return NULL;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    int n = 0;
+    while (*rc == OK && PyDict_Next(subs, &pos, &key, &value)) {
+        if (keys) {
+            items[n] = tc_var_const(&T->sh->arena, key, -1);
+            *rc = items[n++] ? OK : ERROR;
+            continue;
+        }
+        *rc = tc_tr_nn_module_attr(T, mod, key, 0);
+        if (*rc == OK) {
+            items[n++] = tc_tr_pop(T);
+        }
+    }
+    Py_DECREF(subs);
+    return *rc == OK ? tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items)
+                     : NULL;
+}
+
+/* seq[i] of nn.Sequential / ModuleList / ModuleDict: the submodule, a
+ * source of its own (getattr(seq, "i") is what their __getitem__ reads). */
+int
+tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx)
+{
+    PyObject *key = NULL;
+    if (idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {
+        Py_ssize_t n = PyObject_Length(mod->obj), i = PyLong_AsSsize_t(idx->obj);
+        if (n < 0) {
+            return tc_tr_unsupported_from_exception(T, "len() of a module");
+        }
+        if (i < -n || i >= n) {
+            return tc_tr_unsupported(T, "module index out of range");
+        }
+        if (tc_guard_length(T->out->guards, mod->source, mod->obj) < 0) {
+            return ERROR;
+        }
+        key = PyUnicode_FromFormat("%zd", i < 0 ? i + n : i);
+    }
+    else if (idx->kind == TC_VAR_CONST && PyUnicode_CheckExact(idx->obj)) {
+        key = Py_NewRef(idx->obj);
+    }
+    else {
+        return tc_tr_unsupported(T, "indexing a module with a %s",
+                                 tc_var_kind_name(idx));
+    }
+    if (key == NULL) {
+        return ERROR;
+    }
+    int rc = tc_tr_nn_module_attr(T, mod, key, 0);
+    Py_DECREF(key);
+    return rc;
+}

@@ -1,0 +1,1406 @@
+/* pysem.c - Python semantics the tracer folds instead of tracing into.
+ *
+ * Unrolled loops and their iterators, grad-mode context managers, dicts
+ * with constant keys, builtins (len, isinstance, range, ...), plain
+ * objects, bound methods, functools.partial, and CALL (tc_tr_op_call).
+ */
+#include "tracer_internal.h"
+
+/* ---- Python semantics: loops, grad-mode contexts, dicts, builtins ------- */
+
+/* Callables the tracer gives their Python meaning instead of tracing
+ * into them; looked up once. */
+static struct {
+    PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
+        *getattr, *hasattr, *partial, *no_grad, *enable_grad,
+        *inference_mode, *set_grad_enabled;
+} K;
+
+static int
+known_init(void)
+{
+    static const struct {
+        const char *module, *name;
+        PyObject **slot;
+    } table[] = {
+        {"builtins", "iter", &K.iter},
+        {"builtins", "enumerate", &K.enumerate},
+        {"builtins", "zip", &K.zip},
+        {"builtins", "reversed", &K.reversed},
+        {"builtins", "range", &K.range},
+        {"builtins", "len", &K.len},
+        {"builtins", "isinstance", &K.isinstance},
+        {"builtins", "getattr", &K.getattr},
+        {"builtins", "hasattr", &K.hasattr},
+        {"functools", "partial", &K.partial},
+        {"torch", "no_grad", &K.no_grad},
+        {"torch", "enable_grad", &K.enable_grad},
+        {"torch", "inference_mode", &K.inference_mode},
+        {"torch", "set_grad_enabled", &K.set_grad_enabled},
+    };
+    if (K.set_grad_enabled != NULL) {
+        return OK;
+    }
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        PyObject *mod = PyImport_ImportModule(table[i].module);
+        PyObject *v = mod ? PyObject_GetAttrString(mod, table[i].name) : NULL;
+        Py_XDECREF(mod);
+        if (v == NULL) {
+            return ERROR;
+        }
+        Py_XSETREF(*table[i].slot, v);  /* kept for the process */
+    }
+    return OK;
+}
+
+/* A callable read from the frame whose meaning the tracer relies on. */
+static int
+guard_callable(tracer *T, tc_var *callable)
+{
+    if (callable->kind == TC_VAR_UNKNOWN && callable->source >= 0) {
+        return tc_guard_id(T->out->guards, callable->source, callable->obj);
+    }
+    return OK;
+}
+
+/* Call callable(*args) with keywords kwnames (a tuple some arena var
+ * owns) through the ordinary CALL path. */
+static int
+call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
+               PyObject *kwnames)
+{
+    if (tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) != OK
+        || tc_tr_push(T, callable) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    for (int i = 0; i < n; i++) {
+        if (tc_tr_push(T, args[i]) != OK) {
+            return UNSUPPORTED;
+        }
+    }
+    T->kwnames = kwnames;
+    return tc_tr_op_call(T, n);
+}
+
+static tc_var *
+new_const(tracer *T, PyObject *value)
+{
+    if (value == NULL) {
+        return NULL;
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, value, -1);
+    Py_DECREF(value);
+    return v;
+}
+
+static int
+push_const(tracer *T, PyObject *value)
+{
+    return value == NULL ? ERROR : tc_tr_push(T, new_const(T, value));
+}
+
+/* ---- sequences known item by item, and iterators of unrolled loops ----
+ *
+ * An iterator is a DEFERRED var: obj is the builtin that makes it (iter,
+ * enumerate, zip, reversed), items its arguments, index how many items it
+ * has yielded.  FOR_ITER computes the next item from the arguments, so a
+ * loop over a range, a tuple or a list (of tensors: graph inputs with
+ * ITEM sources, length guarded) is unrolled into the graph.  If the
+ * segment ends inside the loop, the exit template makes the iterator
+ * afresh and advances it as far (TC_TMPL_ITER). */
+
+static int
+is_iterator(tc_var *v)
+{
+    return v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_ITER;
+}
+
+static Py_ssize_t iter_length(tracer *T, tc_var *it, int *rc);
+static tc_var *iter_item(tracer *T, tc_var *it, Py_ssize_t k);
+
+/* How many items a tuple, list, range, string or unrolled iterator still
+ * yields; -1 if v is none of them (*rc says whether that is an error). */
+static Py_ssize_t
+seq_length(tracer *T, tc_var *v, int *rc)
+{
+    *rc = tc_tr_reify(T, v);
+    if (*rc != OK) {
+        return -1;
+    }
+    v = tc_tr_structseq_items(v) ? tc_tr_structseq_items(v) : v;
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        return v->nitems;
+    }
+    if (is_iterator(v)) {
+        Py_ssize_t n = iter_length(T, v, rc);
+        return n < 0 ? n : n - v->index;
+    }
+    if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
+                                    || PyUnicode_CheckExact(v->obj))) {
+        Py_ssize_t n = PyObject_Length(v->obj);
+        *rc = n < 0 ? ERROR : OK;
+        return n;
+    }
+    return -1;
+}
+
+/* Item k of what seq_length measured. */
+static tc_var *
+seq_item(tracer *T, tc_var *v, Py_ssize_t k)
+{
+    v = tc_tr_structseq_items(v) ? tc_tr_structseq_items(v) : v;
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        return v->items[k];
+    }
+    if (is_iterator(v)) {
+        return iter_item(T, v, v->index + k);
+    }
+    return new_const(T, PySequence_GetItem(v->obj, k));
+}
+
+static tc_var *
+make_iter(tracer *T, PyObject *factory, tc_var **args, int n)
+{
+    tc_var *it = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, n, args);
+    if (it != NULL) {
+        it->node = TC_TMPL_ITER;
+        it->obj = Py_NewRef(factory);
+    }
+    return it;
+}
+
+/* Iterators are mutable objects but vars are values: an iterator is only
+ * advanced in place when nothing else (a local, the stack below it, a
+ * container on it) can see it. */
+static int
+is_aliased(tracer *T, tc_var *v)
+{
+    for (int i = 0; i < T->nlocals; i++) {
+        if (T->locals[i] == v) {
+            return 1;
+        }
+    }
+    for (int i = 0; i < T->sp - 1; i++) {
+        tc_var *s = T->stack[i];
+        if (s == v) {
+            return 1;
+        }
+        for (int j = 0; j < s->nitems; j++) {
+            if (s->items[j] == v) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* iter(), reversed(), enumerate(), zip() of known sequences (reversed
+ * needs a sequence, the others also take an unrolled iterator). */
+
+static int
+call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    int nseq = fn == K.zip ? nargs : 1, rc;
+    if (nargs < 1 || nargs > 16 || (fn != K.zip && fn != K.enumerate
+                                    && nargs != 1)
+        || (fn == K.enumerate && nargs > 2)) {
+        return NOT_HANDLED;
+    }
+    for (int i = 0; i < nseq; i++) {
+        if (args[i]->kind == TC_VAR_NN_MODULE) {
+            tc_var *items = tc_tr_nn_container_items(T, args[i], &rc);
+            if (items == NULL) {
+                return rc != OK ? rc : NOT_HANDLED;
+            }
+            args[i] = items;
+        }
+        if ((is_iterator(args[i])
+             && (fn == K.reversed || is_aliased(T, args[i])))
+            || seq_length(T, args[i], &rc) < 0) {
+            return rc != OK ? rc : NOT_HANDLED;
+        }
+    }
+    if (fn == K.iter && is_iterator(args[0])) {
+        return tc_tr_push(T, args[0]);  /* iter(it) is it */
+    }
+    if (fn == K.enumerate && nargs == 2
+        && (tc_tr_reify(T, args[1]) != OK || args[1]->kind != TC_VAR_CONST
+            || !PyLong_CheckExact(args[1]->obj))) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    return tc_tr_push(T, make_iter(T, fn, args, nargs));
+}
+
+/* How many items an unrolled iterator yields from its start. */
+static Py_ssize_t
+iter_length(tracer *T, tc_var *it, int *rc)
+{
+    Py_ssize_t n = PY_SSIZE_T_MAX;
+    int nseq = it->obj == K.zip ? it->nitems : 1;
+    for (int i = 0; i < nseq; i++) {
+        Py_ssize_t len = seq_length(T, it->items[i], rc);
+        if (len < 0) {
+            return -1;
+        }
+        n = len < n ? len : n;
+    }
+    return n;
+}
+
+/* Item k (counted from the iterator's start) of an unrolled iterator. */
+static tc_var *
+iter_item(tracer *T, tc_var *it, Py_ssize_t k)
+{
+    tc_var *parts[16];
+    int nparts = it->obj == K.zip ? it->nitems : 1;
+    if (it->obj == K.iter) {
+        return seq_item(T, it->items[0], k);
+    }
+    if (it->obj == K.reversed) {
+        int rc;
+        Py_ssize_t n = seq_length(T, it->items[0], &rc);
+        return n < 0 ? NULL : seq_item(T, it->items[0], n - 1 - k);
+    }
+    if (it->obj == K.enumerate) {
+        long long start = it->nitems > 1
+            ? PyLong_AsLongLong(it->items[1]->obj) : 0;
+        if (start == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        parts[0] = new_const(T, PyLong_FromLongLong(start + k));
+        parts[1] = seq_item(T, it->items[0], k);
+        nparts = 2;
+    }
+    else {
+        for (int i = 0; i < nparts; i++) {
+            parts[i] = seq_item(T, it->items[i], k);
+        }
+    }
+    for (int i = 0; i < nparts; i++) {
+        if (parts[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
+}
+
+int
+tc_tr_op_get_iter(tracer *T)
+{
+    tc_var *v = tc_tr_peek(T, 1);
+    int rc;
+    if (v == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (v->kind == TC_VAR_NN_MODULE) {
+        tc_var *items = tc_tr_nn_container_items(T, v, &rc);
+        if (items == NULL) {
+            return rc != OK ? rc
+                            : tc_tr_unsupported(T, "a loop over module %s",
+                                                Py_TYPE(v->obj)->tp_name);
+        }
+        T->stack[T->sp - 1] = v = items;
+    }
+    if (is_iterator(v)) {
+        return is_aliased(T, v)
+            ? tc_tr_unsupported(T,
+                                "a loop over an iterator that is also stored "
+                                "elsewhere")
+            : OK;  /* iter(it) is it */
+    }
+    if (seq_length(T, v, &rc) < 0) {
+        return rc != OK ? rc
+             : tc_tr_unsupported(T, "a loop over a %s (only ranges, tuples, "
+                                 "lists and their enumerate/zip/reversed are "
+                                 "unrolled)", tc_var_kind_name(v));
+    }
+    tc_tr_pop(T);
+    return tc_tr_push(T, make_iter(T, K.iter, &v, 1));
+}
+
+int
+tc_tr_op_for_iter(tracer *T, int oparg, int *next)
+{
+    tc_var *it = tc_tr_peek(T, 1), *item = NULL;
+    int rc;
+    if (it == NULL || !is_iterator(it)) {
+        return tc_tr_unsupported(T, "a for loop over an unknown iterator");
+    }
+    Py_ssize_t n = iter_length(T, it, &rc);
+    if (n < 0) {
+        return rc != OK ? rc : tc_tr_unsupported(T, "malformed iterator");
+    }
+    if (it->index >= n) {
+        tc_tr_pop(T);
+        *next = pyframe_for_iter_exit(oparg, *next);
+        return OK;
+    }
+    if ((item = iter_item(T, it, it->index)) == NULL) {
+        return ERROR;
+    }
+    tc_var *advanced = make_iter(T, it->obj, it->items, it->nitems);
+    if (advanced == NULL) {
+        return ERROR;
+    }
+    advanced->index = it->index + 1;
+    T->stack[T->sp - 1] = advanced;
+    return tc_tr_push(T, item);
+}
+
+/* ---- grad-mode context managers ----
+ *
+ * `with torch.no_grad():` (enable_grad, inference_mode, set_grad_enabled)
+ * changes T->grad_mode for the ops traced inside.  The context manager is
+ * a DEFERRED var (TC_TMPL_CALL: made by calling obj(*items); index = the
+ * mode it sets); BEFORE_WITH leaves on the stack a DEFERRED exit
+ * (TC_TMPL_ENTER; index = the mode to restore), which the normal exit
+ * sequence calls.  A segment that ends inside the block materializes the
+ * context manager, enters it for real and leaves its __exit__ where
+ * CPython expects it, so the rest of the block, its exception path
+ * (WITH_EXCEPT_START) and the exit run in Python exactly as eager. */
+
+static int
+next_opcode(tracer *T)
+{
+    int pc = T->pc;
+    while ((T->code[pc] & 0xff) == EXTENDED_ARG) {
+        pc++;
+    }
+    pc += 1 + tc_inline_caches[T->code[pc] & 0xff];
+    while (pc < T->ncode && (T->code[pc] & 0xff) == EXTENDED_ARG) {
+        pc++;
+    }
+    return pc < T->ncode ? T->code[pc] & 0xff : -1;
+}
+
+static int
+const_truth(tracer *T, tc_var *v)
+{
+    if (tc_tr_reify(T, v) != OK) {
+        return ERROR;
+    }
+    return v->kind == TC_VAR_CONST && PyBool_Check(v->obj)
+           ? v->obj == Py_True : -1;
+}
+
+static int
+is_grad_ctx_object(PyObject *obj)
+{
+    PyObject *tp = (PyObject *)Py_TYPE(obj);
+    return tp == K.no_grad || tp == K.enable_grad || tp == K.inference_mode
+           || tp == K.set_grad_enabled;
+}
+
+/* The grad mode a call makes a context manager for (0/1), -1 if fn is
+ * not one of them, or UNSUPPORTED/ERROR. */
+static int
+grad_ctx_mode(tracer *T, PyObject *fn, tc_var **args, int nargs,
+              PyObject *kwnames)
+{
+    PyObject *inst = NULL;
+    if (PyMethod_Check(fn) && nargs == 0) {
+        /* the factory of a @torch.no_grad()-style decorator: the bound
+         * clone() of such an object */
+        PyObject *name = PyObject_GetAttrString(PyMethod_GET_FUNCTION(fn),
+                                                "__name__");
+        int is_clone = name && PyUnicode_Check(name)
+                       && PyUnicode_CompareWithASCIIString(name, "clone") == 0;
+        Py_XDECREF(name);
+        PyErr_Clear();
+        if (!is_clone) {
+            return -1;
+        }
+        inst = PyMethod_GET_SELF(fn);
+        if (!is_grad_ctx_object(inst)) {
+            return -1;
+        }
+        fn = (PyObject *)Py_TYPE(inst);
+    }
+    if (fn != K.no_grad && fn != K.enable_grad && fn != K.inference_mode
+        && fn != K.set_grad_enabled) {
+        return -1;
+    }
+    if (kwnames != NULL) {
+        return tc_tr_unsupported(T, "%s() with keyword arguments",
+                                 ((PyTypeObject *)fn)->tp_name);
+    }
+    if (fn == K.no_grad || fn == K.enable_grad) {
+        return nargs == 0 ? fn == K.enable_grad
+                          : tc_tr_unsupported(T, "grad mode context with "
+                                              "arguments");
+    }
+    int mode = -1;
+    if (inst != NULL) {
+        PyObject *m = PyObject_GetAttrString(inst, "mode");
+        mode = m == Py_True ? 1 : m == Py_False ? 0 : -1;
+        Py_XDECREF(m);
+        PyErr_Clear();
+    }
+    else if (nargs == 1) {
+        mode = const_truth(T, args[0]);
+        if (mode == ERROR) {
+            return ERROR;
+        }
+    }
+    else if (nargs == 0 && fn == K.inference_mode) {
+        mode = 1;
+    }
+    if (mode < 0) {
+        return tc_tr_unsupported(T, "%s() with a non-constant mode",
+                                 ((PyTypeObject *)fn)->tp_name);
+    }
+    if (fn == K.inference_mode) {
+        /* inference_mode(False) inside inference mode would turn it off:
+         * not traced */
+        return mode ? 0 : tc_tr_unsupported(T, "torch.inference_mode(False)");
+    }
+    if (inst == NULL && next_opcode(T) != BEFORE_WITH) {
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() outside a with "
+                                 "statement (changes global state)");
+    }
+    return mode;
+}
+
+static int
+make_grad_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
+              int mode)
+{
+    if (guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    tc_var *ctx = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, nargs, args);
+    if (ctx == NULL) {
+        return ERROR;
+    }
+    ctx->node = TC_TMPL_CALL;  /* only grad-mode contexts are made so */
+    ctx->obj = Py_NewRef(callable->obj);
+    ctx->index = mode;
+    return tc_tr_push(T, ctx);
+}
+
+int
+tc_tr_op_before_with(tracer *T)
+{
+    tc_var *ctx = tc_tr_peek(T, 1);
+    if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
+        || ctx->node != TC_TMPL_CALL) {
+        return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
+                                 "context managers are traced)",
+                                 ctx ? tc_var_kind_name(ctx) : "?");
+    }
+    tc_var *exit = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &ctx);
+    if (exit == NULL) {
+        return ERROR;
+    }
+    exit->node = TC_TMPL_ENTER;
+    exit->index = T->grad_mode;
+    tc_tr_pop(T);
+    if (tc_tr_push(T, exit) != OK) {
+        return ERROR;
+    }
+    T->grad_mode = ctx->index;
+    return push_const(T, Py_NewRef(Py_None));  /* what __enter__ returns */
+}
+
+/* The normal exit of a with block: exit(None, None, None). */
+static int
+call_with_exit(tracer *T, tc_var *exit, int nargs)
+{
+    if (nargs != 3) {
+        return tc_tr_unsupported(T, "a call of a context manager's __exit__");
+    }
+    T->grad_mode = exit->index;
+    return push_const(T, Py_NewRef(Py_None));
+}
+
+/* ---- dicts with constant keys ---- */
+
+static tc_var *
+make_dict(tracer *T, PyObject *keys, tc_var **values)
+{
+    int n = (int)PyTuple_GET_SIZE(keys);
+    tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT, n, values);
+    if (d != NULL) {
+        d->obj = Py_NewRef(keys);
+    }
+    return d;
+}
+
+/* The keys of a dict literal must be constants and distinct (a repeated
+ * key keeps its first position: not worth tracing). */
+static int
+check_keys(tracer *T, PyObject *keys)
+{
+    PyObject *set = PySet_New(keys);
+    if (set == NULL) {
+        return tc_tr_unsupported_from_exception(T, "dict keys");
+    }
+    int distinct = PySet_GET_SIZE(set) == PyTuple_GET_SIZE(keys);
+    Py_DECREF(set);
+    return distinct ? OK : tc_tr_unsupported(T, "a dict literal with repeated "
+                                             "keys");
+}
+
+int
+tc_tr_op_build_map(tracer *T, int n, int const_keys)
+{
+    int depth = const_keys ? n + 1 : 2 * n;
+    if (T->sp < depth) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    tc_var **base = &T->stack[T->sp - depth];
+    tc_var *values[TC_MAX_CALL_ARGS];
+    if (n > TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "a dict literal of %d items", n);
+    }
+    PyObject *keys = PyTuple_New(n);
+    if (keys == NULL) {
+        return ERROR;
+    }
+    tc_var *kv = const_keys ? base[n] : NULL;
+    int rc = kv && (kv->kind != TC_VAR_TUPLE || kv->nitems != n)
+             ? tc_tr_unsupported(T, "malformed BUILD_CONST_KEY_MAP") : OK;
+    for (int i = 0; rc == OK && i < n; i++) {
+        tc_var *k = const_keys ? kv->items[i] : base[2 * i];
+        values[i] = const_keys ? base[i] : base[2 * i + 1];
+        rc = tc_tr_reify(T, k);
+        if (rc == OK && k->kind != TC_VAR_CONST) {
+            rc = tc_tr_unsupported(T, "a dict with a key of type %s",
+                                   tc_var_kind_name(k));
+        }
+        if (rc == OK) {
+            PyTuple_SET_ITEM(keys, i, Py_NewRef(k->obj));
+        }
+    }
+    if (rc == OK) {
+        rc = check_keys(T, keys);
+    }
+    if (rc == OK) {
+        T->sp -= depth;
+        rc = tc_tr_push(T, make_dict(T, keys, values));
+    }
+    Py_DECREF(keys);
+    return rc;
+}
+
+/* DICT_MERGE (f(**a, **b): repeated keys are an error) and DICT_UPDATE
+ * ({**a, **b}: later keys win). */
+int
+tc_tr_op_dict_merge(tracer *T, int oparg, int merge)
+{
+    tc_var *other = tc_tr_peek(T, 1), *d = tc_tr_peek(T, oparg + 1);
+    if (other == NULL || d == NULL || other->kind != TC_VAR_DICT
+        || d->kind != TC_VAR_DICT) {
+        return tc_tr_unsupported(T, "merging a dict that is not a literal or "
+                                 "**kwargs");
+    }
+    if (d->nitems + other->nitems > TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    tc_var *values[TC_MAX_CALL_ARGS];
+    PyObject *keys = PyList_New(0);
+    if (keys == NULL) {
+        return ERROR;
+    }
+    int n = 0, rc = OK;
+    for (int i = 0; rc == OK && i < d->nitems + other->nitems; i++) {
+        int mine = i < d->nitems;
+        PyObject *k = PyTuple_GET_ITEM(mine ? d->obj : other->obj,
+                                       mine ? i : i - d->nitems);
+        tc_var *v = mine ? d->items[i] : other->items[i - d->nitems];
+        int at = (int)PySequence_Index(keys, k);
+        if (at < 0) {
+            PyErr_Clear();
+            rc = PyList_Append(keys, k) < 0 ? ERROR : OK;
+            values[n++] = v;
+        }
+        else if (merge) {
+            rc = tc_tr_unsupported(T,
+                                   "got multiple values for keyword argument "
+                                   "%R", k);
+        }
+        else {
+            values[at] = v;
+        }
+    }
+    PyObject *kt = rc == OK ? PyList_AsTuple(keys) : NULL;
+    Py_DECREF(keys);
+    if (rc != OK || kt == NULL) {
+        return rc != OK ? rc : ERROR;
+    }
+    tc_var *merged = make_dict(T, kt, values);
+    Py_DECREF(kt);
+    if (merged == NULL) {
+        return ERROR;
+    }
+    tc_tr_pop(T);
+    T->stack[T->sp - oparg] = merged;
+    return OK;
+}
+
+/* d[key] and d.get(key, default) with a constant key. */
+int
+tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    if (tc_tr_reify(T, key) != OK) {
+        return ERROR;
+    }
+    if (key->kind != TC_VAR_CONST) {
+        return tc_tr_unsupported(T,
+                                 "a dict subscript with a non-constant key");
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(d->obj, i),
+                                          key->obj, Py_EQ);
+        if (eq < 0) {
+            return tc_tr_unsupported_from_exception(T, "dict lookup");
+        }
+        if (eq) {
+            return tc_tr_push(T, d->items[i]);
+        }
+    }
+    if (dflt != NULL) {
+        return tc_tr_push(T, dflt);
+    }
+    return tc_tr_unsupported(T, "KeyError: %R", key->obj);
+}
+
+/* f(*args, **kwargs): the call with its arguments spread out. */
+int
+tc_tr_op_call_ex(tracer *T, int oparg)
+{
+    tc_var *kw = (oparg & 1) ? tc_tr_pop(T) : NULL, *a = tc_tr_pop(T),
+           *f = tc_tr_pop(T);
+    tc_var *null = tc_tr_pop(T);
+    if (null == NULL || a == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (tc_tr_reify(T, a) != OK) {
+        return ERROR;
+    }
+    /* f(*x.max(1)) */
+    a = tc_tr_structseq_items(a) ? tc_tr_structseq_items(a) : a;
+    if (null->kind != TC_VAR_NULL
+        || (a->kind != TC_VAR_TUPLE && a->kind != TC_VAR_LIST)
+        || (kw != NULL && kw->kind != TC_VAR_DICT)) {
+        return tc_tr_unsupported(T, "a call with *args or **kwargs of unknown "
+                                 "length");
+    }
+    int n = a->nitems + (kw ? kw->nitems : 0);
+    tc_var *args[TC_MAX_CALL_ARGS];
+    if (n > 16) {
+        return tc_tr_unsupported(T, "call with %d arguments", n);
+    }
+    memcpy(args, a->items, a->nitems * sizeof(tc_var *));
+    for (int i = 0; kw && i < kw->nitems; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kw->obj, i))) {
+            return tc_tr_unsupported(T, "keywords must be strings");
+        }
+        args[a->nitems + i] = kw->items[i];
+    }
+    /* the dict var owns its keys tuple for the whole trace */
+    return call_with_args(T, f, args, n,
+                          kw && kw->nitems ? kw->obj : NULL);
+}
+
+int
+tc_tr_op_list_to_tuple(tracer *T)
+{
+    tc_var *l = tc_tr_pop(T);
+    if (l == NULL || tc_tr_reify(T, l) != OK) {
+        return l ? ERROR : tc_tr_unsupported(T, "malformed stack");
+    }
+    if (l->kind != TC_VAR_LIST && l->kind != TC_VAR_TUPLE) {
+        return tc_tr_unsupported(T, "tuple() of a %s", tc_var_kind_name(l));
+    }
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, l->nitems,
+                                    l->items));
+}
+
+int
+tc_tr_all_const(tc_var **args, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (args[i]->kind != TC_VAR_CONST) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Builtins (functions and int/float/bool) and math functions that are
+ * pure on Python scalars. */
+static int
+is_pure_builtin(PyObject *fn)
+{
+    static const char *const pure[] = {"abs", "min", "max", "round", "len",
+                                       "pow", NULL};
+    if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
+        || fn == (PyObject *)&PyBool_Type) {
+        return 1;
+    }
+    if (!PyCFunction_Check(fn)) {
+        return 0;
+    }
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    PyObject *mod = ((PyCFunctionObject *)fn)->m_module;
+    if (mod != NULL && PyUnicode_Check(mod)
+        && PyUnicode_CompareWithASCIIString(mod, "math") == 0) {
+        return 1;   /* math.sqrt(head_dim), math.log(2): pure on numbers */
+    }
+    if (mod == NULL || !PyUnicode_Check(mod)
+        || PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
+        return 0;
+    }
+    int ok = 0;
+    for (int i = 0; pure[i]; i++) {
+        ok |= strcmp(pure[i], name) == 0;
+    }
+    return ok;
+}
+
+/* Builtins that are pure on Python scalars: fold them. */
+static int
+fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
+                  PyObject *kwnames)
+{
+    if (!is_pure_builtin(fn) || kwnames != NULL || n > 4) {
+        return UNSUPPORTED;
+    }
+    const char *name = PyType_Check(fn) ? ((PyTypeObject *)fn)->tp_name
+                                        : ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    if (tc_tr_reify_all(T, args, n) != OK) {
+        return ERROR;
+    }
+    if (!tc_tr_all_const(args, n)) {
+        return UNSUPPORTED;
+    }
+    PyObject *argv[4];
+    for (int i = 0; i < n; i++) {
+        argv[i] = args[i]->obj;
+    }
+    PyObject *r = PyObject_Vectorcall(fn, argv, n, NULL);
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, name);
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
+    Py_DECREF(r);
+    return tc_tr_push(T, v);
+}
+
+static PyObject *
+callable_name(PyObject *fn)
+{
+    PyObject *name = PyObject_GetAttrString(fn, "__qualname__");
+    if (name == NULL) {
+        PyErr_Clear();
+        name = PyObject_Repr(fn);
+    }
+    return name;
+}
+
+/* ---- builtins folded on what the tracer knows ---- */
+
+/* The exact type of v's value, guarding it where it came from the frame;
+ * NULL if unknown (borrowed). */
+static PyObject *
+known_type(tracer *T, tc_var *v)
+{
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+        /* TENSOR_MATCH guards an input's exact type (Tensor or
+         * Parameter); computed tensors are Tensors */
+        for (int i = 0; v->source >= 0 && i < T->out->guards->nguards; i++) {
+            tc_guard *g = &T->out->guards->guards[i];
+            if (g->kind == TC_GUARD_TENSOR_MATCH && g->source == v->source) {
+                return g->tensor.type;
+            }
+        }
+        return tc_tensor_type;
+    case TC_VAR_TUPLE:
+        return (PyObject *)&PyTuple_Type;
+    case TC_VAR_LIST:
+        return (PyObject *)&PyList_Type;
+    case TC_VAR_DICT:
+        return (PyObject *)&PyDict_Type;
+    case TC_VAR_LAZY:
+    case TC_VAR_UNKNOWN:
+        if (v->source >= 0
+            && tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            return NULL;
+        }
+        return (PyObject *)Py_TYPE(v->obj);
+    case TC_VAR_CONST:
+    case TC_VAR_OBJECT:
+        return (PyObject *)Py_TYPE(v->obj);
+    default:
+        return NULL;
+    }
+}
+
+/* The classinfo argument of isinstance: a class or a tuple of them. */
+static PyObject *
+classinfo_of(tracer *T, tc_var *v)
+{
+    if (v->kind == TC_VAR_TUPLE) {
+        PyObject *t = PyTuple_New(v->nitems);
+        for (int i = 0; t && i < v->nitems; i++) {
+            PyObject *c = classinfo_of(T, v->items[i]);
+            if (c == NULL) {
+                Py_CLEAR(t);
+                break;
+            }
+            PyTuple_SET_ITEM(t, i, c);
+        }
+        return t;
+    }
+    if ((v->kind != TC_VAR_CONST && v->kind != TC_VAR_OBJECT
+         && v->kind != TC_VAR_UNKNOWN) || !PyType_Check(v->obj)) {
+        return NULL;
+    }
+    if (guard_callable(T, v) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(v->obj);
+}
+
+static int
+call_isinstance(tracer *T, tc_var **args, int nargs)
+{
+    if (nargs != 2) {
+        return NOT_HANDLED;
+    }
+    PyObject *type = known_type(T, args[0]);
+    PyObject *cls = type ? classinfo_of(T, args[1]) : NULL;
+    if (cls == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    /* constants answer for themselves (__class__ may differ from type) */
+    int r = args[0]->kind == TC_VAR_CONST || args[0]->kind == TC_VAR_OBJECT
+        ? PyObject_IsInstance(args[0]->obj, cls)
+        : PyObject_IsSubclass(type, cls);
+    Py_DECREF(cls);
+    if (r < 0) {
+        return tc_tr_unsupported_from_exception(T, "isinstance");
+    }
+    return push_const(T, PyBool_FromLong(r));
+}
+
+/* len() of a tensor is its first size; of a sequence from the frame, its
+ * guarded length (the items need not be read). */
+static int
+call_len(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *x = nargs == 1 ? args[0] : NULL;
+    Py_ssize_t n = -1;
+    if (x == NULL) {
+        return NOT_HANDLED;
+    }
+    if (x->kind == TC_VAR_TENSOR) {
+        const tc_layout *l = &tc_tr_tensor_node(T, x)->layout;
+        if (l->ndim == 0) {
+            return tc_tr_unsupported(T, "len() of a 0-d tensor");
+        }
+        return push_const(T, PyLong_FromLongLong(l->sizes[0]));
+    }
+    if (x->kind == TC_VAR_LAZY
+        && (PyTuple_CheckExact(x->obj) || PyList_CheckExact(x->obj))) {
+        if (tc_guard_length(T->out->guards, x->source, x->obj) < 0) {
+            return ERROR;
+        }
+        n = PyObject_Length(x->obj);
+    }
+    else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
+             || x->kind == TC_VAR_DICT) {
+        n = x->nitems;
+    }
+    else {
+        return NOT_HANDLED;  /* constants fold with the other builtins */
+    }
+    return push_const(T, PyLong_FromSsize_t(n));
+}
+
+static PyObject *
+const_str(tracer *T, tc_var *v)
+{
+    if (tc_tr_reify(T, v) != OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return v->kind == TC_VAR_CONST && PyUnicode_CheckExact(v->obj) ? v->obj
+                                                                   : NULL;
+}
+
+/* getattr(x, "name") is the attribute load x.name; with a default, a
+ * missing attribute is left to eager. */
+static int
+call_getattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return NOT_HANDLED;
+    }
+    if (tc_tr_push(T, args[0]) != OK) {
+        return UNSUPPORTED;
+    }
+    return tc_tr_op_load_attr(T, name, 0);
+}
+
+static int is_plain_object(PyObject *obj);
+
+/* hasattr(x, "name"): true through the type (a method, a class attribute)
+ * when the type is guarded; constants answer for themselves. */
+static int
+call_hasattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
+    tc_var *x = nargs == 2 ? args[0] : NULL;
+    if (name == NULL || tc_tr_reify(T, x) != OK) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT) {
+        PyObject *a = PyObject_GetAttr(x->obj, name);
+        if (a == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return tc_tr_unsupported_from_exception(T, "hasattr");
+        }
+        PyErr_Clear();
+        Py_XDECREF(a);
+        return push_const(T, PyBool_FromLong(a != NULL));
+    }
+    int plain = x->kind == TC_VAR_TENSOR
+                || (x->kind == TC_VAR_UNKNOWN && x->source >= 0
+                    && is_plain_object(x->obj));
+    PyObject *type = plain ? known_type(T, x) : NULL;
+    if (type == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (_PyType_Lookup((PyTypeObject *)type, name) == NULL) {
+        return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute)",
+                                 ((PyTypeObject *)type)->tp_name, name);
+    }
+    return push_const(T, Py_NewRef(Py_True));
+}
+
+static int
+call_range(tracer *T, tc_var **args, int nargs)
+{
+    if (nargs < 1 || nargs > 3) {
+        return NOT_HANDLED;
+    }
+    PyObject *t = PyTuple_New(nargs);
+    for (int i = 0; t && i < nargs; i++) {
+        if (tc_tr_reify(T, args[i]) != OK) {
+            Py_CLEAR(t);
+            break;
+        }
+        if (args[i]->kind != TC_VAR_CONST) {
+            Py_DECREF(t);
+            return tc_tr_unsupported(T, "range() of a %s",
+                                     tc_var_kind_name(args[i]));
+        }
+        PyTuple_SET_ITEM(t, i, Py_NewRef(args[i]->obj));
+    }
+    if (t == NULL) {
+        return ERROR;
+    }
+    PyObject *r = PyObject_Call(K.range, t, NULL);
+    Py_DECREF(t);
+    return tc_tr_push_folded(T, r, "range");
+}
+
+static int
+call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
+                       int nargs, PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    int rc = NOT_HANDLED;
+    if (kwnames != NULL) {
+        return NOT_HANDLED;
+    }
+    if (is_pure_builtin(fn) && nargs <= 4) {
+        /* on constants, before torch's overloads of abs, min, ... */
+        if (tc_tr_reify_all(T, args, nargs) != OK) {
+            return ERROR;
+        }
+        if (tc_tr_all_const(args, nargs)) {
+            rc = fold_builtin_call(T, fn, args, nargs, kwnames);
+        }
+    }
+    if (rc != NOT_HANDLED) {
+        /* folded */
+    }
+    else if (fn == K.iter || fn == K.reversed || fn == K.enumerate
+        || fn == K.zip) {
+        rc = call_iter_builtin(T, fn, args, nargs);
+    }
+    else if (fn == K.range) {
+        rc = call_range(T, args, nargs);
+    }
+    else if (fn == K.len) {
+        rc = call_len(T, args, nargs);
+    }
+    else if (fn == K.isinstance) {
+        rc = call_isinstance(T, args, nargs);
+    }
+    else if (fn == K.getattr) {
+        rc = call_getattr(T, args, nargs);
+    }
+    else if (fn == K.hasattr) {
+        rc = call_hasattr(T, args, nargs);
+    }
+    if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    return rc;
+}
+
+/* ---- plain Python objects, bound methods, functools.partial ---- */
+
+/* An instance of a user class without __getattr__/__getattribute__:
+ * reading its attributes runs no code (properties aside), so they are
+ * guarded values like locals. */
+static int
+is_plain_object(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
+           && tp->tp_getattro == PyObject_GenericGetAttr
+           && !PyType_Check(obj) && !PyModule_Check(obj)
+           && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
+}
+
+int
+tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
+{
+    if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
+        || !is_plain_object(owner->obj)) {
+        return NOT_HANDLED;
+    }
+    PyTypeObject *tp = Py_TYPE(owner->obj);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != NULL && PyFunction_Check(descr) && method) {
+        return NOT_HANDLED;  /* a method: inlined at the call */
+    }
+    if (descr != NULL && !PyFunction_Check(descr)
+        && Py_TYPE(descr)->tp_descr_get != NULL
+        && Py_TYPE(descr) != &PyMemberDescr_Type) {
+        return tc_tr_unsupported(T, "attribute '%U' of %s is a %s (runs code)",
+                                 name, tp->tp_name, Py_TYPE(descr)->tp_name);
+    }
+    if (tc_guard_type(T->out->guards, owner->source, owner->obj) < 0) {
+        return ERROR;
+    }
+    PyObject *value = PyObject_GetAttr(owner->obj, name);
+    if (value == NULL) {
+        return tc_tr_unsupported_from_exception(T, "attribute");
+    }
+    int rc, src = tc_source_add(T->out->guards, TC_SRC_ATTR, owner->source,
+                                0, name);
+    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    Py_DECREF(value);
+    if (v == NULL) {
+        return src < 0 ? ERROR : rc;
+    }
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return tc_tr_push(T, v);
+}
+
+/* Inline `func(self, *args)`, func read from source fsrc. */
+static int
+inline_method(tracer *T, PyObject *func, int fsrc, tc_var *self,
+              tc_var **args, int nargs, PyObject *kwnames)
+{
+    tc_var *all[TC_MAX_CALL_ARGS];
+    if (nargs + 1 > TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "call with %d arguments", nargs);
+    }
+    tc_var *f = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, fsrc);
+    if (f == NULL) {
+        return ERROR;
+    }
+    f->obj = Py_NewRef(func);
+    all[0] = self;
+    memcpy(all + 1, args, nargs * sizeof(tc_var *));
+    return tc_tr_inline_call(T, f, all, nargs + 1, kwnames);
+}
+
+/* obj.method(...) on a plain object: type(obj).method inlined with
+ * self = obj.  The guard is on obj.method.__func__, the function Python
+ * itself would call (an instance attribute shadowing it fails it). */
+static int
+call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
+            PyObject *kwnames)
+{
+    tc_var *self = m->items[0];
+    if (self->kind == TC_VAR_DICT
+        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0
+        && kwnames == NULL && (nargs == 1 || nargs == 2)) {
+        return tc_tr_dict_lookup(T, self, args[0],
+                                 nargs == 2 ? args[1] : NULL);
+    }
+    if (self->kind != TC_VAR_UNKNOWN || self->source < 0
+        || !is_plain_object(self->obj)) {
+        return NOT_HANDLED;
+    }
+    PyObject *bound = PyObject_GetAttr(self->obj, m->obj);
+    if (bound == NULL) {
+        return tc_tr_unsupported_from_exception(T, "method");
+    }
+    int rc = NOT_HANDLED;
+    if (PyMethod_Check(bound) && PyMethod_GET_SELF(bound) == self->obj
+        && PyFunction_Check(PyMethod_GET_FUNCTION(bound))) {
+        int msrc = tc_source_add(T->out->guards, TC_SRC_ATTR, self->source,
+                                 0, m->obj);
+        PyObject *fname = PyUnicode_FromString("__func__");
+        int fsrc = msrc < 0 || fname == NULL ? -1
+            : tc_source_add(T->out->guards, TC_SRC_ATTR, msrc, 0, fname);
+        Py_XDECREF(fname);
+        rc = fsrc < 0 ? ERROR
+           : inline_method(T, PyMethod_GET_FUNCTION(bound), fsrc, self, args,
+                           nargs, kwnames);
+    }
+    Py_DECREF(bound);
+    return rc;
+}
+
+static int
+attr_source(tracer *T, int parent, const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    int src = n ? tc_source_add(T->out->guards, TC_SRC_ATTR, parent, 0, n)
+                : -1;
+    Py_XDECREF(n);
+    return src;
+}
+
+/* A bound method read from the frame (m = obj.method; m(x)). */
+static int
+call_bound_method(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                  PyObject *kwnames)
+{
+    PyObject *m = callable->obj;
+    if (!PyFunction_Check(PyMethod_GET_FUNCTION(m))) {
+        return NOT_HANDLED;
+    }
+    int ssrc = attr_source(T, callable->source, "__self__");
+    int fsrc = attr_source(T, callable->source, "__func__");
+    int rc;
+    tc_var *self = ssrc < 0 || fsrc < 0 ? NULL
+        : tc_tr_wrap_value(T, PyMethod_GET_SELF(m), ssrc, &rc);
+    if (self == NULL) {
+        return ssrc < 0 || fsrc < 0 ? ERROR : rc;
+    }
+    return inline_method(T, PyMethod_GET_FUNCTION(m), fsrc, self, args,
+                         nargs, kwnames);
+}
+
+/* functools.partial(func, *pargs, **pkw)(*args, **kw): guarded by
+ * identity (its func, args and keywords are read-only), then called as
+ * func(*pargs, *args, **{**pkw, **kw}). */
+static int
+call_partial(tracer *T, tc_var *callable, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    PyObject *p = callable->obj;
+    PyObject *func = PyObject_GetAttrString(p, "func");
+    PyObject *pargs = PyObject_GetAttrString(p, "args");
+    PyObject *pkw = PyObject_GetAttrString(p, "keywords");
+    tc_var *all[TC_MAX_CALL_ARGS], *f = NULL;
+    PyObject *names = NULL, *keys = NULL;
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0, n = 0, rc = OK;
+    if (!func || !pargs || !pkw || !PyTuple_Check(pargs)
+        || !PyDict_Check(pkw)) {
+        rc = PyErr_Occurred() ? ERROR : NOT_HANDLED;
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(pargs) + PyDict_GET_SIZE(pkw) + nargs
+        > TC_MAX_CALL_ARGS) {
+        rc = tc_tr_unsupported(T, "a partial with too many arguments");
+        goto done;
+    }
+    if (tc_guard_id(T->out->guards, callable->source, p) < 0) {
+        rc = ERROR;
+        goto done;
+    }
+    int fsrc = attr_source(T, callable->source, "func");
+    int asrc = attr_source(T, callable->source, "args");
+    int ksrc = attr_source(T, callable->source, "keywords");
+    if (fsrc < 0 || asrc < 0 || ksrc < 0
+        || (f = tc_tr_wrap_value(T, func, fsrc, &rc)) == NULL) {
+        rc = rc != OK ? rc : ERROR;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs); i++) {
+        int src = tc_source_add(T->out->guards, TC_SRC_ITEM, asrc, i, NULL);
+        all[n] = src < 0 ? NULL
+               : tc_tr_wrap_value(T, PyTuple_GET_ITEM(pargs, i), src, &rc);
+        if (all[n++] == NULL) {
+            rc = rc != OK ? rc : ERROR;
+            goto done;
+        }
+    }
+    for (int i = 0; i < nargs - nkw; i++) {
+        all[n++] = args[i];
+    }
+    /* keywords: the partial's, unless the call gives them too */
+    names = PyList_New(0);
+    if (names == NULL) {
+        rc = ERROR;
+        goto done;
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(pkw, &pos, &k, &v)) {
+        int overridden = 0;
+        for (int i = 0; i < nkw; i++) {
+            overridden |= PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i),
+                                            k) == 0;
+        }
+        if (overridden) {
+            continue;
+        }
+        int src = tc_source_add(T->out->guards, TC_SRC_DICT_ITEM, ksrc, 0, k);
+        all[n] = src < 0 ? NULL : tc_tr_wrap_value(T, v, src, &rc);
+        if (all[n++] == NULL || PyList_Append(names, k) < 0) {
+            rc = rc != OK ? rc : ERROR;
+            goto done;
+        }
+    }
+    for (int i = 0; i < nkw; i++) {
+        all[n++] = args[nargs - nkw + i];
+        if (PyList_Append(names, PyTuple_GET_ITEM(kwnames, i)) < 0) {
+            rc = ERROR;
+            goto done;
+        }
+    }
+    keys = PyList_AsTuple(names);
+    /* an arena var keeps the keyword names alive for the trace */
+    if (keys == NULL || tc_var_const(&T->sh->arena, keys, -1) == NULL) {
+        rc = ERROR;
+        goto done;
+    }
+    if (n > 16) {
+        rc = tc_tr_unsupported(T, "call with %d arguments", n);
+        goto done;
+    }
+    rc = call_with_args(T, f, all, n,
+                        PyTuple_GET_SIZE(keys) ? keys : NULL);
+done:
+    Py_XDECREF(func);
+    Py_XDECREF(pargs);
+    Py_XDECREF(pkw);
+    Py_XDECREF(names);
+    Py_XDECREF(keys);
+    return rc;
+}
+
+/* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
+ * lets op_call go on with torch bindings and inlining. */
+static int
+call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
+                      int nargs, PyObject *kwnames)
+{
+    if (known_init() < 0) {
+        return ERROR;
+    }
+    if (callable->kind == TC_VAR_DEFERRED) {
+        if (callable->node == TC_TMPL_ENTER) {
+            return call_with_exit(T, callable, nargs);
+        }
+        if (callable->node == TC_TMPL_FUNCTION) {
+            return tc_tr_inline_call(T, callable, args, nargs, kwnames);
+        }
+        return NOT_HANDLED;
+    }
+    if (callable->kind == TC_VAR_METHOD) {
+        return call_method(T, callable, args, nargs, kwnames);
+    }
+    if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_UNKNOWN
+        && callable->kind != TC_VAR_CONST) {
+        return NOT_HANDLED;
+    }
+    PyObject *fn = callable->obj;
+    int mode = grad_ctx_mode(T, fn, args, nargs, kwnames);
+    if (mode != -1) {
+        return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
+                                               mode);
+    }
+    if (PyMethod_Check(fn) && is_grad_ctx_object(PyMethod_GET_SELF(fn))) {
+        /* __exit__ of a with block entered before this segment: it
+         * changes the real grad mode, so Python must run it */
+        return tc_tr_unsupported(T, "the end of a with block that an earlier "
+                                 "segment entered");
+    }
+    if (PyMethod_Check(fn) && callable->source >= 0) {
+        return call_bound_method(T, callable, args, nargs, kwnames);
+    }
+    if (Py_TYPE(fn) == (PyTypeObject *)K.partial && callable->source >= 0) {
+        return call_partial(T, callable, args, nargs, kwnames);
+    }
+    return call_builtin_semantics(T, callable, args, nargs, kwnames);
+}
+
+int
+tc_tr_op_call(tracer *T, int argc)
+{
+    PyObject *kwnames = T->kwnames;
+    T->kwnames = NULL;
+    if (T->sp < argc + 2) {
+        return tc_tr_unsupported(T, "malformed call stack");
+    }
+    tc_var **argv = &T->stack[T->sp - argc];
+    tc_var *x = tc_tr_peek(T, argc + 1), *y = tc_tr_peek(T, argc + 2);
+    tc_var *callable = x;
+    int nargs = argc;
+    if (y->kind != TC_VAR_NULL) {
+        callable = y;     /* method call: x is self */
+        argv--;
+        nargs++;
+    }
+    tc_var *args[16];
+    if (nargs > 16) {
+        return tc_tr_unsupported(T, "call with %d arguments", nargs);
+    }
+    memcpy(args, argv, nargs * sizeof(tc_var *));
+    T->sp -= argc + 2;
+    int rc = call_python_semantics(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    if (callable->kind == TC_VAR_METHOD) {
+        tc_var *self = callable->items[0];
+        return tc_tr_unsupported(T, "call to %s.%U (not a traceable torch op)",
+                                 self->kind == TC_VAR_LAZY && self->obj
+                               ? Py_TYPE(self->obj)->tp_name
+                               : tc_var_kind_name(self), callable->obj);
+    }
+    if (callable->kind == TC_VAR_NN_MODULE) {
+        return tc_tr_call_nn_module(T, callable, args, nargs, kwnames);
+    }
+    if (callable->kind != TC_VAR_OBJECT && callable->kind != TC_VAR_CONST
+        && callable->kind != TC_VAR_UNKNOWN) {
+        return tc_tr_unsupported(T, "call of a %s value", tc_var_kind_name(callable));
+    }
+    PyObject *fn = callable->obj;
+    const tc_binding *b = tc_binding_find(fn);
+    if (b != NULL) {
+        return tc_tr_call_binding(T, b, args, nargs, kwnames);
+    }
+    if (PyFunction_Check(fn)) {
+        return tc_tr_inline_call(T, callable, args, nargs, kwnames);
+    }
+    rc = fold_builtin_call(T, fn, args, nargs, kwnames);
+    if (rc != UNSUPPORTED || T->out->reason != NULL) {
+        return rc;
+    }
+    PyObject *name = callable_name(fn);
+    if (name == NULL) {
+        return ERROR;
+    }
+    rc = tc_tr_unsupported(T, "call to %U (not a traceable torch op)", name);
+    Py_DECREF(name);
+    return rc;
+}

@@ -1,0 +1,148 @@
+/* tracer_internal.h - what the files of the tracer share (private).
+ *
+ * The tracer is one symbolic interpreter split by job: tracer.c has the
+ * stack, loads and stores, control flow, exits and the opcode dispatch;
+ * the other files hold the opcode families it dispatches to.  Only what
+ * more than one file uses is declared here; the rest stays static.
+ */
+#ifndef TCJIT_TRACER_INTERNAL_H
+#define TCJIT_TRACER_INTERNAL_H
+
+#include "tracer.h"
+
+#include "bindings.h"
+#include "vars.h"
+
+#define OK 0
+#define ERROR (-1)
+#define UNSUPPORTED (-2)
+#define DONE 1  /* the segment ended (return or exit) */
+#define NOT_HANDLED 2  /* a special case does not apply: go on as usual */
+
+/* Room on the symbolic stack beyond co_stacksize: calls rewritten by the
+ * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
+#define STACK_SLACK 40
+
+/* Most arguments of one call the tracer handles. */
+#define TC_MAX_CALL_ARGS 32
+
+/* What an inlined callee's tracer shares with its caller's. */
+typedef struct {
+    tc_var_arena arena;
+    int *inputs;              /* graph input i -> guard source id */
+    int ninputs, inputs_cap;
+    int touched_tensor;       /* a tensor was read from the frame */
+    int device_fixed;         /* a creation op chose out->device */
+    int force_eager;          /* correctness needs the whole frame eager */
+    unsigned char *grad;      /* by graph node: requires grad (inputs that
+                                 do, and what grad mode computed from them) */
+    int grad_cap;
+    int grad_synced;          /* nodes whose grad flag is computed */
+} trace_shared;
+
+typedef struct {
+    tc_iframe *frame;
+    PyCodeObject *co;
+    const tc_codeunit *code;  /* deoptimized code units */
+    int ncode;
+    PyObject *code_bytes;     /* owns code */
+    PyObject *closure;        /* borrowed: func.__closure__ or NULL */
+    int nlocals;              /* co_nlocalsplus */
+    tc_var **locals;          /* NULL = not read yet */
+    tc_var **stack;
+    int sp, stack_cap;
+    PyObject *kwnames;        /* pending KW_NAMES (borrowed from co_consts) */
+    PyObject *global_vars;    /* {name: index into arena} */
+    PyObject *globals;        /* borrowed: the globals LOAD_GLOBAL reads */
+    PyObject *builtins;       /* borrowed */
+    int globals_source;       /* -1: the frame's globals (G['x']); else the
+                                 source of the inlined function whose
+                                 __globals__ they are */
+    PyFunctionObject *fn;     /* borrowed: the inlined function, if any */
+    int fn_source;            /* its source (closure cells), or -1 */
+    trace_shared *sh;
+    tc_trace *out;
+    int pc;                   /* current instruction */
+    int grad_mode;
+    int start_pc;
+    int depth;                /* inlined calls between here and the frame */
+    tc_var *inline_result;    /* an inlined callee's return value */
+    char *written;            /* locals stored to by this segment */
+    tc_var **saved_stack;     /* the stack before the current instruction */
+    int *outs, nouts;         /* graph outputs the exit templates use */
+    tc_var **memo;            /* containers given a memo slot, by slot */
+    int nmemo, memo_cap;
+} tracer;
+
+/* tracer.c: errors, stack, values wrapped, graph nodes, run */
+
+int tc_tr_unsupported(tracer *T, const char *fmt, ...);
+int tc_tr_unsupported_from_exception(tracer *T, const char *what);
+int tc_tr_push(tracer *T, tc_var *v);
+tc_var *tc_tr_pop(tracer *T);
+tc_var *tc_tr_peek(tracer *T, int n);
+int tc_tr_is_python_scalar(PyObject *v);
+tc_var *tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc);
+int tc_tr_reify(tracer *T, tc_var *v);
+int tc_tr_reify_all(tracer *T, tc_var **vs, int n);
+tc_var *tc_tr_const_var(tracer *T, PyObject *value);
+int tc_tr_operand_node(tracer *T, tc_var *v, int *rc);
+int tc_tr_emit_op(tracer *T, const char *op, int n, tc_var **args,
+                  tc_dtype attr);
+const tc_node *tc_tr_tensor_node(tracer *T, tc_var *v);
+int tc_tr_run(tracer *T);
+void tc_tr_fini(tracer *T);
+
+/* torchcalls.c: torch functions and Tensor methods */
+
+PyObject *tc_tr_size_object(const tc_layout *l);
+int tc_tr_push_node(tracer *T, int node, const char *what, const char *err);
+int tc_tr_is_none(tc_var *v);
+int tc_tr_push_extern(tracer *T, const char *op, int n, const int *in,
+                      const int64_t *xattr, double xfattr);
+tc_var *tc_tr_structseq_items(tc_var *v);
+int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
+                       int nargs, PyObject *kwnames);
+
+/* inline.c: inlined Python functions, nn.Module */
+
+int tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                      PyObject *kwnames);
+int tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method);
+int tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
+                         PyObject *kwnames);
+tc_var *tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc);
+int tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx);
+
+/* pysem.c: Python semantics, CALL */
+
+int tc_tr_op_get_iter(tracer *T);
+int tc_tr_op_for_iter(tracer *T, int oparg, int *next);
+int tc_tr_op_before_with(tracer *T);
+int tc_tr_op_build_map(tracer *T, int n, int const_keys);
+int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
+int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
+int tc_tr_op_call_ex(tracer *T, int oparg);
+int tc_tr_op_list_to_tuple(tracer *T);
+int tc_tr_all_const(tc_var **args, int n);
+int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
+int tc_tr_op_call(tracer *T, int argc);
+
+/* valueops.c: attributes, operators, sequences, subscripts, f-strings */
+
+int tc_tr_op_load_attr(tracer *T, PyObject *name, int method);
+int tc_tr_push_folded(tracer *T, PyObject *r, const char *what);
+int tc_tr_op_binary(tracer *T, int nb);
+int tc_tr_op_compare(tracer *T, int cmp);
+int tc_tr_op_unary(tracer *T, int opcode);
+int tc_tr_op_build(tracer *T, tc_var_kind kind, int n);
+int tc_tr_op_unpack(tracer *T, int n);
+int tc_tr_op_list_extend(tracer *T);
+int tc_tr_op_subscr(tracer *T);
+int tc_tr_op_build_slice(tracer *T, int n);
+int tc_tr_op_binary_slice(tracer *T);
+int tc_tr_op_make_function(tracer *T, int oparg);
+int tc_tr_op_format_value(tracer *T, int oparg);
+int tc_tr_op_build_string(tracer *T, int n);
+
+#endif

@@ -1,0 +1,705 @@
+/* valueops.c - opcodes that read and build values.
+ *
+ * Attributes (tensor, module and object), operators folded or made graph
+ * nodes, sequences, subscripts (tensor indexing and slicing), functions
+ * made in the traced code, and f-strings.
+ */
+#include "tracer_internal.h"
+
+/* ---- attributes ------------------------------------------------------------ */
+
+/* x.T (all dims reversed; torch deprecates it beyond 2-d but allows it)
+ * and x.mT (the last two swapped). */
+static int
+tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
+{
+    const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
+    int64_t dims[TC_MAX_DIMS];
+    char err[256] = "";
+    int node;
+    if (PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+        node = tc_graph_transpose(T->out->graph, self->node, -2, -1, err,
+                                  sizeof(err));
+    }
+    else {
+        for (int d = 0; d < l->ndim; d++) {
+            dims[d] = l->ndim - 1 - d;
+        }
+        node = tc_graph_permute(T->out->graph, self->node, l->ndim, dims, err,
+                                sizeof(err));
+    }
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return node == self->node ? tc_tr_push(T, self)
+                              : tc_tr_push_node(T, node, "T", err);
+}
+
+static int
+tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
+{
+    PyObject *descr = _PyType_Lookup((PyTypeObject *)tc_tensor_type, name);
+    const tc_binding *b = descr ? tc_binding_find(descr) : NULL;
+    if (method && b != NULL) {
+        tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->obj = Py_NewRef(descr);
+        return tc_tr_push(T, d) ? ERROR : tc_tr_push(T, self);
+    }
+    if (method && descr != NULL) {
+        /* A method we cannot trace: keep it symbolic so that the break
+         * happens once, at the call, not at the attribute load too. */
+        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &self);
+        if (m == NULL) {
+            return ERROR;
+        }
+        m->obj = Py_NewRef(name);
+        return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1))
+               ? ERROR : tc_tr_push(T, m);
+    }
+    const tc_node *n = tc_tr_tensor_node(T, self);
+    PyObject *r = NULL;
+    if (PyUnicode_CompareWithASCIIString(name, "dtype") == 0) {
+        r = Py_NewRef(tc_dtype_to_torch(n->dtype));
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "ndim") == 0) {
+        r = PyLong_FromLong(n->layout.ndim);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "shape") == 0) {
+        r = tc_tr_size_object(&n->layout);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "device") == 0) {
+        /* every tensor of a graph is on the (guarded) device of its inputs */
+        r = T->out->device < 0
+            ? PyObject_CallMethod(tc_torch_module, "device", "s", "cpu")
+            : PyObject_CallMethod(tc_torch_module, "device", "si", "cuda",
+                                  T->out->device);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "is_cuda") == 0) {
+        r = PyBool_FromLong(T->out->device >= 0);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "T") == 0
+             || PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+        return tensor_transpose_attr(T, self, name, method);
+    }
+    else {
+        return tc_tr_unsupported(T, "Tensor.%U", name);
+    }
+    if (r == NULL) {
+        return ERROR;
+    }
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        Py_DECREF(r);
+        return ERROR;
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
+    Py_DECREF(r);
+    return tc_tr_push(T, v);
+}
+
+/* Attribute of a module: torch's own modules are trusted (like Dynamo, we
+ * do not guard torch.sin); other modules' attributes are guarded values. */
+static int
+module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
+{
+    PyObject *value = PyObject_GetAttr(mod->obj, name);
+    if (value == NULL) {
+        return tc_tr_unsupported_from_exception(T, "module attribute");
+    }
+    int rc = OK;
+    tc_var *v;
+    if (tc_is_trusted_module(mod->obj)) {
+        v = tc_tr_const_var(T, value);
+        if (v && v->kind == TC_VAR_CONST && !tc_tr_is_python_scalar(value)) {
+            v->kind = TC_VAR_OBJECT;
+        }
+        if (v == NULL) {
+            rc = ERROR;
+        }
+    }
+    else {
+        int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0,
+                                name);
+        v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+        if (src < 0) {
+            rc = ERROR;
+        }
+    }
+    Py_DECREF(value);
+    if (v == NULL) {
+        return rc;
+    }
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return tc_tr_push(T, v);
+}
+
+int
+tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
+{
+    tc_var *owner = tc_tr_pop(T);
+    if (owner == NULL) {
+        return tc_tr_unsupported(T, "malformed attribute load");
+    }
+    if (owner->kind == TC_VAR_TENSOR) {
+        return tensor_attr(T, owner, name, method);
+    }
+    if (owner->kind == TC_VAR_NN_MODULE) {
+        return tc_tr_nn_module_attr(T, owner, name, method);
+    }
+    if (!method && tc_tr_structseq_items(owner) != NULL
+        && (PyUnicode_CompareWithASCIIString(name, "values") == 0
+            || PyUnicode_CompareWithASCIIString(name, "indices") == 0)) {
+        return tc_tr_push(T, tc_tr_structseq_items(owner)->items[
+            PyUnicode_CompareWithASCIIString(name, "indices") == 0]);
+    }
+    if (!method && owner->kind == TC_VAR_CONST
+        && (tc_dtype_from_torch(owner->obj) >= 0
+            || strcmp(Py_TYPE(owner->obj)->tp_name, "torch.device") == 0)) {
+        /* x.device.type, x.dtype.is_floating_point: immutable values */
+        return tc_tr_push_folded(T, PyObject_GetAttr(owner->obj, name),
+                                 "attribute");
+    }
+    if (owner->kind == TC_VAR_OBJECT && PyModule_Check(owner->obj)
+        && owner->source >= 0) {
+        return module_attr(T, owner, name, method);
+    }
+    if (owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj)) {
+        return module_attr(T, owner, name, method);
+    }
+    int rc = tc_tr_object_attr(T, owner, name, method);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    if (method && owner->kind != TC_VAR_NULL) {
+        /* list.append(...), obj.method(...): one break, at the call */
+        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
+        if (m == NULL) {
+            return ERROR;
+        }
+        m->obj = Py_NewRef(name);
+        return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1))
+               ? ERROR : tc_tr_push(T, m);
+    }
+    return tc_tr_unsupported(T, "attribute '%U' of a %s", name,
+                             tc_var_kind_name(owner));
+}
+
+/* ---- operators -------------------------------------------------------------- */
+
+static const char *
+binary_op_name(int nb)
+{
+    switch (nb) {
+    case NB_ADD: return "add";
+    case NB_SUBTRACT: return "sub";
+    case NB_MULTIPLY: return "mul";
+    case NB_TRUE_DIVIDE: return "div";
+    case NB_POWER: return "pow";
+    case NB_AND: return "bitwise_and";
+    case NB_OR: return "bitwise_or";
+    case NB_XOR: return "bitwise_xor";
+    default: return NULL;
+    }
+}
+
+static PyObject *
+fold_binary(int nb, PyObject *a, PyObject *b)
+{
+    switch (nb % NB_INPLACE_ADD) {
+    case NB_ADD: return PyNumber_Add(a, b);
+    case NB_SUBTRACT: return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY: return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER: return PyNumber_Remainder(a, b);
+    case NB_POWER: return PyNumber_Power(a, b, Py_None);
+    case NB_AND: return PyNumber_And(a, b);
+    case NB_OR: return PyNumber_Or(a, b);
+    case NB_XOR: return PyNumber_Xor(a, b);
+    case NB_LSHIFT: return PyNumber_Lshift(a, b);
+    case NB_RSHIFT: return PyNumber_Rshift(a, b);
+    default:
+        PyErr_SetString(PyExc_TypeError, "unsupported operator");
+        return NULL;
+    }
+}
+
+int
+tc_tr_push_folded(tracer *T, PyObject *r, const char *what)
+{
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, what);
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
+    Py_DECREF(r);
+    return tc_tr_push(T, v);
+}
+
+int
+tc_tr_op_binary(tracer *T, int nb)
+{
+    tc_var *b = tc_tr_pop(T), *a = tc_tr_pop(T);
+    if (a == NULL || b == NULL) {
+        return tc_tr_unsupported(T, "malformed binary op");
+    }
+    if (tc_tr_reify(T, a) != OK || tc_tr_reify(T, b) != OK) {
+        return ERROR;
+    }
+    if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
+        return tc_tr_push_folded(T, fold_binary(nb, a->obj, b->obj),
+                                 "operator");
+    }
+    if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "operator on %s and %s",
+                                 tc_var_kind_name(a), tc_var_kind_name(b));
+    }
+    if (nb >= NB_INPLACE_ADD) {
+        return tc_tr_unsupported(T,
+                                 "in-place operator on a tensor (mutation is "
+                                 "not traced yet)");
+    }
+    if (nb == NB_MATRIX_MULTIPLY && a->kind == TC_VAR_TENSOR
+        && b->kind == TC_VAR_TENSOR) {
+        int in[2] = {a->node, b->node};
+        return tc_tr_push_extern(T, "matmul", 2, in, NULL, 0);
+    }
+    const char *op = binary_op_name(nb);
+    if (op == NULL) {
+        return tc_tr_unsupported(T, "tensor operator #%d (matmul, floor "
+                                 "division, remainder and shifts are not "
+                                 "supported yet)", nb);
+    }
+    tc_var *args[2] = {a, b};
+    return tc_tr_emit_op(T, op, 2, args, TC_F32);
+}
+
+int
+tc_tr_op_compare(tracer *T, int cmp)
+{
+    static const char *const names[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+    tc_var *b = tc_tr_pop(T), *a = tc_tr_pop(T);
+    if (a == NULL || b == NULL || cmp < 0 || cmp > 5) {
+        return tc_tr_unsupported(T, "malformed comparison");
+    }
+    if (tc_tr_reify(T, a) != OK || tc_tr_reify(T, b) != OK) {
+        return ERROR;
+    }
+    if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
+        return tc_tr_push_folded(T, PyObject_RichCompare(a->obj, b->obj, cmp),
+                                 "comparison");
+    }
+    if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "comparison of %s and %s",
+                                 tc_var_kind_name(a), tc_var_kind_name(b));
+    }
+    tc_var *args[2] = {a, b};
+    return tc_tr_emit_op(T, names[cmp], 2, args, TC_F32);
+}
+
+int
+tc_tr_op_unary(tracer *T, int opcode)
+{
+    tc_var *a = tc_tr_pop(T);
+    if (a == NULL) {
+        return tc_tr_unsupported(T, "malformed unary op");
+    }
+    if (tc_tr_reify(T, a) != OK) {
+        return ERROR;
+    }
+    if (a->kind == TC_VAR_CONST) {
+        PyObject *r = opcode == UNARY_NEGATIVE ? PyNumber_Negative(a->obj)
+                    : opcode == UNARY_INVERT ? PyNumber_Invert(a->obj)
+                    : PyBool_FromLong(!PyObject_IsTrue(a->obj));
+        return tc_tr_push_folded(T, r, "unary operator");
+    }
+    if (a->kind != TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "unary operator on %s",
+                                 tc_var_kind_name(a));
+    }
+    if (opcode == UNARY_NOT) {
+        return tc_tr_unsupported(T, "'not' on a tensor (data-dependent)");
+    }
+    return tc_tr_emit_op(T, opcode == UNARY_NEGATIVE ? "neg" : "bitwise_not",
+                         1, &a, TC_F32);
+}
+
+/* ---- sequences --------------------------------------------------------------- */
+
+int
+tc_tr_op_build(tracer *T, tc_var_kind kind, int n)
+{
+    if (T->sp < n) {
+        return tc_tr_unsupported(T, "malformed build");
+    }
+    T->sp -= n;
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]));
+}
+
+static int
+unpack_const(tracer *T, PyObject *obj, int n)
+{
+    PyObject *seq = PySequence_Tuple(obj);
+    if (seq == NULL) {
+        return tc_tr_unsupported_from_exception(T, "unpacking");
+    }
+    int rc = PyTuple_GET_SIZE(seq) == n
+        ? OK : tc_tr_unsupported(T, "unpacking %zd values into %d names",
+                                 PyTuple_GET_SIZE(seq), n);
+    for (int i = n - 1; rc == OK && i >= 0; i--) {
+        rc = tc_tr_push(T, tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(seq, i), -1));
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+int
+tc_tr_op_unpack(tracer *T, int n)
+{
+    tc_var *seq = tc_tr_pop(T);
+    if (tc_tr_reify(T, seq) != OK) {
+        return ERROR;
+    }
+    if (tc_tr_structseq_items(seq) != NULL) {
+        seq = tc_tr_structseq_items(seq);   /* values, indices = x.max(1) */
+    }
+    if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
+        return unpack_const(T, seq->obj, n);
+    }
+    if (seq == NULL || (seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)) {
+        return tc_tr_unsupported(T, "unpacking a %s",
+                                 seq ? tc_var_kind_name(seq) : "?");
+    }
+    if (seq->nitems != n) {
+        return tc_tr_unsupported(T, "unpacking %d values into %d names",
+                                 seq->nitems, n);
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (tc_tr_push(T, seq->items[i]) < 0) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
+int
+tc_tr_op_list_extend(tracer *T)
+{
+    tc_var *src = tc_tr_pop(T), *list = tc_tr_pop(T);
+    if (tc_tr_reify(T, src) != OK) {
+        return ERROR;
+    }
+    if (src == NULL || list == NULL || list->kind != TC_VAR_LIST
+        || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
+        return tc_tr_unsupported(T, "list.extend of a non-sequence");
+    }
+    tc_var *items[128];
+    if (list->nitems + src->nitems > 128) {
+        return tc_tr_unsupported(T, "list too long");
+    }
+    memcpy(items, list->items, list->nitems * sizeof(tc_var *));
+    memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_LIST,
+                                    list->nitems + src->nitems, items));
+}
+
+/* One index item applied at dim *d of node x (basic indexing): an int
+ * selects, a slice narrows, None inserts a dim.  Returns the node. */
+static int
+index_item(tracer *T, int x, PyObject *it, int *d, char *err, size_t n)
+{
+    tc_graph *g = T->out->graph;
+    if (it == Py_None) {
+        return tc_graph_unsqueeze(g, x, (*d)++, err, n);
+    }
+    if (PyLong_CheckExact(it)) {
+        return tc_graph_select(g, x, *d, PyLong_AsLongLong(it), err, n);
+    }
+    PySliceObject *sl = (PySliceObject *)it;
+    int64_t v[3];
+    PyObject *parts[3] = {sl->start, sl->stop, sl->step};
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] != Py_None && !PyLong_CheckExact(parts[i])) {
+            snprintf(err, n, "a slice bound that is not an int");
+            return -1;
+        }
+        v[i] = parts[i] == Py_None ? (i == 2) : PyLong_AsLongLong(parts[i]);
+    }
+    if (v[2] <= 0) {
+        snprintf(err, n, "slice step must be positive");
+        return -1;
+    }
+    return tc_graph_slice(g, x, (*d)++, parts[0] == Py_None ? NULL : &v[0],
+                          parts[1] == Py_None ? NULL : &v[1], v[2], err, n);
+}
+
+/* x[idx] with ints, slices, None and one Ellipsis: a chain of views. */
+static int
+index_tensor(tracer *T, tc_var *x, PyObject *idx)
+{
+    PyObject *items = PyTuple_Check(idx) ? Py_NewRef(idx)
+                                         : PyTuple_Pack(1, idx);
+    if (items == NULL) {
+        return ERROR;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(items), consumed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyTuple_GET_ITEM(items, i);
+        consumed += PyLong_CheckExact(it) || PySlice_Check(it);
+        if (!(it == Py_None || it == Py_Ellipsis || PyLong_CheckExact(it)
+              || PySlice_Check(it))) {
+            Py_DECREF(items);
+            return tc_tr_unsupported(T,
+                                     "indexing a tensor with a %s (advanced "
+                                     "indexing is not compiled yet)",
+                                     Py_TYPE(it)->tp_name);
+        }
+    }
+    int node = x->node, d = 0, ndim = tc_tr_tensor_node(T, x)->layout.ndim;
+    char err[256] = "";
+    for (Py_ssize_t i = 0; i < n && node >= 0; i++) {
+        PyObject *it = PyTuple_GET_ITEM(items, i);
+        if (it == Py_Ellipsis) {
+            d += ndim - (int)consumed;
+            continue;
+        }
+        node = index_item(T, node, it, &d, err, sizeof(err));
+    }
+    Py_DECREF(items);
+    if (node == x->node) {
+        return tc_tr_push(T, x);
+    }
+    return tc_tr_push_node(T, node, "indexing", err);
+}
+
+/* xs[a:b:c] of a tuple or list var: a new one of the same kind. */
+static int
+slice_sequence(tracer *T, tc_var *seq, PyObject *slice)
+{
+    Py_ssize_t start, stop, step, n;
+    tc_var *items[64];
+    if (PySlice_Unpack(slice, &start, &stop, &step) < 0) {
+        return ERROR;
+    }
+    n = PySlice_AdjustIndices(seq->nitems, &start, &stop, step);
+    if (n > 64) {
+        return tc_tr_unsupported(T, "a slice of more than 64 items");
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = seq->items[start + i * step];
+    }
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, seq->kind, (int)n, items));
+}
+
+static int
+subscript(tracer *T, tc_var *seq, tc_var *idx)
+{
+    if (tc_tr_reify(T, seq) != OK || tc_tr_reify(T, idx) != OK) {
+        return ERROR;
+    }
+    if (tc_tr_structseq_items(seq) != NULL) {
+        seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
+    }
+    if (seq->kind == TC_VAR_DICT) {
+        return tc_tr_dict_lookup(T, seq, idx, NULL);
+    }
+    if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
+        return tc_tr_push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
+                                 "subscript");
+    }
+    if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
+        && idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {
+        long i = PyLong_AsLong(idx->obj);
+        if (i < 0) {
+            i += seq->nitems;
+        }
+        if (i < 0 || i >= seq->nitems) {
+            return tc_tr_unsupported(T, "index out of range");
+        }
+        return tc_tr_push(T, seq->items[i]);
+    }
+    if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
+        && idx->kind == TC_VAR_CONST && PySlice_Check(idx->obj)) {
+        return slice_sequence(T, seq, idx->obj);
+    }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
+        return index_tensor(T, seq, idx->obj);
+    }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {
+        /* x[:, :T, None]: a tuple of known ints and slices */
+        PyObject *t = PyTuple_New(idx->nitems);
+        for (int i = 0; t != NULL && i < idx->nitems; i++) {
+            tc_var *it = idx->items[i];
+            if (tc_tr_reify(T, it) != OK || it->kind != TC_VAR_CONST) {
+                Py_DECREF(t);
+                return PyErr_Occurred() ? ERROR
+                     : tc_tr_unsupported(T, "indexing a tensor with a %s",
+                                         tc_var_kind_name(it));
+            }
+            PyTuple_SET_ITEM(t, i, Py_NewRef(it->obj));
+        }
+        int rc = t ? index_tensor(T, seq, t) : ERROR;
+        Py_XDECREF(t);
+        return rc;
+    }
+    if (seq->kind == TC_VAR_NN_MODULE) {
+        return tc_tr_index_nn_module(T, seq, idx);
+    }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T,
+                                 "indexing a tensor with a tensor (advanced "
+                                 "indexing is not compiled yet)");
+    }
+    return tc_tr_unsupported(T, "subscript of a %s with a %s",
+                             tc_var_kind_name(seq), tc_var_kind_name(idx));
+}
+
+int
+tc_tr_op_subscr(tracer *T)
+{
+    tc_var *idx = tc_tr_pop(T), *seq = tc_tr_pop(T);
+    if (seq == NULL || idx == NULL) {
+        return tc_tr_unsupported(T, "malformed subscript");
+    }
+    return subscript(T, seq, idx);
+}
+
+/* BUILD_SLICE of known ints (a tuple index such as x[:, :T] holds them). */
+int
+tc_tr_op_build_slice(tracer *T, int n)
+{
+    tc_var *parts[3] = {NULL, NULL, NULL};
+    for (int i = n - 1; i >= 0; i--) {
+        parts[i] = tc_tr_pop(T);
+        if (parts[i] == NULL) {
+            return tc_tr_unsupported(T, "malformed slice");
+        }
+        if (tc_tr_reify(T, parts[i]) != OK) {
+            return ERROR;
+        }
+        if (parts[i]->kind != TC_VAR_CONST) {
+            return tc_tr_unsupported(T, "a slice of a %s",
+                                     tc_var_kind_name(parts[i]));
+        }
+    }
+    return tc_tr_push_folded(T, PySlice_New(parts[0]->obj, parts[1]->obj,
+                                            n == 3 ? parts[2]->obj : NULL),
+                             "slice");
+}
+
+#if TC_HAVE_BINARY_SLICE
+int
+tc_tr_op_binary_slice(tracer *T)
+{
+    int rc = tc_tr_op_build_slice(T, 2);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *sl = tc_tr_pop(T), *seq = tc_tr_pop(T);
+    return seq ? subscript(T, seq, sl) : tc_tr_unsupported(T,
+                                                           "malformed slice");
+}
+#endif
+
+/* A lambda or nested function without closure or defaults: made when the
+ * segment exits (it is only passed along, e.g. as a sort key). */
+int
+tc_tr_op_make_function(tracer *T, int oparg)
+{
+    tc_var *code = tc_tr_peek(T, 1);
+    if (oparg != 0 || code == NULL || code->kind != TC_VAR_UNKNOWN
+        || !PyCode_Check(code->obj)) {
+        return tc_tr_unsupported(T, "a nested function with defaults or a "
+                                 "closure");
+    }
+    if (T->globals != T->frame->f_globals) {
+        /* the exit would make it with the frame's globals */
+        return tc_tr_unsupported(T,
+                                 "a nested function in a function of another "
+                                 "module");
+    }
+    tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
+    if (d == NULL) {
+        return ERROR;
+    }
+    d->node = TC_TMPL_FUNCTION;
+    d->obj = Py_NewRef(code->obj);
+    tc_tr_pop(T);
+    return tc_tr_push(T, d);
+}
+
+/* f-strings of Python values fold; of tensors they are deferred. */
+int
+tc_tr_op_format_value(tracer *T, int oparg)
+{
+    int has_spec = (oparg & FVS_MASK) != 0;
+    tc_var *spec = has_spec ? tc_tr_peek(T, 1) : NULL;
+    tc_var *value = tc_tr_peek(T, 1 + has_spec);
+    if (value == NULL || tc_tr_reify(T, value) != OK
+        || tc_tr_reify(T, spec) != OK) {
+        return value == NULL ? tc_tr_unsupported(T, "malformed stack") : ERROR;
+    }
+    if (value->kind != TC_VAR_CONST || (spec && spec->kind != TC_VAR_CONST)) {
+        /* formatting a tensor: done when the segment exits, so the break
+         * happens once, where the string is used (print, logging...) */
+        tc_var *items[2] = {value, spec};
+        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1 + has_spec,
+                               items);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->node = TC_TMPL_FORMAT;
+        d->obj = PyLong_FromLong(oparg);
+        T->sp -= 1 + has_spec;
+        return d->obj ? tc_tr_push(T, d) : ERROR;
+    }
+    T->sp -= 1 + has_spec;
+    return tc_tr_push_folded(T, tc_format_value(value->obj,
+                                                spec ? spec->obj : NULL,
+                                                oparg), "format");
+}
+
+PyObject *
+tc_format_value(PyObject *value, PyObject *spec, int oparg)
+{
+    PyObject *conv = (oparg & FVC_MASK) == FVC_STR ? PyObject_Str(value)
+                   : (oparg & FVC_MASK) == FVC_REPR ? PyObject_Repr(value)
+                   : (oparg & FVC_MASK) == FVC_ASCII ? PyObject_ASCII(value)
+                   : Py_NewRef(value);
+    PyObject *r = conv ? PyObject_Format(conv, spec) : NULL;
+    Py_XDECREF(conv);
+    return r;
+}
+
+int
+tc_tr_op_build_string(tracer *T, int n)
+{
+    if (T->sp < n) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    tc_var **parts = &T->stack[T->sp - n];
+    if (!tc_tr_all_const(parts, n)) {
+        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, n, parts);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->node = TC_TMPL_JOIN;
+        T->sp -= n;
+        return tc_tr_push(T, d);
+    }
+    PyObject *tup = PyTuple_New(n), *empty = PyUnicode_FromString("");
+    for (int i = 0; tup && i < n; i++) {
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(parts[i]->obj));
+    }
+    PyObject *r = tup && empty ? PyUnicode_Join(empty, tup) : NULL;
+    Py_XDECREF(tup);
+    Py_XDECREF(empty);
+    T->sp -= n;
+    return tc_tr_push_folded(T, r, "f-string");
+}
