@@ -192,6 +192,29 @@ def _ptxas():
     return None
 
 
+def dumped_ptx(d, at_least):
+    """The PTX modules dumped into d (ptx_dump_dir); none may have failed
+    to emit, and there must be at least at_least of them."""
+    errors = sorted(glob.glob(os.path.join(d, "*.error")))
+    assert not errors, open(errors[0]).read()
+    files = sorted(glob.glob(os.path.join(d, "*.ptx")))
+    assert len(files) >= at_least, f"only {len(files)} PTX modules dumped"
+    return files
+
+
+def assert_ptxas_accepts(files):
+    """ptxas assembles every module for the sm its file name gives."""
+    failed = []
+    for f in files:
+        sm = f.rsplit("_sm", 1)[1].split(".")[0]
+        r = subprocess.run([_ptxas(), f"-arch=sm_{sm}", f, "-o", os.devnull],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            failed.append(f"{os.path.basename(f)}: {r.stderr.strip()[:500]}")
+    assert not failed, (f"{len(failed)}/{len(files)} modules fail ptxas:\n"
+                        + "\n".join(failed[:5]))
+
+
 @pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
 def test_ptx_assembles(tmp_path):
     """Compile every function of this file on CPU tensors (all dtypes and
@@ -214,18 +237,7 @@ def test_ptx_assembles(tmp_path):
         tcjit.compile(lambda x: (x.double().sin(), x.double().exp()))(x)
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
-    errors = sorted(glob.glob(os.path.join(d, "*.error")))
-    assert not errors, open(errors[0]).read()
-    files = sorted(glob.glob(os.path.join(d, "*.ptx")))
-    assert len(files) >= 40, f"only {len(files)} PTX modules dumped"
-    failed = []
-    for f in files:
-        sm = f.rsplit("_sm", 1)[1].split(".")[0]
-        r = subprocess.run([ptxas, f"-arch=sm_{sm}", f, "-o", os.devnull],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            failed.append(f"{os.path.basename(f)}: {r.stderr.strip()[:500]}")
-    assert not failed, f"{len(failed)}/{len(files)} modules fail ptxas:\n" + "\n".join(failed[:5])
+    assert_ptxas_accepts(dumped_ptx(d, 40))
 
 
 @pytest.mark.skipif(_ptxas() is None or shutil.which("gcc") is None,

@@ -71,3 +71,39 @@ pyframe_run_prologue(tc_iframe *f)
     }
     return 0;
 }
+
+PyObject *
+tc_binary_op(int nb, PyObject *a, PyObject *b)
+{
+    switch (nb) {
+    case NB_ADD: return PyNumber_Add(a, b);
+    case NB_SUBTRACT: return PyNumber_Subtract(a, b);
+    case NB_MULTIPLY: return PyNumber_Multiply(a, b);
+    case NB_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
+    case NB_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
+    case NB_REMAINDER: return PyNumber_Remainder(a, b);
+    case NB_POWER: return PyNumber_Power(a, b, Py_None);
+    case NB_MATRIX_MULTIPLY: return PyNumber_MatrixMultiply(a, b);
+    case NB_AND: return PyNumber_And(a, b);
+    case NB_OR: return PyNumber_Or(a, b);
+    case NB_XOR: return PyNumber_Xor(a, b);
+    case NB_LSHIFT: return PyNumber_Lshift(a, b);
+    case NB_RSHIFT: return PyNumber_Rshift(a, b);
+    case NB_INPLACE_ADD: return PyNumber_InPlaceAdd(a, b);
+    case NB_INPLACE_SUBTRACT: return PyNumber_InPlaceSubtract(a, b);
+    case NB_INPLACE_MULTIPLY: return PyNumber_InPlaceMultiply(a, b);
+    case NB_INPLACE_TRUE_DIVIDE: return PyNumber_InPlaceTrueDivide(a, b);
+    case NB_INPLACE_FLOOR_DIVIDE: return PyNumber_InPlaceFloorDivide(a, b);
+    case NB_INPLACE_REMAINDER: return PyNumber_InPlaceRemainder(a, b);
+    case NB_INPLACE_POWER: return PyNumber_InPlacePower(a, b, Py_None);
+    case NB_INPLACE_MATRIX_MULTIPLY: return PyNumber_InPlaceMatrixMultiply(a, b);
+    case NB_INPLACE_AND: return PyNumber_InPlaceAnd(a, b);
+    case NB_INPLACE_OR: return PyNumber_InPlaceOr(a, b);
+    case NB_INPLACE_XOR: return PyNumber_InPlaceXor(a, b);
+    case NB_INPLACE_LSHIFT: return PyNumber_InPlaceLshift(a, b);
+    case NB_INPLACE_RSHIFT: return PyNumber_InPlaceRshift(a, b);
+    default:
+        PyErr_Format(PyExc_SystemError, "tcjit: binary op %d", nb);
+        return NULL;
+    }
+}

@@ -365,4 +365,8 @@ pyframe_jump(int opcode, int oparg, int next_pc, int *target)
 extern unsigned char tc_inline_caches[256];
 int pyframe_init_opcode_info(void);
 
+/* BINARY_OP's operation for oparg nb (NB_ADD ... NB_INPLACE_RSHIFT) applied
+ * to a and b: a new reference, or NULL with an exception. */
+PyObject *tc_binary_op(int nb, PyObject *a, PyObject *b);
+
 #endif

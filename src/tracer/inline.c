@@ -250,17 +250,9 @@ tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
         return tc_tr_unsupported_from_exception(T, "module attribute");
     }
     int rc = OK;
-    int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0, name);
-    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    tc_var *v = tc_tr_attr_var(T, mod->source, name, value, &rc);
     Py_DECREF(value);
-    if (v == NULL) {
-        return src < 0 ? ERROR : rc;
-    }
-    if (method
-        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
-        return ERROR;
-    }
-    return tc_tr_push(T, v);
+    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
 }
 
 /* The var of attribute `name` of module var mod (see nn_module_attr). */

@@ -1094,18 +1094,10 @@ tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
     if (value == NULL) {
         return tc_tr_unsupported_from_exception(T, "attribute");
     }
-    int rc, src = tc_source_add(T->out->guards, TC_SRC_ATTR, owner->source,
-                                0, name);
-    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    int rc = OK;
+    tc_var *v = tc_tr_attr_var(T, owner->source, name, value, &rc);
     Py_DECREF(value);
-    if (v == NULL) {
-        return src < 0 ? ERROR : rc;
-    }
-    if (method
-        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
-        return ERROR;
-    }
-    return tc_tr_push(T, v);
+    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
 }
 
 /* Inline `func(self, *args)`, func read from source fsrc. */

@@ -264,6 +264,34 @@ is_known_object(PyObject *v)
            || tc_dtype_from_torch(v) >= 0 || tc_binding_find(v) != NULL;
 }
 
+/* The var of value (borrowed), attribute `name` of a var whose guard
+ * source is owner_source: a source of its own, guarded like any other.
+ * NULL with *rc set. */
+tc_var *
+tc_tr_attr_var(tracer *T, int owner_source, PyObject *name, PyObject *value,
+               int *rc)
+{
+    int src = tc_source_add(T->out->guards, TC_SRC_ATTR, owner_source, 0,
+                            name);
+    if (src < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    return tc_tr_wrap_value(T, value, src, rc);
+}
+
+/* Pushes the result of LOAD_ATTR: v, after a NULL for a method load (v is
+ * then called as a plain callable). */
+int
+tc_tr_push_loaded_attr(tracer *T, tc_var *v, int method)
+{
+    if (method
+        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
+        return ERROR;
+    }
+    return tc_tr_push(T, v);
+}
+
 /* Turn a real value read from `source` into a var, installing the guards
  * that make the specialization valid. */
 tc_var *
@@ -725,6 +753,26 @@ memo_slot(tracer *T, tc_var *v)
     return T->nmemo++;
 }
 
+static int var_template(tracer *T, tc_var *v, tc_template *t);
+
+/* t->items: the templates of v's items. */
+static int
+items_template(tracer *T, tc_var *v, tc_template *t)
+{
+    t->items = PyMem_Calloc(v->nitems + 1, sizeof(tc_template));
+    if (t->items == NULL) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    t->n = v->nitems;
+    for (int i = 0; i < v->nitems; i++) {
+        if (var_template(T, v->items[i], &t->items[i]) != OK) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
 static int
 var_template(tracer *T, tc_var *v, tc_template *t)
 {
@@ -751,18 +799,7 @@ var_template(tracer *T, tc_var *v, tc_template *t)
         t->kind = v->kind == TC_VAR_DICT ? TC_TMPL_DICT : (tc_tmpl_kind)v->node;
         t->obj = Py_XNewRef(v->obj);
         t->index = v->index;
-        t->items = PyMem_Calloc(v->nitems + 1, sizeof(tc_template));
-        if (t->items == NULL) {
-            PyErr_NoMemory();
-            return ERROR;
-        }
-        t->n = v->nitems;
-        for (int i = 0; i < v->nitems; i++) {
-            if (var_template(T, v->items[i], &t->items[i]) != OK) {
-                return ERROR;
-            }
-        }
-        return OK;
+        return items_template(T, v, t);
     }
     if (v->kind == TC_VAR_METHOD) {
         t->kind = TC_TMPL_ATTR;
@@ -789,18 +826,7 @@ var_template(tracer *T, tc_var *v, tc_template *t)
     case TC_VAR_TUPLE:
     case TC_VAR_LIST:
         t->kind = v->kind == TC_VAR_TUPLE ? TC_TMPL_TUPLE : TC_TMPL_LIST;
-        t->items = PyMem_Calloc(v->nitems ? v->nitems : 1, sizeof(tc_template));
-        if (t->items == NULL) {
-            PyErr_NoMemory();
-            return ERROR;
-        }
-        t->n = v->nitems;
-        for (int i = 0; i < v->nitems; i++) {
-            if (var_template(T, v->items[i], &t->items[i]) != OK) {
-                return ERROR;
-            }
-        }
-        return OK;
+        return items_template(T, v, t);
     default:
         PyErr_SetString(PyExc_RuntimeError, "tcjit: no template for a var");
         return ERROR;

@@ -83,6 +83,9 @@ tc_var *tc_tr_pop(tracer *T);
 tc_var *tc_tr_peek(tracer *T, int n);
 int tc_tr_is_python_scalar(PyObject *v);
 tc_var *tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc);
+tc_var *tc_tr_attr_var(tracer *T, int owner_source, PyObject *name,
+                       PyObject *value, int *rc);
+int tc_tr_push_loaded_attr(tracer *T, tc_var *v, int method);
 int tc_tr_reify(tracer *T, tc_var *v);
 int tc_tr_reify_all(tracer *T, tc_var **vs, int n);
 tc_var *tc_tr_const_var(tracer *T, PyObject *value);

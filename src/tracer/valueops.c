@@ -122,22 +122,10 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
         }
     }
     else {
-        int src = tc_source_add(T->out->guards, TC_SRC_ATTR, mod->source, 0,
-                                name);
-        v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
-        if (src < 0) {
-            rc = ERROR;
-        }
+        v = tc_tr_attr_var(T, mod->source, name, value, &rc);
     }
     Py_DECREF(value);
-    if (v == NULL) {
-        return rc;
-    }
-    if (method
-        && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
-        return ERROR;
-    }
-    return tc_tr_push(T, v);
+    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
 }
 
 int
@@ -209,28 +197,6 @@ binary_op_name(int nb)
     }
 }
 
-static PyObject *
-fold_binary(int nb, PyObject *a, PyObject *b)
-{
-    switch (nb % NB_INPLACE_ADD) {
-    case NB_ADD: return PyNumber_Add(a, b);
-    case NB_SUBTRACT: return PyNumber_Subtract(a, b);
-    case NB_MULTIPLY: return PyNumber_Multiply(a, b);
-    case NB_TRUE_DIVIDE: return PyNumber_TrueDivide(a, b);
-    case NB_FLOOR_DIVIDE: return PyNumber_FloorDivide(a, b);
-    case NB_REMAINDER: return PyNumber_Remainder(a, b);
-    case NB_POWER: return PyNumber_Power(a, b, Py_None);
-    case NB_AND: return PyNumber_And(a, b);
-    case NB_OR: return PyNumber_Or(a, b);
-    case NB_XOR: return PyNumber_Xor(a, b);
-    case NB_LSHIFT: return PyNumber_Lshift(a, b);
-    case NB_RSHIFT: return PyNumber_Rshift(a, b);
-    default:
-        PyErr_SetString(PyExc_TypeError, "unsupported operator");
-        return NULL;
-    }
-}
-
 int
 tc_tr_push_folded(tracer *T, PyObject *r, const char *what)
 {
@@ -253,8 +219,9 @@ tc_tr_op_binary(tracer *T, int nb)
         return ERROR;
     }
     if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
-        return tc_tr_push_folded(T, fold_binary(nb, a->obj, b->obj),
-                                 "operator");
+        /* the out-of-place form: a folded x += y must not mutate x */
+        PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, a->obj, b->obj);
+        return tc_tr_push_folded(T, r, "operator");
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
         return tc_tr_unsupported(T, "operator on %s and %s",
