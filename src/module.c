@@ -307,7 +307,8 @@ static int
 module_exec(PyObject *m)
 {
     if (pyframe_init_opcode_info() < 0 || tc_guards_init() < 0
-        || tc_bindings_init() < 0 || tc_cache_init() < 0
+        || tc_bindings_init() < 0 || tc_tracer_init() < 0
+        || tc_cache_init() < 0
         || tc_jit_init() < 0) {
         return -1;
     }

@@ -639,3 +639,46 @@ def test_torch_nn_functional_spelled_out_traces():
         h = torch.nn.functional.gelu(torch.nn.functional.linear(x, w))
         return torch.nn.functional.softmax(h, dim=-1)
     check(f, torch.randn(4, 8), torch.randn(16, 8))
+
+
+def test_linear_bias_moves_into_the_users_kernel(tcjit_logs):
+    """linear(x, w, b) feeding pointwise work becomes linear(x, w) + b (the
+    add fuses into the GELU kernel); a linear feeding a view keeps its
+    bias.  Values are eager's either way."""
+    logs = tcjit_logs("graph")
+
+    def f(x, w, b, w2, b2):
+        h = F.gelu(F.linear(x, w, b), approximate="tanh")
+        qkv = F.linear(h, w2, b2)
+        return qkv.view(4, 4, 2, 8).transpose(1, 2).sum(-1)
+
+    args = (torch.randn(4, 4, 8), torch.randn(16, 8), torch.randn(16),
+            torch.randn(16, 16), torch.randn(16))
+    check(f, *args)
+    graph = log_messages(logs, "graph")[-1]
+    linears = [l.split("= linear(")[1] for l in graph.splitlines()
+               if "= linear(" in l]
+    assert len(linears) == 2, graph
+    assert linears[0].count(",") == 1, graph   # (x, w): bias unfused
+    assert linears[1].count(",") == 2, graph   # (h, w2, b2): feeds a view
+    assert "add(" in graph, graph
+
+
+def test_residual_stream_is_stored_not_recomputed(tcjit_logs):
+    """A residual stream across many matmuls, traced as one graph: each
+    kernel reads a bounded number of tensors (the stream is stored once per
+    layer, not recomputed from every earlier layer's output)."""
+    logs = tcjit_logs("output_code")
+    ws = [torch.randn(16, 16) / 4 for _ in range(8)]
+
+    def f(x):
+        for w in ws:
+            x = x + F.linear(F.layer_norm(x, (16,)), w).relu()
+        return x
+
+    check(f, torch.randn(4, 16))
+    code = "\n".join(log_messages(logs, "output_code"))
+    kernels = [l for l in code.splitlines() if l.startswith("void k")]
+    assert len(kernels) >= 8, code
+    widest = max(l.split("{")[0].count("*") for l in kernels)
+    assert widest <= 6, widest

@@ -541,3 +541,31 @@ def test_module_parameters_that_require_grad_under_no_grad():
     out = tcjit.compile(train)(x)         # autograd: runs eagerly
     check_same(out, train(x))
     assert out.requires_grad
+
+
+LOOP_FIRST_SCRIPT = r"""
+import torch, tcjit
+ws = [torch.full((3,), float(i)) for i in range(4)]
+def f(x):
+    for w in ws:          # the first thing traced in this process: a loop
+        x = x * 2 + w
+    return x
+x = torch.randn(3)
+torch.testing.assert_close(tcjit.compile(f)(x), f(x))
+"""
+
+
+def test_loop_as_the_first_traced_code_of_a_process(tmp_path):
+    """A fresh process whose first traced instruction is a for loop (the
+    tracer's builtins used to be looked up only at the first call: this
+    crashed)."""
+    import os
+    import subprocess
+    script = tmp_path / "loop_first.py"
+    script.write_text(LOOP_FIRST_SCRIPT)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "python") + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, str(script)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -16,8 +16,11 @@ static struct {
         *inference_mode, *set_grad_enabled;
 } K;
 
-static int
-known_init(void)
+/* The builtins and torch context managers the tracer gives a meaning of
+ * its own, looked up once when tcjit._C is imported: a trace may need
+ * them before any call (a loop is the first thing a function does). */
+int
+tc_tracer_init(void)
 {
     static const struct {
         const char *module, *name;
@@ -1295,9 +1298,6 @@ static int
 call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
                       int nargs, PyObject *kwnames)
 {
-    if (known_init() < 0) {
-        return ERROR;
-    }
     if (callable->kind == TC_VAR_DEFERRED) {
         if (callable->node == TC_TMPL_ENTER) {
             return call_with_exit(T, callable, nargs);

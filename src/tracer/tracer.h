@@ -101,6 +101,10 @@ typedef struct {
  * traced ends the segment (t->exit), so CPython or the runtime performs it
  * for real, exceptions included. */
 int tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t);
+
+/* Looks up the Python objects the tracer recognizes (module import).
+ * 0, or -1 with an exception. */
+int tc_tracer_init(void);
 void tc_exit_clear(tc_exit *x);
 
 /* FORMAT_VALUE's semantics (conversion in oparg & FVC_MASK, spec may be
