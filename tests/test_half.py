@@ -475,3 +475,53 @@ def test_ptx_assembles_half(tmp_path):
     files = dumped_ptx(d, 40)
     assert any("cvt.rn.bf16.f32" in open(f).read() for f in files)
     assert_ptxas_accepts(files)
+
+
+# ---- sin / cos of kernels with half results ----------------------------------
+# A GPU kernel whose floats are all float16 / bfloat16 computes sin / cos as
+# sin.approx / cos.approx after a reduction by 2 pi (ptx_math.c,
+# f32_sincos_half: absolute error ~1e-6, measured by tests/gpu/harness.c);
+# every other kernel keeps the float32-accurate polynomials.
+
+TRIG_FORMS = {
+    # name: (function, input dtype, whether the kernel may use sin.approx)
+    "bf16": (lambda x: x.sin() + x.cos(), torch.bfloat16, True),
+    "f16": (lambda x: x.sin() * x.cos(), torch.float16, True),
+    "f32": (lambda x: x.sin() + x.cos(), torch.float32, False),
+    "half_in_f32_out": (lambda x: x.float().sin(), torch.bfloat16, False),
+    "f32_in_half_out": (lambda x: x.sin().half(), torch.float32, False),
+}
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+@pytest.mark.parametrize("name", sorted(TRIG_FORMS))
+def test_trig_approx_only_for_half_results(tmp_path, name):
+    fn, dt, approx = TRIG_FORMS[name]
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        tcjit.reset()
+        tcjit.compile(py(fn))(make((4096,), dt))
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    files = dumped_ptx(d, 1)
+    text = "".join(open(f).read() for f in files)
+    assert ("sin.approx" in text or "cos.approx" in text) == approx
+    assert_ptxas_accepts(files)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dt", HALF, ids=HALF_IDS)
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_trig_half_results_cuda(dt, name):
+    """Every bit pattern: within 1 ulp of eager, or within 4e-6 of the
+    float64 value (where an ulp is smaller than sin.approx's error), and
+    within the dtype's assert_close tolerance."""
+    fn = UNARY[name]
+    x = all_bit_patterns(dt).cuda()
+    got, want = compiled_once(fn, x), fn(x)
+    exact = fn(x.double())
+    near = (got.double() - exact).abs() <= 4e-6
+    bad = (ulp_distance(got, want) > 1) & ~near
+    assert not bad.any(), (x[bad][:5], got[bad][:5], want[bad][:5])
+    torch.testing.assert_close(got, want, equal_nan=True)

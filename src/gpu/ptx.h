@@ -93,8 +93,10 @@ typedef struct {
 const char *tc_ptx_isa_version(int sm);
 
 /* Emits the module for plan.  sm_count (>= 1) sizes the grids: enough
- * blocks to fill the device (4 x 256-thread blocks per SM for pointwise
- * kernels), never more than the work needs.  Returns 0, or -1 with a
+ * blocks to fill the device (8 x 256-thread blocks per SM for the scalar
+ * entries of pointwise kernels, which loop grid-stride), never more than
+ * the work needs; vector entries get one block per 256 vectors (one
+ * vector per thread, see emit_kernel).  Returns 0, or -1 with a
  * message in err.  The plan is not modified (kernels are copied before
  * the math rewrites). */
 int tc_ptx_emit(const tc_plan *plan, int sm, int sm_count,
@@ -118,9 +120,14 @@ int tc_ptx_decompose_math(tc_kernel *k);
  * d (PTX register names) as one `{ ... }` block of PTX lines, each passed
  * to pr (without indentation or newline).  uid makes the block's labels
  * unique within the entry; sm picks NaN-propagating min/max (sm_80+).
+ * flags: TC_PTX_MATH_HALF_RESULTS when every float the kernel stores is
+ * float16 / bfloat16 and every float it loads is too: SIN / COS may then
+ * use the hardware approximations (absolute error ~1e-6, far inside
+ * those dtypes' tolerances; see f32_sincos_half).
  * Returns 0, or -1 for another op. */
+#define TC_PTX_MATH_HALF_RESULTS 1
 typedef void (*tc_ptx_printf)(void *ctx, const char *fmt, ...);
-int tc_ptx_f32_unary(tc_kop op, int sm, const char *d, const char *x, int uid,
-                     tc_ptx_printf pr, void *ctx);
+int tc_ptx_f32_unary(tc_kop op, int sm, int flags, const char *d,
+                     const char *x, int uid, tc_ptx_printf pr, void *ctx);
 
 #endif

@@ -21,6 +21,7 @@
  */
 #include "ptx.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,7 @@ typedef struct {
     sbuf b;
     int cnt[C_N];
     int sm;
+    int math_flags;     /* TC_PTX_MATH_* of the kernel (half_results) */
     int label;
     int failed;
     char err[256];
@@ -594,7 +596,8 @@ out_cb(void *ctx, const char *fmt, ...)
  * float64.  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
  * (ptx_math.c, tc_ptx_f32_unary: fma-based reduction + polynomials, not the
  * *.approx instructions, which miss assert_close's float32 tolerance on
- * part of the range). */
+ * part of the range; kernels with only float16 / bfloat16 floats use
+ * sin.approx / cos.approx after a reduction, see half_results). */
 static void
 emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 {
@@ -640,7 +643,8 @@ emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
     case KOP_COS:
     case KOP_TANH:
         if (dt == TC_F32) {
-            tc_ptx_f32_unary(op, e->sm, R(d), R(a), e->label++, out_cb, e);
+            tc_ptx_f32_unary(op, e->sm, e->math_flags, R(d), R(a),
+                             e->label++, out_cb, e);
             return;
         }
         break;
@@ -1149,11 +1153,12 @@ static void
 reset_em(em *e, int sm)
 {
     free(e->b.s);
-    int failed = e->failed;
+    int failed = e->failed, math_flags = e->math_flags;
     char err[sizeof(e->err)];
     memcpy(err, e->err, sizeof(err));
     memset(e, 0, sizeof(*e));
     e->sm = sm;
+    e->math_flags = math_flags;
     e->failed = failed;
     memcpy(e->err, err, sizeof(err));
 }
@@ -1358,9 +1363,22 @@ vec_load(em *e, tc_dtype dt, int nc, reg addr, int vl, reg *lane)
         out(e, "ld.global%s.v%d.b32 %s, [%s];", n, nwords, regs, R(addr));
     }
     for (int j = 0; j < vl; j++) {
+        reg wj = w[j / per_word];
+        if (tc_dtype_is_reduced_float(dt)) {
+            /* only the low 16 bits of a half lane count (emit_half_cast):
+             * and / shr, which ptxas folds into the widening shift, where
+             * a sign-extending bfe costs two more instructions per lane */
+            if (j % 2 == 0) {
+                out(e, "and.b32 %s, %s, 65535;", R(lane[j]), R(wj));
+            }
+            else {
+                out(e, "shr.u32 %s, %s, 16;", R(lane[j]), R(wj));
+            }
+            continue;
+        }
         out(e, "bfe.%s %s, %s, %d, %d;",
-            sz == 2 || dt == TC_I8 ? "s32" : "u32", R(lane[j]),
-            R(w[j / per_word]), 8 * sz * (j % per_word), 8 * sz);
+            sz == 2 || dt == TC_I8 ? "s32" : "u32", R(lane[j]), R(wj),
+            8 * sz * (j % per_word), 8 * sz);
     }
 }
 
@@ -2294,6 +2312,29 @@ grid_for(int64_t work, int block, int sm_count, int per_sm)
     }
     return g < 1 ? 1 : (int)g;
 }
+/* TC_PTX_MATH_HALF_RESULTS if every float argument of k (loaded or
+ * stored) is float16 / bfloat16 and k stores at least one: eager rounds
+ * such a computation to 8 or 11 bits after every op, and the result is
+ * compared at those dtypes' tolerances, so the transcendentals may trade
+ * float32 accuracy for speed where ptx_math.c shows the error stays far
+ * inside them.  A float32 or float64 argument anywhere (an input read at
+ * full precision, a float32 result) keeps the exact forms. */
+static int
+half_results(const tc_kernel *k)
+{
+    int stores = 0;
+    for (int a = 0; a < k->nargs; a++) {
+        tc_dtype dt = k->args[a].dtype;
+        if (k->args[a].buffer == TC_KARG_INDEX) {
+            continue;
+        }
+        if (is_float(dt)) {     /* float32 / float64 */
+            return 0;
+        }
+        stores += k->args[a].is_output && tc_dtype_is_reduced_float(dt);
+    }
+    return stores > 0 ? TC_PTX_MATH_HALF_RESULTS : 0;
+}
 
 /* Emits one kernel (both variants when vectorizable) into mod. */
 static int
@@ -2310,6 +2351,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
     em e = {0};
     int64_t *sc_off = NULL;
     e.sm = sm;
+    e.math_flags = half_results(&k);
     int na = k.nargs > 0 ? k.nargs : 1;
     reg *base = calloc((size_t)na, sizeof(reg));
     char *nc = calloc((size_t)na, 1);
@@ -2366,8 +2408,15 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         if (!e.failed && vectorizable(&k, &lo)) {
             snprintf(info->entry_vec, sizeof(info->entry_vec), "%.59s_v4",
                      info->entry);
+            /* one vector per thread, no grid-stride iterations: each
+             * block loads, computes and stores once, and the block
+             * scheduler overlaps blocks in every phase.  H200, the 16M
+             * float32 sin/cos chain: 52.9 us at 8 blocks per SM (16
+             * iterations), 50.6 at 32, 49.8 uncapped (above the copy's
+             * bandwidth of the same run).  The scalar entry is the other
+             * way round (78 us capped, 88 uncapped) and keeps the cap. */
             info->grid_vec = grid_for(k.numel / vec_lanes(&k), 256, sm_count,
-                                      8);
+                                      INT_MAX / 256 / sm_count);
             reset_em(&e, sm);
             en.name = info->entry_vec;
             begin_entry(&en, mod);

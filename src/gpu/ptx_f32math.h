@@ -26,6 +26,12 @@
 #define TC_F32M_PIO2_1 0x1.921fb0p+0f
 #define TC_F32M_PIO2_2 0x1.5110b4p-22f
 #define TC_F32M_PIO2_3 0x1.84698ap-48f
+/* Reduction by 2 pi for the sin.approx / cos.approx form of kernels with
+ * float16 / bfloat16 results: 1/(2 pi), and 2 pi as float(2 pi) plus the
+ * float of the rest (sum = 2 pi to 1e-14). */
+#define TC_F32M_INV_2PI 0x1.45f306p-3f
+#define TC_F32M_2PI_1 0x1.921fb6p+2f
+#define TC_F32M_2PI_2 -0x1.777a5cp-23f
 /* sin r = r + r^3 (S1 + S2 r^2 + S3 r^4) on |r| <= pi/4 (fit 8.5e-9) */
 static const float tc_f32m_sin[3] = {-0x1.555546p-3f, 0x1.110732p-7f,
                                      -0x1.99406cp-13f};

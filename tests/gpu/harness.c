@@ -5,14 +5,17 @@
  * compare every output buffer with the KIR interpreter (kir_ref.c) under
  * torch.testing.assert_close's default tolerances.  Then the float32
  * transcendentals bit for bit against their CPU mirror (f32math_ref.c),
+ * the error of the sin / cos form used for float16 / bfloat16 results,
  * and the bandwidth of
  * the 16M-element float32 chain vs cuMemcpyDtoD.  Built and run by
  * tests/gpu/run_device.sh. */
 #include "cases.h"
 #include "driver.h"
 #include "ptx.h"
+#include "ptx_f32math.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +351,182 @@ f32_math_bits(void)
     prog_free(&g);
 }
 
+/* ---- sin / cos of kernels with float16 / bfloat16 results ---------------
+ * The TC_PTX_MATH_HALF_RESULTS form (ptx_math.c, f32_sincos_half) is
+ * sin.approx / cos.approx after a reduction by 2 pi: no CPU mirror can
+ * reproduce the hardware approximation, so this measures its absolute
+ * error against double libm on float32 inputs (what the kernel sees after
+ * widening a half), in a module of its own: load x, both forms, store.
+ * Inputs up to the fast path's bound must be within TRIG_HALF_TOL (far
+ * inside float16 / bfloat16 tolerances, see ptx_math.c); beyond it (and
+ * inf / nan) the exact slow path must match the CPU mirror bit for bit. */
+#define TRIG_HALF_TOL 2e-6
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} text;
+
+static void
+text_add(void *ctx, const char *fmt, ...)
+{
+    text *t = ctx;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof(line) - 1) {
+        printf("FAIL text_add: line too long\n");
+        exit(1);
+    }
+    if (t->n + (size_t)len + 2 > t->cap) {
+        t->cap = 2 * t->cap + (size_t)len + 4096;
+        t->s = realloc(t->s, t->cap);
+        if (t->s == NULL) {
+            exit(1);
+        }
+    }
+    memcpy(t->s + t->n, line, (size_t)len);
+    t->n += (size_t)len;
+    t->s[t->n++] = '\n';
+    t->s[t->n] = '\0';
+}
+
+static char *
+trig_half_module(void)
+{
+    text t = {0};
+    text_add(&t, ".version %s", tc_ptx_isa_version(sm));
+    text_add(&t, ".target sm_%d", sm);
+    text_add(&t, ".address_size 64");
+    text_add(&t, ".visible .entry trig_half(.param .u64 px, .param .u64 ps,"
+             " .param .u64 pc, .param .u32 pn)");
+    text_add(&t, "{");
+    text_add(&t, ".reg .pred %%p<1>;");
+    text_add(&t, ".reg .b32 %%r<5>;");
+    text_add(&t, ".reg .b64 %%rd<8>;");
+    text_add(&t, ".reg .f32 %%f<3>;");
+    text_add(&t, "ld.param.u64 %%rd0, [px];");
+    text_add(&t, "ld.param.u64 %%rd1, [ps];");
+    text_add(&t, "ld.param.u64 %%rd2, [pc];");
+    text_add(&t, "ld.param.u32 %%r4, [pn];");
+    text_add(&t, "mov.u32 %%r0, %%tid.x;");
+    text_add(&t, "mov.u32 %%r1, %%ntid.x;");
+    text_add(&t, "mov.u32 %%r2, %%ctaid.x;");
+    text_add(&t, "mad.lo.u32 %%r3, %%r2, %%r1, %%r0;");
+    text_add(&t, "setp.ge.u32 %%p0, %%r3, %%r4;");
+    text_add(&t, "@%%p0 bra $end;");
+    text_add(&t, "mul.wide.u32 %%rd3, %%r3, 4;");
+    text_add(&t, "add.u64 %%rd4, %%rd0, %%rd3;");
+    text_add(&t, "ld.global.f32 %%f0, [%%rd4];");
+    tc_ptx_f32_unary(KOP_SIN, sm, TC_PTX_MATH_HALF_RESULTS, "%f1", "%f0", 0,
+                     text_add, &t);
+    tc_ptx_f32_unary(KOP_COS, sm, TC_PTX_MATH_HALF_RESULTS, "%f2", "%f0", 1,
+                     text_add, &t);
+    text_add(&t, "add.u64 %%rd5, %%rd1, %%rd3;");
+    text_add(&t, "st.global.f32 [%%rd5], %%f1;");
+    text_add(&t, "add.u64 %%rd6, %%rd2, %%rd3;");
+    text_add(&t, "st.global.f32 [%%rd6], %%f2;");
+    text_add(&t, "$end:");
+    text_add(&t, "ret;");
+    text_add(&t, "}");
+    return t.s;
+}
+
+/* input i of n: a quarter dense on [-pi, pi], half log-uniform
+ * magnitudes from 1e-3 to 1e6 (the fast path's bound is 105615), a
+ * quarter random bit patterns (every exponent, inf, nan, denormals) */
+static float
+trig_half_input(int64_t i)
+{
+    uint64_t r = next();
+    double m = (double)(r >> 11) / 9007199254740992.0;
+    float x;
+    switch (i % 4) {
+    case 0:
+        return (float)((2 * m - 1) * M_PI);
+    case 3:
+        memcpy(&x, &(uint32_t){(uint32_t)r}, 4);
+        return x;
+    default:
+        return (float)((r & 1 ? -1 : 1) * pow(10.0, 9 * m - 3));
+    }
+}
+
+static void
+f32_trig_half(void)
+{
+    int64_t n = 16 << 20;
+    size_t bytes = (size_t)n * 4;
+    char *ptx = trig_half_module();
+    CUmodule m;
+    CUfunction f;
+    if (tc_cu_module(ptx, 0, &m, err, sizeof(err)) < 0
+        || tc_cu_function(m, "trig_half", &f, err, sizeof(err)) < 0) {
+        printf("FAIL f32_trig_half: %s\n", err);
+        fails++;
+        free(ptx);
+        return;
+    }
+    free(ptx);
+    float *x = malloc(bytes), *y[2] = {malloc(bytes), malloc(bytes)};
+    CUdeviceptr dx, dy[2];
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = trig_half_input(i);
+    }
+    CK(cu->cuMemAlloc(&dx, bytes));
+    CK(cu->cuMemAlloc(&dy[0], bytes));
+    CK(cu->cuMemAlloc(&dy[1], bytes));
+    CK(cu->cuMemcpyHtoD(dx, x, bytes));
+    uint32_t un = (uint32_t)n;
+    void *params[4] = {&dx, &dy[0], &dy[1], &un};
+    if (tc_cu_launch(f, "trig_half", (unsigned)(n / 256), 256, NULL, params,
+                     err, sizeof(err)) < 0) {
+        printf("FAIL f32_trig_half: %s\n", err);
+        fails++;
+        return;
+    }
+    CK(cu->cuCtxSynchronize());
+    for (int j = 0; j < 2; j++) {
+        CK(cu->cuMemcpyDtoH(y[j], dy[j], bytes));
+        double worst = 0, at = 0;
+        int64_t bad = 0, fast = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float g = y[j][i];
+            int ok;
+            if (fabsf(x[i]) <= TC_F32M_TRIG_MAX) {
+                double w = j ? cos((double)x[i]) : sin((double)x[i]);
+                double d = fabs((double)g - w);
+                ok = d <= TRIG_HALF_TOL;
+                fast++;
+                if (d > worst) {
+                    worst = d;
+                    at = x[i];
+                }
+            }
+            else {
+                float w = tc_ref_sincosf(x[i], j);
+                ok = memcmp(&w, &g, 4) == 0 || (w != w && g != g);
+            }
+            if (!ok && bad++ < 3) {
+                printf("  %s_half(%.9g) = %.9g\n", j ? "cos" : "sin", x[i], g);
+            }
+        }
+        printf("%s f32_trig_half %s: max abs error %.3g (at %.9g) over %lld"
+               " fast-path inputs; %lld/%lld fail\n", bad ? "FAIL" : "PASS",
+               j ? "cos" : "sin", worst, at, (long long)fast, (long long)bad,
+               (long long)n);
+        fails += bad != 0;
+    }
+    cu->cuMemFree(dx);
+    cu->cuMemFree(dy[0]);
+    cu->cuMemFree(dy[1]);
+    free(x);
+    free(y[0]);
+    free(y[1]);
+}
+
 static double
 time_ms(prog *g, int vec, int iters)
 {
@@ -441,6 +620,9 @@ main(int argc, char **argv)
     }
     if (only == NULL || strcmp(only, "f32_math_bits") == 0) {
         f32_math_bits();
+    }
+    if (only == NULL || strcmp(only, "f32_trig_half") == 0) {
+        f32_trig_half();
     }
     if (only == NULL || strcmp(only, "bench") == 0) {
         bench();
