@@ -19,6 +19,14 @@ like the others: values are loaded as float32, computed in float32 and
 rounded to the tensor's dtype when stored or cast (as Inductor does), so a
 chain of ops rounds once where eager rounds after every op; casts are
 bit-exact with eager.
+
+Accuracy of transcendentals: float32 `exp`/`log`/`sin`/`cos`/`tanh` are
+within a few float32 ulp of the exact value for every input, far inside
+`torch.testing`'s float32 tolerances (CUDA: at most 2.7 ulp, measured over
+every float32).  On CUDA, a kernel whose floats are all `float16`/`bfloat16`
+computes `sin`/`cos` with the GPU's approximate instructions after an exact
+range reduction: absolute error below 1e-6, far inside those dtypes'
+tolerances and below the rounding eager applies after each op.
 """
 
 
