@@ -440,13 +440,31 @@ f32_sincos_slow(pp *p, const char *d, const char *x, int is_cos, int uid)
     PL("mov.b32 %s, %%n5;", d);
 }
 
+/* Both sin / cos forms: arguments beyond the fast path's reduction (and
+ * inf / nan) branch to the slow path; the fast path ends by jumping over
+ * it. */
+static void
+f32_sincos_enter(pp *p, const char *x, int uid)
+{
+    char a[16];
+    PL("abs.f32 %%m0, %s;", x);
+    PL("setp.gtu.f32 %%o0, %%m0, %s;", fi(a, TC_F32M_TRIG_MAX));
+    PL("@%%o0 bra $tcm_slow_%d;", uid);
+}
+
+static void
+f32_sincos_leave(pp *p, const char *d, const char *x, int is_cos, int uid)
+{
+    PL("bra $tcm_done_%d;", uid);
+    f32_sincos_slow(p, d, x, is_cos, uid);
+    p->pr(p->ctx, "$tcm_done_%d:", uid);
+}
+
 static void
 f32_sincos(pp *p, const char *d, const char *x, int is_cos, int uid)
 {
     char a[16], b[16];
-    PL("abs.f32 %%m0, %s;", x);
-    PL("setp.gtu.f32 %%o0, %%m0, %s;", fi(a, TC_F32M_TRIG_MAX));
-    PL("@%%o0 bra $tcm_slow_%d;", uid);
+    f32_sincos_enter(p, x, uid);
     PL("fma.rn.f32 %%m1, %s, %s, %s;", x, fi(a, TC_F32M_2_PI),
       fi(b, TC_F32M_MAGIC));
     PL("mov.b32 %%n0, %%m1;");
@@ -476,9 +494,7 @@ f32_sincos(pp *p, const char *d, const char *x, int is_cos, int uid)
     PL("mov.b32 %%n3, %%m8;");
     PL("xor.b32 %%n3, %%n3, %%n2;");
     PL("mov.b32 %s, %%n3;", d);
-    PL("bra $tcm_done_%d;", uid);
-    f32_sincos_slow(p, d, x, is_cos, uid);
-    p->pr(p->ctx, "$tcm_done_%d:", uid);
+    f32_sincos_leave(p, d, x, is_cos, uid);
 }
 
 /* sin / cos of a kernel whose float results are all float16 / bfloat16
@@ -501,18 +517,14 @@ static void
 f32_sincos_half(pp *p, const char *d, const char *x, int is_cos, int uid)
 {
     char a[16], b[16];
-    PL("abs.f32 %%m0, %s;", x);
-    PL("setp.gtu.f32 %%o0, %%m0, %s;", fi(a, TC_F32M_TRIG_MAX));
-    PL("@%%o0 bra $tcm_slow_%d;", uid);
+    f32_sincos_enter(p, x, uid);
     PL("fma.rn.f32 %%m1, %s, %s, %s;", x, fi(a, TC_F32M_INV_2PI),
       fi(b, TC_F32M_MAGIC));
     PL("sub.rn.f32 %%m1, %%m1, %s;", fi(a, TC_F32M_MAGIC));
     PL("fma.rn.f32 %%m2, %%m1, %s, %s;", fi(a, -TC_F32M_2PI_1), x);
     PL("fma.rn.f32 %%m2, %%m1, %s, %%m2;", fi(a, -TC_F32M_2PI_2));
     PL("%s.approx.f32 %s, %%m2;", is_cos ? "cos" : "sin", d);
-    PL("bra $tcm_done_%d;", uid);
-    f32_sincos_slow(p, d, x, is_cos, uid);
-    p->pr(p->ctx, "$tcm_done_%d:", uid);
+    f32_sincos_leave(p, d, x, is_cos, uid);
 }
 
 static void
