@@ -278,6 +278,19 @@ def test_extern_ops_cuda(name):
 
 
 @cuda_only
+@pytest.mark.parametrize("name", ["dim0", "dim1", "2d_index", "0d_index",
+                                  "int32_index", "adjacent_pair",
+                                  "separated_pair", "with_int_first",
+                                  "of_an_expanded_view", "arange_targets",
+                                  "fused_both_sides"])
+def test_advanced_indexing_cuda(name):
+    from test_models import ADVANCED, _index
+    fn, *idx = ADVANCED[name]
+    run_both(fn, torch.randn(4, 6, 5, device="cuda"),
+             *[_index(i).cuda() for i in idx], expect_compiled=True)
+
+
+@cuda_only
 def test_sdpa_flash_layout_cuda():
     """Flash attention returns a non-contiguous result: the runtime copies
     it into the layout the graph assumed before kernels read it."""

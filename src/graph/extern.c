@@ -6,6 +6,7 @@
  */
 #include "extern.h"
 #include "ops.h"
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <string.h>
@@ -372,6 +373,68 @@ shape_group_norm(xctx *x)
     return 0;
 }
 
+/* x[..., i, j, ...] with index tensors i, j for the dims in the mask
+ * (aten::index): the indices broadcast to B; if the indexed dims are
+ * adjacent, B replaces them in place, else B comes first and the other
+ * dims follow in order.  Eager's result is contiguous when x's strides
+ * (of dims that are stepped: size > 1, stride > 0) do not increase from
+ * outer to inner dims, and follows x's stride order otherwise; only the
+ * first case is compiled, so the result has the layout eager gives. */
+static int
+shape_index(xctx *x)
+{
+    const tc_layout *src = L(x, 0);
+    int64_t mask = x->xa[TC_XA_INDEX_DIMS], b[TC_MAX_DIMS], t[TC_MAX_DIMS];
+    int nb = 0, nidx = 0, first = -1, last = -1, n = 0;
+    for (int d = 0; d < src->ndim; d++) {
+        if (mask >> d & 1) {
+            first = first < 0 ? d : first;
+            last = d;
+            nidx++;
+        }
+    }
+    if (nidx != x->nin - 1 || nidx == 0 || mask >> src->ndim != 0) {
+        return fail(x, "index tensors do not match the indexed dims");
+    }
+    for (int k = 1; k < x->nin; k++) {
+        const tc_layout *ix = L(x, k);
+        if (D(x, k) != TC_I64 && D(x, k) != TC_I32) {
+            return fail(x, "index tensors must be int64 or int32");
+        }
+        if (broadcast(x, b, nb, ix->sizes, ix->ndim, t, &nb) < 0) {
+            return fail(x, "index tensors do not broadcast (torch raises)");
+        }
+        memcpy(b, t, sizeof(int64_t) * nb);
+    }
+    int64_t prev = INT64_MAX;
+    for (int d = 0; d < src->ndim; d++) {
+        if (src->sizes[d] > 1 && src->strides[d] > 0) {
+            if (src->strides[d] > prev) {
+                return fail(x, "indexing a permuted view (eager's result "
+                            "follows its strides)");
+            }
+            prev = src->strides[d];
+        }
+    }
+    int adjacent = last - first + 1 == nidx;
+    if (src->ndim - nidx + nb > TC_MAX_DIMS) {
+        return fail(x, "too many dims");
+    }
+    int64_t s[TC_MAX_DIMS];
+    for (int d = 0; d < src->ndim; d++) {
+        if (d == (adjacent ? first : 0)) {
+            memcpy(s + n, b, sizeof(int64_t) * nb);
+            n += nb;
+        }
+        if (!(mask >> d & 1)) {
+            s[n++] = src->sizes[d];
+        }
+    }
+    set_sizes(x, n, s);
+    x->dtype = D(x, 0);
+    return 0;
+}
+
 /* ---- entry point ----------------------------------------------------- */
 
 static int
@@ -393,6 +456,7 @@ infer(xctx *x)
     if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss"))
         return shape_loss(x);
     if (!strcmp(op, "group_norm")) return shape_group_norm(x);
+    if (!strcmp(op, "index")) return shape_index(x);
     return fail(x, "not an extern op");
 }
 

@@ -25,6 +25,10 @@
  *                   operand 2 the class weights when given
  *   group_norm      xattr[0] num_groups; xfattr eps; operands 1, 2 weight
  *                   and bias when given (xattr[1], [2] say which)
+ *   index           advanced indexing, torch's aten::index: operand 0 the
+ *                   tensor (basic indexing already applied as views),
+ *                   operands 1.. int64 / int32 index tensors for the dims
+ *                   set in the bitmask xattr[0], in dim order
  */
 #ifndef TCJIT_EXTERN_H
 #define TCJIT_EXTERN_H
@@ -45,12 +49,13 @@ enum {
     TC_XA_LOSS_IGNORE_INDEX = 1,
     TC_XA_GN_GROUPS = 0,
     TC_XA_GN_HAS_WEIGHT = 1,
-    TC_XA_GN_HAS_BIAS = 2
+    TC_XA_GN_HAS_BIAS = 2,
+    TC_XA_INDEX_DIMS = 0
 };
 
 /* Append extern op `op` ("mm", "bmm", "matmul", "addmm", "baddbmm",
  * "linear", "sdpa", "embedding", "conv1d", "conv2d", "cat", "stack",
- * "cross_entropy", "nll_loss", "group_norm") over
+ * "cross_entropy", "nll_loss", "group_norm", "index") over
  * tensor nodes in[0..nin-1].  xattr may be NULL (all zero).  Returns the
  * node id, or -1 with a message naming what torch would reject or what
  * tcjit does not handle (the tracer turns that into a graph break, so the

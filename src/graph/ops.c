@@ -621,6 +621,9 @@ const tc_op_def tc_ops[] = {
      "extern: class-index targets, weight, ignore_index, reduction"},
     {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: num_groups, weight, bias, eps"},
+    {"index", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: advanced indexing by int64 / int32 index tensors (aten.index; "
+     "ints and slices in the same index are applied first, as views)"},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

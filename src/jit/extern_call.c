@@ -20,9 +20,14 @@ typedef struct {
     int nargv;                     /* positional + keyword values */
     PyObject *argv[MAX_ARGV];      /* NULL: an operand slot */
     PyObject *kwnames;             /* names of the last entries, or NULL */
-    int slot[TC_MAX_OP_INPUTS];    /* operand k -> argv index, or the list
-                                      index when list_operands */
-    int list_operands;             /* cat/stack: operands in a list, argv[0] */
+    int slot[TC_MAX_OP_INPUTS];    /* operand k -> argv index, or its
+                                      index in the pack for k >= pack_from */
+    PyObject *pack;                /* cat/stack: a list of the operands;
+                                      index: a tuple of slice(None) and the
+                                      index tensors.  The template (NULL
+                                      items at operand places); a new one
+                                      is filled per call, at argv[pack_argv] */
+    int pack_argv, pack_from;
     PyObject *view[TC_MAX_OP_INPUTS][3];  /* as_strided args, views only */
     PyObject *sizes, *strides;     /* the result layout kernels assume */
     PyObject *dtype;               /* borrowed */
@@ -33,7 +38,7 @@ struct tc_extern_rt {
     xcall *calls;
 };
 
-static PyObject *torch_mod, *nn_functional, *nn_c;
+static PyObject *torch_mod, *nn_functional, *nn_c, *tensor_type;
 static PyObject *str_shape, *str_stride, *str_dtype, *str_copy,
     *str_new_empty_strided;
 
@@ -49,6 +54,8 @@ init_once(void)
     torch_mod = PyImport_ImportModule("torch");
     nn_functional = PyImport_ImportModule("torch.nn.functional");
     nn_c = torch_mod ? PyObject_GetAttrString(torch_mod, "_C") : NULL;
+    tensor_type = torch_mod ? PyObject_GetAttrString(torch_mod, "Tensor")
+                            : NULL;
     Py_XSETREF(nn_c, nn_c ? PyObject_GetAttrString(nn_c, "_nn") : NULL);
     str_shape = PyUnicode_InternFromString("shape");
     str_stride = PyUnicode_InternFromString("stride");
@@ -56,8 +63,8 @@ init_once(void)
     str_new_empty_strided = PyUnicode_InternFromString("new_empty_strided");
     str_copy = str_dtype && str_new_empty_strided
                ? PyUnicode_InternFromString("copy_") : NULL;
-    if (!torch_mod || !nn_functional || !nn_c || !str_shape || !str_stride
-        || !str_copy) {
+    if (!torch_mod || !nn_functional || !nn_c || !tensor_type || !str_shape
+        || !str_stride || !str_copy) {
         Py_CLEAR(str_copy);
         return -1;
     }
@@ -234,6 +241,50 @@ spec_group_norm(xcall *c, const tc_extern_call *x)
     return put(c, PyFloat_FromDouble(x->xfattr));
 }
 
+/* Operands from.. of the call go into a container at the next argv
+ * place (template t, see xcall.pack). */
+static int
+spec_pack(xcall *c, int from, PyObject *t)
+{
+    if (t == NULL) {
+        return -1;
+    }
+    c->pack = t;
+    c->pack_from = from;
+    c->pack_argv = c->nargv;
+    return put(c, Py_NewRef(Py_None));  /* replaced per call */
+}
+
+/* Tensor.__getitem__(x, (slice(None), i, ...)): operand 0 is x, the index
+ * tensors fill the dims of the mask, every other dim up to the last
+ * indexed one is a full slice. */
+static int
+spec_index(xcall *c, const tc_extern_call *x)
+{
+    int64_t mask = x->xattr[TC_XA_INDEX_DIMS];
+    int n = 0, k = 1;
+    while (mask >> n) {
+        n++;
+    }
+    put_operand(c, 0);
+    PyObject *t = PyTuple_New(n);
+    if (spec_pack(c, 1, t) < 0) {
+        return -1;
+    }
+    for (int d = 0; d < n; d++) {
+        if (mask >> d & 1) {
+            c->slot[k++] = d;
+            continue;
+        }
+        PyObject *all = PySlice_New(NULL, NULL, NULL);
+        if (all == NULL) {
+            return -1;
+        }
+        PyTuple_SET_ITEM(t, d, all);
+    }
+    return 0;
+}
+
 static int
 spec_for(xcall *c, const tc_extern_call *x)
 {
@@ -267,12 +318,16 @@ spec_for(xcall *c, const tc_extern_call *x)
         rc = spec_group_norm(c, x);
     }
     else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
-        c->list_operands = 1;
+        rc = spec_pack(c, 0, PyList_New(x->nin));
         for (int k = 0; k < x->nin; k++) {
             c->slot[k] = k;
         }
-        rc = put(c, PyList_New(x->nin));
         rc = rc < 0 ? rc : put(c, PyLong_FromLongLong(x->xattr[TC_XA_CAT_DIM]));
+    }
+    else if (!strcmp(op, "index")) {
+        owner = tensor_type;
+        fname = "__getitem__";
+        rc = spec_index(c, x);
     }
     else {
         /* mm, bmm, matmul, addmm, baddbmm: tensors in order */
@@ -307,6 +362,7 @@ static void
 clear_call(xcall *c)
 {
     Py_CLEAR(c->fn);
+    Py_CLEAR(c->pack);
     for (int i = 0; i < c->nargv; i++) {
         Py_CLEAR(c->argv[i]);
     }
@@ -427,6 +483,31 @@ conform(const xcall *c, const tc_buffer *out, const char *op, PyObject *r)
     return r;
 }
 
+/* A new container like c->pack with operands pack_from.. in their places
+ * (a fresh one per call: the operands are not kept alive between calls). */
+static PyObject *
+fill_pack(const xcall *c, PyObject *const *ops, int nin)
+{
+    int is_list = PyList_Check(c->pack);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(c->pack)
+                           : PyTuple_GET_SIZE(c->pack);
+    PyObject *out = is_list ? PyList_New(n) : PyTuple_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject **dst = is_list ? ((PyListObject *)out)->ob_item
+                             : ((PyTupleObject *)out)->ob_item;
+    PyObject **src = is_list ? ((PyListObject *)c->pack)->ob_item
+                             : ((PyTupleObject *)c->pack)->ob_item;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        dst[i] = Py_XNewRef(src[i]);
+    }
+    for (int k = c->pack_from; k < nin; k++) {
+        Py_XSETREF(dst[c->slot[k]], Py_NewRef(ops[k]));
+    }
+    return out;
+}
+
 int
 tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
               int want_ptr)
@@ -435,7 +516,7 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
     const xcall *c = &x->calls[e];
     PyObject *argv[MAX_ARGV];
     PyObject *ops[TC_MAX_OP_INPUTS] = {NULL};
-    PyObject *r = NULL;
+    PyObject *r = NULL, *pack = NULL;
     int rc = -1;
     for (int k = 0; k < xc->nin; k++) {
         PyObject *base = objs[xc->in[k].buffer];
@@ -446,23 +527,18 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
         }
     }
     memcpy(argv, c->argv, sizeof(PyObject *) * c->nargv);
-    for (int k = 0; k < xc->nin; k++) {
-        if (c->list_operands) {
-            Py_XSETREF(((PyListObject *)argv[0])->ob_item[k],
-                       Py_NewRef(ops[k]));
+    if (c->pack != NULL) {
+        pack = fill_pack(c, ops, xc->nin);
+        if (pack == NULL) {
+            goto done;
         }
-        else {
-            argv[c->slot[k]] = ops[k];
-        }
+        argv[c->pack_argv] = pack;
+    }
+    for (int k = 0; k < (c->pack ? c->pack_from : xc->nin); k++) {
+        argv[c->slot[k]] = ops[k];
     }
     Py_ssize_t nkw = c->kwnames ? PyTuple_GET_SIZE(c->kwnames) : 0;
     r = PyObject_Vectorcall(c->fn, argv, c->nargv - nkw, c->kwnames);
-    if (c->list_operands) {
-        /* do not keep the operands alive between calls */
-        for (int k = 0; k < xc->nin; k++) {
-            Py_CLEAR(((PyListObject *)argv[0])->ob_item[k]);
-        }
-    }
     if (r == NULL) {
         goto done;
     }
@@ -473,6 +549,7 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
     Py_XSETREF(objs[xc->out_buffer], r);
     rc = want_ptr ? tc_alloc_data_ptr(r, &ptrs[xc->out_buffer]) : 0;
 done:
+    Py_XDECREF(pack);
     for (int k = 0; k < xc->nin; k++) {
         Py_XDECREF(ops[k]);
     }

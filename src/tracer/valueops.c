@@ -5,6 +5,7 @@
  * made in the traced code, and f-strings.
  */
 #include "tracer_internal.h"
+#include "../graph/extern.h"
 
 /* ---- attributes ------------------------------------------------------------ */
 
@@ -422,9 +423,7 @@ index_tensor(tracer *T, tc_var *x, PyObject *idx)
         if (!(it == Py_None || it == Py_Ellipsis || PyLong_CheckExact(it)
               || PySlice_Check(it))) {
             Py_DECREF(items);
-            return tc_tr_unsupported(T,
-                                     "indexing a tensor with a %s (advanced "
-                                     "indexing is not compiled yet)",
+            return tc_tr_unsupported(T, "indexing a tensor with a %s",
                                      Py_TYPE(it)->tp_name);
         }
     }
@@ -443,6 +442,71 @@ index_tensor(tracer *T, tc_var *x, PyObject *idx)
         return tc_tr_push(T, x);
     }
     return tc_tr_push_node(T, node, "indexing", err);
+}
+
+/* x[items] with int64 / int32 index tensors among ints, slices, None and
+ * one Ellipsis, in torch's order: the other items first, as views, then
+ * one aten::index over the dims the tensors index (extern "index"; the
+ * shape rule is in extern.c).  A bool or uint8 tensor is a mask: the
+ * result's size depends on the data, so that stays a graph break. */
+static int
+index_advanced(tracer *T, tc_var *x, tc_var **items, int n)
+{
+    int in[TC_MAX_OP_INPUTS], nin = 1, consumed = 0;
+    for (int i = 0; i < n; i++) {
+        tc_var *it = items[i];
+        if (tc_tr_reify(T, it) != OK) {
+            return ERROR;
+        }
+        if (it->kind == TC_VAR_TENSOR) {
+            tc_dtype dt = tc_tr_tensor_node(T, it)->dtype;
+            if (dt == TC_BOOL || dt == TC_U8) {
+                return tc_tr_unsupported(T, "indexing with a boolean mask "
+                                         "(the result's size depends on "
+                                         "the data)");
+            }
+            if (dt != TC_I64 && dt != TC_I32) {
+                return tc_tr_unsupported(T, "indexing with a %s tensor",
+                                         tc_dtype_name(dt));
+            }
+            consumed++;
+            continue;
+        }
+        PyObject *o = it->kind == TC_VAR_CONST ? it->obj : NULL;
+        if (o == NULL || !(o == Py_None || o == Py_Ellipsis
+                           || PyLong_CheckExact(o) || PySlice_Check(o))) {
+            return tc_tr_unsupported(T, "indexing a tensor with a %s",
+                                     o ? Py_TYPE(o)->tp_name
+                                       : tc_var_kind_name(it));
+        }
+        consumed += PyLong_CheckExact(o) || PySlice_Check(o);
+    }
+    int node = x->node, d = 0, ndim = tc_tr_tensor_node(T, x)->layout.ndim;
+    int64_t xa[TC_MAX_XATTR] = {0};
+    char err[256] = "";
+    for (int i = 0; i < n && node >= 0; i++) {
+        tc_var *it = items[i];
+        if (it->kind == TC_VAR_TENSOR) {
+            if (nin == TC_MAX_OP_INPUTS) {
+                return tc_tr_unsupported(T, "indexing with more than %d "
+                                         "index tensors",
+                                         TC_MAX_OP_INPUTS - 1);
+            }
+            xa[TC_XA_INDEX_DIMS] |= (int64_t)1 << d++;
+            in[nin++] = it->node;
+        }
+        else if (it->obj == Py_Ellipsis) {
+            d += ndim - consumed;
+        }
+        else {
+            node = index_item(T, node, it->obj, &d, err, sizeof(err));
+        }
+    }
+    if (node < 0) {
+        return tc_tr_push_node(T, node, "indexing", err);
+    }
+    in[0] = node;
+    return tc_tr_push_extern(T, "index", nin, in, xa, 0);
 }
 
 /* xs[a:b:c] of a tuple or list var: a new one of the same kind. */
@@ -498,7 +562,15 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
         return index_tensor(T, seq, idx->obj);
     }
+    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
+        return index_advanced(T, seq, &idx, 1);
+    }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {
+        for (int i = 0; i < idx->nitems; i++) {
+            if (idx->items[i]->kind == TC_VAR_TENSOR) {
+                return index_advanced(T, seq, idx->items, idx->nitems);
+            }
+        }
         /* x[:, :T, None]: a tuple of known ints and slices */
         PyObject *t = PyTuple_New(idx->nitems);
         for (int i = 0; t != NULL && i < idx->nitems; i++) {
@@ -517,11 +589,6 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     }
     if (seq->kind == TC_VAR_NN_MODULE) {
         return tc_tr_index_nn_module(T, seq, idx);
-    }
-    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
-        return tc_tr_unsupported(T,
-                                 "indexing a tensor with a tensor (advanced "
-                                 "indexing is not compiled yet)");
     }
     return tc_tr_unsupported(T, "subscript of a %s with a %s",
                              tc_var_kind_name(seq), tc_var_kind_name(idx));

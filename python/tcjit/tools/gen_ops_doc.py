@@ -56,8 +56,12 @@ DECOMPOSED = {
 }
 
 
+# Registry ops reached through Python syntax rather than a binding.
+SYNTAX = {"index": ["x[idx]", "x[:, i, j]"]}
+
+
 def render():
-    spellings = collections.defaultdict(list)
+    spellings = collections.defaultdict(list, {k: list(v) for k, v in SYNTAX.items()})
     extras = []
     for path, op in _C.bindings():
         if op is None or op.startswith(("float", "bfloat", "int", "uint", "bool")):
