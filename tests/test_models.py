@@ -214,7 +214,8 @@ ADVANCED = {
     "with_none": (lambda x, i: x[None, i], [2, 0]),
     "of_a_sliced_view": (lambda x, i: x[:, 1:][:, :, i], [0, 3]),
     "of_an_expanded_view": (lambda x, i: x[:, :1].expand(4, 6, 5)[:, i], [0, 5]),
-    "arange_targets": (lambda x, t: x[torch.arange(4), t, 0].exp(), [1, 5, 0, 2]),
+    "arange_targets": (lambda x, t: x[torch.arange(4, device=x.device), t, 0].exp(),
+                       [1, 5, 0, 2]),
     "fused_both_sides": (lambda x, i: (x * 2).relu()[i].softmax(-1), [3, 1]),
     "computed_index": (lambda x, i: x[i, x.sum(-1).argmax(1)], [0, 1, 2, 3]),
 }
