@@ -569,3 +569,135 @@ def test_loop_as_the_first_traced_code_of_a_process(tmp_path):
     r = subprocess.run([sys.executable, str(script)], env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+# ---- comprehensions and closures over the frame's variables ------------------
+# 3.11 compiles a comprehension to a nested function (MAKE_FUNCTION over
+# LOAD_CLOSURE cells when it uses the frame's variables), inlined here;
+# 3.12 inlines it into the frame (LOAD_FAST_AND_CLEAR saves the loop
+# variable).  Both end up in the caller's graph.
+
+class Heads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(6, 3) for _ in range(3))
+
+    def forward(self, x):
+        return torch.cat([h(x) for h in self.heads], dim=-1)
+
+
+COMPREHENSIONS = {
+    "list_over_args": lambda x, ws: torch.stack([x * w for w in ws]).sum(0),
+    "list_of_chunks": lambda x, ws: torch.cat([p.relu() for p in x.chunk(3, -1)], -1),
+    "dict": lambda x, ws: (lambda d: d[1] + d[2])({k: x * k for k in range(3)}),
+    "nested": lambda x, ws: torch.stack([torch.stack([x + w for w in ws]) for _ in range(2)]),
+    "with_condition": lambda x, ws: torch.stack([x + i for i in range(6) if i % 2]),
+    "enumerate_zip": lambda x, ws: [x * i + w for i, w in enumerate(ws)][-1],
+}
+
+
+@pytest.mark.parametrize("name", list(COMPREHENSIONS))
+def test_comprehension_is_one_graph(name):
+    one_graph(COMPREHENSIONS[name], torch.randn(4, 6), [1.0, 2.0, 3.0])
+
+
+def test_comprehension_over_module_list():
+    m = Heads().eval()
+    with torch.no_grad():
+        one_graph(m, torch.randn(2, 6))
+
+
+def test_comprehension_variable_keeps_its_outer_value():
+    """The loop variable of a 3.12 inlined comprehension is saved and put
+    back; on 3.11 it is the nested function's own local."""
+    def f(x):
+        i = x.sum()
+        ys = [x * i for i in range(3)]
+        return ys[2] + i
+
+    one_graph(f, torch.randn(5))
+
+
+def test_lambda_over_a_local_sees_later_assignments():
+    def f(x):
+        s = 2
+        g = lambda t: t * s   # noqa: E731 - a closure over s
+        s = 3
+        return g(x) + s
+
+    one_graph(f, torch.randn(3))
+
+
+def test_closure_returned_keeps_the_final_values():
+    def f(x):
+        y = x + 1
+        g = lambda: y * 2  # noqa: E731
+        y = y * 10
+        return g
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    for _ in range(2):
+        check_same(cf(x)(), f(x)())
+    reasons = [b.reason for b in tcjit.explain(f)(x).break_reasons]
+    assert reasons == ["returning a closure over the function's variables"]
+
+
+def test_closures_made_in_a_comprehension_read_the_frame_later():
+    """Lambdas made inside a comprehension (not inlined: the closure is the
+    comprehension's own) read the frame's variable as it is when they are
+    called, after the frame assigned it again."""
+    def f(x, n):
+        y = x + 1
+        fs = [lambda: y * k for k in range(n)]
+        y = y * 10
+        return [h() for h in fs]
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, 3), f(x, 3))
+
+
+def test_comprehension_around_a_graph_break():
+    printed = []
+
+    def f(x):
+        a = x.sin()
+        ys = [a * i for i in range(3)]
+        printed.append(len(ys))     # a graph break
+        return [t + a for t in ys]
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    for _ in range(2):
+        check_same(cf(x), f(x))
+    assert printed == [3] * 4     # two compiled calls, two eager
+
+
+def test_generator_expression_breaks_with_a_reason():
+    def f(x):
+        return sum(x * i for i in range(3))
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x), f(x))
+    reasons = [b.reason for b in tcjit.explain(f)(x).break_reasons]
+    assert reasons and "generator" in reasons[0], reasons
+
+
+def test_graph_break_inside_a_comprehension():
+    """On 3.12 the comprehension runs in the frame: the break leaves the
+    list being built, the iterator and the loop variable's saved outer
+    value (none here) on the stack for CPython; 3.11 calls the nested
+    function instead of inlining it."""
+    seen = []
+
+    def f(x):
+        ys = [seen.append(i) or x * i for i in range(3)]
+        return torch.stack(ys) + 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    for _ in range(2):
+        check_same(cf(x), f(x))
+    assert seen == [0, 1, 2] * 4

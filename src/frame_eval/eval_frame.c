@@ -149,6 +149,7 @@ typedef struct {
     PyObject **vals;
     PyObject *globals;
     PyObject **memo;      /* built containers, by template memo slot */
+    PyObject **localsplus;  /* the frame's (TC_TMPL_CELL) */
 } build_ctx;
 
 static void
@@ -204,7 +205,7 @@ build_entered(PyObject *ctx)
 static PyObject *
 build_deferred(const tc_template *t, const build_ctx *cx)
 {
-    if (t->kind == TC_TMPL_FUNCTION) {
+    if (t->kind == TC_TMPL_FUNCTION && t->n == 0) {
         return PyFunction_New(t->obj, cx->globals);
     }
     PyObject *items = PyTuple_New(t->n), *r = NULL;
@@ -226,6 +227,13 @@ build_deferred(const tc_template *t, const build_ctx *cx)
     }
     else if (t->kind == TC_TMPL_CALL) {
         r = PyObject_CallObject(t->obj, items);
+    }
+    else if (t->kind == TC_TMPL_FUNCTION) {
+        /* a closure over the frame's cells (items) */
+        r = PyFunction_New(t->obj, cx->globals);
+        if (r != NULL && PyFunction_SetClosure(r, items) < 0) {
+            Py_CLEAR(r);
+        }
     }
     else if (t->kind == TC_TMPL_ITER) {
         r = build_iterator(t->obj, items, t->index);
@@ -281,6 +289,13 @@ build_value(const tc_template *t, const build_ctx *cx)
     case TC_TMPL_NULL:
         PyErr_SetString(PyExc_SystemError, "tcjit: NULL in a container");
         return NULL;
+    case TC_TMPL_CELL:
+        r = cx->localsplus[t->index];
+        if (r == NULL || !PyCell_Check(r)) {
+            PyErr_SetString(PyExc_SystemError, "tcjit: no cell in the frame");
+            return NULL;
+        }
+        return Py_NewRef(r);
     case TC_TMPL_ATTR:
         r = build_result(&t->items[0], cx);
         if (r != NULL) {
@@ -401,8 +416,10 @@ write_back(tc_iframe *f, const tc_exit *x, const build_ctx *cxp)
     }
     for (int k = 0; k < x->nlocals; k++) {
         int slot = x->local_slots[k];
-        PyObject *v = build_result(&x->local_vals[k], &cx);
-        if (v == NULL) {
+        int unbound = x->local_vals[k].kind == TC_TMPL_NULL;  /* 3.12
+            comprehension variables that had no outer value */
+        PyObject *v = unbound ? NULL : build_result(&x->local_vals[k], &cx);
+        if (v == NULL && !unbound) {
             for (int i = 0; i < x->nstack; i++) {
                 Py_XDECREF(stack[i]);
             }
@@ -410,7 +427,7 @@ write_back(tc_iframe *f, const tc_exit *x, const build_ctx *cxp)
         }
         if (kinds[slot] & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) {
             int rc = PyCell_Set(f->localsplus[slot], v);
-            Py_DECREF(v);
+            Py_XDECREF(v);
             if (rc < 0) {
                 return -1;  /* cannot happen: the prologue made the cell */
             }
@@ -767,7 +784,7 @@ take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
     const tc_exit *x = &e->exit;
     PyObject *memo[e->nmemo + 1];
     memset(memo, 0, sizeof(memo));
-    build_ctx cx = {outputs, vals, f->f_globals, memo};
+    build_ctx cx = {outputs, vals, f->f_globals, memo, f->localsplus};
     int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
     if (rc == 0) {
         rc = write_back(f, x, &cx);
@@ -837,7 +854,8 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
         if (e->exit.kind == TC_EXIT_RETURN) {
             PyObject *memo[e->nmemo + 1];
             memset(memo, 0, sizeof(memo));
-            build_ctx cx = {outputs, lr.vals, f->f_globals, memo};
+            build_ctx cx = {outputs, lr.vals, f->f_globals, memo,
+                            f->localsplus};
             PyObject *result = build_result(&e->ret, &cx);
             memo_release(memo, e->nmemo);
             release_outputs(e, outputs);

@@ -151,6 +151,31 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     return OK;
 }
 
+/* The free variables of a closure the traced frame made (MAKE_FUNCTION
+ * over LOAD_CLOSURE cells): the current values of the frame's variables,
+ * which the callee can read but not assign (STORE_DEREF of a free slot is
+ * unsupported), so the values stay right for the whole call. */
+static int
+bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
+{
+    int nfree = co->co_nfreevars;
+    if (callable->nitems != nfree) {
+        return tc_tr_unsupported(T, "a closure of %d cells for %d free "
+                                 "variables", callable->nitems, nfree);
+    }
+    for (int j = 0; j < nfree; j++) {
+        tc_var *v;
+        int rc = tc_tr_local_value((tracer *)T->sh->root,
+                                   callable->items[j]->node, &v);
+        if (rc != OK) {
+            return rc;
+        }
+        C->locals[C->nlocals - nfree + j] = v;
+    }
+    C->frame_cells = callable->items;
+    return OK;
+}
+
 /* Calls of Python functions are traced into the caller's graph: functions
  * read from the frame (guarded by identity, so their code, defaults,
  * globals and closure cells are those traced), and lambdas made by the
@@ -202,6 +227,9 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     int rc = tracer_init_inline(&C, T, co, fn, fn_source);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
+    }
+    if (rc == OK && callable->kind == TC_VAR_DEFERRED && co->co_nfreevars) {
+        rc = bind_closure(&C, T, callable, co);
     }
     if (rc == OK) {
         rc = tc_tr_run(&C);

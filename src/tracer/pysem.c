@@ -641,6 +641,33 @@ tc_tr_op_dict_merge(tracer *T, int oparg, int merge)
     return OK;
 }
 
+/* MAP_ADD (dict comprehensions): d[key] = value for the dict oparg deep,
+ * as a one-item dict merged into it (a repeated key keeps its place and
+ * takes the new value, as dict assignment does). */
+int
+tc_tr_op_map_add(tracer *T, int oparg)
+{
+    tc_var *value = tc_tr_pop(T), *key = tc_tr_pop(T);
+    if (value == NULL || key == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (tc_tr_reify(T, key) != OK) {
+        return ERROR;
+    }
+    if (key->kind != TC_VAR_CONST) {
+        return tc_tr_unsupported(T, "a dict with a key of type %s",
+                                 tc_var_kind_name(key));
+    }
+    PyObject *keys = PyTuple_Pack(1, key->obj);
+    tc_var *one = keys ? make_dict(T, keys, &value) : NULL;
+    Py_XDECREF(keys);
+    if (one == NULL) {
+        return ERROR;
+    }
+    int rc = tc_tr_push(T, one);
+    return rc != OK ? rc : tc_tr_op_dict_merge(T, oparg, 0);
+}
+
 /* d[key] and d.get(key, default) with a constant key. */
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)

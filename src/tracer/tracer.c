@@ -408,6 +408,26 @@ is_cell_slot(tracer *T, int i)
     return (kind & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) != 0;
 }
 
+static int load_local(tracer *T, int i);
+
+/* The slot of the traced frame that holds cell, or -1.  Only after the
+ * prologue do cell slots hold cells (a segment starting at pc 0 runs it
+ * after the trace). */
+static int
+frame_cell_slot(void *root, PyObject *cell)
+{
+    tracer *R = root;
+    if (cell == NULL || R->start_pc == 0) {
+        return -1;
+    }
+    for (int i = 0; i < R->nlocals; i++) {
+        if (is_cell_slot(R, i) && R->frame->localsplus[i] == cell) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 /* A free variable of an inlined function: the contents of its closure
  * cell, read through the function's own source. */
 static int
@@ -419,8 +439,21 @@ load_inlined_free(tracer *T, int i)
     }
     int j = i - (T->nlocals - T->co->co_nfreevars), rc;
     PyObject *cells = T->fn->func_closure;
-    PyObject *value = cells && j < PyTuple_GET_SIZE(cells)
-                      ? PyCell_GET(PyTuple_GET_ITEM(cells, j)) : NULL;
+    PyObject *cell = cells && j < PyTuple_GET_SIZE(cells)
+                     ? PyTuple_GET_ITEM(cells, j) : NULL;
+    int slot = frame_cell_slot(T->sh->root, cell);
+    if (slot >= 0) {
+        /* a cell of the frame being traced: the traced code may have
+         * assigned the variable since (not written back yet) */
+        tc_var *v;
+        rc = tc_tr_local_value(T->sh->root, slot, &v);
+        if (rc == OK) {
+            T->locals[i] = v;
+            rc = tc_tr_push(T, v);
+        }
+        return rc;
+    }
+    PyObject *value = cell ? PyCell_GET(cell) : NULL;
     if (value == NULL) {
         return tc_tr_unsupported(T, "read of unbound variable '%U'",
                                  local_name(T, i));
@@ -438,6 +471,10 @@ load_inlined_free(tracer *T, int i)
 static int
 load_local(tracer *T, int i)
 {
+    if (T->locals[i] != NULL && T->locals[i]->kind == TC_VAR_NULL) {
+        return tc_tr_unsupported(T, "read of unbound variable '%U'",
+                                 local_name(T, i));
+    }
     if (T->locals[i] != NULL) {
         return tc_tr_push(T, T->locals[i]);
     }
@@ -477,6 +514,64 @@ load_local(tracer *T, int i)
     }
     T->locals[i] = v;
     return tc_tr_push(T, v);
+}
+
+/* The value of local i (read from the frame, with its guard, if this
+ * segment has not yet), for callers outside the opcode loop. */
+int
+tc_tr_local_value(tracer *T, int i, tc_var **out)
+{
+    int rc = load_local(T, i);
+    *out = rc == OK ? tc_tr_pop(T) : NULL;
+    return rc;
+}
+
+/* 3.12's inlined comprehensions save their iteration variable's outer
+ * value (a NULL marker when unbound) on the stack, and STORE_FAST puts it
+ * back afterwards. */
+static int
+load_fast_and_clear(tracer *T, int i)
+{
+    int unbound = T->locals[i] == NULL
+                  && (T->depth > 0 || T->frame->localsplus[i] == NULL);
+    if (is_cell_slot(T, i)) {
+        return tc_tr_unsupported(T, "a comprehension variable in a closure");
+    }
+    int rc = unbound ? tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL,
+                                                -1))
+                     : T->locals[i] && T->locals[i]->kind == TC_VAR_NULL
+                     ? tc_tr_push(T, T->locals[i]) : load_local(T, i);
+    if (rc != OK) {
+        return rc;
+    }
+    T->locals[i] = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+    T->written[i] = 1;
+    return T->locals[i] != NULL ? OK : ERROR;
+}
+
+/* LOAD_CLOSURE: the cell of the frame's variable i, for a closure that
+ * MAKE_FUNCTION builds.  An inlined call of the closure reads the
+ * variable's current value (tc_tr_inline_call); at an exit the template
+ * is the frame's own cell object (the prologue made it).  Callees have
+ * no frame of their own, so their closures stay graph breaks. */
+static int
+load_closure(tracer *T, int i)
+{
+    if (T->depth > 0 && is_free_slot(T, i) && T->frame_cells != NULL) {
+        /* a cell of the frame passed on (nested comprehensions) */
+        return tc_tr_push(T, T->frame_cells[i - (T->nlocals
+                                                 - T->co->co_nfreevars)]);
+    }
+    if (T->depth > 0) {
+        return tc_tr_unsupported(T, "a closure over a variable of an "
+                                 "inlined function");
+    }
+    tc_var *c = tc_var_new(&T->sh->arena, TC_VAR_CELL, -1);
+    if (c == NULL) {
+        return ERROR;
+    }
+    c->node = i;
+    return tc_tr_push(T, c);
 }
 
 static int
@@ -827,15 +922,41 @@ var_template(tracer *T, tc_var *v, tc_template *t)
     case TC_VAR_LIST:
         t->kind = v->kind == TC_VAR_TUPLE ? TC_TMPL_TUPLE : TC_TMPL_LIST;
         return items_template(T, v, t);
+    case TC_VAR_CELL:
+        t->kind = TC_TMPL_CELL;
+        t->index = v->node;
+        return OK;
     default:
         PyErr_SetString(PyExc_RuntimeError, "tcjit: no template for a var");
         return ERROR;
     }
 }
 
+/* v is or holds a closure over the frame's cells (TC_VAR_CELL items). */
+static int
+holds_cell(const tc_var *v, int depth)
+{
+    if (v->kind == TC_VAR_CELL) {
+        return 1;
+    }
+    for (int i = 0; depth < 8 && i < v->nitems; i++) {
+        if (v->items[i] != NULL && holds_cell(v->items[i], depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 op_return(tracer *T, tc_var *v, int pushes)
 {
+    if (holds_cell(v, 0)) {
+        /* the return value is built before the prologue makes the cells
+         * (a first segment) and without the locals written back into
+         * them: CPython returns it instead, after an exit that does both */
+        return tc_tr_unsupported(T, "returning a closure over the "
+                                 "function's variables");
+    }
     T->out->exit.kind = TC_EXIT_RETURN;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
@@ -946,6 +1067,10 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case STORE_FAST:
     case STORE_DEREF:
         return store_local(T, oparg);
+    case LOAD_FAST_AND_CLEAR:
+        return load_fast_and_clear(T, oparg);
+    case LOAD_CLOSURE:
+        return load_closure(T, oparg);
     case LOAD_CONST:
         return tc_tr_push(
             T, tc_tr_const_var(T, PyTuple_GET_ITEM(co->co_consts, oparg)));
@@ -980,9 +1105,11 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case BUILD_LIST:
         return tc_tr_op_build(T, TC_VAR_LIST, oparg);
     case LIST_EXTEND:
-        return oparg == 1 ? tc_tr_op_list_extend(T)
-                          : tc_tr_unsupported(T,
-                                              "list.extend deep in the stack");
+        return tc_tr_op_list_extend(T, oparg);
+    case LIST_APPEND:
+        return tc_tr_op_list_append(T, oparg);
+    case MAP_ADD:
+        return tc_tr_op_map_add(T, oparg);
     case UNPACK_SEQUENCE:
         return tc_tr_op_unpack(T, oparg);
     case BINARY_SUBSCR:
@@ -1141,6 +1268,7 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
     memset(T, 0, sizeof(*T));
     memset(t, 0, sizeof(*t));
     T->sh = sh;
+    sh->root = T;
     T->start_pc = start_pc;
     T->frame = f;
     T->co = f->f_code;

@@ -25,14 +25,16 @@ typedef enum {
     TC_TMPL_FORMAT,   /* f-string field: format(items[0], items[1]?),
                          index = FORMAT_VALUE's oparg */
     TC_TMPL_JOIN,     /* "".join(items) */
-    TC_TMPL_FUNCTION, /* a function made from the code object obj */
+    TC_TMPL_FUNCTION, /* a function made from the code object obj, with
+                         the closure items (cells) if any */
     TC_TMPL_CALL,     /* obj(*items): a context manager made in a segment */
     TC_TMPL_ITER,     /* obj(*items) (iter, enumerate, zip, reversed), then
                          next() `index` times: the iterator of a loop the
                          tracer unrolled, as far as the segment got */
     TC_TMPL_ENTER,    /* items[0].__enter__(), giving items[0].__exit__:
                          the value a `with` keeps on the stack */
-    TC_TMPL_DICT      /* dict(zip(obj, items)) */
+    TC_TMPL_DICT,     /* dict(zip(obj, items)) */
+    TC_TMPL_CELL      /* the frame's cell object in slot index */
 } tc_tmpl_kind;
 
 typedef struct tc_template {

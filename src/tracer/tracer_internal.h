@@ -38,6 +38,7 @@ typedef struct {
                                  do, and what grad mode computed from them) */
     int grad_cap;
     int grad_synced;          /* nodes whose grad flag is computed */
+    void *root;               /* the frame's tracer (TC_VAR_CELL values) */
 } trace_shared;
 
 typedef struct {
@@ -60,6 +61,8 @@ typedef struct {
                                  __globals__ they are */
     PyFunctionObject *fn;     /* borrowed: the inlined function, if any */
     int fn_source;            /* its source (closure cells), or -1 */
+    tc_var **frame_cells;     /* an inlined closure the frame made: the
+                                 TC_VAR_CELLs of its free variables */
     trace_shared *sh;
     tc_trace *out;
     int pc;                   /* current instruction */
@@ -140,7 +143,10 @@ int tc_tr_op_compare(tracer *T, int cmp);
 int tc_tr_op_unary(tracer *T, int opcode);
 int tc_tr_op_build(tracer *T, tc_var_kind kind, int n);
 int tc_tr_op_unpack(tracer *T, int n);
-int tc_tr_op_list_extend(tracer *T);
+int tc_tr_op_list_extend(tracer *T, int oparg);
+int tc_tr_op_list_append(tracer *T, int oparg);
+int tc_tr_op_map_add(tracer *T, int oparg);
+int tc_tr_local_value(tracer *T, int i, tc_var **out);
 int tc_tr_op_subscr(tracer *T);
 int tc_tr_op_build_slice(tracer *T, int n);
 int tc_tr_op_binary_slice(tracer *T);

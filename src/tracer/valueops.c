@@ -357,13 +357,17 @@ tc_tr_op_unpack(tracer *T, int n)
 }
 
 int
-tc_tr_op_list_extend(tracer *T)
+tc_tr_op_list_extend(tracer *T, int oparg)
 {
-    tc_var *src = tc_tr_pop(T), *list = tc_tr_pop(T);
+    tc_var *src = tc_tr_pop(T);
+    if (src == NULL || oparg < 1 || T->sp < oparg) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    tc_var *list = T->stack[T->sp - oparg];
     if (tc_tr_reify(T, src) != OK) {
         return ERROR;
     }
-    if (src == NULL || list == NULL || list->kind != TC_VAR_LIST
+    if (list->kind != TC_VAR_LIST
         || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
         return tc_tr_unsupported(T, "list.extend of a non-sequence");
     }
@@ -373,8 +377,24 @@ tc_tr_op_list_extend(tracer *T)
     }
     memcpy(items, list->items, list->nitems * sizeof(tc_var *));
     memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
-    return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_LIST,
-                                    list->nitems + src->nitems, items));
+    /* a list under construction on the stack is no one else's (a list
+     * comprehension's, a [*a, b] literal's): a new value replaces it */
+    tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST,
+                           list->nitems + src->nitems, items);
+    if (v == NULL) {
+        return ERROR;
+    }
+    T->stack[T->sp - oparg] = v;
+    return OK;
+}
+
+/* LIST_APPEND (list comprehensions): a one-item list, extended into the
+ * list oparg deep. */
+int
+tc_tr_op_list_append(tracer *T, int oparg)
+{
+    int rc = tc_tr_op_build(T, TC_VAR_LIST, 1);
+    return rc != OK ? rc : tc_tr_op_list_extend(T, oparg);
 }
 
 /* One index item applied at dim *d of node x (basic indexing): an int
@@ -647,10 +667,20 @@ int
 tc_tr_op_make_function(tracer *T, int oparg)
 {
     tc_var *code = tc_tr_peek(T, 1);
-    if (oparg != 0 || code == NULL || code->kind != TC_VAR_UNKNOWN
-        || !PyCode_Check(code->obj)) {
-        return tc_tr_unsupported(T, "a nested function with defaults or a "
-                                 "closure");
+    tc_var *closure = oparg == 8 ? tc_tr_peek(T, 2) : NULL;
+    if ((oparg != 0 && oparg != 8) || code == NULL
+        || code->kind != TC_VAR_UNKNOWN || !PyCode_Check(code->obj)) {
+        return tc_tr_unsupported(T, "a nested function with defaults or "
+                                 "annotations");
+    }
+    /* a closure over the frame's own variables (a comprehension on 3.11,
+     * a lambda using a local): its cells come from LOAD_CLOSURE */
+    for (int i = 0; closure && i < closure->nitems; i++) {
+        if (closure->kind != TC_VAR_TUPLE
+            || closure->items[i]->kind != TC_VAR_CELL) {
+            return tc_tr_unsupported(T, "a closure over cells the traced "
+                                     "code did not make");
+        }
     }
     if (T->globals != T->frame->f_globals) {
         /* the exit would make it with the frame's globals */
@@ -662,9 +692,20 @@ tc_tr_op_make_function(tracer *T, int oparg)
     if (d == NULL) {
         return ERROR;
     }
+    if (closure != NULL) {
+        tc_var *c = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED,
+                               closure->nitems, closure->items);
+        if (c == NULL) {
+            return ERROR;
+        }
+        d = c;
+    }
     d->node = TC_TMPL_FUNCTION;
     d->obj = Py_NewRef(code->obj);
     tc_tr_pop(T);
+    if (closure != NULL) {
+        tc_tr_pop(T);
+    }
     return tc_tr_push(T, d);
 }
 

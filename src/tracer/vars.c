@@ -80,6 +80,8 @@ tc_var_kind_name(const tc_var *v)
         return "list";
     case TC_VAR_DICT:
         return "dict";
+    case TC_VAR_CELL:
+        return "closure cell";
     default:
         return v->obj ? Py_TYPE(v->obj)->tp_name : "object";
     }

@@ -32,6 +32,9 @@ typedef enum {
                         sources of their own */
     TC_VAR_DICT,     /* a dict with constant keys: obj = tuple of keys,
                         items = values */
+    TC_VAR_CELL,     /* the cell of a variable of the frame (not of an
+                        inlined callee), in a closure the traced code
+                        builds (LOAD_CLOSURE): node = the slot */
     TC_VAR_UNKNOWN   /* anything else: using it is unsupported */
 } tc_var_kind;
 
