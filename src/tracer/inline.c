@@ -159,9 +159,15 @@ static int
 bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
 {
     int nfree = co->co_nfreevars;
-    if (callable->nitems != nfree) {
+    if (callable->node != TC_TMPL_FUNCTION || callable->nitems != nfree) {
         return tc_tr_unsupported(T, "a closure of %d cells for %d free "
                                  "variables", callable->nitems, nfree);
+    }
+    for (int j = 0; j < nfree; j++) {
+        if (callable->items[j]->kind != TC_VAR_CELL) {
+            return tc_tr_unsupported(T, "a closure over cells the traced "
+                                     "code did not make");
+        }
     }
     for (int j = 0; j < nfree; j++) {
         tc_var *v;
