@@ -408,8 +408,6 @@ is_cell_slot(tracer *T, int i)
     return (kind & (TC_CO_FAST_CELL | TC_CO_FAST_FREE)) != 0;
 }
 
-static int load_local(tracer *T, int i);
-
 /* The slot of the traced frame that holds cell, or -1.  Only after the
  * prologue do cell slots hold cells (a segment starting at pc 0 runs it
  * after the trace). */
