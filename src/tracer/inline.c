@@ -279,14 +279,9 @@ tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
         tc_var *f = class_function(T, descr);
         return f == NULL || tc_tr_push(T, f) < 0 ? ERROR : tc_tr_push(T, mod);
     }
-    PyObject *value = tc_nn_getattr(mod->obj, name);
-    if (value == NULL) {
-        return tc_tr_unsupported_from_exception(T, "module attribute");
-    }
-    int rc = OK;
-    tc_var *v = tc_tr_attr_var(T, mod->source, name, value, &rc);
-    Py_DECREF(value);
-    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
+    return tc_tr_push_attr(T, mod->source, name,
+                           tc_nn_getattr(mod->obj, name), method,
+                           "module attribute");
 }
 
 /* The var of attribute `name` of module var mod (see nn_module_attr). */

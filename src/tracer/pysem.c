@@ -1120,14 +1120,9 @@ tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
     if (tc_guard_type(T->out->guards, owner->source, owner->obj) < 0) {
         return ERROR;
     }
-    PyObject *value = PyObject_GetAttr(owner->obj, name);
-    if (value == NULL) {
-        return tc_tr_unsupported_from_exception(T, "attribute");
-    }
-    int rc = OK;
-    tc_var *v = tc_tr_attr_var(T, owner->source, name, value, &rc);
-    Py_DECREF(value);
-    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
+    return tc_tr_push_attr(T, owner->source, name,
+                           PyObject_GetAttr(owner->obj, name), method,
+                           "attribute");
 }
 
 /* Inline `func(self, *args)`, func read from source fsrc. */

@@ -280,6 +280,22 @@ tc_tr_attr_var(tracer *T, int owner_source, PyObject *name, PyObject *value,
     return tc_tr_wrap_value(T, value, src, rc);
 }
 
+/* LOAD_ATTR of attribute `name` of a var whose guard source is
+ * owner_source: value is the attribute (a new reference, stolen), NULL if
+ * reading it raised (a graph break naming `what`). */
+int
+tc_tr_push_attr(tracer *T, int owner_source, PyObject *name, PyObject *value,
+                int method, const char *what)
+{
+    if (value == NULL) {
+        return tc_tr_unsupported_from_exception(T, what);
+    }
+    int rc = OK;
+    tc_var *v = tc_tr_attr_var(T, owner_source, name, value, &rc);
+    Py_DECREF(value);
+    return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
+}
+
 /* Pushes the result of LOAD_ATTR: v, after a NULL for a method load (v is
  * then called as a plain callable). */
 int

@@ -89,6 +89,8 @@ tc_var *tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc);
 tc_var *tc_tr_attr_var(tracer *T, int owner_source, PyObject *name,
                        PyObject *value, int *rc);
 int tc_tr_push_loaded_attr(tracer *T, tc_var *v, int method);
+int tc_tr_push_attr(tracer *T, int owner_source, PyObject *name,
+                    PyObject *value, int method, const char *what);
 int tc_tr_reify(tracer *T, tc_var *v);
 int tc_tr_reify_all(tracer *T, tc_var **vs, int n);
 tc_var *tc_tr_const_var(tracer *T, PyObject *value);

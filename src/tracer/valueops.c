@@ -37,6 +37,20 @@ tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
                               : tc_tr_push_node(T, node, "T", err);
 }
 
+/* A method load whose method is not traced (an untraceable tensor
+ * method, list.append, obj.method): owner.name stays symbolic, so the
+ * graph breaks once, at the call, not at the attribute load too. */
+static int
+push_method_var(tracer *T, tc_var *owner, PyObject *name)
+{
+    tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
+    if (m == NULL) {
+        return ERROR;
+    }
+    m->obj = Py_NewRef(name);
+    return tc_tr_push_loaded_attr(T, m, 1);
+}
+
 static int
 tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
 {
@@ -51,15 +65,7 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         return tc_tr_push(T, d) ? ERROR : tc_tr_push(T, self);
     }
     if (method && descr != NULL) {
-        /* A method we cannot trace: keep it symbolic so that the break
-         * happens once, at the call, not at the attribute load too. */
-        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &self);
-        if (m == NULL) {
-            return ERROR;
-        }
-        m->obj = Py_NewRef(name);
-        return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1))
-               ? ERROR : tc_tr_push(T, m);
+        return push_method_var(T, self, name);
     }
     const tc_node *n = tc_tr_tensor_node(T, self);
     PyObject *r = NULL;
@@ -167,14 +173,8 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
         return rc;
     }
     if (method && owner->kind != TC_VAR_NULL) {
-        /* list.append(...), obj.method(...): one break, at the call */
-        tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
-        if (m == NULL) {
-            return ERROR;
-        }
-        m->obj = Py_NewRef(name);
-        return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1))
-               ? ERROR : tc_tr_push(T, m);
+        /* list.append(...), obj.method(...) */
+        return push_method_var(T, owner, name);
     }
     return tc_tr_unsupported(T, "attribute '%U' of a %s", name,
                              tc_var_kind_name(owner));
@@ -427,50 +427,14 @@ index_item(tracer *T, int x, PyObject *it, int *d, char *err, size_t n)
                           parts[1] == Py_None ? NULL : &v[1], v[2], err, n);
 }
 
-/* x[idx] with ints, slices, None and one Ellipsis: a chain of views. */
-static int
-index_tensor(tracer *T, tc_var *x, PyObject *idx)
-{
-    PyObject *items = PyTuple_Check(idx) ? Py_NewRef(idx)
-                                         : PyTuple_Pack(1, idx);
-    if (items == NULL) {
-        return ERROR;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(items), consumed = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PyTuple_GET_ITEM(items, i);
-        consumed += PyLong_CheckExact(it) || PySlice_Check(it);
-        if (!(it == Py_None || it == Py_Ellipsis || PyLong_CheckExact(it)
-              || PySlice_Check(it))) {
-            Py_DECREF(items);
-            return tc_tr_unsupported(T, "indexing a tensor with a %s",
-                                     Py_TYPE(it)->tp_name);
-        }
-    }
-    int node = x->node, d = 0, ndim = tc_tr_tensor_node(T, x)->layout.ndim;
-    char err[256] = "";
-    for (Py_ssize_t i = 0; i < n && node >= 0; i++) {
-        PyObject *it = PyTuple_GET_ITEM(items, i);
-        if (it == Py_Ellipsis) {
-            d += ndim - (int)consumed;
-            continue;
-        }
-        node = index_item(T, node, it, &d, err, sizeof(err));
-    }
-    Py_DECREF(items);
-    if (node == x->node) {
-        return tc_tr_push(T, x);
-    }
-    return tc_tr_push_node(T, node, "indexing", err);
-}
-
-/* x[items] with int64 / int32 index tensors among ints, slices, None and
- * one Ellipsis, in torch's order: the other items first, as views, then
+/* x[items]: ints, slices, None and one Ellipsis are basic indexing, a
+ * chain of views; int64 / int32 index tensors among them are advanced
+ * indexing, done in torch's order: the other items first, as views, then
  * one aten::index over the dims the tensors index (extern "index"; the
  * shape rule is in extern.c).  A bool or uint8 tensor is a mask: the
  * result's size depends on the data, so that stays a graph break. */
 static int
-index_advanced(tracer *T, tc_var *x, tc_var **items, int n)
+index_tensor(tracer *T, tc_var *x, tc_var **items, int n)
 {
     int in[TC_MAX_OP_INPUTS], nin = 1, consumed = 0;
     for (int i = 0; i < n; i++) {
@@ -522,11 +486,31 @@ index_advanced(tracer *T, tc_var *x, tc_var **items, int n)
             node = index_item(T, node, it->obj, &d, err, sizeof(err));
         }
     }
-    if (node < 0) {
-        return tc_tr_push_node(T, node, "indexing", err);
+    if (node < 0 || nin == 1) {
+        return node == x->node ? tc_tr_push(T, x)
+                               : tc_tr_push_node(T, node, "indexing", err);
     }
     in[0] = node;
     return tc_tr_push_extern(T, "index", nin, in, xa, 0);
+}
+
+/* x[c] with c a known constant: one index item, or a tuple of them. */
+static int
+index_tensor_const(tracer *T, tc_var *x, PyObject *c)
+{
+    tc_var *items[64];
+    int n = PyTuple_Check(c) ? (int)PyTuple_GET_SIZE(c) : 1;
+    if (n > 64) {
+        return tc_tr_unsupported(T, "an index of more than 64 items");
+    }
+    for (int i = 0; i < n; i++) {
+        items[i] = tc_tr_const_var(T, PyTuple_Check(c) ? PyTuple_GET_ITEM(c, i)
+                                                       : c);
+        if (items[i] == NULL) {
+            return ERROR;
+        }
+    }
+    return index_tensor(T, x, items, n);
 }
 
 /* xs[a:b:c] of a tuple or list var: a new one of the same kind. */
@@ -580,32 +564,14 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
         return slice_sequence(T, seq, idx->obj);
     }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
-        return index_tensor(T, seq, idx->obj);
+        return index_tensor_const(T, seq, idx->obj);
     }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
-        return index_advanced(T, seq, &idx, 1);
+        return index_tensor(T, seq, &idx, 1);
     }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {
-        for (int i = 0; i < idx->nitems; i++) {
-            if (idx->items[i]->kind == TC_VAR_TENSOR) {
-                return index_advanced(T, seq, idx->items, idx->nitems);
-            }
-        }
-        /* x[:, :T, None]: a tuple of known ints and slices */
-        PyObject *t = PyTuple_New(idx->nitems);
-        for (int i = 0; t != NULL && i < idx->nitems; i++) {
-            tc_var *it = idx->items[i];
-            if (tc_tr_reify(T, it) != OK || it->kind != TC_VAR_CONST) {
-                Py_DECREF(t);
-                return PyErr_Occurred() ? ERROR
-                     : tc_tr_unsupported(T, "indexing a tensor with a %s",
-                                         tc_var_kind_name(it));
-            }
-            PyTuple_SET_ITEM(t, i, Py_NewRef(it->obj));
-        }
-        int rc = t ? index_tensor(T, seq, t) : ERROR;
-        Py_XDECREF(t);
-        return rc;
+        /* x[:, :T, None], x[:, i, j] */
+        return index_tensor(T, seq, idx->items, idx->nitems);
     }
     if (seq->kind == TC_VAR_NN_MODULE) {
         return tc_tr_index_nn_module(T, seq, idx);
