@@ -363,3 +363,16 @@ def test_half_cuda(dt):
             check_same(got, fn(a))
         else:
             assert_close_to_float32_reference(got, fn, a)
+
+
+@cuda_only
+def test_list_subscript_with_a_cpu_0d_tensor_next_to_cuda_tensors():
+    # The CPU index tensor and the CUDA list cannot share a graph: that
+    # break once crashed the process (an UNSUPPORTED turned into an ERROR).
+    def f(a, b):
+        items = [a, b, a + 1, b + 1]
+        return items[torch.as_tensor(2)]
+
+    a = torch.randn(10, 10, device="cuda")
+    b = torch.randn(10, 10, device="cuda")
+    run_both(f, a, b)

@@ -436,3 +436,30 @@ def test_recompile_limit_warning_points_at_the_function():
             cf(torch.ones(2))
     assert rec[0].filename == __file__
     assert rec[0].lineno == f.__code__.co_firstlineno
+
+
+def test_subscript_with_a_tensor_of_an_unsupported_list_breaks():
+    # Reifying the list met a tensor tcjit cannot wrap (complex here; on
+    # CUDA, a CUDA list next to the CPU index tensor): the tracer turned
+    # that UNSUPPORTED into an ERROR without an exception and crashed.
+    def f(a, xs):
+        return xs[torch.as_tensor(1)] + 0
+
+    a = torch.randn(3)
+    xs = [a, torch.randn(3, dtype=torch.complex64)]
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        check_same(cf(a, xs), f(a, xs))
+    reasons = [r.reason for r in tcjit.explain(f)(a, xs).break_reasons]
+    assert not any("internal error" in r for r in reasons), reasons
+
+
+def test_list_subscript_with_a_0d_tensor_follows_the_index():
+    def f(a, b, i):
+        items = [a, b, a + 1, b + 1]
+        return items[torch.as_tensor(i)]
+
+    a, b = torch.randn(10, 10), torch.randn(10, 10)
+    cf = tcjit.compile(f)
+    for i in (2, 1, 3, 2):
+        check_same(cf(a, b, i), f(a, b, i))

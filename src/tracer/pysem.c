@@ -376,14 +376,15 @@ next_opcode(tracer *T)
     return pc < T->ncode ? T->code[pc] & 0xff : -1;
 }
 
+/* *truth: 0/1 for a constant bool, -1 otherwise.  Returns OK, or the
+ * reification's UNSUPPORTED/ERROR (kept apart from "not a constant"). */
 static int
-const_truth(tracer *T, tc_var *v)
+const_truth(tracer *T, tc_var *v, int *truth)
 {
-    if (tc_tr_reify(T, v) != OK) {
-        return ERROR;
-    }
-    return v->kind == TC_VAR_CONST && PyBool_Check(v->obj)
-           ? v->obj == Py_True : -1;
+    int rc = tc_tr_reify(T, v);
+    *truth = rc == OK && v->kind == TC_VAR_CONST && PyBool_Check(v->obj)
+             ? v->obj == Py_True : -1;
+    return rc;
 }
 
 static int
@@ -440,9 +441,9 @@ grad_ctx_mode(tracer *T, PyObject *fn, tc_var **args, int nargs,
         PyErr_Clear();
     }
     else if (nargs == 1) {
-        mode = const_truth(T, args[0]);
-        if (mode == ERROR) {
-            return ERROR;
+        int rc = const_truth(T, args[0], &mode);
+        if (rc != OK) {
+            return rc;
         }
     }
     else if (nargs == 0 && fn == K.inference_mode) {
@@ -651,8 +652,9 @@ tc_tr_op_map_add(tracer *T, int oparg)
     if (value == NULL || key == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    if (tc_tr_reify(T, key) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, key);
+    if (rc != OK) {
+        return rc;
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T, "a dict with a key of type %s",
@@ -664,7 +666,7 @@ tc_tr_op_map_add(tracer *T, int oparg)
     if (one == NULL) {
         return ERROR;
     }
-    int rc = tc_tr_push(T, one);
+    rc = tc_tr_push(T, one);
     return rc != OK ? rc : tc_tr_op_dict_merge(T, oparg, 0);
 }
 
@@ -672,8 +674,9 @@ tc_tr_op_map_add(tracer *T, int oparg)
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
-    if (tc_tr_reify(T, key) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, key);
+    if (rc != OK) {
+        return rc;
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T,
@@ -705,8 +708,9 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     if (null == NULL || a == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    if (tc_tr_reify(T, a) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, a);
+    if (rc != OK) {
+        return rc;
     }
     /* f(*x.max(1)) */
     a = tc_tr_structseq_items(a) ? tc_tr_structseq_items(a) : a;
@@ -799,8 +803,9 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     }
     const char *name = PyType_Check(fn) ? ((PyTypeObject *)fn)->tp_name
                                         : ((PyCFunctionObject *)fn)->m_ml->ml_name;
-    if (tc_tr_reify_all(T, args, n) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify_all(T, args, n);
+    if (rc != OK) {
+        return rc;
     }
     if (!tc_tr_all_const(args, n)) {
         return UNSUPPORTED;
@@ -1049,8 +1054,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     if (is_pure_builtin(fn) && nargs <= 4) {
         /* on constants, before torch's overloads of abs, min, ... */
-        if (tc_tr_reify_all(T, args, nargs) != OK) {
-            return ERROR;
+        int r = tc_tr_reify_all(T, args, nargs);
+        if (r != OK) {
+            return r;
         }
         if (tc_tr_all_const(args, nargs)) {
             rc = fold_builtin_call(T, fn, args, nargs, kwnames);

@@ -37,6 +37,12 @@ int
 tc_tr_unsupported_from_exception(tracer *T, const char *what)
 {
     PyObject *type, *value, *tb;
+    if (!PyErr_Occurred()) {
+        /* an ERROR without an exception is a tracer bug: say so instead of
+         * dereferencing a NULL type (the frame then runs eagerly) */
+        return tc_tr_unsupported(T, "%s failed without an exception "
+                                 "(internal error, please report)", what);
+    }
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     int rc = tc_tr_unsupported(T, "%s raised %s: %S", what,
@@ -396,8 +402,9 @@ int
 tc_tr_reify_all(tracer *T, tc_var **vs, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (tc_tr_reify(T, vs[i]) != OK) {
-            return ERROR;
+        int rc = tc_tr_reify(T, vs[i]);
+        if (rc != OK) {
+            return rc;
         }
     }
     return OK;
@@ -790,8 +797,9 @@ op_jump(tracer *T, tc_jump_kind kind, int target, int *next)
     }
     int taken;
     if (kind == TC_JUMP_POP_IF_NONE || kind == TC_JUMP_POP_IF_NOT_NONE) {
-        if (tc_tr_reify(T, v) != OK) {
-            return ERROR;
+        int rc = tc_tr_reify(T, v);
+        if (rc != OK) {
+            return rc;
         }
         int tc_tr_is_none = v->kind == TC_VAR_CONST && v->obj == Py_None;
         taken = (kind == TC_JUMP_POP_IF_NONE) == tc_tr_is_none;

@@ -216,8 +216,9 @@ tc_tr_op_binary(tracer *T, int nb)
     if (a == NULL || b == NULL) {
         return tc_tr_unsupported(T, "malformed binary op");
     }
-    if (tc_tr_reify(T, a) != OK || tc_tr_reify(T, b) != OK) {
-        return ERROR;
+    int rc;
+    if ((rc = tc_tr_reify(T, a)) != OK || (rc = tc_tr_reify(T, b)) != OK) {
+        return rc;
     }
     if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
         /* the out-of-place form: a folded x += y must not mutate x */
@@ -256,8 +257,9 @@ tc_tr_op_compare(tracer *T, int cmp)
     if (a == NULL || b == NULL || cmp < 0 || cmp > 5) {
         return tc_tr_unsupported(T, "malformed comparison");
     }
-    if (tc_tr_reify(T, a) != OK || tc_tr_reify(T, b) != OK) {
-        return ERROR;
+    int rc;
+    if ((rc = tc_tr_reify(T, a)) != OK || (rc = tc_tr_reify(T, b)) != OK) {
+        return rc;
     }
     if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
         return tc_tr_push_folded(T, PyObject_RichCompare(a->obj, b->obj, cmp),
@@ -278,8 +280,9 @@ tc_tr_op_unary(tracer *T, int opcode)
     if (a == NULL) {
         return tc_tr_unsupported(T, "malformed unary op");
     }
-    if (tc_tr_reify(T, a) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, a);
+    if (rc != OK) {
+        return rc;
     }
     if (a->kind == TC_VAR_CONST) {
         PyObject *r = opcode == UNARY_NEGATIVE ? PyNumber_Negative(a->obj)
@@ -331,8 +334,9 @@ int
 tc_tr_op_unpack(tracer *T, int n)
 {
     tc_var *seq = tc_tr_pop(T);
-    if (tc_tr_reify(T, seq) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, seq);
+    if (rc != OK) {
+        return rc;
     }
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* values, indices = x.max(1) */
@@ -364,8 +368,9 @@ tc_tr_op_list_extend(tracer *T, int oparg)
         return tc_tr_unsupported(T, "malformed stack");
     }
     tc_var *list = T->stack[T->sp - oparg];
-    if (tc_tr_reify(T, src) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, src);
+    if (rc != OK) {
+        return rc;
     }
     if (list->kind != TC_VAR_LIST
         || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
@@ -439,8 +444,9 @@ index_tensor(tracer *T, tc_var *x, tc_var **items, int n)
     int in[TC_MAX_OP_INPUTS], nin = 1, consumed = 0;
     for (int i = 0; i < n; i++) {
         tc_var *it = items[i];
-        if (tc_tr_reify(T, it) != OK) {
-            return ERROR;
+        int rc = tc_tr_reify(T, it);
+        if (rc != OK) {
+            return rc;
         }
         if (it->kind == TC_VAR_TENSOR) {
             tc_dtype dt = tc_tr_tensor_node(T, it)->dtype;
@@ -535,8 +541,9 @@ slice_sequence(tracer *T, tc_var *seq, PyObject *slice)
 static int
 subscript(tracer *T, tc_var *seq, tc_var *idx)
 {
-    if (tc_tr_reify(T, seq) != OK || tc_tr_reify(T, idx) != OK) {
-        return ERROR;
+    int rc;
+    if ((rc = tc_tr_reify(T, seq)) != OK || (rc = tc_tr_reify(T, idx)) != OK) {
+        return rc;
     }
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
@@ -600,8 +607,9 @@ tc_tr_op_build_slice(tracer *T, int n)
         if (parts[i] == NULL) {
             return tc_tr_unsupported(T, "malformed slice");
         }
-        if (tc_tr_reify(T, parts[i]) != OK) {
-            return ERROR;
+        int rc = tc_tr_reify(T, parts[i]);
+        if (rc != OK) {
+            return rc;
         }
         if (parts[i]->kind != TC_VAR_CONST) {
             return tc_tr_unsupported(T, "a slice of a %s",
