@@ -6,7 +6,8 @@
 #   system (apt, Debian/Ubuntu): libgccjit-12-dev autoconf automake libtool
 #                                build-essential binutils
 #                                (+ python3-dev for a system Python)
-#   Python (pip, for $PYTHON):   torch==2.13.0 pytest numpy
+#   Python (pip, for $PYTHON):   torch==2.13.0 pytest numpy expecttest
+#                                hypothesis
 #
 # Environment:
 #   PYTHON=python3            interpreter to install Python packages for
@@ -94,7 +95,8 @@ def version(name):
 v = version("torch")
 if v is None or v.split("+")[0] != want_torch:
     need.append("torch==" + want_torch)
-for name in ("pytest", "numpy"):
+# expecttest + hypothesis: torch.testing's OpInfo database (tests/sweeps)
+for name in ("pytest", "numpy", "expecttest", "hypothesis"):
     if version(name) is None:
         need.append(name)
 print(" ".join(need))
