@@ -5,6 +5,10 @@ against eager.
   one kernel; each stores into its own output with its own rank
   (schedule.c member_map: the second output was indexed with the first
   one's rank and held uninitialized memory).
+* Outputs keep eager's identity through CSE (graph.c cse_map): equal
+  computations returned as different tensors stay different tensors
+  (mutating one leaves the other alone), one tensor returned twice stays
+  one object, an input returned is the input itself.
 """
 import pytest
 import torch
@@ -88,6 +92,79 @@ def test_argmax_indices_keepdim_mix_int():
     check_same(tcjit.compile(f)(x), f(x))
 
 
+# ---- output identity through CSE ----------------------------------------------
+
+def _mm3(a, b):
+    return a @ b, torch.mm(a, b), a.matmul(b)
+
+
+IDENTITY = {
+    "matmul_spellings": (_mm3, lambda: (torch.randn(4, 5), torch.randn(5, 3))),
+    "pointwise_twice": (lambda x: (x + 1, x + 1), lambda: (torch.randn(4, 5),)),
+    "chain_twice": (lambda x: ((x.sin() * 2).relu(), (x.sin() * 2).relu()),
+                    lambda: (torch.randn(4, 5),)),
+    "transposed_twice": (lambda x: (x.t() + 1, x.t() + 1),
+                         lambda: (torch.randn(4, 5),)),
+    "reduction_twice": (lambda x: (x.sum(0), x.sum(0), x.amax(1, keepdim=True),
+                                   x.amax(1, keepdim=True)),
+                        lambda: (torch.randn(4, 5),)),
+    "same_tensor_twice": (lambda x: ((y := x * 2), y, y + 0),
+                          lambda: (torch.randn(4, 5),)),
+    "input_returned": (lambda x: (x, x, x + 0), lambda: (torch.randn(4, 5),)),
+    "views_of_input": (lambda x: (x.t(), x.t(), x[1]), lambda: (torch.randn(4, 5),)),
+    "views_of_equal_nodes": (lambda x: ((x + 1).t(), (x + 1)[0], x + 1),
+                             lambda: (torch.randn(4, 5),)),
+    "tensor_and_its_view": (lambda x: ((y := x + 1), y.t(), x + 1),
+                            lambda: (torch.randn(4, 5),)),
+    "int_twice": (lambda x: (x * 3, x * 3), lambda: (torch.arange(12).view(3, 4),)),
+}
+
+
+def _identity_pattern(outs, args):
+    """Which outputs are the same object / share storage, with each other
+    and with the inputs: what eager's aliasing is."""
+    def first(xs, x):
+        return xs.index(x) if x in xs else -1
+    ids = [id(o) for o in outs]
+    st = [o.untyped_storage().data_ptr() for o in outs]
+    in_ids = [id(a) for a in args]
+    in_st = [a.untyped_storage().data_ptr() for a in args]
+    return ([ids.index(i) for i in ids], [first(in_ids, i) for i in ids],
+            [st.index(s) for s in st], [first(in_st, s) for s in st])
+
+
+def _check_identity(fn, args, device="cpu"):
+    args = tuple(a.to(device) for a in args)
+    cf = tcjit.compile(fn)
+    for _ in range(2):
+        expected, actual = fn(*args), cf(*args)
+        check_same(actual, expected)
+        assert _identity_pattern(actual, args) == _identity_pattern(expected, args)
+    # mutating one output changes exactly what it changes in eager
+    for k in range(len(expected)):
+        e_args = tuple(a.clone() for a in args)
+        c_args = tuple(a.clone() for a in args)
+        expected, actual = fn(*e_args), cf(*c_args)
+        expected[k].add_(7)
+        actual[k].add_(7)
+        check_same(actual, expected)
+        check_same(c_args, e_args)
+
+
+@pytest.mark.parametrize("name", list(IDENTITY))
+def test_output_identity(name):
+    fn, make = IDENTITY[name]
+    _check_identity(fn, make())
+    assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+def test_output_identity_through_the_eager_backend():
+    fn, make = IDENTITY["pointwise_twice"]
+    (x,) = make()
+    a, b = tcjit.compile(fn, backend="eager")(x)
+    assert a is not b and a.data_ptr() != b.data_ptr()
+
+
 # ---- CUDA: the same graphs on the GPU, and their PTX through ptxas ------------
 
 @cuda_only
@@ -101,6 +178,14 @@ def test_reductions_keepdim_mix_cuda(name):
         check_same(tcjit.compile(fn)(x), fn(x))
 
 
+@cuda_only
+@pytest.mark.parametrize("name", list(IDENTITY))
+def test_output_identity_cuda(name):
+    fn, make = IDENTITY[name]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _check_identity(fn, make(), device="cuda")
+
+
 @pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
 @pytest.mark.filterwarnings("ignore:.*degrees of freedom")
 def test_ptx_assembles_wrong_answer_graphs(tmp_path):
@@ -111,6 +196,9 @@ def test_ptx_assembles_wrong_answer_graphs(tmp_path):
             for layout in ("contiguous", "transposed", "size1_reduced"):
                 tcjit.reset()
                 tcjit.compile(fn)(_input(layout, name))
+        for fn, make in IDENTITY.values():
+            tcjit.reset()
+            tcjit.compile(fn)(*make())
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     assert_ptxas_accepts(dumped_ptx(d, 40))
