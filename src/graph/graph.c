@@ -838,9 +838,28 @@ node_hash(const tc_node *n)
     return h;
 }
 
-/* Map every node to the first equal node (inputs are never merged). */
+/* root[i] = 1: node i holds the storage of a graph output (the output
+ * itself, or the base of an output that is a view). */
+static void
+mark_output_roots(const tc_graph *g, char *root)
+{
+    for (int j = 0; j < g->noutputs; j++) {
+        const tc_node *n = &g->nodes[g->outputs[j]];
+        root[n->view_base >= 0 ? n->view_base : g->outputs[j]] = 1;
+    }
+}
+
+/* Map every node to the first equal node (inputs are never merged).
+ * Distinct nodes are distinct tensors in eager: two equal nodes that both
+ * hold an output's storage (x + 1 returned twice, a @ b and torch.mm(a, b))
+ * must stay two tensors, or an in-place change of one output would show in
+ * the other.  The later one becomes a copy of the first (copy_of[i]), which
+ * costs one store where recomputing would cost the op again (a matmul),
+ * except a reduction: computed again, it is one more accumulator in the
+ * first one's loop, where its copy would be a kernel of its own.  Other
+ * nodes equal to them still merge into the first. */
 static int
-cse_map(const tc_graph *g, int *canon)
+cse_map(const tc_graph *g, int *canon, int *copy_of)
 {
     int cap = 16;
     while (cap < 2 * g->nnodes) {
@@ -850,12 +869,20 @@ cse_map(const tc_graph *g, int *canon)
     if (!table) {
         return -1;
     }
+    char *root = calloc(g->nnodes + 1, 1);
+    char *claimed = calloc(g->nnodes + 1, 1); /* storage of an output */
+    if (!root || !claimed) {
+        free(table), free(root), free(claimed);
+        return -1;
+    }
+    mark_output_roots(g, root);
     for (int i = 0; i < cap; i++) {
         table[i] = -1;
     }
     for (int i = 0; i < g->nnodes; i++) {
         tc_node n = g->nodes[i];
         canon[i] = i;
+        copy_of[i] = -1;
         if (n.kind == TC_NODE_INPUT) {
             continue;
         }
@@ -874,12 +901,31 @@ cse_map(const tc_graph *g, int *canon)
             }
             slot = (slot + 1) & (cap - 1);
         }
-        if (canon[i] == i) {
+        if (root[i] && canon[i] != i && claimed[canon[i]]) {
+            int reduction = tc_ops[n.op].kind == TC_OPK_REDUCTION;
+            copy_of[i] = reduction ? -1 : canon[i];
+            canon[i] = i;
+        } else if (canon[i] == i) {
             table[slot] = i;
         }
+        claimed[canon[i]] |= root[i];
     }
-    free(table);
+    free(table), free(root), free(claimed);
     return 0;
+}
+
+/* Node i becomes a copy of node src, keeping its dtype and layout. */
+static void
+make_copy(tc_graph *g, int i, int src)
+{
+    tc_node *n = &g->nodes[i];
+    tc_node c;
+    tc_node_init(&c, TC_NODE_OP, n->dtype);
+    c.op = tc_op_lookup("clone");
+    c.nin = 1;
+    c.in[0] = src;
+    c.layout = n->layout;
+    *n = c;
 }
 
 int
@@ -887,12 +933,20 @@ tc_graph_optimize(tc_graph *g)
 {
     int n = g->nnodes;
     int *canon = malloc(sizeof(int) * (n ? n : 1));
+    int *copy_of = malloc(sizeof(int) * (n ? n : 1));
     int *live = calloc(n ? n : 1, sizeof(int));
-    if (!canon || !live || cse_map(g, canon) < 0) {
+    if (!canon || !copy_of || !live || cse_map(g, canon, copy_of) < 0) {
         free(canon);
+        free(copy_of);
         free(live);
         return -1;
     }
+    for (int i = 0; i < n; i++) {
+        if (copy_of[i] >= 0) {
+            make_copy(g, i, copy_of[i]);
+        }
+    }
+    free(copy_of);
     for (int j = 0; j < g->noutputs; j++) {
         g->outputs[j] = canon[g->outputs[j]];
         live[g->outputs[j]] = 1;

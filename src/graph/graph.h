@@ -139,7 +139,10 @@ int tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
 int tc_graph_set_outputs(tc_graph *g, int n, const int *nodes);
 
 /* Dead-code elimination and common-subexpression elimination.  Node ids
- * change; outputs are remapped.  Returns 0 or -1 on allocation failure. */
+ * change; outputs are remapped.  Outputs keep eager's identity: equal
+ * nodes holding the storage of different outputs are not merged (the later
+ * becomes a "clone" of the first; graph.c cse_map).  Returns 0 or -1 on
+ * allocation failure. */
 int tc_graph_optimize(tc_graph *g);
 
 /* Number of op nodes (what users see as "ops" of a graph). */

@@ -555,6 +555,9 @@ const tc_op_def tc_ops[] = {
      lower_reciprocal, "1 / x"},
     {"contiguous", 1, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_copy,
      "copy into a contiguous tensor (reshape of a non-viewable input)"},
+    {"clone", 1, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_copy,
+     "copy with the node's layout (a graph output that eager returns as a "
+     "tensor of its own)"},
     /* views: layout-only nodes (graph.h), read through index arithmetic */
     {"permute", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "view: permute / transpose / t"},

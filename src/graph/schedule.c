@@ -1185,7 +1185,11 @@ set_domain(kgen *kg)
 }
 
 /* Map from the domain to member id: identity when it has the domain's
- * shape, else the primary reduction's row (kept dims). */
+ * shape, else a row of the reduced dims (kept dims).  The member's own rank
+ * says whether its row keeps the reduced dims: members of one group share
+ * the reduced dims but not keepdim (x.amin(0, keepdim=True) and x.amax(0)),
+ * so the primary reduction's keepdim would index the other's buffer with
+ * the wrong rank. */
 static void
 member_map(const kgen *kg, int id, imap *m)
 {
@@ -1201,9 +1205,10 @@ member_map(const kgen *kg, int id, imap *m)
         }
         return;
     }
+    int keepdim = l->ndim == kg->ndom;
     for (int d = 0, k = 0; d < kg->ndom; d++) {
         if (kg->red_mask & (1u << d)) {
-            k += g->nodes[r].keepdim;
+            k += keepdim;
         } else {
             m->coef[k++][d] = 1;
         }

@@ -420,6 +420,43 @@ test_optimize_format(void)
     tc_graph_free(g);
 }
 
+/* Outputs keep eager's identity through CSE: an output returned twice is
+ * one node; equal nodes returned as different tensors stay different
+ * nodes (a copy of the first), and so do the bases of equal views;
+ * equal nodes that are not returned still merge. */
+static void
+test_optimize_output_identity(void)
+{
+    tc_graph *g = tc_graph_new();
+    int64_t s0[2] = {4, 6};
+    char err[256];
+    int x = input(g, TC_F32, 2, s0, NULL);
+    int one = tc_graph_scalar_float(g, 1.0);
+    int a = op(g, "add", x, one, -1);
+    int b = op(g, "add", x, one, -1);   /* returned: a copy of a */
+    int c = op(g, "add", x, one, -1);   /* not returned: merges into a */
+    int m = op(g, "mul", c, one, -1);
+    int d = op(g, "add", x, one, -1);   /* the base of a returned view */
+    int dt = tc_graph_select(g, d, 0, 1, err, sizeof(err));
+    int at = tc_graph_select(g, a, 0, 1, err, sizeof(err));
+    int outs[6] = {a, b, a, m, dt, at};
+    CHECK(tc_graph_set_outputs(g, 6, outs) == 0, "set_outputs");
+    CHECK(tc_graph_optimize(g) == 0, "optimize");
+    const int *o = g->outputs;
+    const tc_node *nb = &g->nodes[o[1]], *nm = &g->nodes[o[3]];
+    CHECK(o[0] == o[2] && o[0] != o[1], "outputs %d %d %d", o[0], o[1], o[2]);
+    CHECK(!strcmp(tc_ops[nb->op].name, "clone") && nb->in[0] == o[0] &&
+              nb->layout.strides[0] == 6,
+          "second add is a clone of the first");
+    CHECK(nm->in[0] == o[0], "unreturned add merged");
+    int vd = g->nodes[o[4]].view_base, va = g->nodes[o[5]].view_base;
+    CHECK(o[4] != o[5] && va == o[0] && vd != o[0] && vd != o[1] &&
+              !strcmp(tc_ops[g->nodes[vd].op].name, "clone"),
+          "view bases %d %d", vd, va);
+    CHECK(tc_graph_op_count(g) == 6, "ops: %d", tc_graph_op_count(g));
+    tc_graph_free(g);
+}
+
 /* ---- KIR interpreter (for checking lowerings and plans) --------------- */
 
 typedef union {
@@ -1781,7 +1818,10 @@ test_schedule_views(void)
     int s3 = tc_graph_select(g, x, 0, 2, err, sizeof(err));
     int o4[4] = {r0, r1, r2, s3};
     tc_graph_set_outputs(g, 4, o4);
-    CHECK(tc_graph_optimize(g) == 0 && tc_graph_op_count(g) == 3,
+    /* r1 and r2 are both returned: eager's two tensors stay two (the
+     * second is computed again, an accumulator in the first one's loop) */
+    CHECK(tc_graph_optimize(g) == 0 && tc_graph_op_count(g) == 4 &&
+              g->outputs[1] != g->outputs[2],
           "CSE of reductions: %d ops", tc_graph_op_count(g));
     char *txt = tc_graph_format(g, "r");
     CHECK(txt && strstr(txt, "sum(%x0, dims=[0], keepdim)") &&
@@ -1809,6 +1849,7 @@ main(void)
     test_op_cases();
     test_errors();
     test_optimize_format();
+    test_optimize_output_identity();
     test_float_lowerings();
     test_int_lowerings();
     test_schedule_temp();

@@ -1,0 +1,204 @@
+"""Regression tests for wrong answers of the graph / schedule stage, checked
+against eager.
+
+* Reductions over the same dims, some with keepdim and some without, share
+  one kernel; each stores into its own output with its own rank
+  (schedule.c member_map: the second output was indexed with the first
+  one's rank and held uninitialized memory).
+* Outputs keep eager's identity through CSE (graph.c cse_map): equal
+  computations returned as different tensors stay different tensors
+  (mutating one leaves the other alone), one tensor returned twice stays
+  one object, an input returned is the input itself.
+"""
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same
+from test_cuda import _ptxas, assert_ptxas_accepts, cuda_only, dumped_ptx
+
+# ---- reductions over the same dims with and without keepdim ------------------
+
+KEEPDIM_MIXES = {
+    "amin_keep_amax": lambda x: (x.amin(0, keepdim=True), x.amax(0)),
+    "amax_amin_keep": lambda x: (x.amax(0), x.amin(0, keepdim=True)),
+    "sum_keep_amax": lambda x: (x.sum(0, keepdim=True), x.amax(0)),
+    "amin_keep_max_dim": lambda x: (x.amin(0, keepdim=True), *x.max(dim=0)),
+    "max_keep_min_dim1": lambda x: (*x.max(dim=1, keepdim=True), *x.min(dim=1)),
+    "argmax_keep_argmin": lambda x: (x.argmax(1, keepdim=True), x.argmin(1)),
+    "argmin_argmax_keep": lambda x: (x.argmin(-1), x.argmax(-1, keepdim=True)),
+    "mean_keep_var_sum": lambda x: (x.mean(1, keepdim=True), x.var(1), x.sum(1)),
+    "var_keep_mean_std_keep": lambda x: (x.var(0, keepdim=True), x.mean(0),
+                                         x.std(0, keepdim=True)),
+    "all_dims": lambda x: (x.sum((0, 1), keepdim=True), x.amax((0, 1)),
+                           x.mean()),
+    "all_dims_args": lambda x: (x.amax(), x.amin((0, 1), keepdim=True),
+                                x.argmax(), x.argmin()),
+    "with_epilogues": lambda x: (x.amin(1, keepdim=True) + 1, x.amax(1) * 2,
+                                 x - x.mean(1, keepdim=True)),
+    "six_outputs": lambda x: (x.sum(1), x.sum(1, keepdim=True), x.amax(1),
+                              x.amax(1, keepdim=True), x.argmax(1),
+                              x.argmax(1, keepdim=True)),
+    "last_dim_3d": lambda x: (x.sum(-1, keepdim=True), x.amax(-1),
+                              x.argmin(-1)),
+}
+
+SHAPES_2D = {
+    "contiguous": lambda: torch.randn(8, 11),
+    "transposed": lambda: torch.randn(11, 8).t(),
+    "sliced": lambda: torch.randn(8, 22)[:, ::2],
+    "size1_reduced": lambda: torch.randn(1, 11),
+    "wide": lambda: torch.randn(5, 300),
+}
+
+
+def _input(layout, name):
+    x = SHAPES_2D[layout]()
+    if name == "last_dim_3d":
+        x = x.unsqueeze(0).expand(3, *x.shape).contiguous() + \
+            torch.arange(3.0).view(3, 1, 1)
+    return x
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+@pytest.mark.parametrize("layout", list(SHAPES_2D))
+@pytest.mark.parametrize("name", list(KEEPDIM_MIXES))
+def test_reductions_keepdim_mix(name, layout):
+    fn = KEEPDIM_MIXES[name]
+    x = _input(layout, name)
+    cf = tcjit.compile(fn)
+    for _ in range(2):
+        check_same(cf(x), fn(x))
+    assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+@pytest.mark.parametrize("dims", [(0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2)])
+def test_reductions_keepdim_mix_3d(dims):
+    def f(x):
+        return (x.sum(dims, keepdim=True), x.amax(dims), x.mean(dims),
+                x.amin(dims, keepdim=True))
+
+    for x in (torch.randn(4, 5, 6), torch.randn(6, 5, 4).permute(2, 1, 0)):
+        tcjit.reset()
+        check_same(tcjit.compile(f)(x), f(x))
+
+
+def test_argmax_indices_keepdim_mix_int():
+    """Indices exact (ties included: eager returns the first)."""
+    def f(x):
+        return (*x.max(dim=0), x.argmin(0, keepdim=True), x.amax(0, keepdim=True))
+
+    x = torch.randint(-3, 4, (9, 13), dtype=torch.int32)
+    check_same(tcjit.compile(f)(x), f(x))
+
+
+# ---- output identity through CSE ----------------------------------------------
+
+def _mm3(a, b):
+    return a @ b, torch.mm(a, b), a.matmul(b)
+
+
+IDENTITY = {
+    "matmul_spellings": (_mm3, lambda: (torch.randn(4, 5), torch.randn(5, 3))),
+    "pointwise_twice": (lambda x: (x + 1, x + 1), lambda: (torch.randn(4, 5),)),
+    "chain_twice": (lambda x: ((x.sin() * 2).relu(), (x.sin() * 2).relu()),
+                    lambda: (torch.randn(4, 5),)),
+    "transposed_twice": (lambda x: (x.t() + 1, x.t() + 1),
+                         lambda: (torch.randn(4, 5),)),
+    "reduction_twice": (lambda x: (x.sum(0), x.sum(0), x.amax(1, keepdim=True),
+                                   x.amax(1, keepdim=True)),
+                        lambda: (torch.randn(4, 5),)),
+    "same_tensor_twice": (lambda x: ((y := x * 2), y, y + 0),
+                          lambda: (torch.randn(4, 5),)),
+    "input_returned": (lambda x: (x, x, x + 0), lambda: (torch.randn(4, 5),)),
+    "views_of_input": (lambda x: (x.t(), x.t(), x[1]), lambda: (torch.randn(4, 5),)),
+    "views_of_equal_nodes": (lambda x: ((x + 1).t(), (x + 1)[0], x + 1),
+                             lambda: (torch.randn(4, 5),)),
+    "tensor_and_its_view": (lambda x: ((y := x + 1), y.t(), x + 1),
+                            lambda: (torch.randn(4, 5),)),
+    "int_twice": (lambda x: (x * 3, x * 3), lambda: (torch.arange(12).view(3, 4),)),
+}
+
+
+def _identity_pattern(outs, args):
+    """Which outputs are the same object / share storage, with each other
+    and with the inputs: what eager's aliasing is."""
+    def first(xs, x):
+        return xs.index(x) if x in xs else -1
+    ids = [id(o) for o in outs]
+    st = [o.untyped_storage().data_ptr() for o in outs]
+    in_ids = [id(a) for a in args]
+    in_st = [a.untyped_storage().data_ptr() for a in args]
+    return ([ids.index(i) for i in ids], [first(in_ids, i) for i in ids],
+            [st.index(s) for s in st], [first(in_st, s) for s in st])
+
+
+def _check_identity(fn, args, device="cpu"):
+    args = tuple(a.to(device) for a in args)
+    cf = tcjit.compile(fn)
+    for _ in range(2):
+        expected, actual = fn(*args), cf(*args)
+        check_same(actual, expected)
+        assert _identity_pattern(actual, args) == _identity_pattern(expected, args)
+    # mutating one output changes exactly what it changes in eager
+    for k in range(len(expected)):
+        e_args = tuple(a.clone() for a in args)
+        c_args = tuple(a.clone() for a in args)
+        expected, actual = fn(*e_args), cf(*c_args)
+        expected[k].add_(7)
+        actual[k].add_(7)
+        check_same(actual, expected)
+        check_same(c_args, e_args)
+
+
+@pytest.mark.parametrize("name", list(IDENTITY))
+def test_output_identity(name):
+    fn, make = IDENTITY[name]
+    _check_identity(fn, make())
+    assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+def test_output_identity_through_the_eager_backend():
+    fn, make = IDENTITY["pointwise_twice"]
+    (x,) = make()
+    a, b = tcjit.compile(fn, backend="eager")(x)
+    assert a is not b and a.data_ptr() != b.data_ptr()
+
+
+# ---- CUDA: the same graphs on the GPU, and their PTX through ptxas ------------
+
+@cuda_only
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+@pytest.mark.parametrize("name", list(KEEPDIM_MIXES))
+def test_reductions_keepdim_mix_cuda(name):
+    fn = KEEPDIM_MIXES[name]
+    for layout in SHAPES_2D:
+        x = _input(layout, name).cuda()
+        tcjit.reset()
+        check_same(tcjit.compile(fn)(x), fn(x))
+
+
+@cuda_only
+@pytest.mark.parametrize("name", list(IDENTITY))
+def test_output_identity_cuda(name):
+    fn, make = IDENTITY[name]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _check_identity(fn, make(), device="cuda")
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+def test_ptx_assembles_wrong_answer_graphs(tmp_path):
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        for name, fn in KEEPDIM_MIXES.items():
+            for layout in ("contiguous", "transposed", "size1_reduced"):
+                tcjit.reset()
+                tcjit.compile(fn)(_input(layout, name))
+        for fn, make in IDENTITY.values():
+            tcjit.reset()
+            tcjit.compile(fn)(*make())
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    assert_ptxas_accepts(dumped_ptx(d, 40))
