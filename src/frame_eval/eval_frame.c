@@ -776,7 +776,8 @@ fail_at(PyThreadState *ts, tc_iframe *f, tc_code_state *st, int pc)
 }
 
 /* The exit of a segment that does not return: write the state back, then
- * STEP / BRANCH (*pc is the next segment) or hand the frame to CPython. */
+ * STEP / BRANCH (*pc is the next segment) or hand the frame to CPython.
+ * The frame is current while the runtime performs its instruction. */
 static PyObject *
 take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
           PyObject **vals, int *pc)
@@ -786,31 +787,29 @@ take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
     memset(memo, 0, sizeof(memo));
     build_ctx cx = {outputs, vals, f->f_globals, memo, f->localsplus};
     int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
+    tc_iframe *outer = pyframe_make_current(ts, f, x->op_pc);
     if (rc == 0) {
         rc = write_back(f, x, &cx);
     }
     memo_release(memo, e->nmemo);
     release_outputs(e, outputs);
     tc_guards_release(e->guards, vals);
+    if (rc == 0 && x->kind == TC_EXIT_STEP) {
+        rc = tc_step(f, x);
+        *pc = x->next_pc;
+    }
+    else if (rc == 0 && x->kind == TC_EXIT_BRANCH) {
+        rc = tc_branch(f, x, pc);
+    }
+    pyframe_restore_current(ts, outer);
     if (rc < 0) {
         return pyframe_throw_at(ts, f, x->op_pc);
     }
-    switch (x->kind) {
-    case TC_EXIT_STEP:
-        if (tc_step(f, x) < 0) {
-            return pyframe_throw_at(ts, f, x->op_pc);
-        }
-        *pc = x->next_pc;
+    if (x->kind == TC_EXIT_STEP || x->kind == TC_EXIT_BRANCH) {
         return NULL;
-    case TC_EXIT_BRANCH:
-        if (tc_branch(f, x, pc) < 0) {
-            return pyframe_throw_at(ts, f, x->op_pc);
-        }
-        return NULL;
-    default:
-        pyframe_set_resume(f, x->pc);
-        return pyframe_eval_default(ts, f, 0);
     }
+    pyframe_set_resume(f, x->pc);
+    return pyframe_eval_default(ts, f, 0);
 }
 
 /* The runtime loop: guards -> kernels -> write-back -> exit -> next

@@ -196,6 +196,29 @@ pyframe_set_resume(tc_iframe *f, int pc)
     f->prev_instr = pyframe_code_start(f->f_code) + pc - 1;
 }
 
+/* While the runtime performs an instruction of f itself (a STEP, the
+ * bool() of a BRANCH), f is the thread's current frame, executing that
+ * instruction, as it is while CPython runs it: zero-argument super() takes
+ * __class__ and the first argument from the current frame, and
+ * sys._getframe(), locals(), globals(), warnings' stacklevel and f_back
+ * of the callee see it.  A frame that has not started has no `previous`
+ * yet (the evaluator links it on entry).  Returns the frame to restore. */
+static inline tc_iframe *
+pyframe_make_current(PyThreadState *ts, tc_iframe *f, int op_pc)
+{
+    tc_iframe *outer = (tc_iframe *)ts->cframe->current_frame;
+    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+    f->previous = outer;
+    ts->cframe->current_frame = (struct _PyInterpreterFrame *)f;
+    return outer;
+}
+
+static inline void
+pyframe_restore_current(PyThreadState *ts, tc_iframe *outer)
+{
+    ts->cframe->current_frame = (struct _PyInterpreterFrame *)outer;
+}
+
 /* co_localspluskinds bits (internal pycore_code.h, same in 3.11/3.12). */
 #define TC_CO_FAST_LOCAL 0x20
 #define TC_CO_FAST_CELL 0x40
