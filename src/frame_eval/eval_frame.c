@@ -206,7 +206,8 @@ static PyObject *
 build_deferred(const tc_template *t, const build_ctx *cx)
 {
     if (t->kind == TC_TMPL_FUNCTION && t->n == 0) {
-        return PyFunction_New(t->obj, cx->globals);
+        PyObject *none[TC_FN_NPARTS] = {NULL};
+        return pyframe_make_function(t->obj, cx->globals, none);
     }
     PyObject *items = PyTuple_New(t->n), *r = NULL;
     for (int i = 0; items && i < t->n; i++) {
@@ -230,10 +231,8 @@ build_deferred(const tc_template *t, const build_ctx *cx)
     }
     else if (t->kind == TC_TMPL_FUNCTION) {
         /* a closure over the frame's cells (items) */
-        r = PyFunction_New(t->obj, cx->globals);
-        if (r != NULL && PyFunction_SetClosure(r, items) < 0) {
-            Py_CLEAR(r);
-        }
+        PyObject *parts[TC_FN_NPARTS] = {[TC_FN_CLOSURE] = items};
+        r = pyframe_make_function(t->obj, cx->globals, parts);
     }
     else if (t->kind == TC_TMPL_ITER) {
         r = build_iterator(t->obj, items, t->index);

@@ -388,6 +388,23 @@ pyframe_jump(int opcode, int oparg, int next_pc, int *target)
 extern unsigned char tc_inline_caches[256];
 int pyframe_init_opcode_info(void);
 
+/* MAKE_FUNCTION's operands, by flag bit (oparg & 1 << bit). */
+enum {
+    TC_FN_DEFAULTS,
+    TC_FN_KWDEFAULTS,
+    TC_FN_ANNOTATIONS,
+    TC_FN_CLOSURE,
+    TC_FN_NPARTS
+};
+
+/* A function made as MAKE_FUNCTION makes it: parts[TC_FN_*] are borrowed,
+ * NULL where the flag is clear.  Annotations are the compiler's flat tuple
+ * of (name, value) pairs, which the function keeps as is and turns into a
+ * dict when __annotations__ is first read (setting __annotations__ would
+ * reject the tuple).  A new reference, or NULL with an exception. */
+PyObject *pyframe_make_function(PyObject *code, PyObject *globals,
+                                PyObject *const parts[TC_FN_NPARTS]);
+
 /* BINARY_OP's operation for oparg nb (NB_ADD ... NB_INPLACE_RSHIFT) applied
  * to a and b: a new reference, or NULL with an exception. */
 PyObject *tc_binary_op(int nb, PyObject *a, PyObject *b);
