@@ -183,8 +183,8 @@ def check_list_indexed_by_a_tensor(device):
     compiled = tcjit.compile(_pick_computed_index)
     for x in (a, -a.abs(), a.abs() + 1):
         check_same(compiled(x, b), _pick_computed_index(x, b))
-    reasons = [r.reason for r in tcjit.explain(_pick)(a, b, torch.as_tensor(1))
-               .break_reasons]
+    index = torch.as_tensor(1, device=device)
+    reasons = [r.reason for r in tcjit.explain(_pick)(a, b, index).break_reasons]
     assert reasons == ["subscript of a list with a Tensor"], reasons
 
 
