@@ -291,6 +291,15 @@ def test_advanced_indexing_cuda(name):
 
 
 @cuda_only
+def test_list_indexed_by_a_tensor_cuda():
+    """items[i] with i a 0-d integer tensor, CUDA items and a CPU or CUDA
+    index (its value comes from the GPU through torch, never read by
+    tcjit from a device pointer)."""
+    from test_graph_breaks import check_list_indexed_by_a_tensor
+    check_list_indexed_by_a_tensor("cuda")
+
+
+@cuda_only
 def test_sdpa_flash_layout_cuda():
     """Flash attention returns a non-contiguous result: the runtime copies
     it into the layout the graph assumed before kernels read it."""

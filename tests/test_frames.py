@@ -1,8 +1,13 @@
 """Frames: closures, defaults, globals, keyword arguments, shape arithmetic,
 methods, Python calls, exceptions with tracebacks, unsupported constructs
 (graph breaks) and other Python the tracer must not get wrong."""
+import collections
+import dataclasses
 import inspect
+import sys
 import traceback
+import typing
+import warnings
 
 import pytest
 import torch
@@ -466,6 +471,119 @@ def test_enable_compiles_nested_user_functions():
     check_same(out2, ref)
     assert c["frames_compiled"] >= 1
     assert c["cache_hits"] >= 1
+
+
+# ---- instructions the runtime performs see the frame they belong to ------------
+#
+# A STEP (a call tcjit cannot trace) runs while the frame is current, as it
+# is when CPython executes the instruction: zero-argument super() reads
+# __class__ and `self` (a cell when a closure captures it) from the current
+# frame, and so do sys._getframe(), locals() and warnings.
+
+class _Record:
+    def __init__(self, x):
+        self.x = x
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+
+
+class _Output(collections.OrderedDict):
+    """transformers' ModelOutput in small: every field is an item and an
+    attribute, kept in sync by __setitem__ / __setattr__ through super()."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                self[field.name] = value
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+@dataclasses.dataclass
+class _ModelOutput(_Output):
+    logits: typing.Optional[torch.Tensor] = None
+    hidden: typing.Optional[torch.Tensor] = None
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _CapturesSelf(_Base):
+    def scale(self, x):
+        get = lambda: self          # noqa: E731 - self becomes a cell
+        y = super().scale(x)
+        return y + (get() is self) + super(_CapturesSelf, self).scale(x)
+
+
+def _records(x):
+    r = _Record(x * 2)
+    r.y = x + 1
+    return r.x + r.y
+
+
+def _model_output(x):
+    out = _ModelOutput(logits=x * 2, hidden=x.sin())
+    out.logits = out.logits + 1
+    return out.logits + out["hidden"], list(out.keys()), len(out)
+
+
+def _captures_self(x):
+    return _CapturesSelf().scale(x)
+
+
+def _introspects(x):
+    y = x + 1
+    frame = sys._getframe()
+    names = sorted(locals())
+    return (y * len(frame.f_code.co_name), names, frame.f_lineno,
+            frame.f_back is not None, globals() is G_GLOBALS)
+
+
+G_GLOBALS = globals()
+
+
+def _run_three_ways(fn, x):
+    expected = [fn(x), fn(x)]
+    compiled = tcjit.compile(fn)
+    check_same([compiled(x), compiled(x)], expected)
+    tcjit.reset()
+    tcjit.enable()
+    try:
+        got = [fn(x), fn(x)]
+    finally:
+        tcjit.disable()
+    check_same(got, expected)
+
+
+@pytest.mark.parametrize("fn", [_records, _model_output, _captures_self,
+                                _introspects])
+def test_steps_run_in_their_frame(fn):
+    _run_three_ways(fn, torch.randn(4))
+
+
+def test_step_warning_points_at_the_frames_line():
+    def f(x):
+        y = x.cos()
+        warnings.warn("from f", stacklevel=1)
+        return y
+
+    line = inspect.getsourcelines(f)[1] + 2
+    for run in (f, tcjit.compile(f)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            check_same(run(torch.ones(3)), torch.ones(3).cos())
+        assert [(w.filename, w.lineno) for w in seen] == [(__file__, line)]
 
 
 # ---- debuggers, profilers, coroutines, descriptors -------------------------------

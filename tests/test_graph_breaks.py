@@ -134,6 +134,64 @@ def test_step_attribute_and_subscript_of_unknown_objects():
     check_same(cf(x, box, table), f(x, box, table))
 
 
+def _pick(a, b, i):
+    items = [a, b, a + 1, b + 1]
+    return items[i]
+
+
+def _pick_made_index(a, b):
+    items = [a, b, a + 1, b + 1]
+    return items[torch.as_tensor(2)]
+
+
+def _pick_computed_index(a, b):
+    items = (a, b, a * 2, b * 2)
+    return items[(a > 0).sum()] + 1
+
+
+def check_list_indexed_by_a_tensor(device):
+    """A list or tuple subscripted with a 0-d integer tensor: CPython calls
+    the tensor's __index__ (its value, read through torch: a copy from the
+    GPU for a CUDA tensor).  tcjit breaks there and performs the subscript
+    as CPython does, so no value is specialized: a different index on the
+    next call picks a different item, and bad indices raise eager's
+    errors."""
+    a = torch.randn(3, device=device)
+    b = torch.randn(3, device=device)
+    compiled = tcjit.compile(_pick_made_index)
+    for _ in range(3):
+        check_same(compiled(a, b), _pick_made_index(a, b))
+    compiled = tcjit.compile(_pick)
+    for index_device in {"cpu", device}:
+        for dtype in (torch.int64, torch.int32):
+            # a new index type or device may recompile, a new value never
+            before = tcjit.counters()["recompiles"]
+            for i in (2, 1, 3, 0, -1, -4):
+                index = torch.tensor(i, dtype=dtype, device=index_device)
+                check_same(compiled(a, b, index), _pick(a, b, index))
+            assert tcjit.counters()["recompiles"] - before <= 1
+    for odd in (torch.as_tensor(4), torch.as_tensor(1.0), torch.tensor([1]),
+                torch.tensor([1, 2]), torch.tensor(True)):
+        odd = odd.to(device)
+        try:
+            expected = _pick(a, b, odd)
+        except (IndexError, TypeError) as e:
+            with pytest.raises(type(e)):
+                compiled(a, b, odd)
+        else:
+            check_same(compiled(a, b, odd), expected)
+    compiled = tcjit.compile(_pick_computed_index)
+    for x in (a, -a.abs(), a.abs() + 1):
+        check_same(compiled(x, b), _pick_computed_index(x, b))
+    index = torch.as_tensor(1, device=device)
+    reasons = [r.reason for r in tcjit.explain(_pick)(a, b, index).break_reasons]
+    assert reasons == ["subscript of a list with a Tensor"], reasons
+
+
+def test_list_indexed_by_a_tensor():
+    check_list_indexed_by_a_tensor("cpu")
+
+
 def test_fstring_of_tensor_is_one_break(capsys):
     def f(x):
         y = x + 1

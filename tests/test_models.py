@@ -740,3 +740,54 @@ def test_residual_stream_is_stored_not_recomputed(tcjit_logs):
     assert len(kernels) >= 8, code
     widest = max(l.split("{")[0].count("*") for l in kernels)
     assert widest <= 6, widest
+
+
+# ---- HuggingFace transformers (when installed) ---------------------------------
+
+def _hf_models(transformers):
+    """Tiny configs, random weights: name -> (model, inputs)."""
+    t = transformers
+    ids = torch.randint(0, 100, (2, 8))
+    return {
+        "gpt2": (t.GPT2LMHeadModel(t.GPT2Config(
+            n_layer=2, n_embd=64, n_head=2, vocab_size=100, bos_token_id=0,
+            eos_token_id=0)), {"input_ids": ids, "use_cache": False}),
+        "bert": (t.BertModel(t.BertConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+            intermediate_size=128, vocab_size=100)),
+            {"input_ids": ids, "attention_mask": torch.ones_like(ids)}),
+        "llama": (t.LlamaForCausalLM(t.LlamaConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=2,
+            num_key_value_heads=2, intermediate_size=128, vocab_size=100,
+            bos_token_id=0, eos_token_id=0)),
+            {"input_ids": ids, "use_cache": False}),
+        "t5": (t.T5ForConditionalGeneration(t.T5Config(
+            num_layers=2, d_model=64, d_ff=128, num_heads=2, d_kv=32,
+            vocab_size=100, decoder_start_token_id=0)),
+            {"input_ids": ids, "decoder_input_ids": ids[:, :5],
+             "use_cache": False}),
+    }
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5"])
+@torch.no_grad()
+def test_huggingface_model_under_enable(name):
+    """Every frame of a transformers model goes through the hook: their
+    ModelOutput sets fields through zero-argument super(), in frames the
+    runtime steps through.  Graph breaks are fine; failures and
+    differences are not."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model, inputs = _hf_models(transformers)[name]
+    model.eval()
+    expected = model(**inputs)
+    tcjit.enable()
+    try:
+        got = [model(**inputs), model(**inputs)]
+    finally:
+        tcjit.disable()
+    for out in got:
+        assert type(out) is type(expected)
+        assert list(out.keys()) == list(expected.keys())
+        check_same(out.to_tuple(), expected.to_tuple())
+    assert tcjit.counters()["cache_hits"] > 0

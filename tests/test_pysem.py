@@ -701,3 +701,56 @@ def test_graph_break_inside_a_comprehension():
     for _ in range(2):
         check_same(cf(x), f(x))
     assert seen == [0, 1, 2] * 4
+
+
+# ---- nested functions with defaults and annotations -----------------------------
+# MAKE_FUNCTION with defaults, keyword defaults or annotations is performed
+# by the runtime as CPython performs it: annotations are the compiler's
+# flat tuple of (name, value) pairs, which the function turns into a dict
+# when __annotations__ is read.
+
+def run_both_checked(fn, x):
+    cf = tcjit.compile(fn)
+    expected = fn(x)
+    for _ in range(2):
+        check_same(cf(x), expected)
+
+
+def _function_parts(fn):
+    return (fn.__qualname__, fn.__defaults__, fn.__kwdefaults__,
+            fn.__annotations__, fn.__closure__ is None)
+
+
+def test_nested_function_with_annotations():
+    def g(x):
+        def inner(y: torch.Tensor) -> torch.Tensor:
+            return y + 1
+        return inner(x)
+
+    run_both_checked(g, torch.randn(3))
+
+
+def test_nested_function_defaults_kwdefaults_annotations_closure():
+    def g(x):
+        scale = x.sum()
+
+        def inner(y: torch.Tensor, k: int = 2, *, shift: float = 0.5,
+                  **kw: int) -> torch.Tensor:
+            return y * k + shift * scale
+
+        return inner(x), inner(x, 3, shift=1.0), _function_parts(inner)
+
+    run_both_checked(g, torch.randn(3))
+
+
+def test_nested_function_with_postponed_annotations():
+    ns = {"torch": torch, "_function_parts": _function_parts}
+    exec(textwrap.dedent("""
+        from __future__ import annotations
+
+        def g(x):
+            def inner(y: torch.Tensor, k: int = 1) -> torch.Tensor:
+                return y - k
+            return inner(x), _function_parts(inner)
+        """), ns)
+    run_both_checked(ns["g"], torch.randn(3))

@@ -36,14 +36,12 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
                 const char *hint)
 {
     if (tc_hooks.recorder != NULL
-        && tc_record("break", Py_BuildValue("{s:O,s:O,s:i,s:O,s:s}", "reason",
-                                            reason, "filename",
-                                            co->co_filename, "lineno", line,
-                                            "name", co->co_name, "hint",
-                                            hint)) < 0) {
+        && tc_recordf("break", "{s:O,s:O,s:i,s:O,s:s}", "reason", reason,
+                      "filename", co->co_filename, "lineno", line, "name",
+                      co->co_name, "hint", hint) < 0) {
         return -1;
     }
-    if (!(tc_log_mask & TC_LOG_GRAPH_BREAKS)) {
+    if (!tc_log_on(TC_LOG_GRAPH_BREAKS)) {
         return 0;
     }
     /* each break is reported once, however often its segment recompiles */
@@ -56,21 +54,21 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
     if (seen != 0) {
         return seen < 0 ? -1 : 0;
     }
-    return tc_log(TC_LOG_GRAPH_BREAKS, "graph_breaks", PyUnicode_FromFormat(
+    return tc_logf(TC_LOG_GRAPH_BREAKS, "graph_breaks",
         "Graph break in user code at %U:%d\nReason: Unsupported: %U\n"
         "User code traceback:\n  File \"%U\", line %d, in %U\nHint: %s",
         co->co_filename, line, reason, co->co_filename, line, co->co_name,
-        hint));
+        hint);
 }
 
 static int
 log_guards(tc_code_state *st, tc_entry *e)
 {
     if (tc_hooks.recorder != NULL
-        && tc_record("guards", tc_guards_format(e->guards)) < 0) {
+        && tc_recordf("guards", "N", tc_guards_format(e->guards)) < 0) {
         return -1;
     }
-    if (!(tc_log_mask & TC_LOG_GUARDS)) {
+    if (!tc_log_on(TC_LOG_GUARDS)) {
         return 0;
     }
     PyObject *lines = tc_guards_format(e->guards);
@@ -81,8 +79,10 @@ log_guards(tc_code_state *st, tc_entry *e)
     if (joined == NULL) {
         return -1;
     }
-    return tc_log(TC_LOG_GUARDS, "guards", PyUnicode_FromFormat(
-        "GUARDS [%d/%d]:\n  %U", st->frame_id, e->compile_id, joined));
+    int rc = tc_logf(TC_LOG_GUARDS, "guards", "GUARDS [%d/%d]:\n  %U",
+                     st->frame_id, e->compile_id, joined);
+    Py_DECREF(joined);
+    return rc;
 }
 
 /* ---- graph description for Python backends ------------------------------ */
@@ -196,7 +196,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
         dump_ptx(plan, title);
     }
     char *code = NULL;
-    int want_code = (tc_log_mask & TC_LOG_OUTPUT_CODE) != 0;
+    int want_code = tc_log_on(TC_LOG_OUTPUT_CODE);
     int nkernels;
     if (device >= 0) {
         e->gpu = tc_gpu_compile(plan, device, want_code ? &code : NULL);
@@ -215,9 +215,9 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
         free(code);
         return 0;
     }
-    int rc = tc_log(TC_LOG_OUTPUT_CODE, "output_code", PyUnicode_FromFormat(
-        "// %s: %d kernel(s), %s\n%s", title, nkernels,
-        device >= 0 ? "PTX" : tc_jit_cflags(), code));
+    int rc = tc_logf(TC_LOG_OUTPUT_CODE, "output_code",
+                     "// %s: %d kernel(s), %s\n%s", title, nkernels,
+                     device >= 0 ? "PTX" : tc_jit_cflags(), code);
     free(code);
     return rc;
 }
@@ -261,12 +261,12 @@ demote_to_eager(tc_entry *e, PyCodeObject *co)
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    PyObject *msg = PyUnicode_FromFormat("tcjit backend failed, running "
-                                         "eagerly: %S", value ? value : Py_None);
+    int rc = tc_warnf(co, "tcjit backend failed, running eagerly: %S",
+                      value ? value : Py_None);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
-    if (tc_warn(co, msg) < 0) {
+    if (rc < 0) {
         return -1;
     }
     e->kind = TC_ENTRY_EAGER;
@@ -293,17 +293,14 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         PyErr_NoMemory();
         return -1;
     }
-    int rc = (tc_log_mask & TC_LOG_GRAPH)
-        ? tc_log(TC_LOG_GRAPH, "graph", PyUnicode_FromString(text)) : 0;
+    int rc = tc_logf(TC_LOG_GRAPH, "graph", "%s", text);
     if (rc == 0 && g->noutputs == 0) {
         free(text);
         return 0;  /* no tensor work before the exit: nothing to compile */
     }
     if (rc == 0 && tc_hooks.recorder != NULL) {
         /* explain() sees the graph that is compiled, whatever the backend */
-        PyObject *desc = graph_desc(g);
-        rc = tc_record("graph", desc ? Py_BuildValue("(Ns)", desc, text)
-                                     : NULL);
+        rc = tc_recordf("graph", "(Ns)", graph_desc(g), text);
     }
     if (rc == 0) {
         rc = e->is_auto ? compile_auto(e, g, title, device)
@@ -412,8 +409,7 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     }
     tc_trace_clear(&t);
     if (rc == 0 && tc_hooks.recorder != NULL) {
-        rc = tc_record("compile_time",
-                       PyFloat_FromDouble(now_seconds() - started));
+        rc = tc_recordf("compile_time", "d", now_seconds() - started);
     }
     if (rc < 0) {
         tc_entry_free(e);

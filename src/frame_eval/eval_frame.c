@@ -23,19 +23,30 @@ static tc_pending pending;
 /* ---- process state ------------------------------------------------------- */
 
 int
-tc_log(unsigned channel, const char *name, PyObject *msg)
+tc_logf(unsigned channel, const char *name, const char *fmt, ...)
 {
-    if (!(tc_log_mask & channel) || tc_hooks.log == NULL || msg == NULL) {
-        return msg == NULL && PyErr_Occurred() ? -1 : 0;
+    if (!tc_log_on(channel)) {
+        return 0;
     }
-    PyObject *r = PyObject_CallFunction(tc_hooks.log, "sO", name, msg);
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    PyObject *r = msg ? PyObject_CallFunction(tc_hooks.log, "sO", name, msg)
+                      : NULL;
+    Py_XDECREF(msg);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
 
 int
-tc_record(const char *event, PyObject *data)
+tc_recordf(const char *event, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    /* built even with no recorder: "N" arguments must be released */
+    PyObject *data = Py_VaBuildValue(fmt, ap);
+    va_end(ap);
     if (data == NULL) {
         return -1;
     }
@@ -48,8 +59,12 @@ tc_record(const char *event, PyObject *data)
 }
 
 int
-tc_warn(PyCodeObject *co, PyObject *msg)
+tc_warnf(PyCodeObject *co, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
     if (msg == NULL) {
         return -1;
     }
@@ -206,7 +221,8 @@ static PyObject *
 build_deferred(const tc_template *t, const build_ctx *cx)
 {
     if (t->kind == TC_TMPL_FUNCTION && t->n == 0) {
-        return PyFunction_New(t->obj, cx->globals);
+        PyObject *none[TC_FN_NPARTS] = {NULL};
+        return pyframe_make_function(t->obj, cx->globals, none);
     }
     PyObject *items = PyTuple_New(t->n), *r = NULL;
     for (int i = 0; items && i < t->n; i++) {
@@ -230,10 +246,8 @@ build_deferred(const tc_template *t, const build_ctx *cx)
     }
     else if (t->kind == TC_TMPL_FUNCTION) {
         /* a closure over the frame's cells (items) */
-        r = PyFunction_New(t->obj, cx->globals);
-        if (r != NULL && PyFunction_SetClosure(r, items) < 0) {
-            Py_CLEAR(r);
-        }
+        PyObject *parts[TC_FN_NPARTS] = {[TC_FN_CLOSURE] = items};
+        r = pyframe_make_function(t->obj, cx->globals, parts);
     }
     else if (t->kind == TC_TMPL_ITER) {
         r = build_iterator(t->obj, items, t->index);
@@ -608,23 +622,27 @@ lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     return 0;
 }
 
-static PyObject *
-format_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
+static int
+log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
 {
+    if (!tc_log_on(TC_LOG_RECOMPILES)) {
+        return 0;
+    }
     PyObject *where = tc_describe_code(co);
     PyObject *sep = PyUnicode_FromString("\n    - ");
     PyObject *joined = (where && sep) ? PyUnicode_Join(sep, reasons) : NULL;
-    PyObject *msg = joined
-        ? PyUnicode_FromFormat("%s function %U\n    triggered by the "
-                               "following guard failure(s):\n    - %U",
-                               recompiling ? "Recompiling"
-                                           : "Recompile limit reached, running "
-                                             "eagerly:", where, joined)
-        : NULL;
+    int rc = joined
+        ? tc_logf(TC_LOG_RECOMPILES, "recompiles",
+                  "%s function %U\n    triggered by the following guard "
+                  "failure(s):\n    - %U",
+                  recompiling ? "Recompiling"
+                              : "Recompile limit reached, running eagerly:",
+                  where, joined)
+        : -1;
     Py_XDECREF(where);
     Py_XDECREF(sep);
     Py_XDECREF(joined);
-    return msg;
+    return rc;
 }
 
 static int
@@ -632,15 +650,11 @@ warn_recompile_limit(PyCodeObject *co, PyObject *reasons)
 {
     PyObject *last = PyList_GET_SIZE(reasons)
         ? PyList_GET_ITEM(reasons, PyList_GET_SIZE(reasons) - 1) : Py_None;
-    PyObject *msg = PyUnicode_FromFormat(
-        "tcjit hit config.recompile_limit (%d)\n   function: '%U' (%U:%d)\n"
-        "   last reason: %S\nTo log all recompilation reasons, use "
+    return tc_warnf(
+        co, "tcjit hit config.recompile_limit (%d)\n   function: '%U' "
+        "(%U:%d)\n   last reason: %S\nTo log all recompilation reasons, use "
         "TCJIT_LOGS=\"recompiles\".", tc_config.recompile_limit, co->co_name,
         co->co_filename, co->co_firstlineno, last);
-    if (msg == NULL) {
-        return -1;
-    }
-    return tc_warn(co, msg);
 }
 
 static int
@@ -668,8 +682,7 @@ handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     if (previous > 0 && previous >= tc_config.recompile_limit) {
         if (!st->limit_hit) {
             st->limit_hit = 1;
-            if (tc_log(TC_LOG_RECOMPILES, "recompiles",
-                       format_recompile(co, reasons, 0)) < 0
+            if (log_recompile(co, reasons, 0) < 0
                 || warn_recompile_limit(co, reasons) < 0) {
                 return NULL;  /* e.g. the warning filtered into an error */
             }
@@ -679,8 +692,7 @@ handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     }
     if (previous > 0) {
         tc_stats.recompiles++;
-        if (tc_log(TC_LOG_RECOMPILES, "recompiles",
-                   format_recompile(co, reasons, 1)) < 0) {
+        if (log_recompile(co, reasons, 1) < 0) {
             return NULL;
         }
     }
@@ -776,7 +788,8 @@ fail_at(PyThreadState *ts, tc_iframe *f, tc_code_state *st, int pc)
 }
 
 /* The exit of a segment that does not return: write the state back, then
- * STEP / BRANCH (*pc is the next segment) or hand the frame to CPython. */
+ * STEP / BRANCH (*pc is the next segment) or hand the frame to CPython.
+ * The frame is current while the runtime performs its instruction. */
 static PyObject *
 take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
           PyObject **vals, int *pc)
@@ -786,31 +799,29 @@ take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
     memset(memo, 0, sizeof(memo));
     build_ctx cx = {outputs, vals, f->f_globals, memo, f->localsplus};
     int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
+    tc_iframe *outer = pyframe_make_current(ts, f, x->op_pc);
     if (rc == 0) {
         rc = write_back(f, x, &cx);
     }
     memo_release(memo, e->nmemo);
     release_outputs(e, outputs);
     tc_guards_release(e->guards, vals);
+    if (rc == 0 && x->kind == TC_EXIT_STEP) {
+        rc = tc_step(f, x);
+        *pc = x->next_pc;
+    }
+    else if (rc == 0 && x->kind == TC_EXIT_BRANCH) {
+        rc = tc_branch(f, x, pc);
+    }
+    pyframe_restore_current(ts, outer);
     if (rc < 0) {
         return pyframe_throw_at(ts, f, x->op_pc);
     }
-    switch (x->kind) {
-    case TC_EXIT_STEP:
-        if (tc_step(f, x) < 0) {
-            return pyframe_throw_at(ts, f, x->op_pc);
-        }
-        *pc = x->next_pc;
+    if (x->kind == TC_EXIT_STEP || x->kind == TC_EXIT_BRANCH) {
         return NULL;
-    case TC_EXIT_BRANCH:
-        if (tc_branch(f, x, pc) < 0) {
-            return pyframe_throw_at(ts, f, x->op_pc);
-        }
-        return NULL;
-    default:
-        pyframe_set_resume(f, x->pc);
-        return pyframe_eval_default(ts, f, 0);
     }
+    pyframe_set_resume(f, x->pc);
+    return pyframe_eval_default(ts, f, 0);
 }
 
 /* The runtime loop: guards -> kernels -> write-back -> exit -> next

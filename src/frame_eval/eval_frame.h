@@ -51,17 +51,29 @@ extern tc_python_hooks tc_hooks;
 /* Breaks already logged: (filename, line, reason); cleared by reset(). */
 extern PyObject *tc_reported_breaks;
 
-/* Emit a log message on a channel (does nothing if the channel is off).
- * Returns 0 or -1 with an exception. */
-int tc_log(unsigned channel, const char *name, PyObject *msg);
+/* Reporting helpers.  They build their message or data themselves, only
+ * when someone listens (a channel that is off costs a test), and own what
+ * they build: callers never pass a reference in.  Each returns 0, or -1
+ * with an exception. */
 
-/* Tell tcjit.explain() about a compile event ("break", "guards",
- * "compile_time"); a no-op unless explain is running.  0 or -1. */
-int tc_record(const char *event, PyObject *data);
+/* Whether a log channel is on: test it before building a costly message. */
+static inline int
+tc_log_on(unsigned channel)
+{
+    return (tc_log_mask & channel) && tc_hooks.log != NULL;
+}
 
-/* Warn (RuntimeWarning) about the function of co, attributed to its
- * definition line.  Steals msg.  0, or -1 if the warning was raised. */
-int tc_warn(PyCodeObject *co, PyObject *msg);
+/* Log PyUnicode_FromFormat(fmt, ...) on a channel if it is on. */
+int tc_logf(unsigned channel, const char *name, const char *fmt, ...);
+
+/* Tell tcjit.explain() about a compile event ("break", "guards", "graph",
+ * "compile_time") with data Py_BuildValue(fmt, ...) makes; a no-op unless
+ * explain is running ("N" arguments are released either way). */
+int tc_recordf(const char *event, const char *fmt, ...);
+
+/* Warn (RuntimeWarning) PyUnicode_FromFormat(fmt, ...) about the function
+ * of co, attributed to its definition line; -1 if the warning was raised. */
+int tc_warnf(PyCodeObject *co, const char *fmt, ...);
 
 /* Turn the hook on for every frame (enable) or only for frames that a
  * tcjit.compile wrapper asks for. */

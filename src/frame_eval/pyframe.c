@@ -73,6 +73,29 @@ pyframe_run_prologue(tc_iframe *f)
 }
 
 PyObject *
+pyframe_make_function(PyObject *code, PyObject *globals,
+                      PyObject *const parts[TC_FN_NPARTS])
+{
+    PyFunctionObject *func = (PyFunctionObject *)PyFunction_New(code,
+                                                                globals);
+    if (func == NULL) {
+        return NULL;
+    }
+    PyObject **fields[TC_FN_NPARTS] = {
+        &func->func_defaults, &func->func_kwdefaults,
+        &func->func_annotations, &func->func_closure};
+    for (int i = 0; i < TC_FN_NPARTS; i++) {
+        if (parts[i] != NULL) {
+            Py_XSETREF(*fields[i], Py_NewRef(parts[i]));
+        }
+    }
+#if TC_PY312
+    func->func_version = ((PyCodeObject *)code)->co_version;
+#endif
+    return (PyObject *)func;
+}
+
+PyObject *
 tc_binary_op(int nb, PyObject *a, PyObject *b)
 {
     switch (nb) {

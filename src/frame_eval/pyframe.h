@@ -196,6 +196,29 @@ pyframe_set_resume(tc_iframe *f, int pc)
     f->prev_instr = pyframe_code_start(f->f_code) + pc - 1;
 }
 
+/* While the runtime performs an instruction of f itself (a STEP, the
+ * bool() of a BRANCH), f is the thread's current frame, executing that
+ * instruction, as it is while CPython runs it: zero-argument super() takes
+ * __class__ and the first argument from the current frame, and
+ * sys._getframe(), locals(), globals(), warnings' stacklevel and f_back
+ * of the callee see it.  A frame that has not started has no `previous`
+ * yet (the evaluator links it on entry).  Returns the frame to restore. */
+static inline tc_iframe *
+pyframe_make_current(PyThreadState *ts, tc_iframe *f, int op_pc)
+{
+    tc_iframe *outer = (tc_iframe *)ts->cframe->current_frame;
+    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+    f->previous = outer;
+    ts->cframe->current_frame = (struct _PyInterpreterFrame *)f;
+    return outer;
+}
+
+static inline void
+pyframe_restore_current(PyThreadState *ts, tc_iframe *outer)
+{
+    ts->cframe->current_frame = (struct _PyInterpreterFrame *)outer;
+}
+
 /* co_localspluskinds bits (internal pycore_code.h, same in 3.11/3.12). */
 #define TC_CO_FAST_LOCAL 0x20
 #define TC_CO_FAST_CELL 0x40
@@ -364,6 +387,23 @@ pyframe_jump(int opcode, int oparg, int next_pc, int *target)
  * the running interpreter's dis module so no table is hard-coded. */
 extern unsigned char tc_inline_caches[256];
 int pyframe_init_opcode_info(void);
+
+/* MAKE_FUNCTION's operands, by flag bit (oparg & 1 << bit). */
+enum {
+    TC_FN_DEFAULTS,
+    TC_FN_KWDEFAULTS,
+    TC_FN_ANNOTATIONS,
+    TC_FN_CLOSURE,
+    TC_FN_NPARTS
+};
+
+/* A function made as MAKE_FUNCTION makes it: parts[TC_FN_*] are borrowed,
+ * NULL where the flag is clear.  Annotations are the compiler's flat tuple
+ * of (name, value) pairs, which the function keeps as is and turns into a
+ * dict when __annotations__ is first read (setting __annotations__ would
+ * reject the tuple).  A new reference, or NULL with an exception. */
+PyObject *pyframe_make_function(PyObject *code, PyObject *globals,
+                                PyObject *const parts[TC_FN_NPARTS]);
 
 /* BINARY_OP's operation for oparg nb (NB_ADD ... NB_INPLACE_RSHIFT) applied
  * to a and b: a new reference, or NULL with an exception. */

@@ -181,24 +181,16 @@ static PyObject *
 step_make_function(tc_iframe *f, int oparg)
 {
     PyObject *code = pop_value(f);
-    PyObject *func = PyFunction_New(code, f->f_globals);
-    Py_DECREF(code);
-    int rc = func ? 0 : -1;
-    static const char *const attrs[] = {"__closure__", "__annotations__",
-                                        "__kwdefaults__", "__defaults__"};
-    for (int bit = 3; bit >= 0; bit--) {
+    PyObject *parts[TC_FN_NPARTS] = {NULL};
+    for (int bit = TC_FN_NPARTS - 1; bit >= 0; bit--) {
         if (oparg & (1 << bit)) {
-            PyObject *v = pop_value(f);
-            if (rc == 0) {
-                rc = bit == 3 ? PyFunction_SetClosure(func, v)
-                              : PyObject_SetAttrString(func, attrs[3 - bit],
-                                                       v);
-            }
-            Py_DECREF(v);
+            parts[bit] = pop_value(f);
         }
     }
-    if (rc < 0) {
-        Py_CLEAR(func);
+    PyObject *func = pyframe_make_function(code, f->f_globals, parts);
+    Py_DECREF(code);
+    for (int i = 0; i < TC_FN_NPARTS; i++) {
+        Py_XDECREF(parts[i]);
     }
     return func;
 }

@@ -1,0 +1,99 @@
+"""Reference leaks of the runtime: thousands of recompiles, graph breaks and
+exceptions raised out of compiled code leave Python's object and memory
+counts where they were, with the log channels on or off.
+
+The compiled code runs on the "eager" backend: each compile is cheap, so a
+few seconds cover thousands of them (the runtime's own objects, entries,
+guards and messages are the same for every backend).
+"""
+import gc
+import logging
+import os
+import sys
+
+import pytest
+import torch
+
+import tcjit
+
+ROUNDS = 700
+
+
+def _recompiles_every_call(x, k):
+    y = x * 2
+    if k > 3:                 # k is guarded: every new k recompiles
+        y = y + 1
+    return y
+
+
+def _breaks(x):
+    y = x.sin()
+    s = y.sum().item()        # STEP
+    if y.amax() > 0:          # BRANCH
+        y = y * 2
+    return y + s
+
+
+def _raises_in_graph(i, w):
+    return (w * 2).index_select(0, i) + 1     # out of range: IndexError
+
+
+def _fails(x):
+    raise ValueError(f"bad {x.shape[0]}")
+
+
+def _raises_after_break(x):
+    y = x.cos()
+    n = y.sum().item()        # a later segment raises
+    return _fails(y + n)
+
+
+def _workload(rounds):
+    w = torch.randn(4, 3)
+    shapes = [torch.randn(3), torch.randn(3, 2), torch.randn(2, 3, 2)]
+    compiled = [tcjit.compile(f, backend="eager")
+                for f in (_recompiles_every_call, _breaks, _raises_in_graph,
+                          _raises_after_break)]
+    recompiling, breaking, raising, raising_late = compiled
+    for i in range(rounds):
+        if i % 50 == 0:
+            tcjit.reset()     # keep the guard failure lists short
+        x = shapes[i % len(shapes)]
+        assert torch.equal(recompiling(x, i), _recompiles_every_call(x, i))
+        breaking(x)
+        with pytest.raises(IndexError):
+            raising(torch.tensor([i % 4, 9]), w)
+        with pytest.raises(ValueError):
+            raising_late(x)
+
+
+def _rss():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _snapshot():
+    gc.collect()
+    return len(gc.get_objects()), sys.getallocatedblocks(), _rss()
+
+
+@pytest.mark.parametrize("logs", ["", "recompiles,graph_breaks,guards,graph"])
+def test_recompiles_breaks_and_exceptions_do_not_leak(logs):
+    tcjit.config.recompile_limit = 10 ** 6
+    tcjit.set_logs(logs)
+    # the runtime builds and emits every message; logging drops them
+    for channel in ("recompiles", "graph_breaks", "guards", "graph"):
+        logging.getLogger(f"tcjit.{channel}").setLevel(logging.WARNING)
+    for _ in range(2):        # caches, interned names, torch's lazy state
+        _workload(ROUNDS)
+    objects, blocks, rss = _snapshot()
+    for _ in range(4):
+        _workload(ROUNDS)
+    objects2, blocks2, rss2 = _snapshot()
+    assert tcjit.counters()["recompiles"] > 0
+    # Leaking one object per recompile would grow them by 4 * ROUNDS.
+    assert objects2 - objects < ROUNDS // 10, (objects, objects2)
+    assert blocks2 - blocks < ROUNDS, (blocks, blocks2)
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        # (AddressSanitizer keeps freed memory in quarantine)
+        assert rss2 - rss < 16 << 20, (rss, rss2)
