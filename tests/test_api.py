@@ -1,8 +1,10 @@
 """The Python API: compile forms, backends, counters, enable/disable, SKIP,
 multi-output results, autograd fallback, fullgraph, and leaks."""
 import collections
+import functools
 import gc
 import sys
+import threading
 import tracemalloc
 import weakref
 
@@ -743,3 +745,62 @@ def test_thread_pool_after_fork(tmp_path):
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def _opaque(fn):
+    # a decorator whose wrapper tcjit cannot trace (it reads a frame)
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        sys._getframe()
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+class _WrappedForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    @_opaque
+    def forward(self, x):
+        return (self.lin(x).relu() * 2).sum(-1)
+
+
+def test_compile_compiles_what_the_function_calls():
+    """As with torch.compile, frames that a compiled function calls are
+    compiled too: a model whose forward sits behind an untraceable
+    decorator still gets its forward compiled."""
+    m = _WrappedForward()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        expected = m(x)
+        cm = tcjit.compile(m)
+        for _ in range(2):
+            check_same(cm(x), expected)
+    c = tcjit.counters()
+    assert c["graphs"] >= 1 and c["frames_compiled"] >= 1, c
+
+
+def test_compile_scope_is_per_thread():
+    """A plain function that another thread runs while a compiled call is
+    in flight is not compiled."""
+    started, release = threading.Event(), threading.Event()
+
+    def plain(x):
+        return x.cos() + 1
+
+    def slow(x):
+        started.set()
+        release.wait(10)   # a step: the compiled call stays in flight
+        return x.sin()
+
+    cf = tcjit.compile(slow)
+    t = threading.Thread(target=cf, args=(torch.randn(3),))
+    t.start()
+    started.wait(10)
+    before = tcjit.counters()["cache_misses"]
+    check_same(plain(torch.ones(3)), torch.ones(3).cos() + 1)
+    after = tcjit.counters()["cache_misses"]
+    release.set()
+    t.join()
+    assert after == before

@@ -16,7 +16,11 @@ PyObject *tc_reported_breaks;
 
 static int enabled_all;
 static int hook_installed;
-static tc_pending pending;
+static _Thread_local tc_pending pending;
+/* > 0 while this thread runs tcjit's own Python (tracing, compiling,
+ * logging, a custom backend's callable): those frames are never compiled,
+ * as Dynamo's callback is off while it compiles. */
+static _Thread_local int own_work;
 
 #define MAX_SOURCES_ON_STACK 64
 
@@ -98,6 +102,7 @@ tc_set_pending(PyObject *code, PyObject *backend)
     tc_pending saved = pending;
     pending.code = code;
     pending.backend = backend;
+    pending.scope = backend;
     return saved;
 }
 
@@ -350,7 +355,9 @@ build_value(const tc_template *t, const build_ctx *cx)
 static int
 run_backend_fn(tc_entry *e, PyObject **inputs, PyObject **outputs)
 {
+    own_work++;
     PyObject *r = PyObject_Vectorcall(e->backend_fn, inputs, e->ninputs, NULL);
+    own_work--;
     if (r == NULL) {
         return -1;
     }
@@ -672,8 +679,8 @@ entries_at(tc_code_state *st, int pc, PyObject *backend)
  * an error.  The limit counts entries per segment start, as Dynamo's counts
  * per code object (its resume functions are code objects of their own). */
 static tc_entry *
-handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
-            PyObject *reasons, int *eager)
+convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+             PyObject *reasons, int *eager)
 {
     PyCodeObject *co = f->f_code;
     int previous = entries_at(st, pc, backend);
@@ -709,6 +716,18 @@ handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     }
     e->next = st->entries;
     st->entries = e;
+    return e;
+}
+
+/* convert_miss as tcjit's own work: the Python it runs (log handlers,
+ * warnings filters, a custom backend compiling) is not compiled. */
+static tc_entry *
+handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+            PyObject *reasons, int *eager)
+{
+    own_work++;
+    tc_entry *e = convert_miss(f, pc, st, backend, reasons, eager);
+    own_work--;
     return e;
 }
 
@@ -895,6 +914,12 @@ tcjit_eval_frame(PyThreadState *ts, tc_iframe *f, int throwflag)
     if (wrapped) {
         backend = pending.backend;
         pending.code = NULL;
+    }
+    else if (own_work > 0) {
+        return pyframe_eval_default(ts, f, throwflag);
+    }
+    else if (pending.scope != NULL) {
+        backend = pending.scope;
     }
     else if (enabled_all) {
         backend = tc_hooks.auto_backend;

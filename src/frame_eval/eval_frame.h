@@ -82,10 +82,14 @@ int tc_is_enabled(void);
 void tc_install_hook(void);
 
 /* Called by a compile wrapper around the call of its function: the next
- * frame running `code` is compiled for `backend`. */
+ * frame running `code` is compiled for `backend`, and so is every frame
+ * it calls (scope), as torch.compile compiles what its function calls;
+ * library roots (torch, the standard library) are skipped as under
+ * enable().  Per thread: another thread's calls are not in the scope. */
 typedef struct {
     PyObject *code;
     PyObject *backend;
+    PyObject *scope;
 } tc_pending;
 
 tc_pending tc_set_pending(PyObject *code, PyObject *backend);
