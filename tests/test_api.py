@@ -804,3 +804,20 @@ def test_compile_scope_is_per_thread():
     release.set()
     t.join()
     assert after == before
+
+
+def test_explain_accepts_what_compile_returns():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.sin() + 1
+
+        def half(self, x):
+            return x * 0.5
+
+    m, x = M(), torch.randn(3)
+    for fn, expected in [(tcjit.compile(lambda x: x.cos()), x.cos()),
+                         (tcjit.compile(m), m(x)),
+                         (tcjit.compile(m.half), m.half(x))]:
+        ex = tcjit.explain(fn)(x)
+        assert ex.graph_count == 1 and not ex.break_reasons
+        check_same(ex.result, expected)

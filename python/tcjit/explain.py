@@ -7,7 +7,7 @@ times.  The call runs for real (its side effects happen once).
 from . import _C
 from ._backends import Backend
 from .graph import Graph
-from ._wrap import wrap
+from ._wrap import CompiledMethod, CompiledModule, wrap
 
 
 class BreakReason:
@@ -60,6 +60,16 @@ class ExplainOutput:
         return "\n".join(out)
 
 
+def _unwrapped(fn):
+    """What a tcjit.compile result compiles (explain(tcjit.compile(m))
+    explains m, as torch._dynamo.explain accepts compiled callables)."""
+    if isinstance(fn, CompiledModule):
+        return fn._orig_mod
+    if isinstance(fn, (_C.CompiledFunction, CompiledMethod)):
+        return fn.__wrapped__
+    return fn
+
+
 def explain(fn):
     """``tcjit.explain(fn)(*args, **kwargs)`` -> ExplainOutput."""
     def run(*args, **kwargs):
@@ -76,7 +86,7 @@ def explain(fn):
                 times.append(data)
 
         # tcjit's own code generators run it: the result is the real one
-        compiled = wrap(fn, Backend("auto"))
+        compiled = wrap(_unwrapped(fn), Backend("auto"))
         _C.set_recorder(record)
         try:
             result = compiled(*args, **kwargs)
