@@ -705,8 +705,9 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     if (null == NULL || a == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    if (tc_tr_reify(T, a) != OK) {
-        return ERROR;
+    int rc = tc_tr_reify(T, a);
+    if (rc != OK) {
+        return rc;
     }
     /* f(*x.max(1)) */
     a = tc_tr_structseq_items(a) ? tc_tr_structseq_items(a) : a;
@@ -737,8 +738,9 @@ int
 tc_tr_op_list_to_tuple(tracer *T)
 {
     tc_var *l = tc_tr_pop(T);
-    if (l == NULL || tc_tr_reify(T, l) != OK) {
-        return l ? ERROR : tc_tr_unsupported(T, "malformed stack");
+    int rc = l ? tc_tr_reify(T, l) : tc_tr_unsupported(T, "malformed stack");
+    if (rc != OK) {
+        return rc;
     }
     if (l->kind != TC_VAR_LIST && l->kind != TC_VAR_TUPLE) {
         return tc_tr_unsupported(T, "tuple() of a %s", tc_var_kind_name(l));

@@ -37,6 +37,11 @@ int
 tc_tr_unsupported_from_exception(tracer *T, const char *what)
 {
     PyObject *type, *value, *tb;
+    if (!PyErr_Occurred()) {
+        /* an UNSUPPORTED some caller passed on as ERROR: keep its reason */
+        return T->out->reason ? UNSUPPORTED
+                              : tc_tr_unsupported(T, "%s failed", what);
+    }
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
     int rc = tc_tr_unsupported(T, "%s raised %s: %S", what,
@@ -151,9 +156,9 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     T->sh->touched_tensor = 1;
     int r = tc_tensor_read_meta(value, &m, &dt);
     if (r != 0) {
-        *rc = r < 0 ? ERROR : tc_tr_unsupported(T, "a tensor with unsupported "
-                                          "dtype, device or rank > %d",
-                                          TC_MAX_DIMS);
+        PyObject *why = r > 0 ? tc_tensor_unsupported_reason(value) : NULL;
+        *rc = why ? tc_tr_unsupported(T, "%U", why) : ERROR;
+        Py_XDECREF(why);
         return NULL;
     }
     if (tc_guard_tensor(T->out->guards, source, value) < 0) {
@@ -223,26 +228,6 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
     }
     v->source = source;  /* the caller's own list: keep its identity */
     return v;
-}
-
-/* torch.Tensor and nn.Parameter only: other subclasses may override ops
- * (__torch_function__) and must keep their type, so they stay opaque and
- * every op on them runs eagerly. */
-static int
-is_plain_tensor(PyObject *v)
-{
-    static PyObject *parameter_type;
-    if (parameter_type == NULL) {
-        PyObject *nn = PyImport_ImportModule("torch.nn");
-        parameter_type = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
-        Py_XDECREF(nn);
-        if (parameter_type == NULL) {
-            PyErr_Clear();
-            parameter_type = tc_tensor_type;
-        }
-    }
-    PyObject *t = (PyObject *)Py_TYPE(v);
-    return t == tc_tensor_type || t == parameter_type;
 }
 
 int
@@ -316,7 +301,10 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
     tc_guard_set *gs = T->out->guards;
     tc_var *v;
     *rc = OK;
-    if (is_plain_tensor(value)) {
+    /* torch.Tensor and nn.Parameter only: other subclasses may override
+     * ops (__torch_function__) and must keep their type, so they stay
+     * opaque and every op on them runs eagerly */
+    if (tc_tensor_type_plain(value)) {
         return wrap_tensor(T, value, source, rc);
     }
     if (tc_tr_is_python_scalar(value)) {
@@ -396,8 +384,9 @@ int
 tc_tr_reify_all(tracer *T, tc_var **vs, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (tc_tr_reify(T, vs[i]) != OK) {
-            return ERROR;
+        int rc = tc_tr_reify(T, vs[i]);
+        if (rc != OK) {
+            return rc;
         }
     }
     return OK;
