@@ -7,7 +7,6 @@ test_reductions_views, test_models, test_half), plus every reduction with
 each dim / keepdim, softmax / norms, views, creation ops, casts and every
 extern op.
 """
-import math
 
 import pytest
 import torch
@@ -245,7 +244,8 @@ def _own_tables():
         F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                        v.transpose(1, 2), scale=0.5)),
         q, k, v, torch.rand(7, 7) > 0.3, torch.randn(2, 1, 7, 7))
-    add("extern.sdpa_split_heads", _split_heads, torch.randn(2, 16, 96))
+    add("extern.sdpa_split_heads", test_models.sdpa_split_heads,
+        torch.randn(2, 16, 96))
     for stride, padding, dilation, groups in [(1, 0, 1, 1), (2, 1, 1, 1),
                                               (1, (2, 1), 2, 1), (1, 1, 1, 2)]:
         add(f"extern.conv2d-{stride}-{padding}-{dilation}-{groups}",
@@ -257,7 +257,7 @@ def _own_tables():
                                        torch.conv1d(x[0], w),
                                        F.conv1d(x, w, stride=2, dilation=2)),
         torch.randn(2, 3, 10), torch.randn(5, 3, 3))
-    add("extern.embedding_losses", _embedding_and_losses,
+    add("extern.embedding_losses", test_models.embedding_and_losses,
         torch.randint(0, 10, (2, 5)), torch.randn(10, 4),
         torch.randint(0, 10, (10,)), torch.rand(10))
     add("extern.group_norm", lambda x, w, b: (
@@ -275,28 +275,6 @@ def _own_tables():
         torch.baddbmm(c[None], a[None], b[None]), F.linear(a, b.t(), c),
         F.linear(a, b.t())), torch.randn(4, 5), torch.randn(5, 6),
         torch.randn(6))
-
-
-def _split_heads(qkv):
-    B, T, C3 = qkv.shape
-    q, k, v = qkv.split(C3 // 3, dim=2)
-    q = q.view(B, T, 4, -1).transpose(1, 2)
-    k = k.view(B, T, 4, -1).transpose(1, 2)
-    v = v.view(B, T, 4, -1).transpose(1, 2)
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
-
-
-def _embedding_and_losses(idx, table, tgt, w):
-    logits = F.embedding(idx, table) @ table.t()
-    flat = logits.view(-1, logits.size(-1))
-    return (F.cross_entropy(flat, tgt),
-            F.cross_entropy(flat, tgt, weight=w, reduction="none"),
-            F.cross_entropy(flat * 2, tgt, ignore_index=3,
-                            label_smoothing=0.1, reduction="sum"),
-            F.nll_loss(F.log_softmax(flat, -1), tgt),
-            F.nll_loss(F.log_softmax(flat, -1), tgt, weight=w,
-                       reduction="none"))
 
 
 _ops_tables()
