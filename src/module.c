@@ -8,6 +8,7 @@
 #include <structmember.h>
 
 #include "graph/ops.h"
+#include "guards/tensor_keys.h"
 #include "jit/jit.h"
 #include "jit/threadpool.h"
 #include "tracer/bindings.h"
@@ -259,10 +260,16 @@ mod_op_table(PyObject *m, PyObject *unused)
                 Py_XDECREF(s);
             }
         }
-        PyObject *row = dtypes ? Py_BuildValue("{s:s,s:i,s:O,s:s}", "name",
-                                               op->name, "arity", op->nin,
-                                               "dtypes", dtypes, "doc",
-                                               op->doc ? op->doc : "")
+        static const char *const kinds[] = {
+            [TC_OPK_POINTWISE] = "pointwise", [TC_OPK_VIEW] = "view",
+            [TC_OPK_REDUCTION] = "reduction", [TC_OPK_EXTERN] = "extern"};
+        PyObject *row = dtypes ? Py_BuildValue("{s:s,s:i,s:s,s:O,s:s,s:z}",
+                                               "name", op->name, "arity",
+                                               op->nin, "kind",
+                                               kinds[op->kind], "dtypes",
+                                               dtypes, "doc",
+                                               op->doc ? op->doc : "",
+                                               "eager", op->eager)
                                : NULL;
         Py_XDECREF(dtypes);
         if (row == NULL || PyList_Append(list, row) < 0) {
@@ -273,6 +280,23 @@ mod_op_table(PyObject *m, PyObject *unused)
         Py_DECREF(row);
     }
     return list;
+}
+
+/* (tensor's dispatch key set as the guards read it, read in C?) for
+ * tests: the fast path must agree with torch._C._dispatch_keys. */
+static PyObject *
+mod_tensor_keys(PyObject *m, PyObject *t)
+{
+    uint64_t keys;
+    if (!PyObject_TypeCheck(t, (PyTypeObject *)tc_tensor_type)) {
+        PyErr_SetString(PyExc_TypeError, "expected a tensor");
+        return NULL;
+    }
+    if (tc_tensor_keys(t, &keys) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(KO)", (unsigned long long)keys,
+                         tc_tensor_keys_direct() ? Py_True : Py_False);
 }
 
 static PyObject *
@@ -299,6 +323,7 @@ static PyMethodDef module_methods[] = {
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
+    {"tensor_keys", mod_tensor_keys, METH_O, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}
 };

@@ -1,7 +1,7 @@
 """Shared fixtures and helpers for the tcjit pytest suite.
 
 Every compiled result is compared against eager PyTorch with ``check_same``:
-values (torch.testing.assert_close; exact for integer/bool dtypes), dtype,
+values (within tolerance.py's bound; exact for integer/bool dtypes), dtype,
 shape, type of containers, Python constants, and (unless told otherwise)
 strides.
 """
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tcjit
+import tolerance
 
 
 _CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold")
@@ -69,12 +70,8 @@ def check_same(actual, expected, *, strides=True, path="out"):
         if strides and expected.numel() > 0:
             assert actual.stride() == expected.stride(), \
                 f"{path}: strides {actual.stride()} != eager {expected.stride()}"
-        if expected.dtype.is_floating_point or expected.dtype.is_complex:
-            torch.testing.assert_close(actual.detach(), expected.detach(),
-                                       equal_nan=True, msg=lambda m: f"{path}: {m}")
-        else:
-            torch.testing.assert_close(actual, expected, rtol=0, atol=0,
-                                       msg=lambda m: f"{path}: {m}")
+        tolerance.assert_close(actual.detach(), expected.detach(),
+                               msg=lambda m: f"{path}: {m}")
     elif isinstance(expected, (tuple, list)):
         assert type(actual) is type(expected), \
             f"{path}: container {type(actual).__name__} != eager {type(expected).__name__}"

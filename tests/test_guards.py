@@ -626,3 +626,248 @@ def test_recompile_limit_warning_turned_into_error():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check_same(cf(x3), f(x3))
+
+
+# ---- tensors of other kinds ------------------------------------------------
+# tcjit compiles plain dense CPU / CUDA tensors of type torch.Tensor or
+# nn.Parameter.  Other tensors (functorch wrappers, sparse, nested, meta,
+# negative views, subclasses, complex dtypes) run eagerly, with a reason,
+# whether they come first or after a compile for a plain tensor.
+
+class LoggingTensor(torch.Tensor):
+    """A subclass whose __torch_function__ must run for every op."""
+    calls = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        LoggingTensor.calls.append(getattr(func, "__name__", ""))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _sparse():
+    return torch.tensor([[0.0, 2.0], [3.0, 0.0]]).to_sparse()
+
+
+def _nested():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "prototype stage"
+        return torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+
+
+def _inference():
+    with torch.inference_mode():
+        return torch.randn(2, 2)
+
+
+OTHER_KINDS = {
+    "sparse": (_sparse, "non-dense"),
+    "nested": (_nested, "NestedTensorCPU"),
+    "meta": (lambda: torch.empty(2, 2, device="meta"), "device meta"),
+    "neg_view": (lambda: torch._neg_view(torch.ones(2, 2)), "Negative"),
+    "subclass": (lambda: torch.ones(2, 2).as_subclass(LoggingTensor),
+                 "LoggingTensor"),
+    "complex": (lambda: torch.randn(2, 2, dtype=torch.complex64),
+                "dtype torch.complex64"),
+}
+
+
+def _same(actual, expected):
+    """check_same, also for sparse / nested / meta results."""
+    assert type(actual) is type(expected)
+    assert (actual.layout, actual.device, actual.dtype, actual.is_nested) \
+        == (expected.layout, expected.device, expected.dtype, expected.is_nested)
+    if expected.is_nested:
+        for a, e in zip(actual.unbind(), expected.unbind()):
+            check_same(a, e)
+    elif expected.is_sparse:
+        check_same(actual.to_dense(), expected.to_dense())
+    elif expected.device.type != "meta":
+        check_same(actual.resolve_neg(), expected.resolve_neg())
+    else:
+        assert actual.shape == expected.shape
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first", "after_plain"])
+@pytest.mark.parametrize("kind", list(OTHER_KINDS))
+def test_other_tensor_kinds_run_eagerly(kind, first):
+    """A first call with such a tensor, or one after a compile for a plain
+    tensor (its guards must reject it before reading sizes: a nested tensor
+    raises for them, a meta tensor has no data), behaves as eager."""
+    make, why = OTHER_KINDS[kind]
+
+    def f(x):
+        return x * 2
+
+    cf = tcjit.compile(f)
+    if not first:
+        check_same(cf(torch.ones(2, 2)), f(torch.ones(2, 2)))
+    x = make()
+    expected = f(x)
+    LoggingTensor.calls = []
+    _same(cf(x), expected)
+    if kind == "subclass":
+        assert "mul" in LoggingTensor.calls
+    reasons = [b.reason for b in tcjit.explain(f)(make()).break_reasons]
+    assert any(why in r for r in reasons), reasons
+
+
+def test_nested_tensor_raises_eagers_error():
+    """After a compile for a plain tensor, a nested tensor gets eager's
+    exception from the op (not an error from reading its sizes)."""
+    def f(x):
+        return x.sum(0) * 2
+
+    cf = tcjit.compile(f)
+    check_same(cf(torch.ones(2, 2)), f(torch.ones(2, 2)))
+    with pytest.raises(RuntimeError) as eager:
+        f(_nested())
+    with pytest.raises(RuntimeError) as got:
+        cf(_nested())
+    assert str(got.value) == str(eager.value)
+
+
+def test_other_kind_recompile_reason(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x + 1
+
+    cf = tcjit.compile(f)
+    cf(torch.zeros(3))
+    cf(torch.empty(3, device="meta"))
+    assert_one_recompile(
+        caplog, f, "tensor 'x' dispatch key set mismatch. expected "
+        "DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU, AutocastCPU), "
+        "actual DispatchKeySet(Meta, ADInplaceOrView, AutogradMeta)")
+
+
+def test_inference_tensors_compile_with_their_own_guard(tcjit_logs):
+    """An inference tensor is plain (no autograd keys): compiled, as a
+    separate entry."""
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x.exp() * 2
+
+    cf = tcjit.compile(f)
+    x, xi = torch.randn(2, 2), _inference()
+    for t in (x, xi, x, xi):
+        check_same(cf(t), f(t))
+    c = counters()
+    assert c["eager_fallbacks"] == 0 and c["frames_compiled"] == 2, c
+    with torch.inference_mode():
+        for t in (x, xi):
+            check_same(cf(t), f(t))
+    assert counters()["eager_fallbacks"] == 0
+    msgs = log_messages(caplog, "recompiles")
+    assert any("dispatch key set mismatch" in m for m in msgs), msgs
+
+
+def test_vmap_of_a_compiled_function():
+    def f(x, y):
+        return (x.sin() * y).sum(-1) + 1
+
+    x, y = torch.randn(3, 4, 5), torch.randn(5)
+    cf = tcjit.compile(f)
+    check_same(torch.vmap(cf, in_dims=(0, None))(x, y),
+               torch.vmap(f, in_dims=(0, None))(x, y))
+    check_same(cf(x[0], y), f(x[0], y))   # plain tensors still compile
+    reasons = []
+    torch.vmap(lambda x: reasons.extend(
+        b.reason for b in tcjit.explain(f)(x, y).break_reasons) or x)(x)
+    assert any("functorch-wrapped" in r and "FuncTorchBatched" in r
+               for r in reasons), reasons
+
+
+def test_vmap_under_enable():
+    def f(x, y):
+        return (x.sin() * y).sum(-1) + 1
+
+    x, y = torch.randn(3, 4, 5), torch.randn(5)
+    expected = torch.vmap(f, in_dims=(0, None))(x, y)
+    tcjit.enable()
+    try:
+        got = torch.vmap(f, in_dims=(0, None))(x, y)
+        got2 = torch.vmap(torch.vmap(f, in_dims=(0, None)),
+                          in_dims=(1, None))(x, y)
+    finally:
+        tcjit.disable()
+    check_same(got, expected)
+    check_same(got2, torch.vmap(torch.vmap(f, in_dims=(0, None)),
+                                in_dims=(1, None))(x, y))
+
+
+def _causal(batch_idx, head_idx, q_idx, kv_idx):
+    return kv_idx <= q_idx
+
+
+def _padding(mask):
+    def inner(batch_idx, head_idx, q_idx, kv_idx):
+        return mask[batch_idx, kv_idx]
+    return inner
+
+
+def _and(*fns):
+    def inner(*args):
+        out = torch.ones((), dtype=torch.bool)
+        for fn in fns:
+            out = out & fn(*args)
+        return out
+    return inner
+
+
+def _mask(attention_mask, q_len):
+    """transformers' masking_utils (sdpa_mask with vmap): the mask function
+    vmapped over kv, q, head and batch indices."""
+    fn = _and(_causal, _padding(attention_mask))
+    for dims in [(None, None, None, 0), (None, None, 0, None),
+                 (None, 0, None, None), (0, None, None, None)]:
+        fn = torch.vmap(fn, in_dims=dims, out_dims=0)
+    b = torch.arange(attention_mask.shape[0])
+    h = torch.arange(1)
+    q = torch.arange(q_len)
+    kv = torch.arange(attention_mask.shape[1])
+    return fn(b, h, q, kv)
+
+
+def test_transformers_style_mask_building_with_vmap():
+    am = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]], dtype=torch.bool)
+    expected = _mask(am, 4)
+    tcjit.enable()
+    try:
+        got = _mask(am, 4)
+    finally:
+        tcjit.disable()
+    check_same(got, expected)
+    check_same(tcjit.compile(_mask)(am, 4), expected)
+
+
+def test_grad_of_a_compiled_function():
+    def f(x):
+        return (x.sin() * 2).sum()
+
+    x = torch.randn(5)
+    cf = tcjit.compile(f)
+    check_same(torch.func.grad(cf)(x), torch.func.grad(f)(x))
+    check_same(torch.func.vmap(torch.func.grad(cf))(x[None].expand(3, 5)),
+               torch.func.vmap(torch.func.grad(f))(x[None].expand(3, 5)))
+    check_same(cf(x), f(x))
+
+
+def test_guard_reads_dispatch_keys_directly():
+    """TENSOR_MATCH reads the key set in C (the fast path), and what it
+    reads is torch's key set, for tensors of every kind."""
+    tensors = [torch.randn(3), torch.randn(3, requires_grad=True),
+               torch.nn.Parameter(torch.randn(2)), _inference(), _sparse(),
+               _nested(), torch.empty(2, device="meta"),
+               torch.ones(2).as_subclass(LoggingTensor),
+               torch._neg_view(torch.ones(2)),
+               torch.randn(2, dtype=torch.complex64).conj(),
+               torch.randn(4, 4)[1:, ::2]]
+    seen = []
+    torch.vmap(lambda t: seen.append(t) or t)(torch.randn(2, 3))
+    torch.func.grad(lambda t: seen.append(t) or t.sum())(torch.randn(3))
+    for t in tensors + seen:
+        keys, direct = tcjit._C.tensor_keys(t)
+        assert direct
+        assert keys == torch._C._dispatch_keys(t).raw_repr(), t

@@ -135,19 +135,22 @@ def test_conv1d_and_unbatched():
     check(f, torch.randn(2, 3, 10), torch.randn(5, 3, 3))
 
 
-def test_embedding_and_losses():
-    def f(idx, table, tgt, w):
-        logits = F.embedding(idx, table) @ table.t()
-        flat = logits.view(-1, logits.size(-1))
-        return (F.cross_entropy(flat, tgt),
-                F.cross_entropy(flat, tgt, weight=w, reduction="none"),
-                F.cross_entropy(flat * 2, tgt, ignore_index=3,
-                                label_smoothing=0.1, reduction="sum"),
-                F.nll_loss(F.log_softmax(flat, -1), tgt))
+def embedding_and_losses(idx, table, tgt, w):
+    logits = F.embedding(idx, table) @ table.t()
+    flat = logits.view(-1, logits.size(-1))
+    return (F.cross_entropy(flat, tgt),
+            F.cross_entropy(flat, tgt, weight=w, reduction="none"),
+            F.cross_entropy(flat * 2, tgt, ignore_index=3,
+                            label_smoothing=0.1, reduction="sum"),
+            F.nll_loss(F.log_softmax(flat, -1), tgt),
+            F.nll_loss(F.log_softmax(flat, -1), tgt, weight=w,
+                       reduction="none"))
 
+
+def test_embedding_and_losses():
     idx = torch.randint(0, 10, (2, 5))
     tgt = torch.randint(0, 10, (10,))
-    check(f, idx, torch.randn(10, 4), tgt, torch.rand(10))
+    check(embedding_and_losses, idx, torch.randn(10, 4), tgt, torch.rand(10))
 
 
 def test_group_norm():
@@ -672,6 +675,16 @@ def test_more_views(name):
     check(MORE_VIEWS[name], torch.randn(4, 6), torch.randn(4, 6))
 
 
+def sdpa_split_heads(qkv):
+    B, T, C3 = qkv.shape
+    q, k, v = qkv.split(C3 // 3, dim=2)
+    q = q.view(B, T, 4, -1).transpose(1, 2)
+    k = k.view(B, T, 4, -1).transpose(1, 2)
+    v = v.view(B, T, 4, -1).transpose(1, 2)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
                                    torch.bfloat16])
 def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
@@ -679,15 +692,7 @@ def test_sdpa_heads_split_off_a_projection_keep_eagers_layout(dtype):
     projection (both the flash and the math path).  The compiled graph
     gives the same strides, and no copy is needed for the
     transpose(1, 2).contiguous() that follows."""
-    def f(qkv):
-        B, T, C3 = qkv.shape
-        q, k, v = qkv.split(C3 // 3, dim=2)
-        q = q.view(B, T, 4, -1).transpose(1, 2)
-        k = k.view(B, T, 4, -1).transpose(1, 2)
-        v = v.view(B, T, 4, -1).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return y, y.transpose(1, 2).contiguous().view(B, T, -1) + 1
-    check(f, torch.randn(2, 16, 96, dtype=dtype))
+    check(sdpa_split_heads, torch.randn(2, 16, 96, dtype=dtype))
 
 
 def test_torch_nn_functional_spelled_out_traces():

@@ -1,50 +1,51 @@
 """tcjit.Graph: the traced graph as custom backends and tests see it.
 
 Calling a Graph runs it op by op through torch (backend="eager"): the
-reference the compiled kernels are checked against.
+reference the compiled kernels are checked against.  How an op runs comes
+from its registry entry (src/graph/ops.c, ``tcjit._C.op_table()``): its
+``eager`` expression, else ``torch.<name>`` of its operands (pointwise) or
+of its operand, dims and keepdim (reductions).  A view is
+``torch.as_strided`` of its base node with the layout eager gives it; an
+extern node makes the torch call the compiled code makes (``node.call``).
 """
-import operator
-
 import torch
 import torch.nn.functional as F
 
-# Registry op name -> how eager PyTorch computes it.  Operators (not
-# torch.add) so a Python number may be either operand, as in the source.
-_EAGER = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "div": operator.truediv, "pow": operator.pow, "neg": operator.neg,
-    "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-    "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
-    "bitwise_and": operator.and_, "bitwise_or": operator.or_,
-    "bitwise_xor": operator.xor, "bitwise_not": operator.invert,
-    "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "softplus": F.softplus, "leaky_relu": F.leaky_relu, "elu": F.elu,
-    "mish": F.mish, "contiguous": lambda x: x.contiguous(),
-}
+from . import _C
 
 
-def _new_tensor(n, env):
-    """Creation ops: the node's own shape, strides and dtype."""
-    out = torch.empty_strided(n.shape, n.stride, dtype=n.to_dtype)
-    args = [env[a.index] for a in n.args]
-    if n.op == "full":
-        return out.fill_(args[0])
-    pos = torch.arange(out.numel(), dtype=torch.float64
-                       if n.to_dtype.is_floating_point else torch.int64)
-    return out.copy_((args[0] + args[1] * pos).view(n.shape))
+def _replayer(row):
+    """fn(node, *operands) -> the op's value as eager PyTorch computes it."""
+    name, kind, arity = row["name"], row["kind"], row["arity"]
+    if kind == "extern":
+        return lambda n, *xs: n.call(*xs)
+    if kind == "view":
+        return None   # from the base node, not the operand (Graph._run)
+    src = row["eager"]
+    if src is None:
+        src = (f"torch.{name}({', '.join(f'x{k}' for k in range(arity))})"
+               if kind == "pointwise" else
+               f"torch.{name}(x0, n.dims, n.keepdim)")
+    params = ", ".join(f"x{k}=None" for k in range(arity))
+    code = compile(f"lambda n, {params}: {src}", f"<tcjit eager {name}>",
+                   "eval")
+    return eval(code, {"torch": torch, "F": F})
 
 
-def _torch_fn(name):
-    fn = _EAGER.get(name) or getattr(torch, name, None)
-    if fn is None:
-        raise NotImplementedError(f"no eager implementation for op {name!r}")
-    return fn
+_REPLAY = {row["name"]: _replayer(row) for row in _C.op_table()}
 
 
 class Node:
-    """One node: an input, a Python scalar, or an op with its args."""
+    """One node: an input, a Python scalar, or an op with its args.
 
-    def __init__(self, index, d, nodes):
+    Every node has ``dtype``, ``shape`` and ``stride`` as eager gives them.
+    Op nodes also carry what their kind needs: reductions ``dims`` (the
+    reduced dims of the operand) and ``keepdim``; views ``base`` (the node
+    whose storage they index) and ``offset`` (elements from the base's
+    storage offset); casts and creation ops ``to_dtype``; extern ops
+    ``xattr`` / ``xfattr`` (src/graph/extern.h) and ``call``."""
+
+    def __init__(self, index, d, nodes, device):
         self.index = index
         self.kind = d["kind"]
         self.op = d["op"] or d["kind"]
@@ -55,6 +56,14 @@ class Node:
         self.input_index = d["input_index"]
         self.to_dtype = getattr(torch, d["to_dtype"])
         self.args = tuple(nodes[i] for i in d["inputs"])
+        self.device = device
+        self.dims = d.get("dims")
+        self.keepdim = d.get("keepdim")
+        self.base = nodes[d["view_base"]] if "view_base" in d else None
+        self.offset = d.get("offset")
+        self.xattr = d.get("xattr")
+        self.xfattr = d.get("xfattr")
+        self.call = d.get("call")
 
     @property
     def name(self):
@@ -71,13 +80,15 @@ class Node:
 
 
 class Graph:
-    """A traced graph: ``nodes``, ``inputs``, ``outputs``, ``op_count``;
-    ``str(graph)`` prints it; ``graph(*inputs)`` runs it eagerly."""
+    """A traced graph: ``nodes``, ``inputs``, ``outputs``, ``op_count``,
+    ``device``; ``str(graph)`` prints it; ``graph(*inputs)`` runs it
+    eagerly."""
 
     def __init__(self, desc, text=""):
+        self.device = torch.device(desc.get("device", "cpu"))
         nodes = []
         for i, d in enumerate(desc["nodes"]):
-            nodes.append(Node(i, d, nodes))
+            nodes.append(Node(i, d, nodes, self.device))
         self.nodes = nodes
         self.inputs = sorted((n for n in nodes if n.kind == "input"),
                              key=lambda n: n.input_index)
@@ -110,10 +121,10 @@ class Graph:
                 env[n.index] = inputs[n.input_index]
             elif n.kind == "scalar":
                 env[n.index] = n.value
-            elif n.op == "to":
-                env[n.index] = env[n.args[0].index].to(n.to_dtype)
-            elif n.op in ("full", "arange"):
-                env[n.index] = _new_tensor(n, env)
+            elif n.base is not None:
+                base = env[n.base.index]
+                env[n.index] = torch.as_strided(
+                    base, n.shape, n.stride, base.storage_offset() + n.offset)
             else:
-                env[n.index] = _torch_fn(n.op)(*(env[a.index] for a in n.args))
+                env[n.index] = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
         return tuple(env[o.index] for o in self.outputs)

@@ -8,6 +8,7 @@
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/ptx.h"
+#include "../jit/extern_call.h"
 #include "../jit/tensor_alloc.h"
 
 static int next_frame_id;
@@ -102,10 +103,44 @@ scalar_value(const tc_node *n)
     return PyLong_FromLongLong(n->scalar.i);
 }
 
+/* What a node's kind adds to its description: reductions their dims
+ * (ascending) and keepdim; views their base node and storage offset
+ * (graph.h: the view is torch.as_strided(base, shape, stride,
+ * base.storage_offset() + offset)); extern ops their attributes (extern.h)
+ * and "call", the torch call the runtime makes for them
+ * (tc_extern_callable).  A new dict. */
 static PyObject *
-node_desc(const tc_node *n)
+kind_fields(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    int64_t dims[TC_MAX_DIMS];
+    int nd = 0;
+    switch (n->kind == TC_NODE_OP ? (int)tc_ops[n->op].kind : -1) {
+    case TC_OPK_REDUCTION:
+        for (int k = 0; k < g->nodes[n->in[0]].layout.ndim; k++) {
+            if (n->red_mask & (1u << k)) {
+                dims[nd++] = k;
+            }
+        }
+        return Py_BuildValue("{s:N,s:O}", "dims", tc_int_tuple(nd, dims),
+                             "keepdim", n->keepdim ? Py_True : Py_False);
+    case TC_OPK_VIEW:
+        return Py_BuildValue("{s:i,s:L}", "view_base", n->view_base,
+                             "offset", (long long)n->offset);
+    case TC_OPK_EXTERN:
+        return Py_BuildValue("{s:N,s:d,s:N}", "xattr",
+                             tc_int_tuple(TC_MAX_XATTR, n->xattr), "xfattr",
+                             n->xfattr, "call", tc_extern_callable(g, id));
+    default:
+        return PyDict_New();
+    }
+}
+
+static PyObject *
+node_desc(const tc_graph *g, int id)
 {
     static const char *const kinds[] = {"input", "scalar", "op"};
+    const tc_node *n = &g->nodes[id];
     PyObject *ins = PyTuple_New(n->nin);
     for (int i = 0; ins && i < n->nin; i++) {
         PyTuple_SET_ITEM(ins, i, PyLong_FromLong(n->in[i]));
@@ -122,6 +157,11 @@ node_desc(const tc_node *n)
             "stride", strides, "value", value, "input_index", n->input_index,
             "to_dtype", tc_dtype_name(n->attr_dtype));
     }
+    PyObject *more = r ? kind_fields(g, id) : NULL;
+    if (more == NULL || PyDict_Update(r, more) < 0) {
+        Py_CLEAR(r);
+    }
+    Py_XDECREF(more);
     Py_XDECREF(ins);
     Py_XDECREF(sizes);
     Py_XDECREF(strides);
@@ -129,13 +169,14 @@ node_desc(const tc_node *n)
     return r;
 }
 
+/* device: -1 for the CPU, else the CUDA device index */
 static PyObject *
-graph_desc(const tc_graph *g)
+graph_desc(const tc_graph *g, int device)
 {
     PyObject *nodes = PyList_New(g->nnodes);
     PyObject *outs = PyTuple_New(g->noutputs);
     for (int i = 0; nodes && i < g->nnodes; i++) {
-        PyObject *d = node_desc(&g->nodes[i]);
+        PyObject *d = node_desc(g, i);
         if (d == NULL) {
             Py_CLEAR(nodes);
             break;
@@ -145,12 +186,15 @@ graph_desc(const tc_graph *g)
     for (int i = 0; outs && i < g->noutputs; i++) {
         PyTuple_SET_ITEM(outs, i, PyLong_FromLong(g->outputs[i]));
     }
-    PyObject *r = nodes && outs ? Py_BuildValue("{s:i,s:O,s:O}", "ninputs",
-                                                g->ninputs, "nodes", nodes,
-                                                "outputs", outs)
-                                : NULL;
+    PyObject *dev = device < 0 ? PyUnicode_FromString("cpu")
+                               : PyUnicode_FromFormat("cuda:%d", device);
+    PyObject *r = nodes && outs && dev
+        ? Py_BuildValue("{s:i,s:O,s:O,s:O}", "ninputs", g->ninputs, "nodes",
+                        nodes, "outputs", outs, "device", dev)
+        : NULL;
     Py_XDECREF(nodes);
     Py_XDECREF(outs);
+    Py_XDECREF(dev);
     return r;
 }
 
@@ -223,7 +267,8 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
 }
 
 static int
-compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
+compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
+               int device)
 {
     tc_frame_view fv;
     tc_view_of(f, &fv);
@@ -243,7 +288,7 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text)
     }
     tc_guards_release(e->guards, vals);
     PyMem_Free(vals);
-    desc = graph_desc(g);
+    desc = graph_desc(g, device);
     if (inputs && desc) {
         e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",
                                               e->backend, desc, text, inputs);
@@ -300,11 +345,11 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
     }
     if (rc == 0 && tc_hooks.recorder != NULL) {
         /* explain() sees the graph that is compiled, whatever the backend */
-        rc = tc_recordf("graph", "(Ns)", graph_desc(g), text);
+        rc = tc_recordf("graph", "(Ns)", graph_desc(g, device), text);
     }
     if (rc == 0) {
         rc = e->is_auto ? compile_auto(e, g, title, device)
-                        : compile_python(e, g, f, text);
+                        : compile_python(e, g, f, text, device);
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e, co);
         }

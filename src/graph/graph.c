@@ -2113,7 +2113,8 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
     const tc_layout *l = &g->nodes[x].layout;
     tc_dtype dt = g->nodes[x].dtype;
     int is_arg = !strcmp(name, "argmax") || !strcmp(name, "argmin");
-    if (is_arg && a->ndims > 1) {
+    if ((is_arg || !strcmp(name, "prod")) && a->ndims > 1) {
+        /* (torch.prod raises TypeError for a tuple: the call runs eagerly) */
         tc_set_err(err, errlen, "%s: dim must be a single int or None", name);
         return -1;
     }

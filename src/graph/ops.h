@@ -50,6 +50,16 @@ typedef struct {
     int index_arg;            /* lower gets one more operand, args[nin]:
                                  the element's row-major linear index in
                                  the node's shape (TC_I64; arange) */
+    /* How eager PyTorch computes the op (tcjit.Graph replays a graph with
+     * it for backend="eager" and custom backends): a Python expression
+     * over the operands x0, x1, ... (tensors or Python numbers) and the
+     * node n (n.dtype, n.shape, n.stride, n.to_dtype, n.device, n.dims,
+     * n.keepdim), with torch and F (torch.nn.functional) in scope.  NULL:
+     * torch.<name>(x0, ...) for pointwise ops, torch.<name>(x0, n.dims,
+     * n.keepdim) for reductions.  Views replay as torch.as_strided of their
+     * base (graph.h), extern ops as the call the runtime makes
+     * (src/jit/extern_call.c). */
+    const char *eager;
 } tc_op_def;
 
 extern const tc_op_def tc_ops[];

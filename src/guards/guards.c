@@ -6,6 +6,7 @@
  */
 #include "guards.h"
 #include "nn_module.h"
+#include "tensor_keys.h"
 
 PyObject *tc_torch_module;
 PyObject *tc_tensor_type;
@@ -45,7 +46,7 @@ tc_guards_init(void)
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
     str_get_device = PyUnicode_InternFromString("get_device");
     str_is_cpu = PyUnicode_InternFromString("is_cpu");
-    if (tc_nn_module_init() < 0) {
+    if (tc_nn_module_init() < 0 || tc_tensor_keys_init() < 0) {
         return -1;
     }
     if (!str_dtype || !str_shape || !str_stride || !str_requires_grad
@@ -375,6 +376,17 @@ tc_tensor_read_meta(PyObject *t, tc_tensor_meta *m, tc_dtype *dt)
     int rc = -1;
 
     m->type = (PyObject *)Py_TYPE(t);
+    /* the kind first: a nested tensor raises for its shape, a sparse one
+     * for its strides, a functorch wrapper has no storage */
+    if (!tc_tensor_type_plain(t)) {
+        return 1;
+    }
+    if (tc_tensor_keys(t, &m->keys) < 0) {
+        return -1;
+    }
+    if (!tc_tensor_keys_plain(m->keys)) {
+        return 1;
+    }
     dtype = PyObject_GetAttr(t, str_dtype);
     shape = PyObject_GetAttr(t, str_shape);
     stride = shape ? PyObject_CallMethodNoArgs(t, str_stride) : NULL;
@@ -552,8 +564,15 @@ first_mismatch(PyObject *tup, const int64_t *expect, int n)
 static int
 check_tensor(const tc_tensor_meta *m, PyObject *v)
 {
+    uint64_t keys;
     if ((PyObject *)Py_TYPE(v) != m->type) {
         return 0;
+    }
+    if (tc_tensor_keys(v, &keys) < 0) {
+        return -1;
+    }
+    if (keys != m->keys) {
+        return 0;  /* before anything that might raise for other kinds */
     }
     PyObject *a = PyObject_GetAttr(v, str_dtype);
     if (a == NULL) {
@@ -680,13 +699,30 @@ tensor_fail_reason(const tc_guard_set *gs, const tc_guard *g, PyObject *v)
                                  Py_TYPE(v)->tp_name);
         goto done;
     }
+    uint64_t keys;
+    if (tc_tensor_keys(v, &keys) < 0) {
+        goto done;
+    }
+    if (keys != m->keys) {
+        PyObject *want = tc_tensor_keys_repr(m->keys);
+        PyObject *got = want ? tc_tensor_keys_repr(keys) : NULL;
+        if (got != NULL) {
+            r = PyUnicode_FromFormat("tensor '%U' dispatch key set mismatch. "
+                                     "expected %U, actual %U", name, want,
+                                     got);
+        }
+        Py_XDECREF(want);
+        Py_XDECREF(got);
+        goto done;
+    }
     int rc = tc_tensor_read_meta(v, &a, &dt);
     if (rc < 0) {
         goto done;
     }
     if (rc > 0) {
-        r = PyUnicode_FromFormat("tensor '%U' is not supported by tcjit "
-                                 "(device, dtype or rank)", name);
+        PyObject *why = tc_tensor_unsupported_reason(v);
+        r = why ? PyUnicode_FromFormat("tensor '%U' is %U", name, why) : NULL;
+        Py_XDECREF(why);
     }
     else if (a.dtype != m->dtype) {
         r = PyUnicode_FromFormat("tensor '%U' dtype mismatch. expected %s, "

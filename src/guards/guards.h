@@ -49,7 +49,9 @@ typedef enum {
 } tc_guard_kind;
 
 typedef struct {
-    PyObject *type;       /* exact type (torch.Tensor, nn.Parameter, ...) */
+    PyObject *type;       /* exact type (torch.Tensor or nn.Parameter) */
+    uint64_t keys;        /* dispatch key set (tensor_keys.h): a plain
+                             tensor's, with or without autograd keys */
     PyObject *dtype;      /* torch.dtype object, compared by identity */
     int device_index;     /* -1 = cpu */
     int requires_grad;
@@ -108,9 +110,21 @@ int tc_guard_global_state(tc_guard_set *gs);
 int tc_guard_no_hooks(tc_guard_set *gs, int src);
 
 /* Read a tensor's metadata (used by the tracer and by TENSOR_MATCH).
- * Returns 0, 1 if the tensor is not representable (too many dims, unknown
- * dtype, unsupported device), or -1 with an exception. */
+ * Returns 0, 1 if tcjit does not compile for the tensor (a subclass, a
+ * tensor of another kind: tensor_keys.h; too many dims, unknown dtype,
+ * unsupported device: tc_tensor_unsupported_reason says which), or -1
+ * with an exception. */
 int tc_tensor_read_meta(PyObject *t, tc_tensor_meta *m, tc_dtype *dt);
+
+/* Whether t's type is one tcjit compiles for: torch.Tensor or
+ * nn.Parameter exactly (a subclass's __torch_function__ /
+ * __torch_dispatch__ decide what ops do). */
+int tc_tensor_type_plain(PyObject *t);
+
+/* Why tcjit does not compile for tensor t (its type, kind, dtype, device
+ * or rank), for a graph-break reason.  A new str, or NULL with an
+ * exception. */
+PyObject *tc_tensor_unsupported_reason(PyObject *t);
 
 /* Fetch every source of gs into vals (new references; NULL where a source is
  * missing, e.g. an unbound global).  Returns 0, -1 on exception. */

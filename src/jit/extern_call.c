@@ -31,6 +31,8 @@ typedef struct {
     PyObject *view[TC_MAX_OP_INPUTS][3];  /* as_strided args, views only */
     PyObject *sizes, *strides;     /* the result layout kernels assume */
     PyObject *dtype;               /* borrowed */
+    tc_layout out;                 /* the same layout */
+    int op, nin;
 } xcall;
 
 struct tc_extern_rt {
@@ -340,11 +342,28 @@ spec_for(xcall *c, const tc_extern_call *x)
     return c->fn != NULL ? 0 : -1;
 }
 
+/* The call of x whose result has dtype dt and layout out. */
 static int
-prepare_call(xcall *c, const tc_plan *p, const tc_extern_call *x)
+prepare_call(xcall *c, const tc_extern_call *x, tc_dtype dt,
+             const tc_layout *out)
+{
+    if (spec_for(c, x) < 0) {
+        return -1;
+    }
+    c->op = x->op;
+    c->nin = x->nin;
+    c->out = *out;
+    c->dtype = tc_alloc_dtype_object(dt);
+    c->sizes = tc_int_tuple(out->ndim, out->sizes);
+    c->strides = tc_int_tuple(out->ndim, out->strides);
+    return c->sizes && c->strides && c->dtype ? 0 : -1;
+}
+
+static int
+prepare_step(xcall *c, const tc_plan *p, const tc_extern_call *x)
 {
     const tc_buffer *out = &p->buffers[x->out_buffer];
-    if (spec_for(c, x) < 0) {
+    if (prepare_call(c, x, out->dtype, &out->layout) < 0) {
         return -1;
     }
     for (int k = 0; k < x->nin; k++) {
@@ -352,10 +371,7 @@ prepare_call(xcall *c, const tc_plan *p, const tc_extern_call *x)
             return -1;
         }
     }
-    c->dtype = tc_alloc_dtype_object(out->dtype);
-    c->sizes = tc_int_tuple(out->layout.ndim, out->layout.sizes);
-    c->strides = tc_int_tuple(out->layout.ndim, out->layout.strides);
-    return c->sizes && c->strides && c->dtype ? 0 : -1;
+    return 0;
 }
 
 static void
@@ -403,7 +419,7 @@ tc_extern_prepare(const tc_plan *p)
                 return NULL;
             }
         }
-        if (prepare_call(&x->calls[e], p, &p->externs[e]) < 0) {
+        if (prepare_step(&x->calls[e], p, &p->externs[e]) < 0) {
             tc_extern_free(x);
             return NULL;
         }
@@ -445,8 +461,9 @@ strides_match(PyObject *st, const tc_layout *l)
 /* r as the graph assumed it: same sizes and dtype (else an internal
  * error, never a wrong read), strides fixed with a copy if need be. */
 static PyObject *
-conform(const xcall *c, const tc_buffer *out, const char *op, PyObject *r)
+conform(const xcall *c, PyObject *r)
 {
+    const char *op = tc_ops[c->op].name;
     PyObject *shape = PyObject_GetAttr(r, str_shape);
     PyObject *dtype = shape ? PyObject_GetAttr(r, str_dtype) : NULL;
     PyObject *st = dtype ? PyObject_CallMethodNoArgs(r, str_stride) : NULL;
@@ -460,7 +477,7 @@ conform(const xcall *c, const tc_buffer *out, const char *op, PyObject *r)
                      op, shape, dtype, c->sizes, c->dtype);
         ok = -1;
     }
-    if (ok == 1 && !strides_match(st, &out->layout)) {
+    if (ok == 1 && !strides_match(st, &c->out)) {
         /* r.new_empty_strided(sizes, strides).copy_(r): same dtype and
          * device, the layout kernels read */
         PyObject *dst = PyObject_CallMethodObjArgs(r, str_new_empty_strided,
@@ -508,15 +525,39 @@ fill_pack(const xcall *c, PyObject *const *ops, int nin)
     return out;
 }
 
+/* Calls torch for c with operands ops[0..nin-1]; the result conformed.
+ * New reference, or NULL with an exception (torch's own). */
+static PyObject *
+call_torch(const xcall *c, PyObject *const *ops)
+{
+    PyObject *argv[MAX_ARGV];
+    PyObject *pack = NULL;
+    memcpy(argv, c->argv, sizeof(PyObject *) * c->nargv);
+    if (c->pack != NULL) {
+        pack = fill_pack(c, ops, c->nin);
+        if (pack == NULL) {
+            return NULL;
+        }
+        argv[c->pack_argv] = pack;
+    }
+    for (int k = 0; k < (c->pack ? c->pack_from : c->nin); k++) {
+        argv[c->slot[k]] = ops[k];
+    }
+    Py_ssize_t nkw = c->kwnames ? PyTuple_GET_SIZE(c->kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(c->fn, argv, c->nargv - nkw,
+                                      c->kwnames);
+    Py_XDECREF(pack);
+    return r != NULL ? conform(c, r) : NULL;
+}
+
 int
 tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
               int want_ptr)
 {
     const tc_extern_call *xc = &x->plan->externs[e];
     const xcall *c = &x->calls[e];
-    PyObject *argv[MAX_ARGV];
     PyObject *ops[TC_MAX_OP_INPUTS] = {NULL};
-    PyObject *r = NULL, *pack = NULL;
+    PyObject *r = NULL;
     int rc = -1;
     for (int k = 0; k < xc->nin; k++) {
         PyObject *base = objs[xc->in[k].buffer];
@@ -526,34 +567,96 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
             goto done;
         }
     }
-    memcpy(argv, c->argv, sizeof(PyObject *) * c->nargv);
-    if (c->pack != NULL) {
-        pack = fill_pack(c, ops, xc->nin);
-        if (pack == NULL) {
-            goto done;
-        }
-        argv[c->pack_argv] = pack;
-    }
-    for (int k = 0; k < (c->pack ? c->pack_from : xc->nin); k++) {
-        argv[c->slot[k]] = ops[k];
-    }
-    Py_ssize_t nkw = c->kwnames ? PyTuple_GET_SIZE(c->kwnames) : 0;
-    r = PyObject_Vectorcall(c->fn, argv, c->nargv - nkw, c->kwnames);
-    if (r == NULL) {
-        goto done;
-    }
-    r = conform(c, &x->plan->buffers[xc->out_buffer], tc_ops[xc->op].name, r);
+    r = call_torch(c, ops);
     if (r == NULL) {
         goto done;
     }
     Py_XSETREF(objs[xc->out_buffer], r);
     rc = want_ptr ? tc_alloc_data_ptr(r, &ptrs[xc->out_buffer]) : 0;
 done:
-    Py_XDECREF(pack);
     for (int k = 0; k < xc->nin; k++) {
         Py_XDECREF(ops[k]);
     }
     return rc;
+}
+
+/* ---- one extern node as a Python callable (graph replay) ---------------- */
+
+typedef struct {
+    PyObject_HEAD
+    xcall c;
+} extern_callable;
+
+static void
+callable_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    clear_call(&((extern_callable *)self)->c);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+callable_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    const xcall *c = &((extern_callable *)self)->c;
+    if (PyTuple_GET_SIZE(args) != c->nin
+        || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_Format(PyExc_TypeError, "tcjit extern %s takes %d positional "
+                     "operands", tc_ops[c->op].name, c->nin);
+        return NULL;
+    }
+    return call_torch(c, ((PyTupleObject *)args)->ob_item);
+}
+
+static PyObject *
+callable_repr(PyObject *self)
+{
+    const xcall *c = &((extern_callable *)self)->c;
+    return PyUnicode_FromFormat("<tcjit extern %s: %R>", tc_ops[c->op].name,
+                                c->fn);
+}
+
+static PyType_Slot callable_slots[] = {
+    {Py_tp_dealloc, callable_dealloc},
+    {Py_tp_call, callable_call},
+    {Py_tp_repr, callable_repr},
+    {0, NULL},
+};
+
+static PyType_Spec callable_spec = {
+    .name = "tcjit._C.ExternCall",
+    .basicsize = sizeof(extern_callable),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = callable_slots,
+};
+
+PyObject *
+tc_extern_callable(const tc_graph *g, int id)
+{
+    static PyObject *type;
+    const tc_node *n = &g->nodes[id];
+    if (init_once() < 0) {
+        return NULL;
+    }
+    if (type == NULL && (type = PyType_FromSpec(&callable_spec)) == NULL) {
+        return NULL;
+    }
+    /* (PyObject_New takes the instance's reference to its heap type) */
+    extern_callable *self = PyObject_New(extern_callable,
+                                         (PyTypeObject *)type);
+    if (self == NULL) {
+        return NULL;
+    }
+    memset(&self->c, 0, sizeof(self->c));
+    tc_extern_call x = {.node = id, .op = n->op, .nin = n->nin,
+                        .xfattr = n->xfattr};
+    memcpy(x.xattr, n->xattr, sizeof(x.xattr));
+    if (prepare_call(&self->c, &x, n->dtype, &n->layout) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
 }
 
 char *

@@ -30,6 +30,12 @@ void tc_extern_free(tc_extern_rt *x);
 int tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
                   int want_ptr);
 
+/* Extern node id of g as a Python callable for eager replay of the graph
+ * (tcjit.Graph): f(*operands) makes the same torch call a plan's step
+ * makes, and conforms the result to the node's layout the same way.  New
+ * reference, or NULL with an exception. */
+PyObject *tc_extern_callable(const tc_graph *g, int id);
+
 /* "%7 = linear(%3, %4, %5)" lines for TCJIT_LOGS=output_code.  malloc'd. */
 char *tc_extern_format(const tc_plan *p, int e);
 

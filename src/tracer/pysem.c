@@ -741,8 +741,9 @@ int
 tc_tr_op_list_to_tuple(tracer *T)
 {
     tc_var *l = tc_tr_pop(T);
-    if (l == NULL || tc_tr_reify(T, l) != OK) {
-        return l ? ERROR : tc_tr_unsupported(T, "malformed stack");
+    int rc = l ? tc_tr_reify(T, l) : tc_tr_unsupported(T, "malformed stack");
+    if (rc != OK) {
+        return rc;
     }
     if (l->kind != TC_VAR_LIST && l->kind != TC_VAR_TUPLE) {
         return tc_tr_unsupported(T, "tuple() of a %s", tc_var_kind_name(l));

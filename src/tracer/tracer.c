@@ -38,10 +38,13 @@ tc_tr_unsupported_from_exception(tracer *T, const char *what)
 {
     PyObject *type, *value, *tb;
     if (!PyErr_Occurred()) {
-        /* an ERROR without an exception is a tracer bug: say so instead of
-         * dereferencing a NULL type (the frame then runs eagerly) */
-        return tc_tr_unsupported(T, "%s failed without an exception "
-                                 "(internal error, please report)", what);
+        /* an ERROR without an exception: an UNSUPPORTED that a caller
+         * passed on as ERROR keeps its reason; anything else is a tracer
+         * bug, said as such instead of dereferencing a NULL type */
+        return T->out->reason
+            ? UNSUPPORTED
+            : tc_tr_unsupported(T, "%s failed without an exception "
+                                "(internal error, please report)", what);
     }
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -157,9 +160,9 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     T->sh->touched_tensor = 1;
     int r = tc_tensor_read_meta(value, &m, &dt);
     if (r != 0) {
-        *rc = r < 0 ? ERROR : tc_tr_unsupported(T, "a tensor with unsupported "
-                                          "dtype, device or rank > %d",
-                                          TC_MAX_DIMS);
+        PyObject *why = r > 0 ? tc_tensor_unsupported_reason(value) : NULL;
+        *rc = why ? tc_tr_unsupported(T, "%U", why) : ERROR;
+        Py_XDECREF(why);
         return NULL;
     }
     if (tc_guard_tensor(T->out->guards, source, value) < 0) {
@@ -229,26 +232,6 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
     }
     v->source = source;  /* the caller's own list: keep its identity */
     return v;
-}
-
-/* torch.Tensor and nn.Parameter only: other subclasses may override ops
- * (__torch_function__) and must keep their type, so they stay opaque and
- * every op on them runs eagerly. */
-static int
-is_plain_tensor(PyObject *v)
-{
-    static PyObject *parameter_type;
-    if (parameter_type == NULL) {
-        PyObject *nn = PyImport_ImportModule("torch.nn");
-        parameter_type = nn ? PyObject_GetAttrString(nn, "Parameter") : NULL;
-        Py_XDECREF(nn);
-        if (parameter_type == NULL) {
-            PyErr_Clear();
-            parameter_type = tc_tensor_type;
-        }
-    }
-    PyObject *t = (PyObject *)Py_TYPE(v);
-    return t == tc_tensor_type || t == parameter_type;
 }
 
 int
@@ -322,7 +305,10 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
     tc_guard_set *gs = T->out->guards;
     tc_var *v;
     *rc = OK;
-    if (is_plain_tensor(value)) {
+    /* torch.Tensor and nn.Parameter only: other subclasses may override
+     * ops (__torch_function__) and must keep their type, so they stay
+     * opaque and every op on them runs eagerly */
+    if (tc_tensor_type_plain(value)) {
         return wrap_tensor(T, value, source, rc);
     }
     if (tc_tr_is_python_scalar(value)) {

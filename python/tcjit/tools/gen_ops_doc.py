@@ -23,7 +23,9 @@ bit-exact with eager.
 Accuracy of transcendentals: float32 `exp`/`log`/`sin`/`cos`/`tanh` are
 within a few float32 ulp of the exact value for every input, far inside
 `torch.testing`'s float32 tolerances (CUDA: at most 2.7 ulp, measured over
-every float32).  On CUDA, a kernel whose floats are all `float16`/`bfloat16`
+every float32).  Those tolerances (`torch.testing.assert_close`'s defaults
+for the dtype) are the bound the tests and `make bench` check every result
+against eager's with (`tests/tolerance.py`).  On CUDA, a kernel whose floats are all `float16`/`bfloat16`
 computes `sin`/`cos` with the GPU's approximate instructions after an exact
 range reduction: absolute error below 1e-6, far inside those dtypes'
 tolerances and below the rounding eager applies after each op.
