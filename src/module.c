@@ -10,7 +10,7 @@
 #include "graph/ops.h"
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
-#include "jit/threadpool.h"
+#include "runtime/threadpool.h"
 #include "tracer/bindings.h"
 
 /* ---- CompiledFunction: what tcjit.compile(fn) returns ------------------- */

@@ -8,7 +8,7 @@
 #ifndef TCJIT_CACHE_H
 #define TCJIT_CACHE_H
 
-#include "pyframe.h"
+#include "../pyrt/pyframe.h"
 #include "../guards/guards.h"
 #include "../tracer/tracer.h"
 #include "../jit/jit.h"

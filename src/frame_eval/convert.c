@@ -8,8 +8,8 @@
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/ptx.h"
-#include "../jit/extern_call.h"
-#include "../jit/tensor_alloc.h"
+#include "../runtime/extern_call.h"
+#include "../runtime/tensor_alloc.h"
 
 static int next_frame_id;
 

@@ -3,7 +3,7 @@
 #ifndef TCJIT_STEP_H
 #define TCJIT_STEP_H
 
-#include "pyframe.h"
+#include "../pyrt/pyframe.h"
 #include "../tracer/tracer.h"
 
 /* Returns 0, or -1 with an exception set (operands consumed). */

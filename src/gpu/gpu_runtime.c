@@ -15,13 +15,13 @@
  * Temporaries are uint8 torch tensors too: freeing them right after the
  * launches is safe because torch's caching allocator is stream-ordered on
  * the current stream, which is the stream the kernels run on.  Buffers
- * and outputs as torch tensors: ../jit/tensor_alloc.c (shared with the CPU
+ * and outputs as torch tensors: ../runtime/tensor_alloc.c (shared with the CPU
  * executor).
  */
 #include "gpu.h"
 #include "driver.h"
-#include "../jit/tensor_alloc.h"
-#include "../jit/extern_call.h"
+#include "../runtime/tensor_alloc.h"
+#include "../runtime/extern_call.h"
 
 #include <stdlib.h>
 #include <string.h>

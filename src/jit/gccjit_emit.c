@@ -20,7 +20,7 @@
  * (jit_internal.h tc_split_fns); see "reduction kernels" below.
  */
 #include "jit_internal.h"
-#include "threadpool.h"
+#include "../runtime/threadpool.h"
 
 #include <libgccjit.h>
 #include <math.h>

@@ -11,9 +11,9 @@
  */
 #include "jit.h"
 #include "jit_internal.h"
-#include "threadpool.h"
-#include "tensor_alloc.h"
-#include "extern_call.h"
+#include "../runtime/threadpool.h"
+#include "../runtime/tensor_alloc.h"
+#include "../runtime/extern_call.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #ifndef TCJIT_TRACER_H
 #define TCJIT_TRACER_H
 
-#include "../frame_eval/pyframe.h"
+#include "../pyrt/pyframe.h"
 #include "../graph/graph.h"
 #include "../guards/guards.h"
 

@@ -7,7 +7,7 @@
  * checking against C references.  Build (from the repo root):
  *
  *   gcc -O2 -std=gnu11 -o /tmp/test_jit tests/c/test_jit.c \
- *       src/jit/gccjit_emit.c src/jit/cpu.c src/jit/threadpool.c \
+ *       src/jit/gccjit_emit.c src/jit/cpu.c src/runtime/threadpool.c \
  *       src/graph/transcendental.c -lgccjit -lpthread -lm
  *
  *   /tmp/test_jit                  unit tests
@@ -26,7 +26,7 @@
  *
  *   gcc -O2 -std=gnu11 -DTC_TEST_PYTHON -o /tmp/test_jit_rt \
  *       tests/c/test_jit.c src/jit/gccjit_emit.c src/jit/cpu.c \
- *       src/jit/threadpool.c src/jit/runtime.c \
+ *       src/runtime/threadpool.c src/jit/runtime.c \
  *       src/graph/{graph,ops,kir,schedule,transcendental}.c \
  *       $(python3-config --includes --ldflags --embed) -lgccjit -lpthread -lm
  */
@@ -35,7 +35,7 @@
 #include "../../src/graph/schedule.h"
 #endif
 #include "../../src/jit/jit_internal.h"
-#include "../../src/jit/threadpool.h"
+#include "../../src/runtime/threadpool.h"
 
 #include <math.h>
 #include <stdio.h>
