@@ -30,6 +30,7 @@ srcs=$(sed -n '/^tcjit_sources = /,/^$/p' Makefile.am | tr -d '\\' | tr -s ' \t'
        | grep '\.c$')
 inc=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 ext=$("$PY" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+"$PY" scripts/check-layers.py src
 echo "building tcjit._C for $("$PY" --version) with $(gcc --version | head -n 1)"
 gcc -shared -fPIC -O2 -g -Wall -std=gnu11 -fvisibility=hidden -Isrc -I"$inc" \
     -I"$GCCDIR/include" -o "python/tcjit/_C$ext" $srcs \

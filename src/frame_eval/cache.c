@@ -117,3 +117,14 @@ tc_cache_reset(void)
     }
     return PyList_SetSlice(codes_with_state, 0, n, NULL);
 }
+
+void
+tc_view_of(tc_iframe *f, tc_frame_view *fv)
+{
+    PyObject *func = pyframe_func(f);
+    fv->localsplus = f->localsplus;
+    fv->globals = f->f_globals;
+    fv->builtins = f->f_builtins;
+    fv->closure = func ? PyFunction_GET_CLOSURE(func) : NULL;
+    fv->stack = f->localsplus + f->f_code->co_nlocalsplus;
+}

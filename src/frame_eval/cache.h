@@ -61,4 +61,8 @@ void tc_entry_free(tc_entry *e);
 /* Drop every code state (tcjit.reset()). */
 int tc_cache_reset(void);
 
+/* Where the guard sources of an entry are read from in frame f: the
+ * runtime loop's lookup and a custom backend's example inputs. */
+void tc_view_of(tc_iframe *f, tc_frame_view *fv);
+
 #endif

@@ -1,13 +1,15 @@
 /* convert.c - turn a fresh frame into a cache entry: trace, optimize the
  * graph, hand it to a backend, log what happened. */
-#include "eval_frame.h"
+#include "convert.h"
+
+#include "report.h"
 
 #include <time.h>
 
 #include "../graph/extern.h"
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
-#include "../gpu/ptx.h"
+#include "../gpu/gpu.h"
 #include "../runtime/extern_call.h"
 #include "../runtime/tensor_alloc.h"
 

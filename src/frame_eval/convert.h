@@ -1,0 +1,14 @@
+/* convert.h - trace and compile a frame's segment into a cache entry
+ * (convert.c), for the runtime loop of eval_frame.c. */
+#ifndef TCJIT_CONVERT_H
+#define TCJIT_CONVERT_H
+
+#include "cache.h"
+
+/* Trace and compile the segment of a frame starting at code unit pc into a
+ * new cache entry.  Returns the entry, NULL with *skip set when the code
+ * should be skipped, or NULL with an exception. */
+tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
+                           PyObject *backend, int *skip);
+
+#endif
