@@ -11,7 +11,7 @@
 #include "../graph/schedule.h"
 #include "../gpu/gpu.h"
 #include "../runtime/extern_call.h"
-#include "../runtime/tensor_alloc.h"
+#include "../pyrt/pyvalue.h"
 
 static int next_frame_id;
 

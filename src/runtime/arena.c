@@ -8,7 +8,7 @@
  * compile.
  */
 #include "arena.h"
-#include "tensor_alloc.h"
+#include "torch_tensor.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,63 +2,14 @@
  * returns them (see tensor_alloc.h).
  *
  * torch.empty_strided alone is ~1 us, so its argument vectors are prebuilt
- * and called with one vectorcall; nothing here adds a Python call to what
- * a call of the executors needs.
+ * here and called with one vectorcall (torch_tensor.c); nothing here adds a
+ * Python call to what a call of the executors needs.
  */
 #include "tensor_alloc.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-static PyObject *empty_strided = NULL;  /* torch.empty_strided */
-static PyObject *as_strided = NULL;     /* torch.as_strided */
-static PyObject *alloc_kwnames = NULL;  /* ("dtype", "device") */
-static PyObject *str_data_ptr = NULL;   /* interned "data_ptr" */
-static PyObject *str_storage_offset = NULL; /* interned "storage_offset" */
-static PyObject *dtype_objs[TC_NDTYPES];
-
-int
-tc_alloc_init(void)
-{
-    if (empty_strided != NULL) {
-        return 0;
-    }
-    PyObject *torch = PyImport_ImportModule("torch");
-    if (torch == NULL) {
-        return -1;
-    }
-    for (int i = 0; i < TC_NDTYPES; i++) {
-        dtype_objs[i] = PyObject_GetAttrString(torch, tc_dtype_name(i));
-        if (dtype_objs[i] == NULL) {
-            goto error;
-        }
-    }
-    str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    str_storage_offset = PyUnicode_InternFromString("storage_offset");
-    alloc_kwnames = Py_BuildValue("(ss)", "dtype", "device");
-    as_strided = PyObject_GetAttrString(torch, "as_strided");
-    /* last: it marks the module as initialised */
-    empty_strided = PyObject_GetAttrString(torch, "empty_strided");
-    if (str_data_ptr == NULL || str_storage_offset == NULL
-        || alloc_kwnames == NULL || as_strided == NULL
-        || empty_strided == NULL) {
-        goto error;
-    }
-    Py_DECREF(torch);
-    return 0;
-error:
-    for (int i = 0; i < TC_NDTYPES; i++) {
-        Py_CLEAR(dtype_objs[i]);
-    }
-    Py_CLEAR(str_data_ptr);
-    Py_CLEAR(str_storage_offset);
-    Py_CLEAR(alloc_kwnames);
-    Py_CLEAR(as_strided);
-    Py_CLEAR(empty_strided);
-    Py_DECREF(torch);
-    return -1;
-}
 
 /* ---- compile ------------------------------------------------------------ */
 
@@ -67,21 +18,6 @@ elem_size(tc_dtype dt)
 {
     size_t n = tc_dtype_size(dt);
     return n ? n : 1;
-}
-
-PyObject *
-tc_int_tuple(int n, const int64_t *v)
-{
-    PyObject *t = PyTuple_New(n);
-    for (int i = 0; t != NULL && i < n; i++) {
-        PyObject *x = PyLong_FromLongLong(v[i]);
-        if (x == NULL) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SET_ITEM(t, i, x);
-    }
-    return t;
 }
 
 /* Elements a layout spans (0 for an empty one). */
@@ -97,17 +33,6 @@ layout_span(const tc_layout *l)
                                                       : l->strides[d]);
     }
     return span;
-}
-
-int
-tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device)
-{
-    int64_t one = 1;
-    argv[0] = tc_int_tuple(1, &nbytes);
-    argv[1] = tc_int_tuple(1, &one);
-    argv[2] = Py_NewRef(dtype_objs[TC_U8]);
-    argv[3] = Py_NewRef(device);
-    return argv[0] == NULL || argv[1] == NULL ? -1 : 0;
 }
 
 /* View outputs (eager returns an alias): the as_strided arguments. */
@@ -303,7 +228,7 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
         else if (buf->kind == TC_BUF_OUTPUT) {
             argv[0] = tc_int_tuple(buf->layout.ndim, buf->layout.sizes);
             argv[1] = tc_int_tuple(buf->layout.ndim, buf->layout.strides);
-            argv[2] = Py_NewRef(dtype_objs[buf->dtype]);
+            argv[2] = Py_NewRef(tc_alloc_dtype_object(buf->dtype));
             argv[3] = Py_NewRef(device);
             if (argv[0] == NULL || argv[1] == NULL) {
                 return -1;
@@ -379,31 +304,6 @@ tc_alloc_clear(tc_tensor_alloc *a)
 }
 
 /* ---- run ---------------------------------------------------------------- */
-
-PyObject *
-tc_alloc_dtype_object(tc_dtype dt)
-{
-    return (unsigned)dt < TC_NDTYPES ? dtype_objs[dt] : NULL;
-}
-
-PyObject *
-tc_alloc_empty(PyObject *const *argv)
-{
-    return PyObject_Vectorcall(empty_strided, argv, 2, alloc_kwnames);
-}
-
-int
-tc_alloc_data_ptr(PyObject *t, void **out)
-{
-    PyObject *r = PyObject_VectorcallMethod(
-        str_data_ptr, &t, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (r == NULL) {
-        return -1;
-    }
-    *out = PyLong_AsVoidPtr(r);
-    Py_DECREF(r);
-    return *out == NULL && PyErr_Occurred() ? -1 : 0;
-}
 
 /* A buffer a step writes: a tensor, or host memory for a CPU TEMP. */
 static int
@@ -505,25 +405,6 @@ tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs, void **ptrs)
         free_buffer(a, b, objs, ptrs);
     }
     tc_arena_release(a->arena);
-}
-
-PyObject *
-tc_alloc_view(PyObject *base, PyObject *const *va)
-{
-    PyObject *so = PyObject_VectorcallMethod(
-        str_storage_offset, &base, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (so == NULL) {
-        return NULL;
-    }
-    PyObject *off = PyNumber_Add(so, va[2]);
-    Py_DECREF(so);
-    if (off == NULL) {
-        return NULL;
-    }
-    PyObject *argv[4] = {base, va[0], va[1], off};
-    PyObject *r = PyObject_Vectorcall(as_strided, argv, 4, NULL);
-    Py_DECREF(off);
-    return r;
 }
 
 int

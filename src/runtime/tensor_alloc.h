@@ -16,6 +16,7 @@
 #include <Python.h>
 #include "../graph/schedule.h"
 #include "arena.h"
+#include "torch_tensor.h"
 
 typedef struct tc_tensor_alloc {
     const tc_plan *plan;    /* borrowed from the owner of this struct */
@@ -41,9 +42,6 @@ typedef struct tc_tensor_alloc {
     PyObject *device;
 } tc_tensor_alloc;
 
-/* Imports the torch pieces (idempotent).  0, or -1 with an exception. */
-int tc_alloc_init(void);
-
 /* Fills a (zeroed by the caller) for plan p on device (a torch device or
  * its string, borrowed).  temp_tensors: allocate TEMP buffers as flat uint8
  * tensors on device instead of host memory.  Validates the plan.  0, or -1
@@ -51,18 +49,6 @@ int tc_alloc_init(void);
 int tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
                      int temp_tensors, const char *who);
 void tc_alloc_clear(tc_tensor_alloc *a);
-
-/* argv[4] for a flat uint8 tensor of nbytes on device (new references). */
-int tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device);
-
-/* torch.float32 for TC_F32 (borrowed; after tc_alloc_init). */
-PyObject *tc_alloc_dtype_object(tc_dtype dt);
-
-/* torch.empty_strided(*argv[:2], dtype=argv[2], device=argv[3]). */
-PyObject *tc_alloc_empty(PyObject *const *argv);
-
-/* t.data_ptr() into *out.  0, or -1 with an exception. */
-int tc_alloc_data_ptr(PyObject *t, void **out);
 
 /* Per call: objs[b] gets a new reference to every input's tensor, ptrs[b]
  * its data pointer where a kernel uses it.  Buffers that steps write are
@@ -86,13 +72,8 @@ void tc_alloc_release(const tc_tensor_alloc *a, PyObject **objs,
 int tc_alloc_outputs(const tc_tensor_alloc *a, PyObject *const *objs,
                      PyObject **outputs);
 
-/* torch.as_strided(base, va[0], va[1], base.storage_offset() + va[2]): the
- * view o describes, of its buffer's tensor base.  tc_alloc_view_argv fills
- * va[0..2] (new references; -1 with an exception, va partly set). */
-PyObject *tc_alloc_view(PyObject *base, PyObject *const *va);
+/* va[0..2] for tc_alloc_view (torch_tensor.h) of the view o describes
+ * (new references; -1 with an exception, va partly set). */
 int tc_alloc_view_argv(PyObject **va, const tc_output_desc *o);
-
-/* A tuple of Python ints (sizes, strides).  New reference or NULL. */
-PyObject *tc_int_tuple(int n, const int64_t *v);
 
 #endif
