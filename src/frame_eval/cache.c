@@ -14,11 +14,8 @@ tc_entry_free(tc_entry *e)
     PyMem_Free(e->input_sources);
     tc_template_clear(&e->ret);
     tc_exit_clear(&e->exit);
-    if (e->compiled) {
-        tc_jit_free(e->compiled);
-    }
-    if (e->gpu) {
-        tc_gpu_free(e->gpu);
+    if (e->be != NULL) {
+        e->be->free(e->code);
     }
     Py_XDECREF(e->backend_fn);
     Py_XDECREF(e->backend);

@@ -11,8 +11,7 @@
 #include "../pyrt/pyframe.h"
 #include "../guards/guards.h"
 #include "../tracer/tracer.h"
-#include "../jit/jit.h"
-#include "../gpu/gpu.h"
+#include "../runtime/backend.h"
 
 typedef enum {
     TC_ENTRY_COMPILED,
@@ -35,8 +34,10 @@ typedef struct tc_entry {
     int return_pushes;
     tc_exit exit;             /* how the segment ends */
     int nmemo;                /* template memo slots (tracer.h) */
-    tc_compiled *compiled;    /* backend "auto", CPU tensors */
-    tc_gpu_compiled *gpu;     /* backend "auto", CUDA tensors */
+    /* backend "auto": the code generator that compiled the graph (CPU or
+     * CUDA tensors) and its handle; NULL for other backends */
+    const tc_backend *be;
+    void *code;
     PyObject *backend_fn;     /* other backends: callable(*inputs) */
 } tc_entry;
 

@@ -10,6 +10,7 @@
 #include "../graph/ops.h"
 #include "../graph/schedule.h"
 #include "../gpu/gpu.h"
+#include "../jit/jit.h"
 #include "../runtime/extern_call.h"
 #include "../pyrt/pyvalue.h"
 
@@ -243,19 +244,14 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
     }
     char *code = NULL;
     int want_code = tc_log_on(TC_LOG_OUTPUT_CODE);
-    int nkernels;
-    if (device >= 0) {
-        e->gpu = tc_gpu_compile(plan, device, want_code ? &code : NULL);
-        nkernels = e->gpu ? tc_gpu_nkernels(e->gpu) : 0;
-    }
-    else {
-        e->compiled = tc_jit_compile(plan, want_code ? &code : NULL);
-        nkernels = e->compiled ? tc_jit_nkernels(e->compiled) : 0;
-    }
-    if (e->compiled == NULL && e->gpu == NULL) {
+    const tc_backend *be = device >= 0 ? &tc_gpu_backend : &tc_jit_backend;
+    e->code = be->compile(plan, device, want_code ? &code : NULL);
+    if (e->code == NULL) {
         free(code);
         return -1;
     }
+    e->be = be;
+    int nkernels = be->nkernels(e->code);
     tc_stats.kernels_compiled += nkernels;
     if (!want_code || code == NULL) {
         free(code);
@@ -263,7 +259,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
     }
     int rc = tc_logf(TC_LOG_OUTPUT_CODE, "output_code",
                      "// %s: %d kernel(s), %s\n%s", title, nkernels,
-                     device >= 0 ? "PTX" : tc_jit_cflags(), code);
+                     be->code_kind(), code);
     free(code);
     return rc;
 }

@@ -331,9 +331,8 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
     for (int i = 0; i < e->ninputs; i++) {
         inputs[i] = vals[e->input_sources[i]];
     }
-    int rc = e->compiled ? tc_jit_run(e->compiled, inputs, e->ninputs, outputs)
-           : e->gpu ? tc_gpu_run(e->gpu, inputs, e->ninputs, outputs)
-           : run_backend_fn(e, inputs, outputs);
+    int rc = e->be ? e->be->run(e->code, inputs, e->ninputs, outputs)
+                   : run_backend_fn(e, inputs, outputs);
     if (inputs != small) {
         PyMem_Free(inputs);
     }

@@ -14,9 +14,15 @@
 
 #include <Python.h>
 #include "../graph/schedule.h"
+#include "../runtime/backend.h"
+/* the PTX emitter (plain C; tc_gpu_emit_ptx_for_plan for ptxas checks) */
 #include "ptx.h"
 
 typedef struct tc_gpu_compiled tc_gpu_compiled;
+
+/* The functions below as a backend (../runtime/backend.h): handles are
+ * tc_gpu_compiled, code_kind is "PTX". */
+extern const tc_backend tc_gpu_backend;
 
 /* Takes ownership of plan.  NULL with a Python exception set on failure
  * (RuntimeError naming the kernel and the CUresult for driver errors).

@@ -366,3 +366,45 @@ out:
     }
     return rc;
 }
+
+/* ---- the backend interface ---------------------------------------------- */
+
+static void *
+backend_compile(tc_plan *plan, int device, char **code_text)
+{
+    return tc_gpu_compile(plan, device, code_text);
+}
+
+static int
+backend_run(void *c, PyObject *const *inputs, Py_ssize_t ninputs,
+            PyObject **outputs)
+{
+    return tc_gpu_run(c, inputs, ninputs, outputs);
+}
+
+static void
+backend_free(void *c)
+{
+    tc_gpu_free(c);
+}
+
+static int
+backend_nkernels(const void *c)
+{
+    return tc_gpu_nkernels(c);
+}
+
+static const char *
+backend_code_kind(void)
+{
+    return "PTX";
+}
+
+const tc_backend tc_gpu_backend = {
+    .name = "cuda",
+    .compile = backend_compile,
+    .run = backend_run,
+    .free = backend_free,
+    .nkernels = backend_nkernels,
+    .code_kind = backend_code_kind,
+};

@@ -11,8 +11,13 @@
 
 #include <Python.h>
 #include "../graph/schedule.h"
+#include "../runtime/backend.h"
 
 typedef struct tc_compiled tc_compiled;
+
+/* The functions below as a backend (../runtime/backend.h): handles are
+ * tc_compiled, device is ignored, code_kind is tc_jit_cflags. */
+extern const tc_backend tc_jit_backend;
 
 /* Takes ownership of plan.  NULL with a Python exception set on failure.
  * If log_code is non-zero the pseudo-source of every kernel is returned in

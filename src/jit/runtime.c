@@ -265,3 +265,40 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     }
     return rc;
 }
+
+/* ---- the backend interface ---------------------------------------------- */
+
+static void *
+backend_compile(tc_plan *plan, int device, char **code_text)
+{
+    (void)device;
+    return tc_jit_compile(plan, code_text);
+}
+
+static int
+backend_run(void *c, PyObject *const *inputs, Py_ssize_t ninputs,
+            PyObject **outputs)
+{
+    return tc_jit_run(c, inputs, ninputs, outputs);
+}
+
+static void
+backend_free(void *c)
+{
+    tc_jit_free(c);
+}
+
+static int
+backend_nkernels(const void *c)
+{
+    return tc_jit_nkernels(c);
+}
+
+const tc_backend tc_jit_backend = {
+    .name = "cpu",
+    .compile = backend_compile,
+    .run = backend_run,
+    .free = backend_free,
+    .nkernels = backend_nkernels,
+    .code_kind = tc_jit_cflags,
+};
