@@ -53,7 +53,7 @@ def test_fuzz_slice():
         lines.append(f"\n== {sig}: {len(g)} programs, seeds "
                      f"{', '.join(str(s) for s, _ in g[:8])}\n   {failure['message'][:300]}")
         if r is None:
-            lines.append(f"   (python -m tests.fuzz --count 1 --seed {seed} --profile {PROFILE}"
+            lines.append(f"   (python3 tests/fuzz --count 1 --seed {seed} --profile {PROFILE}"
                          f" --jobs 1  minimizes it)")
         else:
             lines.append(r.get("reproducer") or "minimizer failed: " + r["error"][-500:])

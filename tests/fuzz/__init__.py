@@ -6,7 +6,7 @@ both backends (check.py); every difference is a failure with a signature
 standalone reproducers (program.py writes them).  runner.py runs batches
 in worker processes, so a crash is reported with its seed.
 
-    python -m tests.fuzz --count 2000 --seed 0 --jobs 2
+    python3 tests/fuzz --count 2000 --seed 0 --jobs 2
     make fuzz FUZZ_ARGS="--count 20000 --jobs 2"
 
 See docs/dev.md.

@@ -1,8 +1,9 @@
-"""python -m tests.fuzz: run the fuzzer from the repository root.
+"""python3 tests/fuzz: run the fuzzer (from anywhere; `python3 -m tests.fuzz`
+from the repository root works too, unless a `tests` package is installed).
 
-    python -m tests.fuzz --count 5000 --seed 0 --jobs 2
-    python -m tests.fuzz --show 123          # print program 123
-    python -m tests.fuzz --count 1 --seed 123 --jobs 1   # check one seed
+    python3 tests/fuzz --count 5000 --seed 0 --jobs 2
+    python3 tests/fuzz --show 123          # print program 123
+    python3 tests/fuzz --count 1 --seed 123 --jobs 1   # check one seed
 
 Failures are grouped by signature (backend:kind:detail, see check.py);
 for each new one (not in known.KNOWN) the first program is minimized in a
@@ -16,9 +17,13 @@ import re
 import sys
 import time
 
+if not __package__:       # run as a directory: import the package as "fuzz"
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    __package__ = "fuzz"
+
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 tests/fuzz", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=1000, help="programs to run")
     ap.add_argument("--seed", type=int, default=0, help="first seed")
@@ -45,7 +50,12 @@ def parse(argv):
 
 def repro_main(a):
     """Minimize seed a.repro's failure a.failure; print one JSON line."""
+    import torch
+
     from .gen import generate
+
+    # candidates run in forked children: no OpenMP team may exist here
+    torch.set_num_threads(1)
     from .minimize import minimize
     from .program import reproducer
 
@@ -70,12 +80,13 @@ def main(argv=None):
         from .check import run_program
         from .program import Program
         try:
-            run_program(Program.from_json(json.loads(a.run_program)),
-                        tuple(a.backends.split(",")), a.device)
+            failures, _ = run_program(Program.from_json(json.loads(a.run_program)),
+                                      tuple(a.backends.split(",")), a.device)
         except RuntimeError as e:
             if "CUDA error" in str(e):
                 os._exit(3)
             raise
+        print(json.dumps(failures))
         return 0
     if a.show is not None:
         from .gen import generate

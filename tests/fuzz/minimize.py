@@ -10,13 +10,14 @@ none helps or the time budget is spent:
 * drop unused inputs; make inputs contiguous, without special values,
   float32, smaller; give them literal values (the same for both calls).
 
-Crashes are checked in a forked child, so a candidate that crashes does not
-end the minimizer.
+Every candidate runs in a child process (forked on the CPU), so one that
+crashes does not end the minimizer: it only counts for a crash target.
 """
 import copy
 import dataclasses
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -42,40 +43,63 @@ def same_class(target, failures):
     return None
 
 
-def crash_of(prog, backend, device, timeout=60):
-    """The signal that kills a run of prog in a forked child, or None.
-    (CUDA cannot be used after a fork: there, a fresh process.)"""
+def run_isolated(prog, backend, device, timeout=120):
+    """(failures, death) of prog run in a child process: death is the
+    signal that killed it, "hang", or None.  On the CPU the child is
+    forked (cheap); CUDA cannot be used after a fork: there, a fresh
+    process."""
     if device != "cpu":
-        return _crash_in_subprocess(prog, backend, device, timeout)
+        return _run_in_subprocess(prog, backend, device, timeout)
+    r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: run and exit without cleanup
+    if pid == 0:  # child: run, report, exit without cleanup
         try:
+            os.close(r)
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-            run_program(prog, (backend,), device)
+            try:
+                data = json.dumps(run_program(prog, (backend,), device)[0])
+            except Exception as e:  # noqa: BLE001 - a broken candidate
+                data = json.dumps({"error": repr(e)})
+            os.write(w, data.encode())
         finally:
             os._exit(0)
-    deadline = time.time() + timeout
+    os.close(w)
+    out, deadline = b"", time.time() + timeout
     while time.time() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else None
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return "hang"
+        ready, _, _ = select.select([r], [], [], 0.1)
+        if ready:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            out += chunk
+    os.close(r)
+    if time.time() >= deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return [], "hang"
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return [], signal.Signals(os.WTERMSIG(status)).name
+    failures = json.loads(out.decode() or "[]")
+    return (failures if isinstance(failures, list) else []), None
 
 
-def _crash_in_subprocess(prog, backend, device, timeout):
-    from .runner import ROOT, worker_env
-    cmd = [sys.executable, "-m", "tests.fuzz", "--run-program", json.dumps(prog.to_json()),
+def _run_in_subprocess(prog, backend, device, timeout):
+    from .runner import FUZZ, ROOT, worker_env
+    cmd = [sys.executable, FUZZ, "--run-program", json.dumps(prog.to_json()),
            "--backends", backend, "--device", device]
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=worker_env(), capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "hang"
+        return [], "hang"
     if p.returncode < 0:
-        return signal.Signals(-p.returncode).name
-    return "CUDA-error" if p.returncode == 3 else None
+        return [], signal.Signals(-p.returncode).name
+    if p.returncode == 3:
+        return [], "CUDA-error"
+    try:
+        return json.loads(p.stdout.decode().strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return [], None
 
 
 class Minimizer:
@@ -93,11 +117,10 @@ class Minimizer:
             prog.load()
         except SyntaxError:
             return None
+        failures, death = run_isolated(prog, t["backend"], self.device)
         if t["kind"] in ("crash", "hang"):
-            sig = crash_of(prog, t["backend"], self.device)
-            return dict(t) if sig and sig == t["detail"] else None
-        failures, _ = run_program(prog, (t["backend"],), self.device)
-        return same_class(t, failures)
+            return dict(t) if death == t["detail"] else None
+        return None if death else same_class(t, failures)
 
     def try_(self, cand):
         if time.time() > self.deadline or cand is None:
@@ -201,7 +224,11 @@ class Minimizer:
         changed = False
         for k in range(len(self.best.inputs)):
             for edit in (self.contiguous, self.no_specials, self.to_float32, self.smaller):
-                for cand_input in edit(self.best.inputs[k]):
+                try:
+                    cands = edit(self.best.inputs[k])
+                except Exception:  # noqa: BLE001 - an input that cannot be rebuilt so
+                    cands = []
+                for cand_input in cands:
                     p = self.best
                     ins = list(p.inputs)
                     ins[k] = cand_input
@@ -213,8 +240,10 @@ class Minimizer:
     def contiguous(self, inp):
         if inp.kind == "number" or not inp.layout:
             return []
-        shape = tuple(_build(inp).shape)
-        return [dataclasses.replace(inp, base_shape=shape, layout="", specials=())]
+        t = _build(inp)
+        values = tuple(_py(v) for v in t.reshape(-1).tolist()) if inp.kind == "literal" else ()
+        return [dataclasses.replace(inp, base_shape=tuple(t.shape), layout="", specials=(),
+                                    values=values)]
 
     @staticmethod
     def no_specials(inp):
@@ -242,12 +271,17 @@ class Minimizer:
         return out
 
     def literals(self):
-        """Inputs as literal values (variant 0's, for both calls)."""
+        """Inputs as literal values (for both calls: those of the call that
+        failed)."""
         p, changed = self.best, False
+        variant = 1 if self.target.get("call") == 2 else 0
         for k, inp in enumerate(p.inputs):
             if inp.kind in ("number", "literal"):
                 continue
-            t = _build(dataclasses.replace(inp, layout=""))
+            try:
+                t = _build(dataclasses.replace(inp, layout=""), variant)
+            except Exception:  # noqa: BLE001
+                continue
             if t.numel() > MAX_LITERAL:
                 continue
             vals = tuple(_py(v) for v in t.reshape(-1).tolist())

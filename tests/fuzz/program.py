@@ -175,10 +175,16 @@ class Program:
     def ops(self):
         return sorted({s.op for s in self.stmts})
 
-    def load(self):
-        """(f, make_inputs) from the source text."""
+    def load(self, float64=False):
+        """(f, make_inputs) from the source text.  float64: f computes every
+        float in float64 (explicit casts to other float dtypes too), for a
+        reference of the exact value."""
+        src = self.source()
+        if float64:
+            src = re.sub(r"\btorch\.(float16|bfloat16|float32|half|float)\b", "torch.float64", src)
+            src = re.sub(r"\.(half|bfloat16|float)\(\)", ".double()", src)
         ns = {}
-        exec(compile(self.source(), f"<fuzz seed {self.seed}>", "exec"), ns)
+        exec(compile(src, f"<fuzz seed {self.seed}>", "exec"), ns)
         return ns["f"], ns["make_inputs"]
 
 
@@ -200,12 +206,26 @@ def reproducer(prog, failure, device="cpu"):
              f'cf = tcjit.compile(f, backend="{backend}")',
              f"for variant in {variants}:",
              "    eager_inputs = make_inputs(variant, device)"]
-    if kind in ("no-exception", "wrong-exception"):
+    if kind in ("crash", "hang"):
+        check = check[:1] + [
+            "for attempt in range(200):     # heap damage may need a few runs to crash",
+            "    tcjit.reset()",
+            f'    cf = tcjit.compile(f, backend="{backend}")',
+            "    for variant in (0, 1):",
+            "        expected = f(*make_inputs(variant, device))",
+            "        actual = cf(*make_inputs(variant, device))",
+            'print("no crash")']
+    elif kind in ("no-exception", "wrong-exception"):
         check += ["    try:",
                   "        f(*eager_inputs)",
                   "    except Exception as e:",
-                  "        print('eager raises', type(e).__name__, e)",
-                  "    cf(*make_inputs(variant, device))   # must raise the same type"]
+                  "        expected = e",
+                  "    try:",
+                  "        cf(*make_inputs(variant, device))",
+                  "    except Exception as e:",
+                  "        assert type(e) is type(expected), (e, expected)",
+                  "    else:",
+                  "        raise AssertionError(f'eager raises {expected!r}; tcjit raised nothing')"]
     elif kind == "raised":
         check += ["    f(*eager_inputs)                        # eager runs",
                   "    cf(*make_inputs(variant, device))   # tcjit must too"]

@@ -1,6 +1,6 @@
 """Batches of seeds run in worker processes.
 
-A worker (python -m tests.fuzz --worker) reads chunk commands on stdin and
+A worker (python3 tests/fuzz --worker) reads chunk commands on stdin and
 writes one JSON line per phase of each seed, then the seed's result.  When
 a worker dies, the parent knows the seed and phase it was in: that seed is
 reported as a crash (signal, and the tail of its stderr, where faulthandler
@@ -19,13 +19,14 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FUZZ = os.path.dirname(os.path.abspath(__file__))     # python3 FUZZ runs __main__.py
+ROOT = os.path.dirname(os.path.dirname(FUZZ))
 
 
 def worker_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.join(ROOT, "python"), ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [os.path.join(ROOT, "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONFAULTHANDLER"] = "1"
     return env
 
@@ -81,7 +82,7 @@ class Worker:
     def __init__(self):
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fuzz", "--worker"], cwd=ROOT, env=worker_env(),
+            [sys.executable, FUZZ, "--worker"], cwd=ROOT, env=worker_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         self.buf = b""
 
@@ -217,7 +218,7 @@ def fuzz(count, seed=0, jobs=1, profile="small", device="cpu", backends=("auto",
 def reproduce(seed, failure, profile, device="cpu", budget_s=60.0, timeout=None):
     """Minimize one failure in a fresh process; dict(reproducer, signature,
     program) or dict(error)."""
-    cmd = [sys.executable, "-m", "tests.fuzz", "--repro", str(seed), "--profile", profile,
+    cmd = [sys.executable, FUZZ, "--repro", str(seed), "--profile", profile,
            "--device", device, "--budget", str(budget_s), "--failure", json.dumps(failure)]
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=worker_env(), capture_output=True,
