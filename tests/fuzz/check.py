@@ -1,0 +1,350 @@
+"""The oracle: a program run eagerly and through tcjit.compile, compared.
+
+For each backend ("auto", "eager") the program is compiled once and called
+twice: call 1 compiles (inputs variant 0), call 2 runs the cached code on
+inputs with other values (variant 1).  Each call gets fresh inputs and is
+compared with an eager run on its own fresh inputs:
+
+* exceptions: if eager raises, tcjit raises the same type; if eager does
+  not, tcjit does not;
+* the result's structure (tuple / list / torch.return_types), and for
+  every tensor in it: dtype, shape, device, strides (when it has elements)
+  and values;
+* aliasing: out[i] is out[j], out[i] is an input, and which outputs and
+  inputs share storage (at which offset), all as in eager (kinds: merged /
+  unmerged: tcjit's are / are not one object where eager's are not / are;
+  shared / unshared: the same for storage; offset);
+* the inputs after the call (in-place ops), values and metadata.
+
+Values: integers and bools exactly; floats with torch.testing's default
+tolerances for the dtype (the suite's).  Where that fails, the value may
+still be right: tcjit computes float16/bfloat16 in float32 and rounds once
+where eager rounds after every op, and sums in another order.  So a float
+is also accepted when it is within those tolerances of the reference (the
+program computed with every float in float64: inputs upcast, casts and
+dtype arguments too), or no more than ERR_RATIO times as far from it as
+eager's own value is plus how far the reference moves when its inputs are
+perturbed by the least precise dtype's rounding error (so ill-conditioned
+values, such as sin(1 / x) of a float16 x, do not count as failures).
+
+A failure is a dict with its signature "backend:kind:detail" (detail: the
+op that made the output, or the exception), which classifies failures for
+the KNOWN list and the minimizer.
+"""
+import re
+import warnings
+
+import torch
+
+import tcjit
+
+BACKENDS = ("auto", "eager")
+TOL = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
+       torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
+ERR_RATIO = 8.0
+MAX_FAILURES = 6          # per program and backend: the first few say enough
+
+
+def signature(f):
+    return f"{f['backend']}:{f['kind']}{'@2' if f.get('only2') else ''}:{f['detail']}"
+
+
+def _exc_detail(e):
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    msg = re.sub(r"\d+", "N", msg)
+    msg = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", msg)
+    return f"{type(e).__name__}: {msg[:60]}".rstrip(": ")
+
+
+def _call(fn, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fn(*args), None
+        except Exception as e:  # noqa: BLE001 - any error is compared
+            return None, e
+
+
+def _upcast(x):
+    if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
+        return x.double()
+    return x
+
+
+def _storage(t):
+    s = t.untyped_storage()
+    return s.data_ptr() if s.nbytes() else None
+
+
+def _leaves(out, path, acc):
+    if isinstance(out, torch.Tensor):
+        acc.append((path, out))
+    elif isinstance(out, (tuple, list)):
+        for i, o in enumerate(out):
+            _leaves(o, f"{path}[{i}]", acc)
+    return acc
+
+
+class Eager:
+    """Eager results of one variant: output, inputs after the call, or the
+    exception; on demand, the reference (see ref())."""
+
+    def __init__(self, prog, f, make_inputs, variant, device):
+        self.prog, self.make_inputs, self.variant, self.device = prog, make_inputs, variant, device
+        self.inputs = make_inputs(variant, device)
+        self.out, self.exc = _call(f, self.inputs)
+        self._ref = None
+
+    def ref(self):
+        """(output leaves, input tensors after the call), each a list of
+        (value, spread) pairs or None: the program computed with every float
+        in float64 (inputs upcast; casts and dtype arguments too), and how
+        far that moves when the float inputs are perturbed by the rounding
+        error of the least precise float dtype the program uses (how much
+        rounding differences between eager and tcjit can change a value)."""
+        if self._ref is None:
+            f64 = self.prog.load(float64=True)[0]
+            runs = []
+            for perturb in (0, 1, 2):
+                inputs = [_upcast(x) for x in self.make_inputs(self.variant, self.device)]
+                if perturb:
+                    g = torch.Generator().manual_seed(perturb)
+                    u = _unit_roundoff(self.prog, self.inputs)
+                    inputs = [x * (1 + u * (2 * torch.rand(x.shape, generator=g, dtype=x.dtype)
+                                            .to(x.device) - 1))
+                              if isinstance(x, torch.Tensor) and x.dtype.is_floating_point
+                              else x for x in inputs]
+                out, exc = _call(f64, inputs)
+                if exc:
+                    break
+                runs.append(([t for _, t in _leaves(out, "", [])],
+                             [x for x in inputs if isinstance(x, torch.Tensor)]))
+            if len(runs) < 3:
+                self._ref = (None, None)
+            else:
+                self._ref = tuple([(r, _spread(r, [run[k][i] for run in runs[1:]]))
+                                   for i, r in enumerate(runs[0][k])] for k in (0, 1))
+        return self._ref
+
+
+def _unit_roundoff(prog, inputs):
+    src = prog.func_source()
+    dts = {x.dtype for x in inputs if isinstance(x, torch.Tensor)}
+    dts |= {DTYPE for name, DTYPE in (("float16", torch.float16), ("half", torch.float16),
+                                      ("bfloat16", torch.bfloat16), ("float32", torch.float32),
+                                      ("float", torch.float32)) if name in src}
+    return max((torch.finfo(d).eps / 2 for d in dts if d.is_floating_point), default=2.0 ** -24)
+
+
+def _spread(r, others):
+    if not r.dtype.is_floating_point:
+        return None
+    s = torch.zeros(r.shape, dtype=torch.float64, device=r.device)
+    for o in others:
+        if o.shape == r.shape:
+            d = (o.double() - r.double()).abs()
+            s = torch.maximum(s, torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d))
+    return s
+
+
+def value_mismatch(a, e, ref=None):
+    """None if tensor a matches eager's e, else a description.  ref: the
+    reference (value, spread) for a, or None."""
+    if not e.dtype.is_floating_point:
+        if torch.equal(a, e):
+            return None
+        bad = (a != e).nonzero()
+        i = tuple(bad[0].tolist())
+        return f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: {a[i].item()} != eager {e[i].item()}"
+    rtol, atol = TOL.get(e.dtype, (1e-5, 1e-8))
+    ad, ed = a.detach().double(), e.detach().double()
+    ok = torch.isclose(ad, ed, rtol, atol, equal_nan=True)
+    if bool(ok.all()):
+        return None
+    r, spread = ref if ref is not None else (None, None)
+    if r is not None and r.shape == e.shape and r.dtype.is_floating_point:
+        rd = r.detach().double()
+        rr = r.detach().to(e.dtype).double()
+        err_a, err_e = (ad - rd).abs(), (ed - rd).abs()
+        ok = (ok | torch.isclose(ad, rd, rtol, atol, equal_nan=True)
+              | (torch.isfinite(ad) & (err_a <= atol + rtol * rd.abs()
+                                       + ERR_RATIO * (err_e + spread)))
+              | (ad == rr) | (torch.isnan(ad) & torch.isnan(rd)))
+        if bool(ok.all()):
+            return None
+    else:
+        r = None
+    bad = (~ok).nonzero()
+    i = tuple(bad[0].tolist())
+    extra = f", float64 reference {r[i].item():.9g}" if r is not None else ""
+    return (f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: "
+            f"{ad[i].item():.9g} != eager {ed[i].item():.9g}{extra}")
+
+
+class Checker:
+    """Compares one compiled call with eager; collects failures."""
+
+    def __init__(self, prog, backend, call):
+        self.prog, self.backend, self.call = prog, backend, call
+        self.failures = []
+
+    def fail(self, kind, detail, message, where=None):
+        self.failures.append(dict(backend=self.backend, kind=kind, detail=detail,
+                                  call=self.call, message=message, where=where or {}))
+
+    def out_name(self, path):
+        """The output name a leaf path belongs to."""
+        if self.prog.ret == "single":
+            return self.prog.outputs[0]
+        m = re.match(r"\[(\d+)\]", path)
+        return self.prog.outputs[int(m.group(1))] if m else "?"
+
+    def op(self, path):
+        return self.prog.op_of(self.out_name(path))
+
+    def structure(self, a, e, path=""):
+        if type(a) is not type(e):
+            self.fail("type", self.op(path) if path else "result",
+                      f"actual{path}: {type(a).__name__} != eager {type(e).__name__}",
+                      {"a": f"actual{path}", "e": f"expected{path}"})
+            return False
+        if isinstance(e, (tuple, list)):
+            if len(a) != len(e):
+                self.fail("type", "result", f"actual{path}: length {len(a)} != eager {len(e)}")
+                return False
+            return all([self.structure(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, e))])
+        if not isinstance(e, torch.Tensor) and a != e:
+            self.fail("value", self.op(path), f"actual{path}: {a!r} != eager {e!r}")
+            return False
+        return True
+
+    def tensor(self, path, a, e, r):
+        where = {"a": f"actual{path}", "e": f"expected{path}"}
+        op = self.op(path)
+        if a.dtype != e.dtype:
+            return self.fail("dtype", op, f"actual{path}: dtype {a.dtype} != eager {e.dtype}", where)
+        if a.shape != e.shape:
+            return self.fail("shape", op, f"actual{path}: shape {tuple(a.shape)} != eager "
+                             f"{tuple(e.shape)}", where)
+        if a.device != e.device:
+            return self.fail("device", op, f"actual{path}: device {a.device} != {e.device}", where)
+        if e.numel() and a.stride() != e.stride():
+            # strides of size-1 dims never change which element is where
+            kind = "stride" if any(n > 1 and x != y for n, x, y in
+                                   zip(e.shape, a.stride(), e.stride())) else "stride1"
+            self.fail(kind, op, f"actual{path}: strides {a.stride()} != eager {e.stride()} "
+                      f"(shape {tuple(e.shape)})", where)
+        msg = value_mismatch(a, e, r)
+        if msg:
+            self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}", where)
+
+    def aliasing(self, A, E, Ia, Ie):
+        """A/E: (path, tensor) leaves; Ia/Ie: (index, tensor) inputs."""
+        def rel(x, y):
+            sx, sy = _storage(x), _storage(y)
+            return x is y, sx is not None and sx == sy
+        pairs = [(pa, a, pe, e, f"actual{pa}", f"expected{pe}", self.op(pa))
+                 for (pa, a), (pe, e) in zip(A, E)]
+        ins = [(f"[{k}]", a, f"[{k}]", e, f"inputs[{k}]", f"eager_inputs[{k}]", "input")
+               for (k, a), (_, e) in zip(Ia, Ie)]
+        for i, (pa, a, pe, e, na, ne, opa) in enumerate(pairs):
+            for pb, b, qb, eb, nb, neb, opb in pairs[i + 1:] + ins:
+                (ia, sa), (ie, se) = rel(a, b), rel(e, eb)
+                detail = "+".join(sorted([opa, opb]))
+                if ia != ie:
+                    self.fail("merged" if ia else "unmerged", detail,
+                              f"{na} is {nb}: {ia}, eager: {ie}",
+                              {"actual": f"{na} is {nb}", "expected": f"{ne} is {neb}",
+                               "show": "identity of outputs / inputs"})
+                elif sa != se:
+                    self.fail("shared" if sa else "unshared", detail,
+                              f"{na} shares storage with {nb}: {sa}, eager: {se}",
+                              {"actual": f"_s({na}) == _s({nb})", "expected": f"_s({ne}) == _s({neb})",
+                               "show": "storage sharing"})
+                elif sa and se and nb.startswith("inputs") and \
+                        a.storage_offset() != e.storage_offset():
+                    self.fail("offset", detail,
+                              f"{na} views {nb} at offset {a.storage_offset()}, eager "
+                              f"{e.storage_offset()}",
+                              {"actual": f"{na}.storage_offset()", "expected": f"{ne}.storage_offset()",
+                               "show": "view offset"})
+
+    def mutation(self, Ia, Ie, Ir):
+        ops = "+".join(sorted({s.op for s in self.prog.stmts if s.inplace})) or "none"
+        for (k, a), (_, e), r in zip(Ia, Ie, Ir):
+            where = {"a": f"inputs[{k}]", "e": f"eager_inputs[{k}]"}
+            if (a.shape, a.stride(), a.dtype) != (e.shape, e.stride(), e.dtype):
+                self.fail("mutation", ops, f"input {k} metadata {tuple(a.shape)} "
+                          f"{a.stride()} {a.dtype} != eager {tuple(e.shape)} {e.stride()} "
+                          f"{e.dtype}", where)
+                continue
+            msg = value_mismatch(a, e, r)
+            if msg:
+                self.fail("mutation", ops, f"input {k} after the call: {msg}", where)
+
+
+def check_call(prog, backend, call, actual, exc, inputs, eager):
+    """Failures of one compiled call against eager's run of that variant."""
+    c = Checker(prog, backend, call)
+    if eager.exc is not None:
+        if exc is None:
+            c.fail("no-exception", _exc_detail(eager.exc),
+                   f"eager raises {type(eager.exc).__name__}: {eager.exc}; tcjit returned")
+        elif type(exc) is not type(eager.exc):
+            c.fail("wrong-exception", f"{type(eager.exc).__name__}->{type(exc).__name__}",
+                   f"eager raises {type(eager.exc).__name__}: {eager.exc}\n"
+                   f"tcjit raises {type(exc).__name__}: {exc}")
+        return c.failures
+    if exc is not None:
+        c.fail("raised", _exc_detail(exc), f"tcjit raises {type(exc).__name__}: {exc}")
+        return c.failures
+    if not c.structure(actual, eager.out):
+        return c.failures
+    A, E = _leaves(actual, "", []), _leaves(eager.out, "", [])
+    Ia = [(k, x) for k, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+    Ie = [(k, x) for k, x in enumerate(eager.inputs) if isinstance(x, torch.Tensor)]
+    R = [None] * len(E)
+    if any((a.dtype, a.shape) == (e.dtype, e.shape) and a.dtype.is_floating_point
+           and value_mismatch(a, e) for (_, a), (_, e) in zip(A, E)):
+        R = eager.ref()[0] or R
+    for ((path, a), (_, e)), r in zip(zip(A, E), R):
+        c.tensor(path, a, e, r)
+    c.aliasing(A, E, Ia, Ie)
+    Ir = [None] * len(Ia)
+    if any(value_mismatch(a, e) for (_, a), (_, e) in zip(Ia, Ie)
+           if (a.shape, a.dtype) == (e.shape, e.dtype)):
+        Ir = eager.ref()[1] or Ir
+    c.mutation(Ia, Ie, Ir)
+    return c.failures
+
+
+def run_program(prog, backends=BACKENDS, device="cpu", progress=None):
+    """All failures of a program (first few per backend), and stats."""
+    f, make_inputs = prog.load()
+    eager = {}
+    failures, stats = [], {}
+    for backend in backends:
+        if progress:
+            progress(backend)
+        tcjit.reset()
+        cf = tcjit.compile(f, backend=backend)
+        found = []
+        for call, variant in ((1, 0), (2, 1)):
+            if variant not in eager:
+                eager[variant] = Eager(prog, f, make_inputs, variant, device)
+            inputs = make_inputs(variant, device)
+            actual, exc = _call(cf, inputs)
+            if device != "cpu":
+                torch.cuda.synchronize()    # a kernel's fault shows here, as a crash
+            fs = check_call(prog, backend, call, actual, exc, inputs, eager[variant])
+            if call == 2:
+                seen = {(x["kind"], x["detail"]) for x in found}
+                fs = [dict(x, only2=True) for x in fs if (x["kind"], x["detail"]) not in seen]
+            found += fs
+        for x in found[:MAX_FAILURES]:
+            x["signature"] = signature(x)
+            failures.append(x)
+        if backend == "auto":
+            stats = tcjit.counters()
+    tcjit.reset()
+    return failures, stats

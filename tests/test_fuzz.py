@@ -1,0 +1,60 @@
+"""Differential fuzzing, a fixed slice: SLICE seeds of tests/fuzz's short
+programs, each run eagerly and through tcjit.compile with both backends
+(values, dtypes, shapes, strides, aliasing, mutated inputs, exceptions).
+
+A failure class (signature) that tests/fuzz/known.py's KNOWN matches, or
+whose first program minimizes to one KNOWN matches, is reported in one
+warning and does not fail the test; any other fails it, with a minimized
+standalone reproducer.  Longer runs: `make fuzz` (docs/dev.md).
+"""
+import os
+import warnings
+
+from fuzz import known, runner
+
+SLICE = range(0, 2000)
+PROFILE = "small"
+BUDGET = 20               # seconds to minimize one failure class
+MINIMIZE = 6              # classes minimized at most; the rest are listed
+
+
+def test_fuzz_slice():
+    jobs = min(4, os.cpu_count() or 1)
+    res = runner.fuzz(len(SLICE), SLICE.start, jobs, PROFILE)
+    assert len(res.by_seed) == len(SLICE)
+    groups = res.groups()
+    seen, new = {}, []
+    for sig, g in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        k = known.known_as(sig)
+        if k is None and len(new) < MINIMIZE:
+            r = runner.reproduce(g[0][0], g[0][1], PROFILE, budget_s=BUDGET)
+            k = known.known_as(r.get("signature", ""))
+            if k is None:
+                new.append((sig, g, r))
+                continue
+            sig = f"{sig} (minimized: {r['signature']})"
+        elif k is None:
+            new.append((sig, g, None))
+            continue
+        seen.setdefault(k, []).append((sig, g))
+    if seen:
+        warnings.warn("fuzz slice: known failures (tests/fuzz/known.py):\n" + "\n".join(
+            f"  {known.KNOWN[k]}: {sum(len(g) for _, g in sgs)} programs, {len(sgs)} classes, "
+            f"e.g. {sgs[0][0]} (seed {sgs[0][1][0][0]})" for k, sgs in seen.items()))
+    stale = [k for k in known.KNOWN if k not in seen]
+    if stale:
+        warnings.warn("fuzz slice: KNOWN entries that no longer occur (remove them): "
+                      + ", ".join(stale))
+    if not new:
+        return
+    lines = [f"{len(new)} new failure classes in {len(SLICE)} fuzz programs:"]
+    for sig, g, r in new:
+        seed, failure = g[0]
+        lines.append(f"\n== {sig}: {len(g)} programs, seeds "
+                     f"{', '.join(str(s) for s, _ in g[:8])}\n   {failure['message'][:300]}")
+        if r is None:
+            lines.append(f"   (python3 tests/fuzz --count 1 --seed {seed} --profile {PROFILE}"
+                         f" --jobs 1  minimizes it)")
+        else:
+            lines.append(r.get("reproducer") or "minimizer failed: " + r["error"][-500:])
+    raise AssertionError("\n".join(lines))
