@@ -8,6 +8,8 @@
 
 #include "step.h"
 
+#include <time.h>
+
 tc_counters tc_stats;
 tc_settings tc_config = {8, NULL, NULL};
 unsigned tc_log_mask;
@@ -595,11 +597,10 @@ note_failure(lookup_result *lr, tc_code_state *st, tc_entry *e, int guard)
 
 /* Find the entry whose guards pass; its fetched values stay in lr->vals. */
 static int
-lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
-       lookup_result *lr)
+lookup_view(const tc_frame_view *fvp, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr)
 {
-    tc_frame_view fv;
-    tc_view_of(f, &fv);
+    tc_frame_view fv = *fvp;
     tc_entry *prev = NULL;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
         if (e->start_pc != pc || e->backend != backend) {
@@ -627,6 +628,80 @@ lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         }
     }
     return 0;
+}
+
+static int
+lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+       lookup_result *lr)
+{
+    tc_frame_view fv;
+    tc_view_of(f, &fv);
+    return lookup_view(&fv, pc, st, backend, lr);
+}
+
+double
+tc_guard_time(PyObject *fn, PyObject *args, long n)
+{
+    PyFunctionObject *func = (PyFunctionObject *)fn;
+    PyCodeObject *co = (PyCodeObject *)func->func_code;
+    tc_code_state *st = tc_code_state_get(co);
+    tc_entry *first = NULL;
+    for (tc_entry *e = st ? st->entries : NULL; e; e = e->next) {
+        first = e->start_pc == 0 ? e : first;
+    }
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (first == NULL || nargs > co->co_argcount) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "no compiled entry at the "
+                            "frame's start, or too many arguments");
+        }
+        return -1;
+    }
+    /* A frame view of a call fn(*args): the arguments in their local
+     * slots, the other locals unbound (the entry's guards read only
+     * arguments, globals and cells of a frame's start). */
+    PyObject **locals = PyMem_Calloc((size_t)co->co_nlocalsplus + 1,
+                                     sizeof(PyObject *));
+    if (locals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        locals[i] = PyTuple_GET_ITEM(args, i);
+    }
+    PyObject *builtins = PyEval_GetBuiltins();
+    tc_frame_view fv = {locals, func->func_globals, builtins,
+                        func->func_closure, locals + co->co_nlocalsplus};
+    lookup_result lr;
+    ptrbuf_init(&lr.buf);
+    lr.vals = lr.buf.v;
+    double ns = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long i;
+    for (i = 0; i < n; i++) {
+        lr.entry = NULL;
+        lr.reasons = NULL;
+        if (lookup_view(&fv, 0, st, first->backend, &lr) < 0) {
+            break;
+        }
+        Py_CLEAR(lr.reasons);
+        if (lr.entry == NULL) {
+            PyErr_SetString(PyExc_ValueError, "the guards fail for these "
+                            "arguments");
+            break;
+        }
+        tc_guards_release(lr.entry->guards, lr.vals);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (i == n) {
+        ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec))
+             / (double)n;
+    }
+    Py_XDECREF(lr.reasons);
+    ptrbuf_free(&lr.buf);
+    PyMem_Free(locals);
+    return ns;
 }
 
 static int

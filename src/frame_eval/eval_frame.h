@@ -105,6 +105,11 @@ tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
 /* Where guard sources of this frame are read from. */
 void tc_view_of(tc_iframe *f, tc_frame_view *fv);
 
+/* Nanoseconds per guard evaluation (cache lookup: fetch, check, release)
+ * of the entries at the start of fn's code, for a call fn(*args) with
+ * positional arguments; for bench/guards.py.  -1 with an exception. */
+double tc_guard_time(PyObject *fn, PyObject *args, long n);
+
 /* "f in /path/file.py:3" for logs. */
 PyObject *tc_describe_code(PyCodeObject *co);
 
