@@ -595,23 +595,36 @@ note_failure(lookup_result *lr, tc_code_state *st, tc_entry *e, int guard)
     return rc;
 }
 
-/* Find the entry whose guards pass; its fetched values stay in lr->vals. */
+/* Whether an entry after e may be tried for the segment at pc. */
 static int
-lookup_view(const tc_frame_view *fvp, int pc, tc_code_state *st,
+more_candidates(tc_entry *e, int pc, PyObject *backend)
+{
+    for (e = e->next; e; e = e->next) {
+        if (e->start_pc == pc && e->backend == backend) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Find the entry whose guards pass, most recently hit first; its fetched
+ * values stay in lr->vals.  Entries tried after a failing one reuse the
+ * values it fetched. */
+static int
+lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
             PyObject *backend, lookup_result *lr)
 {
-    tc_frame_view fv = *fvp;
     tc_entry *prev = NULL;
+    tc_fetched fetched = {NULL, NULL, 0};
+    int rc = 0;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
         if (e->start_pc != pc || e->backend != backend) {
             continue;
         }
-        if (lr_reserve(lr, e->guards->nsources) < 0
-            || tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
-            return -1;
-        }
         int failed = -1;
-        int ok = tc_guards_check(e->guards, lr->vals, &failed);
+        int ok = lr_reserve(lr, e->guards->nsources) < 0 ? -1
+            : tc_guards_eval(e->guards, fv, lr->vals,
+                             fetched.vals ? &fetched : NULL, &failed);
         if (ok == 1) {
             if (prev) { /* most recently hit first */
                 prev->next = e->next;
@@ -619,15 +632,29 @@ lookup_view(const tc_frame_view *fvp, int pc, tc_code_state *st,
                 st->entries = e;
             }
             lr->entry = e;
-            return 0;
+            break;
         }
-        int rc = ok < 0 ? -1 : note_failure(lr, st, e, failed);
-        tc_guards_release(e->guards, lr->vals);
-        if (rc < 0) {
-            return -1;
+        if (ok < 0 || note_failure(lr, st, e, failed) < 0) {
+            if (ok == 0) {
+                tc_guards_release(e->guards, lr->vals);
+            }
+            rc = -1;
+            break;
         }
+        if (!more_candidates(e, pc, backend)
+            || (fetched.vals == NULL
+                && tc_fetched_init(&fetched, st->sources->nsources) < 0)) {
+            tc_guards_release(e->guards, lr->vals);
+            rc = PyErr_Occurred() ? -1 : 0;
+            if (rc < 0) {
+                break;
+            }
+            continue;
+        }
+        tc_guards_stash(e->guards, lr->vals, &fetched);
     }
-    return 0;
+    tc_fetched_release(&fetched);
+    return rc;
 }
 
 static int
@@ -787,6 +814,11 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         return NULL;
     }
     if (e == NULL) {
+        return NULL;
+    }
+    if ((st->sources == NULL && (st->sources = tc_guards_new()) == NULL)
+        || tc_guards_share(st->sources, e->guards) < 0) {
+        tc_entry_free(e);
         return NULL;
     }
     e->next = st->entries;
