@@ -146,26 +146,6 @@ impl_word(const void *impl, Py_ssize_t off)
     return w;
 }
 
-/* Sizes and strides of t as Python reports them (t.shape, t.stride()). */
-static int
-geometry_py(PyObject *t, int *ndim, int64_t *sizes, int64_t *strides)
-{
-    PyObject *shape = PyObject_GetAttrString(t, "shape");
-    PyObject *st = shape ? PyObject_CallMethod(t, "stride", NULL) : NULL;
-    int rc = -1;
-    if (st != NULL && PyTuple_GET_SIZE(shape) <= 8) {
-        *ndim = (int)PyTuple_GET_SIZE(shape);
-        for (int i = 0; i < *ndim; i++) {
-            sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-            strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(st, i));
-        }
-        rc = PyErr_Occurred() ? -1 : 0;
-    }
-    Py_XDECREF(shape);
-    Py_XDECREF(st);
-    return rc;
-}
-
 /* Whether the SizesAndStrides at off of impl (inline capacity cap) holds
  * ndim, sizes and strides. */
 static int
@@ -199,16 +179,16 @@ probe_geometry(PyObject *torch)
         PyObject_CallMethod(torch, "empty", "iii", 3, 5, 7),
         PyObject_CallMethod(torch, "empty", "iiiiii", 2, 3, 4, 5, 6, 7),
     };
-    int ndim[3];
-    int64_t sizes[3][8], strides[3][8];
+    tc_tensor_meta m[3];
+    tc_dtype dt;
     const void *impl[3];
     int rc = -1;
     if (p[1] != NULL) {
         Py_SETREF(p[1], PyObject_CallMethod(p[1], "transpose", "ii", 0, 2));
     }
     for (int i = 0; i < 3; i++) {
-        if (p[i] == NULL || geometry_py(p[i], &ndim[i], sizes[i], strides[i])
-                                < 0) {
+        /* as Python reports them: t.shape, t.stride() */
+        if (p[i] == NULL || tc_tensor_read_meta(p[i], &m[i], &dt) != 0) {
             goto done;
         }
         impl[i] = impl_of(p[i], impl_offset);
@@ -219,8 +199,8 @@ probe_geometry(PyObject *torch)
         for (int cap = 3; cap <= 5; cap++) {
             int all = 1;
             for (int i = 0; all && i < 3; i++) {
-                all = geometry_at(impl[i], off, cap, ndim[i], sizes[i],
-                                  strides[i]);
+                all = geometry_at(impl[i], off, cap, m[i].ndim, m[i].sizes,
+                                  m[i].strides);
             }
             if (all) {
                 geometry_offset = off;
