@@ -1019,3 +1019,18 @@ def test_same_code_other_defaults_or_cells_is_not_reused():
     for h in (make(2.0), make(3.0), make_closure(2.0), make_closure(5.0)):
         check_same(cf(x, h), f(x, h))
         check_same(cf(x, h), f(x, h))
+
+
+def test_guard_time_measures_a_passing_lookup():
+    """tcjit._C._guard_time (bench/guards.py): ns per cache lookup of the
+    entries at a function's start, for a call with these arguments."""
+    def f(x, k):
+        return x * k
+
+    x = torch.randn(3)
+    tcjit.compile(f)(x, 2)
+    assert tcjit._C._guard_time(f, (x, 2), 100) > 0
+    with pytest.raises(ValueError, match="guards fail"):
+        tcjit._C._guard_time(f, (x, 3), 10)
+    with pytest.raises(ValueError, match="no compiled entry"):
+        tcjit._C._guard_time(lambda t: t, (x,), 10)
