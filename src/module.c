@@ -299,6 +299,21 @@ mod_tensor_keys(PyObject *m, PyObject *t)
                          tc_tensor_keys_direct() ? Py_True : Py_False);
 }
 
+/* _guard_time(fn, args, n): ns per cache lookup of fn's entries for a
+ * call fn(*args); bench/guards.py measures guard evaluation with it. */
+static PyObject *
+mod_guard_time(PyObject *m, PyObject *args)
+{
+    PyObject *fn, *fargs;
+    long n;
+    if (!PyArg_ParseTuple(args, "O!O!l", &PyFunction_Type, &fn,
+                          &PyTuple_Type, &fargs, &n)) {
+        return NULL;
+    }
+    double ns = tc_guard_time(fn, fargs, n);
+    return ns < 0 ? NULL : PyFloat_FromDouble(ns);
+}
+
 static PyObject *
 mod_bindings(PyObject *m, PyObject *unused)
 {
@@ -324,6 +339,7 @@ static PyMethodDef module_methods[] = {
     {"op_table", mod_op_table, METH_NOARGS, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},
+    {"_guard_time", mod_guard_time, METH_VARARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}
 };

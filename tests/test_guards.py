@@ -1,6 +1,8 @@
 """Guards: cache hits, every guard kind's recompile path with its exact
 recompiles log line, the recompile limit and tcjit.config."""
+import dataclasses
 import re
+import sys
 import warnings
 
 import pytest
@@ -871,3 +873,164 @@ def test_guard_reads_dispatch_keys_directly():
         keys, direct = tcjit._C.tensor_keys(t)
         assert direct
         assert keys == torch._C._dispatch_keys(t).raw_repr(), t
+
+
+# ---- TENSOR_MATCH's sizes and strides, read from the TensorImpl ------------
+
+@pytest.mark.parametrize("make, other, reason", [
+    # more dims than SizesAndStrides keeps in place (5)
+    (lambda: torch.randn(2, 1, 2, 1, 2, 3), lambda: torch.randn(2, 1, 2, 1, 2, 4),
+     "tensor 'x' size mismatch at index 5. expected 3, actual 4"),
+    (lambda: torch.randn(2, 1, 2, 1, 2, 3),
+     lambda: torch.randn(3, 2, 1, 2, 1, 2).permute(5, 4, 3, 2, 1, 0),
+     "tensor 'x' stride mismatch at index 0. expected 12, actual 1"),
+    (lambda: torch.randn(4, 6)[:, ::2], lambda: torch.randn(4, 3),
+     "tensor 'x' stride mismatch at index 0. expected 6, actual 3"),
+    (lambda: torch.randn(3, 1).expand(3, 5), lambda: torch.randn(3, 5),
+     "tensor 'x' stride mismatch at index 0. expected 1, actual 5"),
+    (lambda: torch.tensor(2.0), lambda: torch.randn(1),
+     "tensor 'x' rank mismatch. expected 0, actual 1"),
+])
+def test_tensor_match_geometry(tcjit_logs, make, other, reason):
+    """Sizes and strides as the guard reads them in C: same geometry hits
+    (a fresh tensor, not the traced one), another recompiles with
+    eager-equal results and the reason names what differs."""
+    caplog = tcjit_logs("recompiles")
+
+    def f(x):
+        return x * 2 + 1
+
+    cf = tcjit.compile(f)
+    a = make()
+    check_same(cf(a), f(a))
+    b = make()
+    check_same(cf(b), f(b))
+    assert counters()["recompiles"] == 0 and counters()["cache_hits"] == 1
+    c = other()
+    check_same(cf(c), f(c))
+    assert_one_recompile(caplog, f, reason)
+    check_same(cf(b), f(b))
+    check_same(cf(c), f(c))
+    assert counters()["cache_hits"] == 3
+
+
+# ---- the source tree: entries of one segment share fetched sources ---------
+
+def test_entries_share_fetched_sources():
+    """Three entries that differ deep in the source tree (m.lin.weight) and
+    in an argument: every lookup that tries a failing entry first hands its
+    fetched values to the next; results, hits and reference counts stay
+    right."""
+    class M(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.lin = torch.nn.Linear(n, 3)
+
+        def forward(self, x, k):
+            return torch.relu(self.lin(x)) * k
+
+    mods = [M(4), M(4), M(6)]
+    mods[1].lin.weight = torch.nn.Parameter(torch.randn(3, 4).t().contiguous().t())
+
+    def f(m, x, k):
+        return m(x, k)
+
+    cf = tcjit.compile(f)
+    xs = {4: torch.randn(2, 4), 6: torch.randn(2, 6)}
+    calls = [(m, xs[m.lin.in_features], k) for m in mods for k in (2, 3)]
+    with torch.no_grad():
+        for m, x, k in calls:
+            check_same(cf(m, x, k), f(m, x, k))
+        compiled = counters()["frames_compiled"]
+        refs = []
+        for i in range(20):
+            for m, x, k in reversed(calls):
+                check_same(cf(m, x, k), f(m, x, k))
+            refs.append([sys.getrefcount(o)
+                         for o in (mods[0].lin.weight, xs[4])])
+        before, after = refs[0], refs[-1]
+    assert counters()["frames_compiled"] == compiled
+    assert before == after
+
+
+# ---- functions made per call: guarded by code, not identity ---------------
+
+@dataclasses.dataclass
+class _Output:
+    logits: object = None
+    loss: object = None
+
+
+def test_comprehension_function_after_a_break_does_not_recompile(tcjit_logs):
+    """transformers' ModelOutput.__setattr__: `{f.name for f in
+    fields(self)}` breaks the graph at the comprehension's iterable (3.11
+    makes a <setcomp> function object per call, and the next segment calls
+    it from the stack).  Its guard is on the function's code, not on the
+    fresh object's identity: no recompile on later calls."""
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, out):
+        y = x + 1
+        names = {fld.name for fld in dataclasses.fields(out)}
+        return y * len(names)
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    for _ in range(3):
+        check_same(cf(x, _Output()), f(x, _Output()))
+    assert counters()["recompiles"] == 0
+    assert log_messages(caplog, "recompiles") == []
+
+
+def test_lambdas_made_per_call_do_not_recompile(tcjit_logs):
+    caplog = tcjit_logs("recompiles")
+
+    def f(x, scale):
+        fs = [lambda t: t + 1, lambda t, s=2.0: t * s]
+        print(end="")   # a graph break: the next segment reads fs
+        for h in fs:
+            x = h(x)
+        return x * scale
+
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    for i in range(3):
+        check_same(cf(x, 3), f(x, 3))
+    assert counters()["recompiles"] == 0
+    assert log_messages(caplog, "recompiles") == []
+
+
+def test_same_code_other_defaults_or_cells_is_not_reused():
+    """A function of the same code with other defaults or cells is not the
+    function traced: its defaults are guarded, and a function with cells
+    keeps its identity guard."""
+    def make(k):
+        return lambda t, k=k: t * k
+
+    def make_closure(k):
+        return lambda t: t * k
+
+    def f(x, h):
+        print(end="")
+        return h(x)
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    for h in (make(2.0), make(3.0), make_closure(2.0), make_closure(5.0)):
+        check_same(cf(x, h), f(x, h))
+        check_same(cf(x, h), f(x, h))
+
+
+def test_guard_time_measures_a_passing_lookup():
+    """tcjit._C._guard_time (bench/guards.py): ns per cache lookup of the
+    entries at a function's start, for a call with these arguments."""
+    def f(x, k):
+        return x * k
+
+    x = torch.randn(3)
+    tcjit.compile(f)(x, 2)
+    assert tcjit._C._guard_time(f, (x, 2), 100) > 0
+    with pytest.raises(ValueError, match="guards fail"):
+        tcjit._C._guard_time(f, (x, 3), 10)
+    with pytest.raises(ValueError, match="no compiled entry"):
+        tcjit._C._guard_time(lambda t: t, (x,), 10)

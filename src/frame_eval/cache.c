@@ -35,6 +35,7 @@ state_free(void *p)
         tc_entry_free(e);
         e = next;
     }
+    tc_guards_free(st->sources);
     PyMem_Free(st);
 }
 

@@ -49,6 +49,8 @@ typedef struct {
     int fail_pc;              /* a return instruction to unwind through */
     int fail_pushes;
     tc_entry *entries;
+    tc_guard_set *sources;    /* every entry's sources, interned once
+                                 (tc_guards_share), or NULL */
 } tc_code_state;
 
 int tc_cache_init(void);

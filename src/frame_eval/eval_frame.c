@@ -9,6 +9,8 @@
 #include "convert.h"
 #include "step.h"
 
+#include <time.h>
+
 static int enabled_all;
 static int hook_installed;
 static _Thread_local tc_pending pending;
@@ -514,24 +516,36 @@ note_failure(lookup_result *lr, tc_code_state *st, tc_entry *e, int guard)
     return rc;
 }
 
-/* Find the entry whose guards pass; its fetched values stay in lr->vals. */
+/* Whether an entry after e may be tried for the segment at pc. */
 static int
-lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
-       lookup_result *lr)
+more_candidates(tc_entry *e, int pc, PyObject *backend)
 {
-    tc_frame_view fv;
-    tc_view_of(f, &fv);
+    for (e = e->next; e; e = e->next) {
+        if (e->start_pc == pc && e->backend == backend) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Find the entry whose guards pass, most recently hit first; its fetched
+ * values stay in lr->vals.  Entries tried after a failing one reuse the
+ * values it fetched. */
+static int
+lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr)
+{
     tc_entry *prev = NULL;
+    tc_fetched fetched = {NULL, NULL, 0};
+    int rc = 0;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
         if (e->start_pc != pc || e->backend != backend) {
             continue;
         }
-        if (lr_reserve(lr, e->guards->nsources) < 0
-            || tc_guards_fetch(e->guards, &fv, lr->vals) < 0) {
-            return -1;
-        }
         int failed = -1;
-        int ok = tc_guards_check(e->guards, lr->vals, &failed);
+        int ok = lr_reserve(lr, e->guards->nsources) < 0 ? -1
+            : tc_guards_eval(e->guards, fv, lr->vals,
+                             fetched.vals ? &fetched : NULL, &failed);
         if (ok == 1) {
             if (prev) { /* most recently hit first */
                 prev->next = e->next;
@@ -539,15 +553,103 @@ lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
                 st->entries = e;
             }
             lr->entry = e;
-            return 0;
+            break;
         }
-        int rc = ok < 0 ? -1 : note_failure(lr, st, e, failed);
-        tc_guards_release(e->guards, lr->vals);
-        if (rc < 0) {
-            return -1;
+        if (ok < 0 || note_failure(lr, st, e, failed) < 0) {
+            if (ok == 0) {
+                tc_guards_release(e->guards, lr->vals);
+            }
+            rc = -1;
+            break;
         }
+        if (!more_candidates(e, pc, backend)
+            || (fetched.vals == NULL
+                && tc_fetched_init(&fetched, st->sources->nsources) < 0)) {
+            tc_guards_release(e->guards, lr->vals);
+            rc = PyErr_Occurred() ? -1 : 0;
+            if (rc < 0) {
+                break;
+            }
+            continue;
+        }
+        tc_guards_stash(e->guards, lr->vals, &fetched);
     }
-    return 0;
+    tc_fetched_release(&fetched);
+    return rc;
+}
+
+static int
+lookup(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
+       lookup_result *lr)
+{
+    tc_frame_view fv;
+    tc_view_of(f, &fv);
+    return lookup_view(&fv, pc, st, backend, lr);
+}
+
+double
+tc_guard_time(PyObject *fn, PyObject *args, long n)
+{
+    PyFunctionObject *func = (PyFunctionObject *)fn;
+    PyCodeObject *co = (PyCodeObject *)func->func_code;
+    tc_code_state *st = tc_code_state_get(co);
+    tc_entry *first = NULL;
+    for (tc_entry *e = st ? st->entries : NULL; e; e = e->next) {
+        first = e->start_pc == 0 ? e : first;
+    }
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (first == NULL || nargs > co->co_argcount) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "no compiled entry at the "
+                            "frame's start, or too many arguments");
+        }
+        return -1;
+    }
+    /* A frame view of a call fn(*args): the arguments in their local
+     * slots, the other locals unbound (the entry's guards read only
+     * arguments, globals and cells of a frame's start). */
+    PyObject **locals = PyMem_Calloc((size_t)co->co_nlocalsplus + 1,
+                                     sizeof(PyObject *));
+    if (locals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        locals[i] = PyTuple_GET_ITEM(args, i);
+    }
+    PyObject *builtins = PyEval_GetBuiltins();
+    tc_frame_view fv = {locals, func->func_globals, builtins,
+                        func->func_closure, locals + co->co_nlocalsplus};
+    lookup_result lr;
+    ptrbuf_init(&lr.buf);
+    lr.vals = lr.buf.v;
+    double ns = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long i;
+    for (i = 0; i < n; i++) {
+        lr.entry = NULL;
+        lr.reasons = NULL;
+        if (lookup_view(&fv, 0, st, first->backend, &lr) < 0) {
+            break;
+        }
+        Py_CLEAR(lr.reasons);
+        if (lr.entry == NULL) {
+            PyErr_SetString(PyExc_ValueError, "the guards fail for these "
+                            "arguments");
+            break;
+        }
+        tc_guards_release(lr.entry->guards, lr.vals);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (i == n) {
+        ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec))
+             / (double)n;
+    }
+    Py_XDECREF(lr.reasons);
+    ptrbuf_free(&lr.buf);
+    PyMem_Free(locals);
+    return ns;
 }
 
 static int
@@ -633,6 +735,11 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         return NULL;
     }
     if (e == NULL) {
+        return NULL;
+    }
+    if ((st->sources == NULL && (st->sources = tc_guards_new()) == NULL)
+        || tc_guards_share(st->sources, e->guards) < 0) {
+        tc_entry_free(e);
         return NULL;
     }
     e->next = st->entries;

@@ -34,4 +34,9 @@ typedef struct {
 tc_pending tc_set_pending(PyObject *code, PyObject *backend);
 void tc_restore_pending(tc_pending saved);
 
+/* Nanoseconds per guard evaluation (cache lookup: fetch, check, release)
+ * of the entries at the start of fn's code, for a call fn(*args) with
+ * positional arguments; for bench/guards.py.  -1 with an exception. */
+double tc_guard_time(PyObject *fn, PyObject *args, long n);
+
 #endif

@@ -13,6 +13,7 @@ PyObject *tc_tensor_type;
 
 static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_get_device, *str_is_cpu;
+static PyObject *str_code, *str_defaults, *str_kwdefaults, *str_globals;
 static PyObject *fn_is_grad_enabled, *fn_get_default_dtype;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
@@ -46,6 +47,13 @@ tc_guards_init(void)
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
     str_get_device = PyUnicode_InternFromString("get_device");
     str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    str_code = PyUnicode_InternFromString("__code__");
+    str_defaults = PyUnicode_InternFromString("__defaults__");
+    str_kwdefaults = PyUnicode_InternFromString("__kwdefaults__");
+    str_globals = PyUnicode_InternFromString("__globals__");
+    if (!str_code || !str_defaults || !str_kwdefaults || !str_globals) {
+        return -1;
+    }
     if (tc_nn_module_init() < 0 || tc_tensor_keys_init() < 0) {
         return -1;
     }
@@ -124,6 +132,9 @@ tc_guards_free(tc_guard_set *gs)
     }
     PyMem_Free(gs->sources);
     PyMem_Free(gs->guards);
+    PyMem_Free(gs->plan);
+    PyMem_Free(gs->plan_start);
+    PyMem_Free(gs->shared);
     PyMem_Free(gs);
 }
 
@@ -488,6 +499,85 @@ tc_guard_id(tc_guard_set *gs, int src, PyObject *value)
     return 0;
 }
 
+/* A value the tracer bakes in: a Python scalar by value, else by
+ * identity. */
+static int
+guard_constant(tc_guard_set *gs, int src, PyObject *v)
+{
+    if (v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v)
+        || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v)) {
+        return tc_guard_equals(gs, src, v);
+    }
+    return tc_guard_id(gs, src, v);
+}
+
+/* A function's defaults tuple or keyword-defaults dict, item by item. */
+static int
+guard_items(tc_guard_set *gs, int src, PyObject *container)
+{
+    if (tc_guard_length(gs, src, container) < 0) {
+        return -1;
+    }
+    Py_ssize_t pos = 0, n = PyTuple_Check(container)
+                            ? PyTuple_GET_SIZE(container) : 0;
+    PyObject *key, *item;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int s = tc_source_add(gs, TC_SRC_ITEM, src, i, NULL);
+        if (s < 0
+            || guard_constant(gs, s, PyTuple_GET_ITEM(container, i)) < 0) {
+            return -1;
+        }
+    }
+    while (PyDict_Check(container)
+           && PyDict_Next(container, &pos, &key, &item)) {
+        int s = PyUnicode_Check(key)
+            ? tc_source_add(gs, TC_SRC_DICT_ITEM, src, 0, key) : -1;
+        if (s < 0) {
+            /* a non-str key (not made by `def`): by identity */
+            return PyErr_Occurred() ? -1 : tc_guard_id(gs, src, container);
+        }
+        if (guard_constant(gs, s, item) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+tc_guard_function(tc_guard_set *gs, int src, PyObject *value)
+{
+    tc_source_kind root = gs->sources[src].kind;
+    if (!PyFunction_Check(value) || PyFunction_GET_CLOSURE(value) != NULL
+        || root == TC_SRC_GLOBAL || root == TC_SRC_FUNC_GLOBAL
+        || root == TC_SRC_CONST) {
+        return tc_guard_id(gs, src, value);
+    }
+    /* the type first: the attributes are read only from a function */
+    if (tc_guard_type(gs, src, value) < 0) {
+        return -1;
+    }
+    PyFunctionObject *fn = (PyFunctionObject *)value;
+    PyObject *const names[] = {str_code, str_globals, str_defaults,
+                               str_kwdefaults};
+    PyObject *const attrs[] = {fn->func_code, fn->func_globals,
+                               fn->func_defaults, fn->func_kwdefaults};
+    for (int i = 0; i < 4; i++) {
+        int a = tc_source_add(gs, TC_SRC_ATTR, src, 0, names[i]);
+        if (a < 0) {
+            return -1;
+        }
+        /* defaults are built per call (BUILD_TUPLE, BUILD_MAP): guarded by
+         * their items, which the tracer binds as constants */
+        int rc = i < 2 || attrs[i] == NULL
+            ? tc_guard_id(gs, a, attrs[i] ? attrs[i] : Py_None)
+            : guard_items(gs, a, attrs[i]);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int
 tc_guard_equals(tc_guard_set *gs, int src, PyObject *value)
 {
@@ -592,12 +682,21 @@ check_tensor(const tc_tensor_meta *m, PyObject *v)
     if (!ok) {
         return 0;
     }
-    int dev;
-    if (read_device_index(v, &dev) < 0) {
+    /* equal key sets have the same backend key: a CPU tensor's device
+     * index needs no call */
+    int dev = -1;
+    if (m->device_index >= 0 && read_device_index(v, &dev) < 0) {
         return -1;
     }
     if (dev != m->device_index) {
         return 0;
+    }
+    int ndim;
+    const int64_t *sizes, *strides;
+    if (tc_tensor_geometry(v, &ndim, &sizes, &strides)) {
+        size_t n = (size_t)m->ndim * sizeof(int64_t);
+        return ndim == m->ndim && memcmp(sizes, m->sizes, n) == 0
+               && memcmp(strides, m->strides, n) == 0;
     }
     a = PyObject_GetAttr(v, str_shape);
     if (a == NULL) {
@@ -659,18 +758,142 @@ check_one(const tc_guard *g, PyObject *v)
     }
 }
 
+/* ---- the source tree -------------------------------------------------- */
+
 int
-tc_guards_check(const tc_guard_set *gs, PyObject *const *vals, int *failed)
+tc_guards_share(tc_guard_set *table, tc_guard_set *gs)
 {
-    for (int i = 0; i < gs->nguards; i++) {
-        const tc_guard *g = &gs->guards[i];
-        int r = check_one(g, g->source >= 0 ? vals[g->source] : NULL);
+    int n = gs->nsources;
+    gs->shared = PyMem_Calloc((size_t)n + 1, sizeof(int));
+    gs->plan_start = PyMem_Calloc((size_t)n + 2, sizeof(int));
+    gs->plan = PyMem_Calloc((size_t)gs->nguards + 1, sizeof(int));
+    if (gs->shared == NULL || gs->plan_start == NULL || gs->plan == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const tc_source *s = &gs->sources[i];
+        gs->shared[i] = tc_source_add(table, s->kind,
+                                      s->parent >= 0 ? gs->shared[s->parent]
+                                                     : -1,
+                                      s->index, s->name);
+        if (gs->shared[i] < 0) {
+            return -1;
+        }
+    }
+    /* counting sort by source (-1 first); within a source the guards keep
+     * the order the tracer added them in */
+    int *start = gs->plan_start;
+    for (int g = 0; g < gs->nguards; g++) {
+        start[gs->guards[g].source + 2]++;
+    }
+    for (int i = 1; i <= n + 1; i++) {
+        start[i] += start[i - 1];
+    }
+    for (int g = 0; g < gs->nguards; g++) {
+        gs->plan[start[gs->guards[g].source + 1]++] = g;
+    }
+    for (int i = n + 1; i > 0; i--) {
+        start[i] = start[i - 1];
+    }
+    start[0] = 0;
+    return 0;
+}
+
+/* Source s's guards: 1 pass, 0 fail (*failed set), -1 exception. */
+static int
+check_source(const tc_guard_set *gs, int s, PyObject *v, int *failed)
+{
+    for (int k = gs->plan_start[s + 1]; k < gs->plan_start[s + 2]; k++) {
+        int r = check_one(&gs->guards[gs->plan[k]], v);
         if (r <= 0) {
-            *failed = i;
+            *failed = gs->plan[k];
             return r;
         }
     }
     return 1;
+}
+
+int
+tc_guards_eval(const tc_guard_set *gs, const tc_frame_view *fv,
+               PyObject **vals, tc_fetched *fetched, int *failed)
+{
+    int r = check_source(gs, -1, NULL, failed);
+    int i = 0;
+    for (; r == 1 && i < gs->nsources; i++) {
+        /* (a table grown by a recompile during this lookup: not shared) */
+        int k = fetched && gs->shared[i] < fetched->n ? gs->shared[i] : -1;
+        if (k >= 0 && fetched->have[k]) {
+            vals[i] = fetched->vals[k];  /* moved: stash returns it */
+            fetched->vals[k] = NULL;
+            fetched->have[k] = 0;
+        }
+        else {
+            vals[i] = fetch_one(&gs->sources[i], fv, vals);
+            if (vals[i] == NULL && PyErr_Occurred()) {
+                r = -1;
+                break;
+            }
+        }
+        r = check_source(gs, i, vals[i], failed);
+    }
+    if (r == 1) {
+        return 1;
+    }
+    /* sources 0 .. i-1 are fetched */
+    if (r < 0) {
+        for (int j = 0; j < i; j++) {
+            Py_CLEAR(vals[j]);
+        }
+        return -1;
+    }
+    for (int j = i; j < gs->nsources; j++) {
+        vals[j] = NULL;
+    }
+    return 0;
+}
+
+void
+tc_guards_stash(const tc_guard_set *gs, PyObject **vals, tc_fetched *fetched)
+{
+    for (int i = 0; i < gs->nsources; i++) {
+        int k = gs->shared[i];
+        if (vals[i] != NULL && k < fetched->n && !fetched->have[k]) {
+            fetched->vals[k] = vals[i];
+            fetched->have[k] = 1;
+        }
+        else {
+            Py_XDECREF(vals[i]);
+        }
+        vals[i] = NULL;
+    }
+}
+
+int
+tc_fetched_init(tc_fetched *f, int n)
+{
+    f->n = n;
+    f->vals = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
+    f->have = PyMem_Calloc((size_t)n + 1, 1);
+    if (f->vals == NULL || f->have == NULL) {
+        tc_fetched_release(f);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+void
+tc_fetched_release(tc_fetched *f)
+{
+    for (int i = 0; f->vals && i < f->n; i++) {
+        Py_XDECREF(f->vals[i]);
+    }
+    PyMem_Free(f->vals);
+    PyMem_Free(f->have);
+    f->vals = NULL;
+    f->have = NULL;
+    f->n = 0;
 }
 
 /* ---- messages ----------------------------------------------------------- */
@@ -786,7 +1009,10 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
                                  ((PyTypeObject *)g->obj)->tp_name);
         break;
     case TC_GUARD_ID_MATCH:
-        r = PyUnicode_FromFormat("%U is %R", src, g->obj);
+        /* a function's globals: the dict's address, not its contents */
+        r = PyDict_Check(g->obj)
+            ? PyUnicode_FromFormat("%U is <dict at %p>", src, g->obj)
+            : PyUnicode_FromFormat("%U is %R", src, g->obj);
         break;
     case TC_GUARD_EQUALS:
         r = PyUnicode_FromFormat("%U == %R", src, g->obj);

@@ -70,13 +70,33 @@ typedef struct {
     tc_tensor_meta tensor;
 } tc_guard;
 
-/* The sources and guards of one cache entry. */
+/* The sources and guards of one cache entry: a tree of sources (a local,
+ * global or cell at the root; an item or attribute of its parent below),
+ * stored parents first, each with the leaf guards on its value. */
 typedef struct tc_guard_set {
     tc_source *sources;
     int nsources, srccap;
     tc_guard *guards;
     int nguards, gcap;
+    /* The evaluation plan, made by tc_guards_share once tracing is done:
+     * guard ids grouped by source, global-state guards first:
+     * plan[plan_start[s + 1] .. plan_start[s + 2]) are source s's guards,
+     * plan[0 .. plan_start[1]) those on no source. */
+    int *plan;
+    int *plan_start;
+    /* shared[s]: source s's id in the code's shared table (all entries of
+     * one code object intern their sources there), or NULL. */
+    int *shared;
 } tc_guard_set;
+
+/* Values fetched during one cache lookup, by shared source id: an entry
+ * whose guards fail leaves its values here for the next entry tried, so a
+ * lookup fetches each source once however many entries it tries. */
+typedef struct {
+    PyObject **vals;      /* owned where have[i] */
+    char *have;
+    int n;
+} tc_fetched;
 
 /* What the runtime needs to fetch source values from a frame. */
 typedef struct {
@@ -107,6 +127,16 @@ int tc_guard_equals(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_length(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_tensor(tc_guard_set *gs, int src, PyObject *tensor);
 int tc_guard_global_state(tc_guard_set *gs);
+/* A Python function the tracer inlines, read from src.  What the traced
+ * code depends on is its code, globals and defaults (its cells' contents
+ * are sources of their own), not its identity: a function the frame makes
+ * (a comprehension, a lambda in a list) is a new object on every call, so
+ * TYPE_MATCH, ID_MATCH on src.__code__ and .__globals__, and the items of
+ * .__defaults__ / .__kwdefaults__ (built per call too; EQUALS for
+ * scalars, else ID_MATCH).  A function with cells (which may be the
+ * frame's own, read from its slots), one read from a module's globals, or
+ * another callable: ID_MATCH. */
+int tc_guard_function(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_no_hooks(tc_guard_set *gs, int src);
 
 /* Read a tensor's metadata (used by the tracer and by TENSOR_MATCH).
@@ -132,10 +162,28 @@ int tc_guards_fetch(const tc_guard_set *gs, const tc_frame_view *fv,
                     PyObject **vals);
 void tc_guards_release(const tc_guard_set *gs, PyObject **vals);
 
-/* Run the guards on fetched values: 1 pass, 0 fail, -1 exception.  On fail,
- * *failed is the index of the first failing guard. */
-int tc_guards_check(const tc_guard_set *gs, PyObject *const *vals,
-                    int *failed);
+/* Intern gs's sources into table (the code's shared sources: a
+ * tc_guard_set with no guards) and make gs's evaluation plan.  Called
+ * once, when the entry joins the cache.  0, or -1 with an exception. */
+int tc_guards_share(tc_guard_set *table, tc_guard_set *gs);
+
+/* The cache lookup's check of one entry: walk gs's source tree, fetching
+ * each source (from `fetched` where an entry tried before left it) and
+ * running its guards as soon as it is fetched; stop at the first failure.
+ * 1 pass (vals holds every source's value, new references), 0 fail
+ * (*failed is the guard; vals holds the sources fetched so far and NULL
+ * after them), -1 exception (vals released).  fetched may be NULL. */
+int tc_guards_eval(const tc_guard_set *gs, const tc_frame_view *fv,
+                   PyObject **vals, tc_fetched *fetched, int *failed);
+
+/* After a failed tc_guards_eval: move gs's fetched values into fetched
+ * (sized for the shared table) for the next entry; vals is left empty. */
+void tc_guards_stash(const tc_guard_set *gs, PyObject **vals,
+                     tc_fetched *fetched);
+
+/* 0, or -1 with an exception. */
+int tc_fetched_init(tc_fetched *f, int n);
+void tc_fetched_release(tc_fetched *f);
 
 /* Dynamo-style reason for a failing guard, e.g.
  * "tensor 'x' size mismatch at index 0. expected 4, actual 8". */

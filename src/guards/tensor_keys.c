@@ -26,6 +26,11 @@ static PyObject *fn_dispatch_keys, *str_raw_repr, *keyset_type;
 static PyObject *tensor_type, *parameter_type;
 static Py_ssize_t impl_offset = -1;  /* in the Python object: TensorImpl * */
 static Py_ssize_t keys_offset = -1;  /* in the TensorImpl: DispatchKeySet */
+/* c10::impl::SizesAndStrides in the TensorImpl: the rank, then either
+ * `inline_dims` sizes and as many strides in place, or (more dims) a
+ * pointer to rank sizes followed by rank strides. */
+static Py_ssize_t geometry_offset = -1;
+static int inline_dims;
 
 /* The key sets of plain CPU and CUDA tensors (dense backend, autograd,
  * ADInplaceOrView, autocast) and their dense backend keys; and the
@@ -133,6 +138,108 @@ probe_offsets(PyObject *const *probes, int n)
     return 0;
 }
 
+static int64_t
+impl_word(const void *impl, Py_ssize_t off)
+{
+    int64_t w;
+    memcpy(&w, (const char *)impl + off, sizeof(w));
+    return w;
+}
+
+/* Whether the SizesAndStrides at off of impl (inline capacity cap) holds
+ * ndim, sizes and strides. */
+static int
+geometry_at(const void *impl, Py_ssize_t off, int cap, int ndim,
+            const int64_t *sizes, const int64_t *strides)
+{
+    if (impl_word(impl, off) != ndim) {
+        return 0;
+    }
+    const int64_t *data = (const int64_t *)((const char *)impl + off + 8);
+    if (ndim > cap) {
+        memcpy(&data, data, sizeof(data));
+        cap = ndim;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (data[i] != sizes[i] || data[cap + i] != strides[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Finds geometry_offset and inline_dims with tensors of ranks 2, 3 (a
+ * transposed view) and 6 (more than fits in place); leaves -1 if they do
+ * not agree on one layout. */
+static int
+probe_geometry(PyObject *torch)
+{
+    PyObject *p[3] = {
+        PyObject_CallMethod(torch, "empty", "ii", 2, 3),
+        PyObject_CallMethod(torch, "empty", "iii", 3, 5, 7),
+        PyObject_CallMethod(torch, "empty", "iiiiii", 2, 3, 4, 5, 6, 7),
+    };
+    tc_tensor_meta m[3];
+    tc_dtype dt;
+    const void *impl[3];
+    int rc = -1;
+    if (p[1] != NULL) {
+        Py_SETREF(p[1], PyObject_CallMethod(p[1], "transpose", "ii", 0, 2));
+    }
+    for (int i = 0; i < 3; i++) {
+        /* as Python reports them: t.shape, t.stride() */
+        if (p[i] == NULL || tc_tensor_read_meta(p[i], &m[i], &dt) != 0) {
+            goto done;
+        }
+        impl[i] = impl_of(p[i], impl_offset);
+    }
+    rc = 0;
+    for (Py_ssize_t off = sizeof(void *); off < MAX_KEYS_OFFSET;
+         off += sizeof(int64_t)) {
+        for (int cap = 3; cap <= 5; cap++) {
+            int all = 1;
+            for (int i = 0; all && i < 3; i++) {
+                all = geometry_at(impl[i], off, cap, m[i].ndim, m[i].sizes,
+                                  m[i].strides);
+            }
+            if (all) {
+                geometry_offset = off;
+                inline_dims = cap;
+                goto done;
+            }
+        }
+    }
+done:
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(p[i]);
+    }
+    return rc;
+}
+
+int
+tc_tensor_geometry(PyObject *t, int *ndim, const int64_t **sizes,
+                   const int64_t **strides)
+{
+    if (geometry_offset < 0) {
+        return 0;
+    }
+    const char *impl = impl_of(t, impl_offset);
+    if (impl == NULL) {
+        return 0;
+    }
+    int64_t n = impl_word(impl, geometry_offset);
+    const int64_t *data = (const int64_t *)(impl + geometry_offset + 8);
+    int cap = inline_dims;
+    if (n > cap) {
+        memcpy(&data, data, sizeof(data));
+        cap = (int)n;
+    }
+    *ndim = (int)n;
+    *sizes = data;
+    *strides = data + cap;
+    return 1;
+}
+
 int
 tc_tensor_keys_init(void)
 {
@@ -180,6 +287,9 @@ tc_tensor_keys_init(void)
                                                 probes[0]) : NULL;
     if (probes[2] != NULL) {
         rc = probe_offsets(probes, 3);
+    }
+    if (rc == 0 && keys_offset >= 0) {
+        rc = probe_geometry(torch);
     }
 done:
     for (int i = 0; i < 3; i++) {

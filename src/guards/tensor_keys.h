@@ -26,6 +26,15 @@ int tc_tensor_keys(PyObject *t, uint64_t *keys);
  * than calling torch._C._dispatch_keys: the guards' fast path. */
 int tc_tensor_keys_direct(void);
 
+/* A plain tensor's rank, sizes and strides read from its TensorImpl, as
+ * the key set is (found by probing at import): 1 with *sizes and *strides
+ * pointing into the tensor (valid until it is resized or restrided), or 0
+ * where probing failed: then ask Python (t.shape, t.stride()).  Only for
+ * tensors whose key set is plain (tc_tensor_keys_plain): others may keep
+ * their geometry elsewhere. */
+int tc_tensor_geometry(PyObject *t, int *ndim, const int64_t **sizes,
+                       const int64_t **strides);
+
 /* Whether keys are a plain dense CPU / CUDA tensor's (an inference tensor
  * lacks the autograd keys: also plain). */
 int tc_tensor_keys_plain(uint64_t keys);

@@ -214,11 +214,13 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                                  "call to %U (not inlined: generators are not "
                                  "inlined)", co->co_qualname);
     }
-    /* the code, defaults, globals and cells traced are those of this very
-     * function; a function without a source is a method found on a type
-     * that a TYPE guard already pins (nn.Module.forward) */
+    /* the code, defaults, globals and cells traced are those of this
+     * function (guards.h: tc_guard_function); a function without a source
+     * is a method found on a type that a TYPE guard already pins
+     * (nn.Module.forward) */
     if (fn != NULL && callable->source >= 0
-        && tc_guard_id(T->out->guards, callable->source, callable->obj) < 0) {
+        && tc_guard_function(T->out->guards, callable->source,
+                             callable->obj) < 0) {
         return ERROR;
     }
     int fn_source = callable->source;
