@@ -5,6 +5,7 @@
  * code generators can emit them verbatim and lowerings can compare them.
  */
 #include "kir.h"
+#include "textbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -303,46 +304,9 @@ tc_kernel_clear(tc_kernel *k)
 
 /* ---- printer --------------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} kbuf;
-
-static void
-kp(kbuf *b, const char *fmt, ...)
-{
-    if (b->failed) {
-        return;
-    }
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt,
-                          ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->s && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 512;
-        while (cap < b->len + (size_t)n + 1) {
-            cap *= 2;
-        }
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
+/* short names for the shared text buffer (textbuf.h) */
+typedef tc_textbuf kbuf;
+#define kp tc_textbuf_printf
 
 static const char *const ctype_names[TC_NDTYPES] = {
     "bool", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t", "float",
@@ -654,11 +618,7 @@ tc_kernel_format(const tc_kernel *k)
     if (k->nphases > 0) {
         kp_reduction(&b, k);
         kp(&b, "}\n");
-        if (b.failed) {
-            free(b.s);
-            return NULL;
-        }
-        return b.s;
+        return tc_textbuf_finish(&b);
     }
     for (int d = 0; d < k->ndim; d++) {
         kp(&b, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++)%s\n", 2 * (d + 1),
@@ -669,11 +629,7 @@ tc_kernel_format(const tc_kernel *k)
         kp(&b, "%*s}\n", 2 * k->ndim, "");
     }
     kp(&b, "}\n");
-    if (b.failed) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return tc_textbuf_finish(&b);
 }
 
 int

@@ -9,9 +9,7 @@
  * offsets, dtypes, torch's error messages and values).  Build and run:
  *
  *   gcc -std=gnu11 -Wall -Wextra -g -Isrc/graph tests/c/test_graph.c \
- *       src/graph/graph.c src/graph/ops.c src/graph/kir.c \
- *       src/graph/schedule.c src/graph/transcendental.c -lm \
- *       -o /tmp/test_graph && /tmp/test_graph
+ *       src/graph/*.c -lm -o /tmp/test_graph && /tmp/test_graph
  */
 #include "graph.h"
 #include "kir.h"

@@ -8,7 +8,7 @@
  *
  *   gcc -O2 -std=gnu11 -o /tmp/test_jit tests/c/test_jit.c \
  *       src/jit/gccjit_emit.c src/jit/cpu.c src/jit/threadpool.c \
- *       src/graph/transcendental.c -lgccjit -lpthread -lm
+ *       src/graph/*.c -lgccjit -lpthread -lm
  *
  *   /tmp/test_jit                  unit tests
  *   /tmp/test_jit acc OP IN OUT    OP in exp/log/sin/cos/tanh: float32 file

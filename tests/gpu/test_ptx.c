@@ -4,7 +4,7 @@
  *   gcc -std=gnu11 -O1 -ffp-contract=off -Isrc/graph -Isrc/gpu \
  *       -o /tmp/test_ptx tests/gpu/test_ptx.c tests/gpu/cases.c \
  *       tests/gpu/kir_ref.c tests/gpu/f32math_ref.c src/gpu/ptx_emit.c \
- *       src/gpu/ptx_math.c src/graph/{graph,ops,kir,schedule,transcendental}.c -lm
+ *       src/gpu/ptx_math.c src/graph/*.c -lm
  *   /tmp/test_ptx [outdir]        (PTXAS=/path/to/ptxas to override)
  */
 #include "cases.h"
