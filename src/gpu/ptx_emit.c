@@ -546,9 +546,9 @@ out_cb(void *ctx, const char *fmt, ...)
     sb_printf(&e->b, "\n");
 }
 
-/* Float64 transcendentals never reach this point: tc_ptx_decompose_math
- * rewrites them (and pow) into basic ops first, since PTX has nothing for
- * float64.  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
+/* Float64 transcendentals never reach this point: tc_kernel_decompose_math
+ * rewrites them (and erf, pow) into basic ops first, since PTX has nothing
+ * for float64 (tc_ptx_math_target).  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
  * (ptx_math.c, tc_ptx_f32_unary: fma-based reduction + polynomials, not the
  * *.approx instructions, which miss assert_close's float32 tolerance on
  * part of the range; kernels with only float16 / bfloat16 floats use
@@ -2314,7 +2314,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
-    if (tc_ptx_decompose_math(&k) < 0) {
+    if (tc_kernel_decompose_math(&k, &tc_ptx_math_target, NULL) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }

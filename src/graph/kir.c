@@ -8,7 +8,6 @@
 #include "textbuf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -660,12 +659,12 @@ tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c)
 }
 
 int
-tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
-                  tc_kexpand_fn expand, void *ctx)
+tc_kernel_rewrite(tc_kernel *k, tc_kwanted_fn wanted, tc_kexpand_fn expand,
+                  void *ctx)
 {
     int any = 0;
     for (int i = 0; i < k->ninsts; i++) {
-        any |= wanted(&k->insts[i]);
+        any |= wanted(&k->insts[i], ctx);
     }
     if (!any) {
         return 0;
@@ -676,7 +675,7 @@ tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
     for (int i = 0; map && start && i < k->ninsts && !t.failed; i++) {
         const tc_kinst *in = &k->insts[i];
         start[i] = t.n;   /* reduction phase boundaries move with insts */
-        int r = wanted(in) ? expand(&t, in, map, ctx) : TC_KEEP;
+        int r = wanted(in, ctx) ? expand(&t, in, map, ctx) : TC_KEEP;
         if (r == TC_KEEP) {
             r = tc_kbuf_put(&t, in->op, in->dtype, -1, -1, -1);
             if (t.failed) {
