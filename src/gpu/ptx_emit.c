@@ -547,12 +547,12 @@ out_cb(void *ctx, const char *fmt, ...)
 }
 
 /* Float64 transcendentals never reach this point: tc_kernel_decompose_math
- * rewrites them (and erf, pow) into basic ops first, since PTX has nothing
- * for float64 (tc_ptx_math_target).  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
- * (ptx_math.c, tc_ptx_f32_unary: fma-based reduction + polynomials, not the
- * *.approx instructions, which miss assert_close's float32 tolerance on
- * part of the range; kernels with only float16 / bfloat16 floats use
- * sin.approx / cos.approx after a reduction, see half_results). */
+ * rewrites them (and erf, pow) into basic ops first, since PTX has nothing for
+ * float64 (tc_ptx_math_target).  Float32 EXP/LOG/SIN/COS/TANH are emitted here
+ * as PTX blocks (ptx_math.c, tc_ptx_f32_unary: fma-based reduction +
+ * polynomials, not the *.approx instructions, which miss assert_close's
+ * float32 tolerance on part of the range; kernels with only float16 / bfloat16
+ * floats use sin.approx / cos.approx after a reduction, see half_results). */
 static void
 emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 {

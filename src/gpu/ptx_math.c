@@ -22,18 +22,20 @@ const tc_math_target tc_ptx_math_target = {
 
 /* ---- float32 transcendentals as PTX ---------------------------------------
  *
- * Why not the KIR decomposition here: the float32 versions run in the innermost loop of
- * bandwidth-bound kernels (the 16M-element sin/cos chain of DESIGN.md is
- * compute-bound with the float64 reduction of src/graph/transcendental.c:
- * ~35 float64 ops per sin, 2011 GB/s on an H200 against 3940 for a copy).
- * Written directly in PTX they can use fma.rn.f32 (one rounding, IEEE, so
- * the CPU mirror tests/gpu/f32math_ref.c reproduces every bit with fmaf)
- * and a branch to an exact slow path that only huge arguments take.  Each
- * op is one `{ ... }` block with block-scoped registers.  Constants and
- * methods: graph/mathconst.h.  Max errors over EVERY float32 input, measured
- * by the CPU mirror against double libm (f32math_ref.c --exhaustive; the
- * device harness checks the GPU reproduces the mirror bit for bit), in ulp
- * of the float32 result; no input fails assert_close's float32 tolerance:
+ * Why not the KIR decomposition of transcendental.c: KIR has no fused
+ * multiply-add and no branch, and the float32 versions run in the innermost
+ * loop of bandwidth-bound kernels (the 16M-element sin/cos chain of
+ * DESIGN.md is compute-bound with the float64 reduction of
+ * src/graph/transcendental.c: ~35 float64 ops per sin, 2011 GB/s on an H200
+ * against 3940 for a copy). Written directly in PTX they can use fma.rn.f32
+ * (one rounding, IEEE, so the CPU mirror tests/gpu/f32math_ref.c reproduces
+ * every bit with fmaf) and a branch to an exact slow path that only huge
+ * arguments take.  Each op is one `{ ... }` block with block-scoped
+ * registers.  Constants and methods: graph/mathconst.h.  Max errors over
+ * EVERY float32 input, measured by the CPU mirror against double libm
+ * (f32math_ref.c --exhaustive; the device harness checks the GPU reproduces
+ * the mirror bit for bit), in ulp of the float32 result; no input fails
+ * assert_close's float32 tolerance:
  *
  *   sin  |x| <= 105615: fma Cody-Waite (n = rint(x 2/pi) by the 1.5 * 2^23
  *        trick, 3-part pi/2), degree-7 sin / degree-8 cos polynomials on
@@ -53,15 +55,16 @@ const tc_math_target tc_ptx_math_target = {
  *
  * Not used for float32 results: sin.approx / cos.approx (absolute error
  * 2^-20.9 only on |x| <= pi, no reduction; kernels whose results are all
- * float16 / bfloat16 use them after a reduction, see f32_sincos_half), ex2.approx (2 ulp on top of the rounding of
- * x log2(e), which alone is 2^-18 relative at |x| ~ 88: more than rtol
- * 1.3e-6), lg2.approx (absolute error, large relative error near x = 1).
- * The polynomials cost a few more FMAs than those, but the FP32 pipe has
- * headroom: ~25 ops per fast sin or cos, so the 16M-element chain
- * (sin + cos, relu, * 2 + 1) needs ~60 ops per element, ~30 us of issue
- * on an H200 (132 SMs x 128 lanes x 1.98 GHz) against ~51 us for its
- * 201 MB of memory traffic at copy bandwidth: memory-bound, where the
- * float64 reduction (~35 double ops per call, at half rate) was not.
+ * float16 / bfloat16 use them after a reduction, see f32_sincos_half),
+ * ex2.approx (2 ulp on top of the rounding of x log2(e), which alone is
+ * 2^-18 relative at |x| ~ 88: more than rtol 1.3e-6), lg2.approx (absolute
+ * error, large relative error near x = 1). The polynomials cost a few more
+ * FMAs than those, but the FP32 pipe has headroom: ~25 ops per fast sin or
+ * cos, so the 16M-element chain (sin + cos, relu, * 2 + 1) needs ~60 ops per
+ * element, ~30 us of issue on an H200 (132 SMs x 128 lanes x 1.98 GHz)
+ * against ~51 us for its 201 MB of memory traffic at copy bandwidth:
+ * memory-bound, where the float64 reduction (~35 double ops per call, at
+ * half rate) was not.
  */
 
 typedef struct {
