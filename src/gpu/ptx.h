@@ -108,13 +108,10 @@ void tc_ptx_module_clear(tc_ptx_module *m);
  * a malloc'd error message (NULL if even that allocation failed). */
 int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx);
 
-/* ptx_math.c: rewrites ERF (both dtypes: tc_kernel_decompose_erf, an EXP
- * and polynomials), float64 EXP, LOG, SIN, COS, TANH and float32 /
- * float64 POW of k into KIR made of basic ops (float64 polynomials; see
- * there).  Float32 EXP/LOG/SIN/COS/TANH stay in the kernel: the emitter
- * writes them with tc_ptx_f32_unary.
- * Returns 0 or -1 (allocation failure; k unchanged). */
-int tc_ptx_decompose_math(tc_kernel *k);
+/* ptx_math.c: the transcendentals the PTX target computes itself (float32
+ * EXP, LOG, SIN, COS, TANH, written by tc_ptx_f32_unary); the emitter has
+ * tc_kernel_decompose_math rewrite the others (float64 math, ERF, POW). */
+extern const tc_math_target tc_ptx_math_target;
 
 /* ptx_math.c: float32 EXP, LOG, SIN, COS, TANH of register x into register
  * d (PTX register names) as one `{ ... }` block of PTX lines, each passed

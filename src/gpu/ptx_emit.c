@@ -20,6 +20,7 @@
  * (ptx_math.c explains both, and why not *.approx).
  */
 #include "ptx.h"
+#include "../graph/textbuf.h"
 
 #include <limits.h>
 #include <math.h>
@@ -28,57 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- text buffer --------------------------------------------------------- */
+/* ---- text buffer: the shared one (graph/textbuf.h) ---------------------- */
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void
-sb_vprintf(sbuf *b, const char *fmt, va_list ap)
-{
-    if (b->oom) {
-        return;
-    }
-    for (;;) {
-        va_list aq;
-        va_copy(aq, ap);
-        size_t room = b->cap - b->n;
-        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt,
-                          aq);
-        va_end(aq);
-        if (w < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s != NULL && (size_t)w < room) {
-            b->n += (size_t)w;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + (size_t)w + 1) {
-            cap *= 2;
-        }
-        char *s = realloc(b->s, cap);
-        if (s == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static void
-sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    sb_vprintf(b, fmt, ap);
-    va_end(ap);
-}
+typedef tc_textbuf sbuf;
+#define sb_printf tc_textbuf_printf
+#define sb_vprintf tc_textbuf_vprintf
 
 /* ---- registers ----------------------------------------------------------- */
 
@@ -591,13 +546,13 @@ out_cb(void *ctx, const char *fmt, ...)
     sb_printf(&e->b, "\n");
 }
 
-/* Float64 transcendentals never reach this point: tc_ptx_decompose_math
- * rewrites them (and pow) into basic ops first, since PTX has nothing for
- * float64.  Float32 EXP/LOG/SIN/COS/TANH are emitted here as PTX blocks
- * (ptx_math.c, tc_ptx_f32_unary: fma-based reduction + polynomials, not the
- * *.approx instructions, which miss assert_close's float32 tolerance on
- * part of the range; kernels with only float16 / bfloat16 floats use
- * sin.approx / cos.approx after a reduction, see half_results). */
+/* Float64 transcendentals never reach this point: tc_kernel_decompose_math
+ * rewrites them (and erf, pow) into basic ops first, since PTX has nothing for
+ * float64 (tc_ptx_math_target).  Float32 EXP/LOG/SIN/COS/TANH are emitted here
+ * as PTX blocks (ptx_math.c, tc_ptx_f32_unary: fma-based reduction +
+ * polynomials, not the *.approx instructions, which miss assert_close's
+ * float32 tolerance on part of the range; kernels with only float16 / bfloat16
+ * floats use sin.approx / cos.approx after a reduction, see half_results). */
 static void
 emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 {
@@ -1152,7 +1107,7 @@ finish_entry(entry *en, sbuf *mod)
 static void
 reset_em(em *e, int sm)
 {
-    free(e->b.s);
+    tc_textbuf_free(&e->b);
     int failed = e->failed, math_flags = e->math_flags;
     char err[sizeof(e->err)];
     memcpy(err, e->err, sizeof(err));
@@ -2359,7 +2314,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
-    if (tc_ptx_decompose_math(&k) < 0) {
+    if (tc_kernel_decompose_math(&k, &tc_ptx_math_target, NULL) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
@@ -2478,14 +2433,14 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         snprintf(err, errlen, "tcjit gpu: %s: %s", k.name, e.err);
         goto done;
     }
-    if (e.b.oom || mod->oom) {
+    if (e.b.failed || mod->failed) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
     rc = 0;
 done:
     free(sc_off);
-    free(e.b.s);
+    tc_textbuf_free(&e.b);
     free(base);
     free(nc);
     nest_clear(&lo);
@@ -2511,7 +2466,7 @@ tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
                           sizeof(tc_ptx_kernel));
     if (out->kernels == NULL) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
-        free(mod.s);
+        tc_textbuf_free(&mod);
         return -1;
     }
     out->nkernels = plan->nkernels;
@@ -2525,18 +2480,18 @@ tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
         }
         if (emit_kernel(&plan->kernels[i], i, sm, sm_count, &mod,
                         &out->kernels[i], err, errlen) < 0) {
-            free(mod.s);
+            tc_textbuf_free(&mod);
             tc_ptx_module_clear(out);
             return -1;
         }
     }
-    if (mod.oom) {
+    if (mod.failed) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
-        free(mod.s);
+        tc_textbuf_free(&mod);
         tc_ptx_module_clear(out);
         return -1;
     }
-    out->text = mod.s;
+    out->text = tc_textbuf_finish(&mod);
     return 0;
 }
 

@@ -6,6 +6,7 @@
  */
 #include "graph.h"
 #include "ops.h"
+#include "textbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -990,56 +991,10 @@ tc_graph_optimize(tc_graph *g)
 
 /* ---- printer --------------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} strbuf;
-
-static void
-sb_printf(strbuf *b, const char *fmt, ...)
-{
-    if (b->failed) {
-        return;
-    }
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0,
-                          fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->s && (size_t)k < room) {
-            b->len += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + (size_t)k + 1) {
-            cap *= 2;
-        }
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static char *
-sb_finish(strbuf *b)
-{
-    if (b->failed || !b->s) {
-        free(b->s);
-        return b->failed ? NULL : strdup("");
-    }
-    return b->s;
-}
+/* short names for the shared text buffer (textbuf.h) */
+typedef tc_textbuf strbuf;
+#define sb_printf tc_textbuf_printf
+#define sb_finish tc_textbuf_finish
 
 /* Python's repr() of a float. */
 void
@@ -1149,7 +1104,7 @@ sb_node_line(strbuf *b, const tc_graph *g, int id, int width)
     sb_node_ref(&name, g, id);
     sb_printf(b, "  %-*s : %s", width, name.s ? name.s : "?",
               dtype_short_names[n->dtype]);
-    free(name.s);
+    tc_textbuf_free(&name);
     sb_ints(b, n->layout.sizes, n->layout.ndim, "[", "]", 0);
     if (n->kind == TC_NODE_INPUT || !layout_is_contiguous(&n->layout)) {
         sb_printf(b, " stride ");

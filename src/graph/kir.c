@@ -5,9 +5,9 @@
  * code generators can emit them verbatim and lowerings can compare them.
  */
 #include "kir.h"
+#include "textbuf.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,46 +303,9 @@ tc_kernel_clear(tc_kernel *k)
 
 /* ---- printer --------------------------------------------------------- */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    int failed;
-} kbuf;
-
-static void
-kp(kbuf *b, const char *fmt, ...)
-{
-    if (b->failed) {
-        return;
-    }
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? room : 0, fmt,
-                          ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->s && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 512;
-        while (cap < b->len + (size_t)n + 1) {
-            cap *= 2;
-        }
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->failed = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
+/* short names for the shared text buffer (textbuf.h) */
+typedef tc_textbuf kbuf;
+#define kp tc_textbuf_printf
 
 static const char *const ctype_names[TC_NDTYPES] = {
     "bool", "uint8_t", "int8_t", "int16_t", "int32_t", "int64_t", "float",
@@ -654,11 +617,7 @@ tc_kernel_format(const tc_kernel *k)
     if (k->nphases > 0) {
         kp_reduction(&b, k);
         kp(&b, "}\n");
-        if (b.failed) {
-            free(b.s);
-            return NULL;
-        }
-        return b.s;
+        return tc_textbuf_finish(&b);
     }
     for (int d = 0; d < k->ndim; d++) {
         kp(&b, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++)%s\n", 2 * (d + 1),
@@ -669,11 +628,7 @@ tc_kernel_format(const tc_kernel *k)
         kp(&b, "%*s}\n", 2 * k->ndim, "");
     }
     kp(&b, "}\n");
-    if (b.failed) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return tc_textbuf_finish(&b);
 }
 
 int
@@ -704,12 +659,12 @@ tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c)
 }
 
 int
-tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
-                  tc_kexpand_fn expand, void *ctx)
+tc_kernel_rewrite(tc_kernel *k, tc_kwanted_fn wanted, tc_kexpand_fn expand,
+                  void *ctx)
 {
     int any = 0;
     for (int i = 0; i < k->ninsts; i++) {
-        any |= wanted(&k->insts[i]);
+        any |= wanted(&k->insts[i], ctx);
     }
     if (!any) {
         return 0;
@@ -720,7 +675,7 @@ tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
     for (int i = 0; map && start && i < k->ninsts && !t.failed; i++) {
         const tc_kinst *in = &k->insts[i];
         start[i] = t.n;   /* reduction phase boundaries move with insts */
-        int r = wanted(in) ? expand(&t, in, map, ctx) : TC_KEEP;
+        int r = wanted(in, ctx) ? expand(&t, in, map, ctx) : TC_KEEP;
         if (r == TC_KEEP) {
             r = tc_kbuf_put(&t, in->op, in->dtype, -1, -1, -1);
             if (t.failed) {

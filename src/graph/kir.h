@@ -234,28 +234,52 @@ int tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c);
  * id, or returns TC_KEEP to copy the instruction unchanged.  The driver
  * remaps operands and phase boundaries and replaces k's instructions.
  * wanted() says whether an instruction is rewritten at all; if none is, k
- * is left alone.  Returns 0 or -1 (out of memory; k unchanged). */
+ * is left alone.  Both get ctx.  Returns 0 or -1 (out of memory; k
+ * unchanged). */
 #define TC_KEEP (-2)
+typedef int (*tc_kwanted_fn)(const tc_kinst *in, void *ctx);
 typedef int (*tc_kexpand_fn)(tc_kbuf *t, const tc_kinst *in, const int *map,
                              void *ctx);
-int tc_kernel_rewrite(tc_kernel *k, int (*wanted)(const tc_kinst *),
-                      tc_kexpand_fn expand, void *ctx);
+int tc_kernel_rewrite(tc_kernel *k, tc_kwanted_fn wanted, tc_kexpand_fn expand,
+                      void *ctx);
 
-/* Rewrite float32/float64 EXP, LOG, SIN, COS, TANH (and POW with a float
- * exponent) into vectorizable polynomial code made of the other ops, for
- * targets without SIMD transcendentals.  float32 ERF is rewritten first
- * (tc_kernel_decompose_erf).  Returns 0 or -1. */
-int tc_kernel_decompose_transcendentals(tc_kernel *k);
+/* ---- transcendentals (transcendental.c) ----------------------------------
+ * One module decomposes EXP, LOG, SIN, COS, TANH, ERF and POW into range
+ * reduction + polynomial made of basic KIR ops (tinygrad's
+ * transcendental.py does the same), applied only to the ops a target
+ * lacks.  Each target declares what it has: native[op] holds
+ * TC_MATH_F32 / TC_MATH_F64 for the dtypes in which it computes op itself
+ * (a hardware instruction, a libm call, its own instruction sequence);
+ * every other float32 / float64 instance of those ops is decomposed.
+ * Other ops and dtypes are never touched (float16 / bfloat16 math is
+ * computed in float32 by the lowering). */
+#define TC_MATH_F32 1
+#define TC_MATH_F64 2
+typedef struct {
+    const char *name;
+    unsigned char native[KOP_COUNT];
+} tc_math_target;
+
+/* A target with no transcendental of its own (everything decomposed): for
+ * tests that interpret decomposed kernels. */
+extern const tc_math_target tc_math_target_none;
+
+/* Rewrites the transcendentals of k that target t lacks (ERF first: its
+ * decomposition contains an EXP, decomposed with the others when t lacks
+ * it).  With sincos_flag != NULL and a pointwise kernel (nphases == 0),
+ * float32 SIN / COS take a fast float path valid for |x| <= 8192, and
+ * *sincos_flag is the id of a TC_BOOL value true where a fast result is
+ * invalid (-1 when the kernel has none): the target reruns such blocks
+ * with the exact decomposition.  Reduction kernels always get the exact
+ * form (a block cannot be redone once accumulators saw it).  Returns 0 or
+ * -1 (out of memory; k unchanged). */
+int tc_kernel_decompose_math(tc_kernel *k, const tc_math_target *t,
+                             int *sincos_flag);
 
 /* Rewrite every CAST from or to float16 / bfloat16 (KIR casts those only
  * to and from float32) into int32 / float32 bit manipulation, for targets
  * without native conversions (kir_half.c).  Returns 0 or -1. */
 int tc_kernel_lower_half_casts(tc_kernel *k);
-
-/* Rewrite float32 ERF (and float64 ERF when with_f64) into polynomials
- * and one EXP of the same dtype, which the target then lowers as it
- * lowers other EXPs.  Returns 0 or -1 (k unchanged). */
-int tc_kernel_decompose_erf(tc_kernel *k, int with_f64);
 
 /* Does an output of k share its buffer with an input?  Then a value
  * loaded in one pass may differ from the same load in a later pass. */

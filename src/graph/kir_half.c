@@ -141,8 +141,9 @@ f32_to_bf16(tc_kbuf *t, int f)
 }
 
 static int
-is_cast(const tc_kinst *in)
+is_cast(const tc_kinst *in, void *ctx)
 {
+    (void)ctx;
     return in->op == KOP_CAST;
 }
 

@@ -19,6 +19,7 @@
 #include "schedule.h"
 #include "extern.h"
 #include "ops.h"
+#include "textbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -1454,37 +1455,24 @@ static int
 build_desc(kgen *kg)
 {
     const tc_graph *g = kg->s->g;
-    size_t len = 0, cap = 64;
-    char *d = malloc(cap);
-    if (!d) {
-        return oom(kg->s);
-    }
-    d[0] = '\0';
+    tc_textbuf d = {0};
     for (int i = 0; i < g->nnodes; i++) {
         if (!kg->used[i]) {
             continue;
         }
         char *t = tc_node_format(g, i);
         if (!t) {
-            free(d);
+            tc_textbuf_free(&d);
             return oom(kg->s);
         }
-        size_t need = len + strlen(t) + 3;
-        if (need > cap) {
-            while (cap < need) {
-                cap *= 2;
-            }
-            char *nd = realloc(d, cap);
-            if (!nd) {
-                free(t), free(d);
-                return oom(kg->s);
-            }
-            d = nd;
-        }
-        len += (size_t)sprintf(d + len, "%s%s", len ? "; " : "", t);
+        tc_textbuf_printf(&d, "%s%s", d.len ? "; " : "", t);
         free(t);
     }
-    kg->k->desc = d;
+    char *text = tc_textbuf_finish(&d);
+    if (!text) {
+        return oom(kg->s);
+    }
+    kg->k->desc = text;
     return 0;
 }
 

@@ -1,20 +1,32 @@
-/* transcendental.c - float32 exp/log/sin/cos/tanh/erf as vectorizable KIR.
+/* transcendental.c - the one decomposition of EXP, LOG, SIN, COS, TANH,
+ * ERF and POW into basic KIR ops, applied for the ops a target lacks
+ * (tc_kernel_decompose_math, kir.h; each target declares what it has in
+ * a tc_math_target).  Constants: mathconst.h.
  *
- * A call to libm's expf/sinf per element stops GCC's vectorizer, while
- * eager and Inductor use SIMD versions (SLEEF).  So float32 EXP, LOG, SIN,
- * COS and TANH are rewritten here into range reduction + polynomial made of
- * plain arithmetic, bit tricks (BITCAST, SHL/SHR) and RINT.  The code is
- * branch-free: special inputs (inf, nan, 0, negatives, denormals) are fixed
- * up with WHERE, which the backends lower to bit selects.  float64 ops are
- * left alone (the CPU backend calls libm for them, as eager's accuracy
- * needs).
+ * Who uses what today: the CPU (libgccjit) target has float64 math and
+ * float32 / float64 POW from libm and gets the float32 forms below: a call
+ * to libm's expf/sinf per element stops GCC's vectorizer, while eager and
+ * Inductor use SIMD versions (SLEEF).  The PTX target has nothing for
+ * float64 (only libdevice, which tcjit does not ship) and gets the float64
+ * forms and POW; its float32 EXP/LOG/SIN/COS/TANH are its own fma-based
+ * sequences (src/gpu/ptx_math.c).
  *
- * Accuracy goal: a few ulp everywhere, far inside torch.testing's float32
- * tolerances (rtol 1.3e-6, atol 1e-5), for every float32 input including
- * |x| up to 3.4e38 for sin/cos.  Polynomials were fitted (relative error,
- * Chebyshev nodes, reweighted least squares) with mpmath references.
+ * float32 forms: range reduction + polynomial made of plain arithmetic,
+ * bit tricks (BITCAST, SHL/SHR) and RINT.  The code is branch-free:
+ * special inputs (inf, nan, 0, negatives, denormals) are fixed up with
+ * WHERE, which the backends lower to bit selects.  Accuracy goal: a few
+ * ulp everywhere, far inside torch.testing's float32 tolerances (rtol
+ * 1.3e-6, atol 1e-5), for every float32 input including |x| up to 3.4e38
+ * for sin/cos.  Polynomials were fitted (relative error, Chebyshev nodes,
+ * reweighted least squares) with mpmath references.
+ *
+ * float64 forms: relative error ~1e-15 (float64 tolerances of assert_close
+ * are rtol 1e-7, atol 1e-7); sin/cos reduce exactly for |x| < 1.6e6, beyond
+ * that the absolute error grows like |x| * 1e-16.  POW is exp(y log|x|) in
+ * float64 with the C99 special cases (float32 rounds once).
  */
 #include "kir.h"
+#include "mathconst.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +39,7 @@ typedef tc_kbuf tbuf;
 #define F TC_F32
 #define D TC_F64
 #define I TC_I32
+#define L TC_I64
 #define B TC_BOOL
 
 #define put tc_kbuf_put
@@ -68,6 +81,21 @@ mul(tbuf *t, tc_dtype dt, int a, int b)
     return put(t, KOP_MUL, dt, a, b, -1);
 }
 static int
+dv(tbuf *t, tc_dtype dt, int a, int b)
+{
+    return put(t, KOP_DIV, dt, a, b, -1);
+}
+static int
+neg(tbuf *t, tc_dtype dt, int a)
+{
+    return put(t, KOP_NEG, dt, a, -1, -1);
+}
+static int
+rint_(tbuf *t, tc_dtype dt, int a)
+{
+    return put(t, KOP_RINT, dt, a, -1, -1);
+}
+static int
 where(tbuf *t, tc_dtype dt, int c, int a, int b)
 {
     return put(t, KOP_WHERE, dt, c, a, b);
@@ -86,6 +114,26 @@ static int
 bits(tbuf *t, tc_dtype to, int a)
 {
     return put(t, KOP_BITCAST, to, a, -1, -1);
+}
+static int
+band(tbuf *t, int a, int b)
+{
+    return put(t, KOP_AND, B, a, b, -1);
+}
+static int
+bor(tbuf *t, int a, int b)
+{
+    return put(t, KOP_OR, B, a, b, -1);
+}
+static int
+bnot(tbuf *t, int a)
+{
+    return put(t, KOP_NOT, B, a, -1, -1);
+}
+static int
+isnan_(tbuf *t, int a)
+{
+    return cmp(t, KOP_NE, a, a);
 }
 
 /* c[0] + x * (c[1] + x * (... c[n-1])) */
@@ -125,24 +173,17 @@ scale_pow2(tbuf *t, int p, int n)
  * Everything here is counted in vector operations: a softmax spends most
  * of its time in this code, and every compare + select of a clamp costs
  * about as much as a polynomial step. */
-#define EXP_SHIFTER 12582912.0           /* 1.5 * 2^23 */
-#define EXP_SHIFTER_BITS 0x4b400000
-
-static const double exp_poly[7] = {
-    1.0, 1.0, 0x1.fffffep-2, 0x1.555492p-3, 0x1.555682p-5, 0x1.1239b2p-7,
-    0x1.6bd8fep-10};
-
 /* e^r for x = n ln2 + r with x already in range; *z gets the shifter sum
  * (bits(*z) holds n). */
 static int
 exp_reduced(tbuf *t, int x, int *z)
 {
-    *z = add(t, F, mul(t, F, x, kf(t, F, 1.44269504088896341)),
-             kf(t, F, EXP_SHIFTER));
-    int n = sub(t, F, *z, kf(t, F, EXP_SHIFTER));
-    int r = sub(t, F, x, mul(t, F, n, kf(t, F, 0.693145751953125)));
-    r = sub(t, F, r, mul(t, F, n, kf(t, F, 1.428606765330187e-06)));
-    return horner(t, F, r, exp_poly, 7);
+    *z = add(t, F, mul(t, F, x, kf(t, F, TC_F32M_LOG2E)),
+             kf(t, F, TC_F32M_MAGIC));
+    int n = sub(t, F, *z, kf(t, F, TC_F32M_MAGIC));
+    int r = sub(t, F, x, mul(t, F, n, kf(t, F, TC_F32M_LN2_1)));
+    r = sub(t, F, r, mul(t, F, n, kf(t, F, TC_F32M_LN2_2)));
+    return horner(t, F, r, tc_kf32_exp, 7);
 }
 
 /* Any x: |x| is clamped at 104 with its sign kept (one compare instead of
@@ -153,13 +194,17 @@ exp_reduced(tbuf *t, int x, int *z)
 static int
 emit_exp(tbuf *t, int x)
 {
-    int big = cmp(t, KOP_LT, kf(t, F, 104.0), put(t, KOP_ABS, F, x, -1, -1));
+    int big = cmp(t, KOP_LT, kf(t, F, TC_KF32_EXP_LIMIT),
+                  put(t, KOP_ABS, F, x, -1, -1));
     int sign = put(t, KOP_AND, I, bits(t, I, x), ki(t, I, INT32_MIN), -1);
-    int lim = bits(t, F, put(t, KOP_OR, I, sign, ki(t, I, 0x42d00000), -1));
+    float limf = TC_KF32_EXP_LIMIT;
+    int32_t limbits;
+    memcpy(&limbits, &limf, 4);
+    int lim = bits(t, F, put(t, KOP_OR, I, sign, ki(t, I, limbits), -1));
     int xc = where(t, F, big, lim, x);
     int z;
     int p = exp_reduced(t, xc, &z);
-    int n = sub(t, I, bits(t, I, z), ki(t, I, EXP_SHIFTER_BITS));
+    int n = sub(t, I, bits(t, I, z), ki(t, I, TC_F32M_MAGIC_BITS));
     return scale_pow2(t, p, n);
 }
 
@@ -172,7 +217,7 @@ emit_exp(tbuf *t, int x)
 static int
 emit_exp_nonpositive(tbuf *t, int x)
 {
-    int xc = put(t, KOP_MAX, F, x, kf(t, F, -104.0), -1);
+    int xc = put(t, KOP_MAX, F, x, kf(t, F, -TC_KF32_EXP_LIMIT), -1);
     int z;
     int p = exp_reduced(t, xc, &z);
     int e = put(t, KOP_SHL, I, bits(t, I, z), ki(t, I, 23), -1);
@@ -187,8 +232,6 @@ emit_exp_nonpositive(tbuf *t, int x)
 static int
 emit_log(tbuf *t, int x)
 {
-    static const double c[5] = {1.0 / 3, 1.0 / 5, 1.0 / 7, 1.0 / 9,
-                                1.0 / 11};
     int tiny = cmp(t, KOP_LT, x, kf(t, F, 1.17549435082228751e-38));
     int xs = where(t, F, tiny, mul(t, F, x, kf(t, F, 8388608.0)), x);
     int ib = bits(t, I, xs);
@@ -204,10 +247,11 @@ emit_log(tbuf *t, int x)
     int s = put(t, KOP_DIV, F, f, add(t, F, f, kf(t, F, 2.0)), -1);
     int z = mul(t, F, s, s);
     int s2 = add(t, F, s, s);
-    int lm = add(t, F, s2, mul(t, F, mul(t, F, s2, z), horner(t, F, z, c, 5)));
+    int lm = add(t, F, s2, mul(t, F, mul(t, F, s2, z),
+                               horner(t, F, z, tc_kf32_log, 5)));
     int ef = conv(t, F, e);
-    int r = add(t, F, mul(t, F, ef, kf(t, F, 1.428606765330187e-06)), lm);
-    r = add(t, F, mul(t, F, ef, kf(t, F, 0.693145751953125)), r);
+    int r = add(t, F, mul(t, F, ef, kf(t, F, TC_F32M_LN2_2)), lm);
+    r = add(t, F, mul(t, F, ef, kf(t, F, TC_F32M_LN2_1)), r);
     /* log(inf) = inf, log(+-0) = -inf, log(<0) = nan, log(nan) = nan */
     r = where(t, F, cmp(t, KOP_EQ, x, kf(t, F, INFINITY)), x, r);
     r = where(t, F, cmp(t, KOP_EQ, x, kf(t, F, 0.0)), kf(t, F, -INFINITY), r);
@@ -228,16 +272,10 @@ emit_log(tbuf *t, int x)
 static int
 emit_sincos(tbuf *t, int x, int is_cos)
 {
-    static const double inv2pi[5] = {
-        0x1.45f306ep-3, -0x1.b1bbeadp-34, -0x1.80f62a1p-64, 0x1.1f534dep-94,
-        -0x1.f924eb53361dep-125};
-    static const double sinpi[6] = {
-        3.141592653523911, -5.167712762159022, 2.550163241252819,
-        -0.5992513384249386, 0.08204651137981177, -0.007022210027350119};
     int xd = conv(t, D, x);
     int g = -1;
     for (int j = 0; j < 5; j++) {
-        int p = mul(t, D, xd, kf(t, D, inv2pi[j]));
+        int p = mul(t, D, xd, kf(t, D, tc_f32m_inv2pi[j]));
         int fr = sub(t, D, p, put(t, KOP_RINT, D, p, -1, -1));
         g = g < 0 ? fr : add(t, D, g, fr);
     }
@@ -247,7 +285,7 @@ emit_sincos(tbuf *t, int x, int is_cos)
     }
     int k = put(t, KOP_RINT, D, tt, -1, -1);
     int r = sub(t, D, tt, k);
-    int y = mul(t, D, r, horner(t, D, mul(t, D, r, r), sinpi, 6));
+    int y = mul(t, D, r, horner(t, D, mul(t, D, r, r), tc_f32m_sinpi, 6));
     int yf = conv(t, F, y);
     /* odd k flips the sign bit */
     int odd = put(t, KOP_AND, I, conv(t, I, k), ki(t, I, 1), -1);
@@ -263,18 +301,15 @@ emit_sincos(tbuf *t, int x, int is_cos)
  * r + r^3 Q(r^2) with a fitted float Q (relative error 9e-9).  Pure
  * float32, about a third of the float64 path's work.  Inputs it cannot
  * handle set *flag, and the backend reruns such blocks with the exact
- * path above (see tc_kernel_decompose_transcendentals_cpu).  NaN gives NaN
+ * path above (tc_kernel_decompose_math with a sincos_flag).  NaN gives NaN
  * here and is not flagged; inf is flagged. */
 static int
 emit_sincos_fast(tbuf *t, int x, int is_cos, int *flag)
 {
-    static const double pi_parts[4] = {0x1.92p+1, 0x1.fb4p-11, 0x1.444p-23,
-                                       0x1.68c234p-38};
-    static const double q4[4] = {-0x1.55554cp-3, 0x1.110ed4p-7,
-                                 -0x1.9f6feep-13, 0x1.5dbceep-19};
-    int big = cmp(t, KOP_LT, kf(t, F, 8192.0), put(t, KOP_ABS, F, x, -1, -1));
+    int big = cmp(t, KOP_LT, kf(t, F, TC_KF32_TRIG_MAX),
+                  put(t, KOP_ABS, F, x, -1, -1));
     *flag = *flag < 0 ? big : put(t, KOP_OR, B, *flag, big, -1);
-    int q = mul(t, F, x, kf(t, F, 0.318309886183790672));
+    int q = mul(t, F, x, kf(t, F, TC_KF32_1_PI));
     if (is_cos) {
         /* cos(x) = sin(x + pi/2): q odd multiples of 1/2 -> pi (k + 1/2) */
         q = put(t, KOP_RINT, F, sub(t, F, q, kf(t, F, 0.5)), -1, -1);
@@ -285,10 +320,11 @@ emit_sincos_fast(tbuf *t, int x, int is_cos, int *flag)
     }
     int r = x;
     for (int j = 0; j < 4; j++) {
-        r = sub(t, F, r, mul(t, F, q, kf(t, F, pi_parts[j])));
+        r = sub(t, F, r, mul(t, F, q, kf(t, F, tc_kf32_pi_parts[j])));
     }
     int z = mul(t, F, r, r);
-    int y = add(t, F, r, mul(t, F, mul(t, F, r, z), horner(t, F, z, q4, 4)));
+    int y = add(t, F, r,
+                mul(t, F, mul(t, F, r, z), horner(t, F, z, tc_kf32_sin, 4)));
     /* sin(x) = (-1)^k sin(r) with x = k pi + r; for cos x = (k+1/2) pi + r
      * gives cos(x) = (-1)^(k+1) sin(r) */
     int kk = conv(t, I, is_cos ? sub(t, F, q, kf(t, F, 0.5)) : q);
@@ -307,21 +343,19 @@ emit_sincos_fast(tbuf *t, int x, int is_cos, int *flag)
 static int
 emit_tanh(tbuf *t, int x)
 {
-    static const double q[5] = {-0.3333328194286445, 0.1333144221705863,
-                                -0.053739716428718144, 0.020639091087746,
-                                -0.005704990838361345};
     int ax = put(t, KOP_ABS, F, x, -1, -1);
     int z = mul(t, F, x, x);
     int x3 = mul(t, F, x, z);
-    int small = add(t, F, x, mul(t, F, x3, horner(t, F, z, q, 5)));
-    int ac = put(t, KOP_MIN, F, ax, kf(t, F, 9.5), -1);
+    int small = add(t, F, x, mul(t, F, x3, horner(t, F, z, tc_kf32_tanh, 5)));
+    int ac = put(t, KOP_MIN, F, ax, kf(t, F, TC_KF32_TANH_CLAMP), -1);
     int e = emit_exp(t, add(t, F, ac, ac));
     int big = sub(t, F, kf(t, F, 1.0),
                   put(t, KOP_DIV, F, kf(t, F, 2.0),
                       add(t, F, e, kf(t, F, 1.0)), -1));
     int sign = put(t, KOP_AND, I, bits(t, I, x), ki(t, I, INT32_MIN), -1);
     big = bits(t, F, put(t, KOP_OR, I, bits(t, I, big), sign, -1));
-    return where(t, F, cmp(t, KOP_LT, ax, kf(t, F, 0.625)), small, big);
+    return where(t, F, cmp(t, KOP_LT, ax, kf(t, F, TC_KF32_TANH_SMALL)),
+                 small, big);
 }
 
 /* ---- erf ------------------------------------------------------------------
@@ -340,41 +374,19 @@ emit_tanh(tbuf *t, int x)
  * (weighted least squares on Chebyshev nodes, mpmath at 50 digits); max
  * error measured against mpmath over [0, A + 0.5] with the arithmetic
  * rounded to the dtype: 2.3 ulp (float32), 1 ulp (float64). */
-static const double erf_p32[6] = {
-    0x1.20dd74ae4ca00p+0, -0x1.8126a01b1d0eap-2, 0x1.ce0d7158328b4p-4,
-    -0x1.b5cb8d07f7fa3p-6, 0x1.42ec631f523b3p-8, -0x1.292a8b2ae12eep-11};
-static const double erf_l32[11] = {
-    -0x1.8e8b7218feacep+0, -0x1.692523d789eaep-2, 0x1.cb9f595bf8ad4p-5,
-    -0x1.63cce4ec85843p-7, 0x1.1bd6fb3dbc7e0p-9, -0x1.b924a8b5c54dcp-12,
-    0x1.42b5878e41bdap-14, -0x1.b36822a9ee610p-17, 0x1.ef40a986442d3p-20,
-    -0x1.1abb4a636df8fp-24, -0x1.609ab29b33996p-25};
-static const double erf_p64[12] = {
-    0x1.20dd750429b6dp+0, -0x1.812746b0379cap-2, 0x1.ce2f21a0413a6p-4,
-    -0x1.b82ce31210955p-6, 0x1.565bccfba1ea3p-8, -0x1.c02db09245cd7p-11,
-    0x1.f9a2c1d28f564p-14, -0x1.f4cab27f76e7bp-17, 0x1.b9836ff4e71dfp-20,
-    -0x1.5c1bc9652eff7p-23, 0x1.d7a117251fe90p-27, -0x1.ad27df3ff0f7ep-31};
-static const double erf_l64[25] = {
-    -0x1.dcc8b29512d7ep+0, -0x1.107c691607bcdp-2, 0x1.105be5d25e6a2p-5,
-    -0x1.5677ff29cf105p-8, 0x1.ca1053db0bd0dp-11, -0x1.34e7e40796e56p-13,
-    0x1.9922ad45f6fcbp-16, -0x1.0506155acd9d2p-18, 0x1.3a66387ab1eb7p-21,
-    -0x1.5a92e8369439dp-24, 0x1.47817cf434afcp-27, -0x1.aa026d5d8e494p-31,
-    -0x1.b45df07c082c2p-36, 0x1.0da8be569c593p-35, -0x1.42f5d76e6ab1ap-37,
-    0x1.2116d90d7ca89p-39, -0x1.bbf39cccbb9eep-42, 0x1.2eebeb7b73057p-44,
-    -0x1.3de2063575f22p-47, 0x1.2edd5c1980c52p-51, -0x1.47bf5f537eeefp-55,
-    0x1.7590fcfd36825p-56, 0x1.4038d9ccb662ap-57, -0x1.77007991f4f53p-58,
-    0x1.69e38bb2edb1bp-61};
-
 static int
 emit_erf(tbuf *t, tc_dtype dt, int x)
 {
     int f64 = dt == D;
-    double lim = f64 ? 6.0 : 4.0, center = f64 ? 3.5 : 2.5;
+    double lim = f64 ? TC_KF64_ERF_LIMIT : TC_KF32_ERF_LIMIT;
+    double center = f64 ? TC_KF64_ERF_CENTER : TC_KF32_ERF_CENTER;
     int a = put(t, KOP_ABS, dt, x, -1, -1);
-    int small = mul(t, dt, x, horner(t, dt, mul(t, dt, x, x),
-                                     f64 ? erf_p64 : erf_p32, f64 ? 12 : 6));
+    int small = mul(t, dt, x,
+                    horner(t, dt, mul(t, dt, x, x),
+                           f64 ? tc_kf64_erf_p : tc_kf32_erf_p, f64 ? 12 : 6));
     int ac = put(t, KOP_MIN, dt, a, kf(t, dt, lim), -1);
     int l = horner(t, dt, sub(t, dt, ac, kf(t, dt, center)),
-                   f64 ? erf_l64 : erf_l32, f64 ? 25 : 11);
+                   f64 ? tc_kf64_erf_l : tc_kf32_erf_l, f64 ? 25 : 11);
     int arg = sub(t, dt, l, mul(t, dt, ac, ac));
     int big = sub(t, dt, kf(t, dt, 1.0), put(t, KOP_EXP, dt, arg, -1, -1));
     big = where(t, dt, cmp(t, KOP_LT, x, kf(t, dt, 0.0)),
@@ -382,42 +394,207 @@ emit_erf(tbuf *t, tc_dtype dt, int x)
     return where(t, dt, cmp(t, KOP_LT, a, kf(t, dt, 1.0)), small, big);
 }
 
+/* ---- float64 ------------------------------------------------------------ */
+
+/* 2^n as a double for an int64 n in [-1022, 1023] (bit pattern). */
 static int
-erf_wanted_f32(const tc_kinst *in)
+pow2_64(tbuf *t, int n)
 {
-    return in->op == KOP_ERF && in->dtype == F;
+    int e = put(t, KOP_SHL, L, put(t, KOP_ADD, L, n, ki(t, L, 1023), -1),
+                ki(t, L, 52), -1);
+    return put(t, KOP_BITCAST, D, e, -1, -1);
 }
 
+/* exp: x = n ln2 + r, |r| <= ln2/2 (fdlibm's two-part ln2: n * hi is
+ * exact), Taylor to r^13 (truncation < 1e-17), times 2^n in two factors so
+ * overflow gives inf and underflow rounds into the denormals.  The clamp
+ * keeps n in range; NaN passes through the NaN-propagating MAX/MIN. */
 static int
-erf_wanted_all(const tc_kinst *in)
+exp64(tbuf *t, int x)
 {
-    return in->op == KOP_ERF && (in->dtype == F || in->dtype == D);
+    double c[14];
+    c[0] = 1.0;
+    for (int i = 1; i < 14; i++) {
+        c[i] = c[i - 1] / i;
+    }
+    int xc = put(t, KOP_MAX, D, x, kf(t, D, TC_F64M_EXP_LO), -1);
+    xc = put(t, KOP_MIN, D, xc, kf(t, D, TC_F64M_EXP_HI), -1);
+    int n = rint_(t, D, mul(t, D, xc, kf(t, D, TC_F64M_LOG2E)));
+    int r = sub(t, D, xc, mul(t, D, n, kf(t, D, TC_F64M_LN2_HI)));
+    r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_LN2_LO)));
+    int p = horner(t, D, r, c, 14);
+    int ni = put(t, KOP_CAST, L, n, -1, -1);
+    int n1 = put(t, KOP_SHR, L, ni, ki(t, L, 1), -1);
+    int n2 = put(t, KOP_SUB, L, ni, n1, -1);
+    return mul(t, D, mul(t, D, p, pow2_64(t, n1)), pow2_64(t, n2));
 }
 
+/* log: x = 2^e m, m in [sqrt(2)/2, sqrt(2)); log m = 2 atanh(s) with
+ * s = (m - 1) / (m + 1), |s| <= 0.172, odd series to s^21.  Denormals are
+ * scaled by 2^52 first. */
 static int
-expand_erf(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
+log64(tbuf *t, int x)
 {
-    (void)ctx;
-    return emit_erf(t, in->dtype, map[in->a]);
+    double c[10];
+    for (int i = 0; i < 10; i++) {
+        c[i] = 1.0 / (2 * i + 3);
+    }
+    int tiny = cmp(t, KOP_LT, x, kf(t, D, 2.2250738585072014e-308));
+    int xs = where(t, D, tiny, mul(t, D, x, kf(t, D, 4503599627370496.0)), x);
+    int ib = put(t, KOP_BITCAST, L, xs, -1, -1);
+    int e = put(t, KOP_SUB, L, put(t, KOP_SHR, L, ib, ki(t, L, 52), -1),
+                where(t, L, tiny, ki(t, L, 1023 + 52), ki(t, L, 1023)), -1);
+    int mb = put(t, KOP_OR, L,
+                 put(t, KOP_AND, L, ib, ki(t, L, 0xfffffffffffffLL), -1),
+                 ki(t, L, 0x3ff0000000000000LL), -1);
+    int m = put(t, KOP_BITCAST, D, mb, -1, -1);
+    int big = cmp(t, KOP_LT, kf(t, D, 1.41421356237309505), m);
+    m = where(t, D, big, mul(t, D, m, kf(t, D, 0.5)), m);
+    e = put(t, KOP_ADD, L, e, put(t, KOP_CAST, L, big, -1, -1), -1);
+    int f = sub(t, D, m, kf(t, D, 1.0));
+    int s = dv(t, D, f, add(t, D, f, kf(t, D, 2.0)));
+    int z = mul(t, D, s, s);
+    int s2 = add(t, D, s, s);
+    int lm = add(t, D, s2,
+                 mul(t, D, mul(t, D, s2, z), horner(t, D, z, c, 10)));
+    int ef = put(t, KOP_CAST, D, e, -1, -1);
+    int r = add(t, D, mul(t, D, ef, kf(t, D, TC_F64M_LN2_LO)), lm);
+    r = add(t, D, mul(t, D, ef, kf(t, D, TC_F64M_LN2_HI)), r);
+    r = where(t, D, cmp(t, KOP_EQ, x, kf(t, D, INFINITY)), x, r);
+    r = where(t, D, cmp(t, KOP_EQ, x, kf(t, D, 0.0)), kf(t, D, -INFINITY), r);
+    r = where(t, D, cmp(t, KOP_LT, x, kf(t, D, 0.0)), kf(t, D, NAN), r);
+    return where(t, D, isnan_(t, x), x, r);
 }
 
-int
-tc_kernel_decompose_erf(tc_kernel *k, int with_f64)
+/* sin / cos: n = rint(x * 2/pi), r = x - n pi/2 with pi/2 in four parts
+ * (fdlibm's pio2_1, _2, _3 have 33 bits, so n * part is exact for
+ * |n| < 2^20), |r| <= pi/4; sin r and cos r by Taylor series to r^17 /
+ * r^18; the quadrant n mod 4 (plus one for cos) picks and negates.  inf
+ * and nan give nan through inf - inf. */
+static int
+sincos64(tbuf *t, int x, int is_cos)
 {
-    return tc_kernel_rewrite(k, with_f64 ? erf_wanted_all : erf_wanted_f32,
-                             expand_erf, NULL);
+    double sc[9], cc[9];
+    double f = 1.0;
+    for (int i = 0; i < 9; i++) {
+        /* sc[i] = (-1)^i / (2i+1)!, cc[i] = (-1)^i / (2i)! */
+        cc[i] = (i % 2 ? -1.0 : 1.0) / f;
+        f *= (2 * i + 1);
+        sc[i] = (i % 2 ? -1.0 : 1.0) / f;
+        f *= (2 * i + 2);
+    }
+    int n = rint_(t, D, mul(t, D, x, kf(t, D, TC_F64M_2_PI)));
+    int r = sub(t, D, x, mul(t, D, n, kf(t, D, TC_F64M_PIO2_1)));
+    r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_2)));
+    r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_3)));
+    r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_4)));
+    int z = mul(t, D, r, r);
+    int s = mul(t, D, r, horner(t, D, z, sc, 9));
+    int c = horner(t, D, z, cc, 9);
+    int q = put(t, KOP_CAST, L, n, -1, -1);
+    if (is_cos) {
+        q = put(t, KOP_ADD, L, q, ki(t, L, 1), -1);
+    }
+    int q1 = cmp(t, KOP_NE, put(t, KOP_AND, L, q, ki(t, L, 1), -1),
+                 ki(t, L, 0));
+    int q2 = cmp(t, KOP_NE, put(t, KOP_AND, L, q, ki(t, L, 2), -1),
+                 ki(t, L, 0));
+    int v = where(t, D, q1, c, s);
+    v = where(t, D, q2, neg(t, D, v), v);
+    /* n is nan for inf / nan inputs; the cast of nan is 0 in PTX, so make
+     * the nan explicit rather than trusting r */
+    return where(t, D, isnan_(t, n), kf(t, D, NAN), v);
 }
 
-/* What the rewrite of one kernel knows: the sin/cos flag (NULL: exact
- * sin/cos), and which of k's instructions are <= 0 or NaN (NULL: none
- * known). */
+/* tanh: |x| < 0.1: Taylor to x^13 (truncation < 2e-17 relative);
+ * otherwise 1 - 2 / (e^{2|x|} + 1) with |x| clamped at 19.1 (tanh rounds
+ * to 1 there), sign copied from x. */
+static int
+tanh64(tbuf *t, int x)
+{
+    static const double c[7] = {
+        1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835,
+        -1382.0 / 155925, 21844.0 / 6081075};
+    int ax = put(t, KOP_ABS, D, x, -1, -1);
+    int small = mul(t, D, x, horner(t, D, mul(t, D, x, x), c, 7));
+    int ac = put(t, KOP_MIN, D, ax, kf(t, D, TC_F64M_TANH_CLAMP), -1);
+    int e = exp64(t, add(t, D, ac, ac));
+    int big = sub(t, D, kf(t, D, 1.0),
+                  dv(t, D, kf(t, D, 2.0), add(t, D, e, kf(t, D, 1.0))));
+    big = where(t, D, cmp(t, KOP_LT, x, kf(t, D, 0.0)), neg(t, D, big), big);
+    return where(t, D, cmp(t, KOP_LT, ax, kf(t, D, TC_F64M_TANH_SMALL)),
+                 small, big);
+}
+
+/* pow(x, y) in float64 (C99 / torch special cases). */
+static int
+emit_pow(tbuf *t, int x, int y)
+{
+    int ax = put(t, KOP_ABS, D, x, -1, -1);
+    int e = exp64(t, mul(t, D, y, log64(t, ax)));
+    int fy = put(t, KOP_FLOOR, D, y, -1, -1);
+    int isint = cmp(t, KOP_EQ, fy, y);
+    int hy = mul(t, D, y, kf(t, D, 0.5));
+    int odd = band(t, isint, cmp(t, KOP_NE, put(t, KOP_FLOOR, D, hy, -1, -1),
+                                 hy));
+    int negx = cmp(t, KOP_LT, x, kf(t, D, 0.0));
+    int xinf = cmp(t, KOP_EQ, ax, kf(t, D, INFINITY));
+    int yinf = cmp(t, KOP_EQ, put(t, KOP_ABS, D, y, -1, -1),
+                   kf(t, D, INFINITY));
+    int r = where(t, D, band(t, negx, odd), neg(t, D, e), e);
+    /* negative finite base, finite non-integer exponent: nan */
+    r = where(t, D, band(t, band(t, negx, bnot(t, isint)), bnot(t, xinf)),
+            kf(t, D, NAN), r);
+    /* (-1) ** +-inf = 1, x ** 0 = 1 (even nan), 1 ** y = 1 (even nan) */
+    int one = bor(t, band(t, cmp(t, KOP_EQ, ax, kf(t, D, 1.0)), yinf),
+                  bor(t, cmp(t, KOP_EQ, y, kf(t, D, 0.0)),
+                      cmp(t, KOP_EQ, x, kf(t, D, 1.0))));
+    return where(t, D, one, kf(t, D, 1.0), r);
+}
+
+/* ---- the driver -------------------------------------------------------- */
+
+const tc_math_target tc_math_target_none = {"none", {0}};
+
+/* What the rewrite of one kernel knows: the target, which ops this pass
+ * rewrites (ERF alone first, its EXP then with the others), the sin/cos
+ * flag (NULL: exact sin/cos), and which of k's instructions are <= 0 or
+ * NaN (NULL: none known). */
 typedef struct {
+    const tc_math_target *target;
+    int erf_pass;
     int *flag;
     const unsigned char *nonpos;
 } expand_ctx;
 
 static int
-expand(tbuf *t, tc_kop op, int x, int *flag, int nonpos)
+is_math_op(tc_kop op)
+{
+    return op == KOP_EXP || op == KOP_LOG || op == KOP_SIN || op == KOP_COS
+           || op == KOP_TANH || op == KOP_ERF || op == KOP_POW;
+}
+
+/* Does target t lack op in dtype dt?  Only float32 / float64 math is
+ * ever decomposed. */
+static int
+lacks(const tc_math_target *t, tc_kop op, tc_dtype dt)
+{
+    int bit = dt == F ? TC_MATH_F32 : dt == D ? TC_MATH_F64 : 0;
+    return bit != 0 && is_math_op(op) && !(t->native[op] & bit);
+}
+
+static int
+wanted(const tc_kinst *in, void *ctx)
+{
+    const expand_ctx *c = ctx;
+    if ((in->op == KOP_ERF) != c->erf_pass) {
+        return 0;
+    }
+    return lacks(c->target, in->op, in->dtype);
+}
+
+static int
+expand32(tbuf *t, tc_kop op, int x, int *flag, int nonpos)
 {
     if (flag != NULL && (op == KOP_SIN || op == KOP_COS)) {
         return emit_sincos_fast(t, x, op == KOP_COS, flag);
@@ -437,24 +614,43 @@ expand(tbuf *t, tc_kop op, int x, int *flag, int nonpos)
 }
 
 static int
-is_decomposed(const tc_kinst *in)
+expand64(tbuf *t, tc_kop op, int x)
 {
-    if (in->dtype != TC_F32) {
-        return 0;
+    switch (op) {
+    case KOP_EXP:
+        return exp64(t, x);
+    case KOP_LOG:
+        return log64(t, x);
+    case KOP_SIN:
+        return sincos64(t, x, 0);
+    case KOP_COS:
+        return sincos64(t, x, 1);
+    default:
+        return tanh64(t, x);
     }
-    return in->op == KOP_EXP || in->op == KOP_LOG || in->op == KOP_SIN
-           || in->op == KOP_COS || in->op == KOP_TANH;
 }
 
-/* Rewrites k; with flag != NULL sin/cos take the fast path and *flag
- * gets the id of a TC_BOOL value, true where the fast result is invalid
- * (-1 when the kernel has no sin/cos). */
 static int
-expand_in_kir(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
+expand(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
 {
     const expand_ctx *c = ctx;
+    int x = map[in->a];
+    if (in->op == KOP_ERF) {
+        return emit_erf(t, in->dtype, x);
+    }
+    if (in->op == KOP_POW) {
+        int y = map[in->b];
+        if (in->dtype == D) {
+            return emit_pow(t, x, y);
+        }
+        int r = emit_pow(t, conv(t, D, x), conv(t, D, y));
+        return conv(t, F, r);
+    }
+    if (in->dtype == D) {
+        return expand64(t, in->op, x);
+    }
     int nonpos = c->nonpos != NULL && c->nonpos[in->a];
-    return expand(t, in->op, map[in->a], c->flag, nonpos);
+    return expand32(t, in->op, x, c->flag, nonpos);
 }
 
 /* Is the float32 value i "v - max(v)" with the max an accumulator of
@@ -517,39 +713,27 @@ nonpositive_values(const tc_kernel *k)
     return nonpos;
 }
 
-static int
-decompose(tc_kernel *k, int *flag)
+int
+tc_kernel_decompose_math(tc_kernel *k, const tc_math_target *t,
+                         int *sincos_flag)
 {
-    if (flag != NULL) {
-        *flag = -1;
+    if (sincos_flag != NULL) {
+        *sincos_flag = -1;
     }
-    /* erf first: its EXP is then decomposed with the others */
-    if (tc_kernel_decompose_erf(k, 0) < 0) {
+    /* the fast sin/cos flag is one value OR-ed over the whole kernel,
+     * which would cross region boundaries in a reduction kernel (kir.h
+     * visibility), and a reduction block cannot be redone */
+    expand_ctx c = {t, 1, k->nphases > 0 ? NULL : sincos_flag, NULL};
+    if (tc_kernel_rewrite(k, wanted, expand, &c) < 0) {
         return -1;
     }
-    unsigned char *nonpos = nonpositive_values(k);
-    expand_ctx c = {flag, nonpos};
-    int rc = tc_kernel_rewrite(k, is_decomposed, expand_in_kir, &c);
+    c.erf_pass = 0;
+    unsigned char *nonpos = NULL;
+    if (lacks(t, KOP_EXP, F)) {
+        nonpos = nonpositive_values(k);
+    }
+    c.nonpos = nonpos;
+    int rc = tc_kernel_rewrite(k, wanted, expand, &c);
     free(nonpos);
     return rc;
-}
-
-int
-tc_kernel_decompose_transcendentals(tc_kernel *k)
-{
-    return decompose(k, NULL);
-}
-
-/* Reduction kernels (nphases > 0) get the exact sin/cos: the fast path's
- * flag is one value OR-ed over the whole kernel, which would cross region
- * boundaries (kir.h visibility), and a reduction block cannot be redone
- * after its accumulators saw it.  *flag is -1 then. */
-int
-tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag)
-{
-    if (k->nphases > 0) {
-        *flag = -1;
-        return decompose(k, NULL);
-    }
-    return decompose(k, flag);
 }

@@ -2608,6 +2608,16 @@ plan_reuse(const tc_kernel *k, const int *region, int *sstore, int *reload)
     return 0;
 }
 
+/* libm has them all, but a call per element stops the vectorizer: float32
+ * math (except POW) is decomposed into vectorizable KIR; float64 math and
+ * POW stay libm calls (accuracy first). */
+const tc_math_target tc_jit_math_target = {
+    "cpu",
+    {[KOP_EXP] = TC_MATH_F64, [KOP_LOG] = TC_MATH_F64,
+     [KOP_SIN] = TC_MATH_F64, [KOP_COS] = TC_MATH_F64,
+     [KOP_TANH] = TC_MATH_F64, [KOP_ERF] = TC_MATH_F64,
+     [KOP_POW] = TC_MATH_F32 | TC_MATH_F64}};
+
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
 static int
@@ -2622,8 +2632,9 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
     if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0
         || tc_kernel_lower_half_casts(exact) < 0
         || tc_kernel_lower_half_casts(fast) < 0
-        || tc_kernel_decompose_transcendentals(exact) < 0
-        || tc_kernel_decompose_transcendentals_cpu(fast, &kv->flag) < 0) {
+        || tc_kernel_decompose_math(exact, &tc_jit_math_target, NULL) < 0
+        || tc_kernel_decompose_math(fast, &tc_jit_math_target, &kv->flag)
+               < 0) {
         return -1;
     }
     /* Reduction kernels: no versioned blocks (a block cannot be redone

@@ -95,11 +95,11 @@ int64_t tc_jit_code_work(const tc_jit_code *code, int i);
 int tc_jit_code_run(const tc_jit_code *code, int i, void **args,
                     int64_t threshold);
 
-/* transcendental.c, CPU only: like tc_kernel_decompose_transcendentals but
- * float32 sin/cos take a fast float path valid for |x| <= 8192; *flag is
- * the id of a TC_BOOL value true where that result is invalid, or -1.  The
- * code generator reruns flagged blocks with the exact decomposition. */
-int tc_kernel_decompose_transcendentals_cpu(tc_kernel *k, int *flag);
+/* gccjit_emit.c: the transcendentals the CPU target computes itself (libm
+ * calls); tc_kernel_decompose_math rewrites the others.  With a sin/cos
+ * flag (tc_kernel_decompose_math), the code generator reruns flagged
+ * blocks with the exact decomposition. */
+extern const tc_math_target tc_jit_math_target;
 
 /* Debug switch for tests/benchmarks: 1 = vectorizer remarks, 2 = the
  * generated assembly, both to stderr; 3 = vectorizer details dumped into

@@ -14,6 +14,7 @@
 #include "../runtime/threadpool.h"
 #include "../runtime/tensor_alloc.h"
 #include "../runtime/extern_call.h"
+#include "../graph/textbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,37 +80,20 @@ tc_jit_init(void)
 static char *
 format_code(const tc_plan *p)
 {
-    size_t len = 0, cap = 256;
-    char *out = malloc(cap);
-    if (out == NULL) {
-        return NULL;
-    }
-    out[0] = '\0';
+    tc_textbuf out = {0};
     for (int i = 0; i < p->nsteps; i++) {
         int k = p->steps[i];
         char *s = k < 0 ? tc_extern_format(p, -1 - k)
                         : tc_kernel_format(&p->kernels[k]);
-        char fallback[96];
-        if (s == NULL) {
-            snprintf(fallback, sizeof(fallback), "// step %d\n", i);
+        if (s != NULL) {
+            tc_textbuf_printf(&out, "%s", s);
         }
-        const char *t = s != NULL ? s : fallback;
-        size_t n = strlen(t);
-        if (len + n + 2 > cap) {
-            cap = (len + n + 2) * 2;
-            char *o = realloc(out, cap);
-            if (o == NULL) {
-                free(s);
-                free(out);
-                return NULL;
-            }
-            out = o;
+        else {
+            tc_textbuf_printf(&out, "// step %d\n", i);
         }
-        memcpy(out + len, t, n + 1);
-        len += n;
         free(s);
     }
-    return out;
+    return tc_textbuf_finish(&out);
 }
 
 tc_compiled *

@@ -9,14 +9,13 @@
  * offsets, dtypes, torch's error messages and values).  Build and run:
  *
  *   gcc -std=gnu11 -Wall -Wextra -g -Isrc/graph tests/c/test_graph.c \
- *       src/graph/graph.c src/graph/ops.c src/graph/kir.c \
- *       src/graph/schedule.c src/graph/transcendental.c -lm \
- *       -o /tmp/test_graph && /tmp/test_graph
+ *       src/graph/[a-z]*.c -lm -o /tmp/test_graph && /tmp/test_graph
  */
 #include "graph.h"
 #include "kir.h"
 #include "ops.h"
 #include "schedule.h"
+#include "textbuf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1566,7 +1565,8 @@ test_schedule_rowwise(void)
         tc_kernel dk = *k;
         dk.insts = malloc(sizeof(tc_kinst) * k->ninsts);
         memcpy(dk.insts, k->insts, sizeof(tc_kinst) * k->ninsts);
-        CHECK(tc_kernel_decompose_transcendentals(&dk) == 0 &&
+        CHECK(tc_kernel_decompose_math(&dk, &tc_math_target_none, NULL)
+                      == 0 &&
                   count_insts(&dk, KOP_EXP) == 0 && dk.ninsts > k->ninsts,
               "decompose softmax");
         for (int i = 0; i < dk.ninsts; i++) {
@@ -1839,6 +1839,113 @@ test_schedule_views(void)
     tc_graph_free(g);
 }
 
+/* ---- transcendentals: one decomposition, per-target native ops ------- */
+
+static int
+count_math(const tc_kernel *k)
+{
+    static const tc_kop ops[] = {KOP_EXP, KOP_LOG, KOP_SIN, KOP_COS,
+                                 KOP_TANH, KOP_ERF, KOP_POW};
+    int n = 0;
+    for (size_t j = 0; j < sizeof(ops) / sizeof(ops[0]); j++) {
+        n += count_insts(k, ops[j]);
+    }
+    return n;
+}
+
+/* The kernel of opname(x) (pow(x, x)) for x of dtype dt, copied. */
+static int
+math_kernel(const char *opname, tc_dtype dt, tc_kernel *out)
+{
+    char err[256] = "";
+    int64_t s1[1] = {33};
+    tc_graph *g = tc_graph_new();
+    int x = input(g, dt, 1, s1, NULL);
+    int in[2] = {x, x};
+    int y = tc_graph_op(g, opname, strcmp(opname, "pow") ? 1 : 2, in, dt, err,
+                        sizeof(err));
+    CHECK(y >= 0, "%s: %s", opname, err);
+    tc_plan *p = y >= 0 ? plan_of(g, 1, &y) : NULL;
+    int ok = p != NULL && p->nkernels == 1;
+    if (ok) {
+        *out = p->kernels[0];
+        out->insts = malloc(sizeof(tc_kinst) * (size_t)out->ninsts);
+        memcpy(out->insts, p->kernels[0].insts,
+               sizeof(tc_kinst) * (size_t)out->ninsts);
+    }
+    tc_plan_free(p);
+    tc_graph_free(g);
+    return ok ? 0 : -1;
+}
+
+/* tc_kernel_decompose_math rewrites exactly the (op, dtype) pairs the
+ * target lacks, and ERF's EXP only when the target lacks EXP too. */
+static void
+test_math_targets(void)
+{
+    static const char *const names[] = {"exp", "log", "sin", "cos",
+                                        "tanh", "erf", "pow"};
+    static const tc_kop kops[] = {KOP_EXP, KOP_LOG, KOP_SIN, KOP_COS,
+                                  KOP_TANH, KOP_ERF, KOP_POW};
+    tc_math_target all = {"all", {0}};
+    for (int j = 0; j < 7; j++) {
+        all.native[kops[j]] = TC_MATH_F32 | TC_MATH_F64;
+    }
+    for (int j = 0; j < 7; j++) {
+        for (int f64 = 0; f64 < 2; f64++) {
+            tc_dtype dt = f64 ? TC_F64 : TC_F32;
+            int bit = f64 ? TC_MATH_F64 : TC_MATH_F32;
+            tc_kernel k;
+            if (math_kernel(names[j], dt, &k) < 0) {
+                continue;
+            }
+            int n0 = k.ninsts;
+            CHECK(count_insts(&k, kops[j]) == 1, "%s: one op", names[j]);
+            /* native: untouched */
+            CHECK(tc_kernel_decompose_math(&k, &all, NULL) == 0
+                      && k.ninsts == n0 && count_insts(&k, kops[j]) == 1,
+                  "%s %s native kept", names[j], tc_dtype_name(dt));
+            /* native in the other dtype only: decomposed; ERF keeps the
+             * EXP the target has */
+            tc_math_target other = all;
+            other.native[kops[j]] = (unsigned char)(bit ^ 3);
+            CHECK(tc_kernel_decompose_math(&k, &other, NULL) == 0
+                      && k.ninsts > n0 && count_insts(&k, kops[j]) == 0
+                      && count_math(&k) == (kops[j] == KOP_ERF),
+                  "%s %s decomposed for a target lacking it", names[j],
+                  tc_dtype_name(dt));
+            /* nothing native: no transcendental left at all */
+            CHECK(tc_kernel_decompose_math(&k, &tc_math_target_none, NULL)
+                          == 0
+                      && count_math(&k) == 0,
+                  "%s %s fully decomposed", names[j], tc_dtype_name(dt));
+            free(k.insts);
+        }
+    }
+}
+
+/* The shared text buffer grows across its first capacity, and an empty
+ * one finishes as "". */
+static void
+test_textbuf(void)
+{
+    tc_textbuf b = {0};
+    char *e = tc_textbuf_finish(&b);
+    CHECK(e != NULL && e[0] == '\0', "empty textbuf");
+    free(e);
+    for (int i = 0; i < 1000; i++) {
+        tc_textbuf_printf(&b, "%03d,", i);
+    }
+    CHECK(!b.failed && b.len == 4000 && strlen(b.s) == 4000
+              && strncmp(b.s + 3996, "999,", 4) == 0,
+          "textbuf growth (len %zu)", b.len);
+    char *t = tc_textbuf_finish(&b);
+    CHECK(t != NULL && b.s == NULL && b.len == 0
+              && strncmp(t, "000,001,", 8) == 0,
+          "textbuf finish");
+    free(t);
+}
+
 int
 main(void)
 {
@@ -1858,6 +1965,8 @@ main(void)
     test_rv_cases();
     test_schedule_rowwise();
     test_schedule_views();
+    test_math_targets();
+    test_textbuf();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

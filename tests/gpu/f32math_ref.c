@@ -11,7 +11,7 @@
  *   tc_f32m_check(0)   ~2M inputs per function (test_ptx.c runs this)
  *   tc_f32m_check(1)   every float32 input (minutes; see f32math_main)
  */
-#include "ptx_f32math.h"
+#include "mathconst.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
 #include "cases.h"
 #include "driver.h"
 #include "ptx.h"
-#include "ptx_f32math.h"
+#include "mathconst.h"
 
 #include <math.h>
 #include <stdarg.h>
