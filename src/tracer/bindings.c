@@ -14,7 +14,7 @@ static int nbindings;
 static tc_nn_binding *nn_bindings;
 static int n_nn_bindings;
 static PyObject *binding_index;   /* {id(callable): index} */
-static PyObject *trusted_modules; /* tuple of modules */
+static PyObject *trusted_modules; /* list of modules */
 
 /* ---- deriving the table from the registry ------------------------------ */
 
@@ -250,7 +250,39 @@ parse_signature(tc_binding *b)
     return 0;
 }
 
-/* Resolve "torch.sin" / "Tensor.sin" / "F.relu" / "builtins.abs". */
+/* Attributes of a trusted module are read at trace time without a guard
+ * (valueops.c module_attr). */
+static int
+trust_module(PyObject *mod)
+{
+    int known = PySequence_Contains(trusted_modules, mod);
+    return known != 0 ? known : PyList_Append(trusted_modules, mod);
+}
+
+static int
+init_trusted_modules(void)
+{
+    /* torch.nn too: torch.nn.functional.gelu(x) spelled out in full
+     * reaches F through it; the modules a spelling goes through
+     * (torch.special) are added by resolve_path */
+    static const char *const names[] = {"torch", "torch.nn",
+                                        "torch.nn.functional", "math"};
+    trusted_modules = PyList_New(0);
+    for (size_t i = 0; trusted_modules && i < 4; i++) {
+        PyObject *mod = PyImport_ImportModule(names[i]);
+        if (mod == NULL || trust_module(mod) < 0) {
+            Py_XDECREF(mod);
+            Py_CLEAR(trusted_modules);
+            break;
+        }
+        Py_DECREF(mod);
+    }
+    return trusted_modules ? 0 : -1;
+}
+
+/* Resolve "torch.sin" / "Tensor.sin" / "F.relu" / "builtins.abs"; the
+ * modules on the way ("torch.special.erf": torch.special) become
+ * trusted, so that the spelling traces as written. */
 static PyObject *
 resolve_path(const char *path)
 {
@@ -287,6 +319,10 @@ resolve_path(const char *path)
         memcpy(part, name, k);
         part[k] = 0;
         Py_SETREF(owner, PyObject_GetAttrString(owner, part));
+        if (owner != NULL && PyModule_Check(owner)
+            && trust_module(owner) < 0) {
+            Py_CLEAR(owner);
+        }
         name += k + 1;
     }
     if (owner == NULL) {
@@ -295,25 +331,6 @@ resolve_path(const char *path)
     PyObject *r = PyObject_GetAttrString(owner, name);
     Py_DECREF(owner);
     return r;
-}
-
-static int
-init_trusted_modules(void)
-{
-    /* torch.nn too: torch.nn.functional.gelu(x) spelled out in full
-     * reaches F through it */
-    PyObject *torch = PyImport_ImportModule("torch");
-    PyObject *nn = PyImport_ImportModule("torch.nn");
-    PyObject *F = PyImport_ImportModule("torch.nn.functional");
-    PyObject *math = PyImport_ImportModule("math");
-    if (torch && nn && F && math) {
-        trusted_modules = PyTuple_Pack(4, torch, nn, F, math);
-    }
-    Py_XDECREF(torch);
-    Py_XDECREF(nn);
-    Py_XDECREF(F);
-    Py_XDECREF(math);
-    return trusted_modules ? 0 : -1;
 }
 
 int
@@ -391,8 +408,8 @@ tc_binding_nn(const char *cls)
 int
 tc_is_trusted_module(PyObject *obj)
 {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted_modules); i++) {
-        if (PyTuple_GET_ITEM(trusted_modules, i) == obj) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(trusted_modules); i++) {
+        if (PyList_GET_ITEM(trusted_modules, i) == obj) {
             return 1;
         }
     }
