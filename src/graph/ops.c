@@ -366,6 +366,17 @@ LOWER(lower_gelu)
                bin(kb, KOP_ADD, c, kb_const_i(kb, c, 1), e));
 }
 
+/* sin(pi x) / (pi x), 1 at 0: ATen's sinc kernel, pi x rounded in the
+ * compute dtype first */
+LOWER(lower_sinc)
+{
+    (void)out;
+    int px = bin(kb, KOP_MUL, c, kb_const_f(kb, c, M_PI), a[0]);
+    int zero = bin(kb, KOP_EQ, TC_BOOL, a[0], kb_const_i(kb, c, 0));
+    return kb_emit(kb, KOP_WHERE, c, zero, kb_const_i(kb, c, 1),
+                   bin(kb, KOP_DIV, c, un(kb, KOP_SIN, c, px), px));
+}
+
 /* log1p(u) for u >= 0 without libm's log1p: log(w) * u / (w - 1) with
  * w = 1 + u corrects the rounding of w (Goldberg); u itself where w
  * rounds to 1, inf for inf. */
@@ -533,6 +544,9 @@ const tc_op_def tc_ops[] = {
     {"erf", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_erf,
      "error function (polynomial + exp, tcjit's own fit)",
      .py = {CALL(OP, "torch.erf torch.special.erf Tensor.erf", "input")}},
+    {"sinc", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sinc,
+     "sin(pi x) / (pi x), 1 at x = 0",
+     .py = {CALL(OP, "torch.sinc torch.special.sinc Tensor.sinc", "input")}},
     {"softplus", 3, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_softplus,
      "softplus(x, beta, threshold): x where x*beta > threshold, else "
      "log1p(exp(x*beta)) / beta", .eager = "F.softplus(x0, x1, x2)",
