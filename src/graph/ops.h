@@ -2,12 +2,14 @@
  *
  * An entry is the one definition of an op: arity, kind, how torch promotes
  * its dtypes, how to lower one element of it to kernel IR (kir.h), how eager
- * PyTorch computes it (tcjit.Graph's replay), its docs line, and its Python
- * spellings with their signatures and call kinds.  Everything else is
+ * PyTorch computes it (tcjit.Graph's replay), its docs line, its Python
+ * spellings with their signatures and call kinds, and for extern ops the
+ * shape rule and the torch function the runtime calls.  Everything else is
  * derived from it: the tracer's binding table (src/tracer/bindings.c binds
- * the spellings at init), its nn.Module table (src/tracer/inline.c) and
- * docs/ops.md (python/tcjit/tools/gen_ops_doc.py, `make docs-ops`).
- * Adding a pointwise op is one entry in ops.c plus its test.
+ * the spellings at init), its nn.Module table (src/tracer/inline.c), the
+ * extern dispatch (extern.c, src/jit/extern_call.c) and docs/ops.md
+ * (python/tcjit/tools/gen_ops_doc.py, `make docs-ops`).  Adding a pointwise
+ * op is one entry in ops.c plus its test.
  *
  * Names the tracer understands that build no op of their own (mean, softmax,
  * transpose, zeros, size, ...) are rows of the registry's second table,
