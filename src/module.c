@@ -321,6 +321,12 @@ mod_bindings(PyObject *m, PyObject *unused)
 }
 
 static PyObject *
+mod_decomposed(PyObject *m, PyObject *unused)
+{
+    return tc_decomposed_table();
+}
+
+static PyObject *
 mod_cflags(PyObject *m, PyObject *unused)
 {
     return PyUnicode_FromString(tc_jit_cflags());
@@ -338,6 +344,7 @@ static PyMethodDef module_methods[] = {
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
+    {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},
     {"_guard_time", mod_guard_time, METH_VARARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},

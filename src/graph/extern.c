@@ -1,5 +1,6 @@
 /* extern.c - shape and dtype rules of the ops torch computes for us (see
- * extern.h).  One small function per op family; each checks what eager
+ * extern.h).  One small function per op family, named by the op's registry
+ * entry (ops.h tc_extern_spec); each checks what eager
  * checks that matters for memory safety (ranks, inner sizes, dtypes) and
  * computes the output sizes.  Anything unusual is refused with a reason:
  * the call then runs eagerly and raises torch's own error if it is one.
@@ -11,7 +12,7 @@
 
 #include <string.h>
 
-typedef struct {
+struct tc_extern_ctx {
     const tc_graph *g;
     const int *in;
     int nin;
@@ -21,7 +22,8 @@ typedef struct {
     char *err;
     size_t errlen;
     const char *op;
-} xctx;
+};
+typedef tc_extern_ctx xctx;
 
 static const tc_layout *
 L(const xctx *x, int k)
@@ -85,9 +87,10 @@ broadcast(const xctx *x, const int64_t *a, int na, const int64_t *b, int nb,
 
 /* ---- matrix products ------------------------------------------------- */
 
-static int
-shape_mm(xctx *x)
+int
+tc_xshape_mm(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *a = L(x, 0), *b = L(x, 1);
     if (a->ndim != 2 || b->ndim != 2 || a->sizes[1] != b->sizes[0]) {
         return fail(x, "expects [n, k] @ [k, m]");
@@ -97,9 +100,10 @@ shape_mm(xctx *x)
     return same_dtypes(x, 0);
 }
 
-static int
-shape_bmm(xctx *x)
+int
+tc_xshape_bmm(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *a = L(x, 0), *b = L(x, 1);
     if (a->ndim != 3 || b->ndim != 3 || a->sizes[0] != b->sizes[0] ||
         a->sizes[2] != b->sizes[1]) {
@@ -112,9 +116,10 @@ shape_bmm(xctx *x)
 
 /* torch.matmul: 1-d operands gain a dim that the result drops again, the
  * other leading dims broadcast. */
-static int
-shape_matmul(xctx *x)
+int
+tc_xshape_matmul(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *a = L(x, 0), *b = L(x, 1);
     if (a->ndim < 1 || b->ndim < 1) {
         return fail(x, "both arguments need at least 1 dim");
@@ -144,13 +149,13 @@ shape_matmul(xctx *x)
 }
 
 /* addmm(bias, a, b) / baddbmm(bias, a, b): bias broadcasts to a @ b. */
-static int
-shape_add_product(xctx *x, int batched)
+int
+tc_xshape_add_product(xctx *x, int batched)
 {
     xctx p = *x;
     p.in = x->in + 1;
     p.nin = 2;
-    if ((batched ? shape_bmm(&p) : shape_mm(&p)) < 0) {
+    if ((batched ? tc_xshape_bmm(&p, 0) : tc_xshape_mm(&p, 0)) < 0) {
         return -1;
     }
     int64_t s[TC_MAX_DIMS];
@@ -164,9 +169,10 @@ shape_add_product(xctx *x, int batched)
     return same_dtypes(x, 0);
 }
 
-static int
-shape_linear(xctx *x)
+int
+tc_xshape_linear(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *a = L(x, 0), *w = L(x, 1);
     if (a->ndim < 1 || w->ndim != 2 || a->sizes[a->ndim - 1] != w->sizes[1]) {
         return fail(x, "expects input [..., k] and weight [n, k]");
@@ -184,9 +190,10 @@ shape_linear(xctx *x)
 
 /* ---- attention, embedding, convolution, cat ---------------------------- */
 
-static int
-shape_sdpa(xctx *x)
+int
+tc_xshape_sdpa(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *q = L(x, 0), *k = L(x, 1), *v = L(x, 2);
     int n = q->ndim;
     if (n < 2 || k->ndim != n || v->ndim != n) {
@@ -227,9 +234,10 @@ shape_sdpa(xctx *x)
     return 0;
 }
 
-static int
-shape_embedding(xctx *x)
+int
+tc_xshape_embedding(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *idx = L(x, 0), *w = L(x, 1);
     if ((D(x, 0) != TC_I64 && D(x, 0) != TC_I32) || w->ndim != 2 ||
         idx->ndim + 1 > TC_MAX_DIMS) {
@@ -244,8 +252,8 @@ shape_embedding(xctx *x)
 }
 
 /* conv1d / conv2d over batched [N, C, *spatial] input (or unbatched). */
-static int
-shape_conv(xctx *x, int nsp)
+int
+tc_xshape_conv(xctx *x, int nsp)
 {
     const tc_layout *in = L(x, 0), *w = L(x, 1);
     int batched = in->ndim == nsp + 2;
@@ -282,8 +290,8 @@ shape_conv(xctx *x, int nsp)
     return same_dtypes(x, 0);
 }
 
-static int
-shape_cat(xctx *x, int stack)
+int
+tc_xshape_cat(xctx *x, int stack)
 {
     const tc_layout *a = L(x, 0);
     int nd = a->ndim + stack;
@@ -321,9 +329,10 @@ shape_cat(xctx *x, int stack)
 
 /* cross_entropy / nll_loss with class-index targets: input [N, C, d...] or
  * [C], target [N, d...] or [] of int64. */
-static int
-shape_loss(xctx *x)
+int
+tc_xshape_loss(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *in = L(x, 0), *t = L(x, 1);
     int batched = in->ndim >= 2;
     if (!tc_dtype_is_float(D(x, 0)) || D(x, 1) != TC_I64 ||
@@ -352,9 +361,10 @@ shape_loss(xctx *x)
     return 0;
 }
 
-static int
-shape_group_norm(xctx *x)
+int
+tc_xshape_group_norm(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *in = L(x, 0);
     int64_t groups = x->xa[TC_XA_GN_GROUPS];
     int nparams = (int)(x->xa[TC_XA_GN_HAS_WEIGHT] + x->xa[TC_XA_GN_HAS_BIAS]);
@@ -380,9 +390,10 @@ shape_group_norm(xctx *x)
  * (of dims that are stepped: size > 1, stride > 0) do not increase from
  * outer to inner dims, and follows x's stride order otherwise; only the
  * first case is compiled, so the result has the layout eager gives. */
-static int
-shape_index(xctx *x)
+int
+tc_xshape_index(xctx *x, int variant)
 {
+    (void)variant;
     const tc_layout *src = L(x, 0);
     int64_t mask = x->xa[TC_XA_INDEX_DIMS], b[TC_MAX_DIMS], t[TC_MAX_DIMS];
     int nb = 0, nidx = 0, first = -1, last = -1, n = 0;
@@ -437,43 +448,6 @@ shape_index(xctx *x)
 
 /* ---- entry point ----------------------------------------------------- */
 
-static int
-infer(xctx *x)
-{
-    const char *op = x->op;
-    if (!strcmp(op, "mm")) return shape_mm(x);
-    if (!strcmp(op, "bmm")) return shape_bmm(x);
-    if (!strcmp(op, "matmul")) return shape_matmul(x);
-    if (!strcmp(op, "addmm")) return shape_add_product(x, 0);
-    if (!strcmp(op, "baddbmm")) return shape_add_product(x, 1);
-    if (!strcmp(op, "linear")) return shape_linear(x);
-    if (!strcmp(op, "sdpa")) return shape_sdpa(x);
-    if (!strcmp(op, "embedding")) return shape_embedding(x);
-    if (!strcmp(op, "conv1d")) return shape_conv(x, 1);
-    if (!strcmp(op, "conv2d")) return shape_conv(x, 2);
-    if (!strcmp(op, "cat")) return shape_cat(x, 0);
-    if (!strcmp(op, "stack")) return shape_cat(x, 1);
-    if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss"))
-        return shape_loss(x);
-    if (!strcmp(op, "group_norm")) return shape_group_norm(x);
-    if (!strcmp(op, "index")) return shape_index(x);
-    return fail(x, "not an extern op");
-}
-
-static int
-min_operands(const char *op)
-{
-    if (!strcmp(op, "cat") || !strcmp(op, "stack") ||
-        !strcmp(op, "group_norm")) {
-        return 1;
-    }
-    if (!strcmp(op, "addmm") || !strcmp(op, "baddbmm") ||
-        !strcmp(op, "sdpa")) {
-        return 3;
-    }
-    return 2;
-}
-
 int
 tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
                 const int64_t *xattr, double xfattr, char *err,
@@ -485,7 +459,8 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
         tc_set_err(err, errlen, "tcjit does not support the op '%s'", op);
         return -1;
     }
-    if (nin < min_operands(op) || nin > tc_ops[opi].nin) {
+    const tc_extern_spec *spec = &tc_ops[opi].xspec;
+    if (nin < spec->min_in || nin > tc_ops[opi].nin) {
         tc_set_err(err, errlen, "%s: %d tensor operands", op, nin);
         return -1;
     }
@@ -500,7 +475,7 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     tc_node_init(&n, TC_NODE_OP, TC_F32);
     xctx x = {g, in, nin, xattr ? xattr : zeros, &n.layout, TC_F32, err,
               errlen, op};
-    if (infer(&x) < 0) {
+    if (spec->shape(&x, spec->variant) < 0) {
         return -1;
     }
     tc_layout_contiguous(&n.layout);

@@ -34,6 +34,7 @@
 #define TCJIT_EXTERN_H
 
 #include "graph.h"
+#include "ops.h"
 
 enum {
     TC_XA_SDPA_CAUSAL = 0,
@@ -65,6 +66,21 @@ int tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
                     size_t errlen);
 
 int tc_node_is_extern(const tc_graph *g, int id);
+
+/* Shape and dtype rules, named by the ops' registry entries (ops.h
+ * tc_extern_spec): 0, or -1 with a message. */
+int tc_xshape_mm(tc_extern_ctx *x, int variant);
+int tc_xshape_bmm(tc_extern_ctx *x, int variant);
+int tc_xshape_matmul(tc_extern_ctx *x, int variant);
+int tc_xshape_add_product(tc_extern_ctx *x, int batched);
+int tc_xshape_linear(tc_extern_ctx *x, int variant);
+int tc_xshape_sdpa(tc_extern_ctx *x, int variant);
+int tc_xshape_embedding(tc_extern_ctx *x, int variant);
+int tc_xshape_conv(tc_extern_ctx *x, int nsp);
+int tc_xshape_cat(tc_extern_ctx *x, int stack);
+int tc_xshape_loss(tc_extern_ctx *x, int variant);
+int tc_xshape_group_norm(tc_extern_ctx *x, int variant);
+int tc_xshape_index(tc_extern_ctx *x, int variant);
 
 /* Rewrites linear(x, w, b) into linear(x, w) + b where the add can fuse
  * into the kernels of the product's users (see extern.c).  Node ids after

@@ -1,9 +1,19 @@
 /* ops.h - the op registry: one table entry per op.
  *
- * An entry says everything the pipeline needs to know about an op: arity,
- * kind, how torch promotes its dtypes, and how to lower one element of it to
- * kernel IR (kir.h).  Adding an op is one entry in ops.c; docs/ops.md is
- * generated from the table (tcjit._C.op_table()).
+ * An entry is the one definition of an op: arity, kind, how torch promotes
+ * its dtypes, how to lower one element of it to kernel IR (kir.h), how eager
+ * PyTorch computes it (tcjit.Graph's replay), its docs line, its Python
+ * spellings with their signatures and call kinds, and for extern ops the
+ * shape rule and the torch function the runtime calls.  Everything else is
+ * derived from it: the tracer's binding table (src/tracer/bindings.c binds
+ * the spellings at init), its nn.Module table (src/tracer/inline.c), the
+ * extern dispatch (extern.c, src/jit/extern_call.c) and docs/ops.md
+ * (python/tcjit/tools/gen_ops_doc.py, `make docs-ops`).  Adding a pointwise
+ * op is one entry in ops.c plus its test.
+ *
+ * Names the tracer understands that build no op of their own (mean, softmax,
+ * transpose, zeros, size, ...) are rows of the registry's second table,
+ * tc_decomps: the graph builders (graph.h) decompose them into registry ops.
  */
 #ifndef TCJIT_OPS_H
 #define TCJIT_OPS_H
@@ -33,6 +43,90 @@ typedef enum {
                                 beta, masked_fill's value; a mask: bool) */
 } tc_promote_rule;
 
+/* How the tracer turns a call's Python arguments into graph nodes
+ * (src/tracer/torchcalls.c dispatches on it). */
+typedef enum {
+    TC_CALL_OP,        /* every param is an operand of the op, in order */
+    TC_CALL_WHERE_METHOD, /* self.where(condition, other) */
+    TC_CALL_ADD_SUB,   /* input, other, alpha: input op alpha*other */
+    TC_CALL_CLAMP,     /* input, min, max: clamp / clamp_min / clamp_max */
+    TC_CALL_CAST,      /* to(dtype): target from the dtype param */
+    TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by the spelling's
+                          arg (tc_op_spelling) */
+    TC_CALL_NO_INPLACE,/* like OP (operands: every param but the last), but
+                          the last param `inplace` must be False */
+    TC_CALL_DIV,       /* input, other, rounding_mode=None */
+    TC_CALL_GELU,      /* input, *, approximate: 'none' or 'tanh' */
+    TC_CALL_HARDTANH,  /* input, min_val, max_val, inplace (relu6: input,
+                          inplace): clamp in input's dtype */
+    TC_CALL_TRIL,      /* input, diagonal; op "tril" / "triu" */
+    TC_CALL_NEW,       /* creation ops; op: zeros ones empty full arange
+                          (torch.*), *_like, new_* (Tensor methods) */
+    TC_CALL_NORMALIZE, /* F.normalize(input, p, dim, eps) */
+    TC_CALL_TYPE_AS,   /* self.type_as(other) */
+    TC_CALL_REDUCE,    /* input, dim, keepdim, dtype/correction/p... */
+    TC_CALL_SOFTMAX,   /* input, dim, dtype; op "softmax"/"log_softmax" */
+    TC_CALL_LAYER_NORM,/* input, normalized_shape, weight, bias, eps */
+    TC_CALL_RMS_NORM,  /* input, normalized_shape, weight, eps */
+    TC_CALL_VIEW,      /* shape ops: op names the builder; "self, *dims"
+                          takes the dims as varargs or one sequence */
+    TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
+    TC_CALL_DIM,       /* Tensor.dim() */
+    TC_CALL_NUMEL,     /* Tensor.numel() */
+    TC_CALL_EXTERN,    /* tensor params -> extern op (extern.h); None
+                          optional tensors are dropped, number params
+                          (beta, alpha) must be 1 */
+    TC_CALL_SDPA,      /* F.scaled_dot_product_attention */
+    TC_CALL_EMBEDDING, /* F.embedding(input, weight, ...) */
+    TC_CALL_CONV,      /* conv1d / conv2d: op names the extern */
+    TC_CALL_CAT,       /* cat / stack (op): tensors, dim */
+    TC_CALL_SPLIT,     /* split / chunk / unbind (op): a tuple of views */
+    TC_CALL_DROPOUT,   /* F.dropout: identity when not training or p == 0 */
+    TC_CALL_LOSS,      /* cross_entropy / nll_loss (op) */
+    TC_CALL_GROUP_NORM,/* F.group_norm */
+    TC_CALL_MAX_MIN,   /* torch.max / min (op): of all, along a dim
+                          (values, indices), or elementwise of two */
+} tc_call_kind;
+
+/* A group of Python spellings that share a call kind and a signature.
+ * names: space-separated "torch.add Tensor.add" ("F." is
+ * torch.nn.functional, "builtins." Python's builtins).  sig: the
+ * signature as torch documents the torch.* form ("input, other, *,
+ * alpha=1"); a Tensor.* spelling binds its first parameter as `self`, so
+ * the method form is never written out.  arg: for TC_CALL_CAST_TO the
+ * target dtypes, one word per name ("float32 float64"). */
+typedef struct {
+    tc_call_kind call;
+    const char *names;
+    const char *sig;
+    const char *arg;
+} tc_op_spelling;
+
+#define TC_OP_MAX_SPELLINGS 4
+
+/* A torch.nn module whose forward is one functional call of the op: the
+ * tracer inlines module(x) as path(x, module.attr, ...). */
+typedef struct {
+    const char *cls;   /* "ReLU": a class of torch.nn.modules */
+    const char *path;  /* a spelling of the op: "F.relu" */
+    const char *attrs; /* module attributes passed after x, in the
+                          signature's order, space-separated */
+} tc_op_module;
+
+/* How an extern op (extern.h) is computed by torch.  The shape rule
+ * (extern.c) checks the operands as torch would and computes the result's
+ * sizes and dtype; the runtime calls callee with the arguments
+ * src/jit/extern_call.c builds for the op. */
+typedef struct tc_extern_ctx tc_extern_ctx;
+
+typedef struct {
+    int min_in;         /* fewest tensor operands (nin: the most) */
+    int (*shape)(tc_extern_ctx *x, int variant);
+    int variant;        /* shape's second argument (conv: spatial dims) */
+    const char *callee; /* "torch.mm", "F.group_norm", "Tensor.__getitem__",
+                           "torch._C._nn.linear" */
+} tc_extern_spec;
+
 /* Lower one element: given KIR values of the inputs already cast to the
  * op's compute dtype, append instructions to kb and return the value id of
  * the result (in the node's dtype), or -1. */
@@ -60,7 +154,27 @@ typedef struct {
      * base (graph.h), extern ops as the call the runtime makes
      * (src/jit/extern_call.c). */
     const char *eager;
+    /* Python spellings (unused slots: names NULL) and the nn.Module class
+     * that is one call of the op (cls NULL: none). */
+    tc_op_spelling py[TC_OP_MAX_SPELLINGS];
+    tc_op_module nn;
+    tc_extern_spec xspec;     /* TC_OPK_EXTERN only */
+    /* Issue 20's next fields belong here, beside the lowering: the
+     * derivative rule and the symbolic shape rule. */
 } tc_op_def;
+
+/* A name the tracer understands that is not a registry op: the graph
+ * builders (graph.h) decompose it into registry ops, or it only reads the
+ * traced layout (size, dim).  doc says how, for docs/ops.md. */
+typedef struct {
+    const char *name;
+    const char *doc;
+    tc_op_spelling py[TC_OP_MAX_SPELLINGS];
+    tc_op_module nn;
+} tc_decomp_def;
+
+extern const tc_decomp_def tc_decomps[];
+extern const int tc_ndecomps;
 
 extern const tc_op_def tc_ops[];
 extern const int tc_nops;

@@ -3,7 +3,8 @@
  * Each call is a prebuilt argument vector: the operand slots are filled per
  * call, everything else (None for a missing bias, stride tuples, keyword
  * values) is built once.  The argument conventions are those of the torch
- * functions named in spec_for(); the attributes come from extern.h.
+ * functions the ops' registry entries name (ops.h tc_extern_spec.callee);
+ * the attributes come from extern.h.
  */
 #include "extern_call.h"
 #include "tensor_alloc.h"
@@ -287,20 +288,35 @@ spec_index(xcall *c, const tc_extern_call *x)
     return 0;
 }
 
+/* The torch callable an op's registry entry names (ops.h tc_extern_spec):
+ * "torch.mm", "F.nll_loss", "Tensor.__getitem__", "torch._C._nn.linear". */
+static PyObject *
+callee(const char *path)
+{
+    const struct {
+        const char *prefix;
+        PyObject *owner;
+    } owners[] = {{"torch._C._nn.", nn_c}, {"torch.", torch_mod},
+                  {"F.", nn_functional}, {"Tensor.", tensor_type}};
+    for (size_t i = 0; i < sizeof(owners) / sizeof(owners[0]); i++) {
+        size_t n = strlen(owners[i].prefix);
+        if (strncmp(path, owners[i].prefix, n) == 0) {
+            return PyObject_GetAttrString(owners[i].owner, path + n);
+        }
+    }
+    PyErr_Format(PyExc_RuntimeError, "tcjit extern: unknown callee %s", path);
+    return NULL;
+}
+
 static int
 spec_for(xcall *c, const tc_extern_call *x)
 {
     const char *op = tc_ops[x->op].name;
-    PyObject *owner = torch_mod;
-    const char *fname = op;
     int rc = 0;
     if (!strcmp(op, "linear")) {
-        owner = nn_c;
         put_operands(c, 0, x->nin);
     }
     else if (!strcmp(op, "sdpa")) {
-        owner = nn_functional;
-        fname = "scaled_dot_product_attention";
         rc = spec_sdpa(c, x);
     }
     else if (!strcmp(op, "embedding")) {
@@ -312,11 +328,9 @@ spec_for(xcall *c, const tc_extern_call *x)
         rc = spec_conv(c, x, op[4] - '0');
     }
     else if (!strcmp(op, "cross_entropy") || !strcmp(op, "nll_loss")) {
-        owner = nn_functional;
         rc = spec_loss(c, x, op[0] == 'c');
     }
     else if (!strcmp(op, "group_norm")) {
-        owner = nn_functional;
         rc = spec_group_norm(c, x);
     }
     else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
@@ -327,8 +341,6 @@ spec_for(xcall *c, const tc_extern_call *x)
         rc = rc < 0 ? rc : put(c, PyLong_FromLongLong(x->xattr[TC_XA_CAT_DIM]));
     }
     else if (!strcmp(op, "index")) {
-        owner = tensor_type;
-        fname = "__getitem__";
         rc = spec_index(c, x);
     }
     else {
@@ -338,7 +350,7 @@ spec_for(xcall *c, const tc_extern_call *x)
     if (rc < 0) {
         return -1;
     }
-    c->fn = PyObject_GetAttrString(owner, fname);
+    c->fn = callee(tc_ops[x->op].xspec.callee);
     return c->fn != NULL ? 0 : -1;
 }
 

@@ -1,66 +1,27 @@
 /* bindings.h - which Python callables the tracer understands.
  *
- * One table maps torch functions, Tensor methods, torch.nn.functional
- * functions and a few builtins to a registry op and a signature, written the
- * way torch documents it ("input, other, *, alpha=1").  The table is
- * resolved against the live torch module once at init; the tracer then finds
- * a callable's binding by identity.
+ * The binding table is derived at init from the op registry's spellings
+ * (src/graph/ops.h tc_op_spelling: torch functions, Tensor methods,
+ * torch.nn.functional functions and a few builtins, each with its call kind
+ * and the signature torch documents, "input, other, *, alpha=1").  It is
+ * resolved against the live torch module once; the tracer then finds a
+ * callable's binding by identity.
  */
 #ifndef TCJIT_BINDINGS_H
 #define TCJIT_BINDINGS_H
 
 #include <Python.h>
 
+#include "../graph/ops.h"
+
 #define TC_MAX_PARAMS 10
 
-/* How the parsed arguments become graph nodes. */
-typedef enum {
-    TC_CALL_OP,        /* every param is an operand of `op`, in order */
-    TC_CALL_WHERE_METHOD, /* self.where(condition, other) */
-    TC_CALL_ADD_SUB,   /* input, other, alpha: input op alpha*other */
-    TC_CALL_CLAMP,     /* input, min, max: clamp / clamp_min / clamp_max */
-    TC_CALL_CAST,      /* to(dtype): target from the dtype param */
-    TC_CALL_CAST_TO,   /* float()/int()/...: target fixed by `op` name */
-    TC_CALL_NO_INPLACE,/* like OP (operands: every param but the last), but
-                          the last param `inplace` must be False */
-    TC_CALL_DIV,       /* input, other, rounding_mode=None */
-    TC_CALL_GELU,      /* input, *, approximate: 'none' or 'tanh' */
-    TC_CALL_HARDTANH,  /* input, min_val, max_val, inplace (relu6: input,
-                          inplace): clamp in input's dtype */
-    TC_CALL_TRIL,      /* input, diagonal; op "tril" / "triu" */
-    TC_CALL_NEW,       /* creation ops; op: zeros ones empty full arange
-                          (torch.*), *_like, new_* (Tensor methods) */
-    TC_CALL_NORMALIZE, /* F.normalize(input, p, dim, eps) */
-    TC_CALL_TYPE_AS,   /* self.type_as(other) */
-    TC_CALL_REDUCE,    /* input, dim, keepdim, dtype/correction/p... */
-    TC_CALL_SOFTMAX,   /* input, dim, dtype; op "softmax"/"log_softmax" */
-    TC_CALL_LAYER_NORM,/* input, normalized_shape, weight, bias, eps */
-    TC_CALL_RMS_NORM,  /* input, normalized_shape, weight, eps */
-    TC_CALL_VIEW,      /* shape ops: op names the builder; "self, *dims"
-                          takes the dims as varargs or one sequence */
-    TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
-    TC_CALL_DIM,       /* Tensor.dim() */
-    TC_CALL_NUMEL,     /* Tensor.numel() */
-    TC_CALL_EXTERN,    /* tensor params -> extern op `op` (extern.h); None
-                          optional tensors are dropped, number params
-                          (beta, alpha) must be 1 */
-    TC_CALL_SDPA,      /* F.scaled_dot_product_attention */
-    TC_CALL_EMBEDDING, /* F.embedding(input, weight, ...) */
-    TC_CALL_CONV,      /* conv1d / conv2d: op names the extern */
-    TC_CALL_CAT,       /* cat / stack (op): tensors, dim */
-    TC_CALL_SPLIT,     /* split / chunk / unbind (op): a tuple of views */
-    TC_CALL_DROPOUT,   /* F.dropout: identity when not training or p == 0 */
-    TC_CALL_LOSS,      /* cross_entropy / nll_loss (op) */
-    TC_CALL_GROUP_NORM,/* F.group_norm */
-    TC_CALL_MAX_MIN,   /* torch.max / min (op): of all, along a dim
-                          (values, indices), or elementwise of two */
-} tc_call_kind;
-
+/* One spelling, derived from a registry entry's tc_op_spelling. */
 typedef struct {
     const char *path;            /* "torch.sin", "Tensor.sin", "F.relu" */
     const char *op;              /* registry op name, or dtype for CAST_TO */
     tc_call_kind call;
-    const char *sig;             /* documented signature */
+    const char *sig;             /* signature; Tensor.*: "self, ..." */
 } tc_binding_def;
 
 typedef struct {
@@ -75,14 +36,30 @@ typedef struct {
 
 int tc_bindings_init(void);
 
-/* [(python spelling, registry op or None), ...] for docs/ops.md. */
+/* [(python spelling, registry op or decomposed name), ...] for
+ * docs/ops.md; torch.nn classes as ("nn.ReLU", op). */
 PyObject *tc_bindings_table(void);
+
+/* [(decomposed name, how), ...] (ops.h tc_decomps) for docs/ops.md. */
+PyObject *tc_decomposed_table(void);
 
 /* The binding for a callable object, or NULL. */
 const tc_binding *tc_binding_find(PyObject *callable);
 
 /* The binding of a table entry by its spelling ("F.linear"), or NULL. */
 const tc_binding *tc_binding_by_path(const char *path);
+
+/* A torch.nn module whose forward is one functional call (ops.h
+ * tc_op_module): path(x, module.attrs[1], ...); attrs[0] is NULL (x). */
+typedef struct {
+    const char *cls;
+    const char *path;
+    int n;
+    const char *attrs[TC_MAX_PARAMS];
+} tc_nn_binding;
+
+/* The nn binding of a torch.nn class name ("ReLU"), or NULL. */
+const tc_nn_binding *tc_binding_nn(const char *cls);
 
 /* Is this a module whose attributes may be read at trace time without a
  * guard (torch, torch.nn.functional, math)? */

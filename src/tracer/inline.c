@@ -349,37 +349,12 @@ call_sequential(tracer *T, tc_var *mod, tc_var *x)
 }
 
 /* nn.Linear, nn.LayerNorm, ...: their forward is one functional call on
- * attributes, which bindings.c already traces; spelled out here so that
- * torch's own modules need no cross-module inlining. */
+ * attributes, which bindings.c already traces; the op registry names the
+ * class beside the op (ops.h tc_op_module), so that torch's own modules
+ * need no cross-module inlining. */
 static int
 call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
 {
-    static const struct {
-        const char *type, *path;
-        int n;
-        const char *attrs[8];
-    } table[] = {
-        {"Linear", "F.linear", 3, {NULL, "weight", "bias"}},
-        {"LayerNorm", "F.layer_norm", 5,
-         {NULL, "normalized_shape", "weight", "bias", "eps"}},
-        {"RMSNorm", "F.rms_norm", 4,
-         {NULL, "normalized_shape", "weight", "eps"}},
-        {"Embedding", "F.embedding", 4,
-         {NULL, "weight", "padding_idx", "max_norm"}},
-        {"Dropout", "F.dropout", 4, {NULL, "p", "training", "inplace"}},
-        {"ReLU", "F.relu", 2, {NULL, "inplace"}},
-        {"SiLU", "F.silu", 2, {NULL, "inplace"}},
-        {"Tanh", "torch.tanh", 1, {NULL}},
-        {"Sigmoid", "torch.sigmoid", 1, {NULL}},
-        {"Softmax", "F.softmax", 2, {NULL, "dim"}},
-        {"LogSoftmax", "F.log_softmax", 2, {NULL, "dim"}},
-        {"Conv1d", "F.conv1d", 7,
-         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
-        {"Conv2d", "F.conv2d", 7,
-         {NULL, "weight", "bias", "stride", "padding", "dilation", "groups"}},
-        {"GroupNorm", "F.group_norm", 5,
-         {NULL, "num_groups", "weight", "bias", "eps"}},
-    };
     PyTypeObject *tp = Py_TYPE(mod->obj);
     PyObject *owner = PyDict_GetItemString(tp->tp_dict, "__module__");
     const char *where = owner && PyUnicode_Check(owner)
@@ -421,11 +396,10 @@ call_torch_module(tracer *T, tc_var *mod, tc_var *x, int *handled)
                                      name);
         }
     }
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        if (strcmp(name, table[i].type) == 0) {
-            return nn_call_functional(T, table[i].path, mod, x,
-                                      table[i].attrs, table[i].n, NULL);
-        }
+    const tc_nn_binding *nb = tc_binding_nn(name);
+    if (nb != NULL) {
+        return nn_call_functional(T, nb->path, mod, x, nb->attrs, nb->n,
+                                  NULL);
     }
     *handled = 0;
     return OK;

@@ -1,4 +1,5 @@
-"""Print docs/ops.md from the op registry and the tracer's binding table:
+"""Print docs/ops.md from the op registry (its ops, their Python spellings,
+the decomposed names and the nn.Module classes; src/graph/ops.c):
 ``python3 -m tcjit.tools.gen_ops_doc > docs/ops.md`` (``make docs-ops``).
 tests/test_docs.py fails when the committed file is stale."""
 import collections
@@ -7,8 +8,8 @@ from tcjit import _C
 
 HEADER = """# Supported operations
 
-Generated from the op registry (`src/graph/ops.c`) and the tracer's table of
-Python spellings (`src/tracer/bindings.c`) by `make docs-ops`; do not edit.
+Generated from the op registry (`src/graph/ops.c`: each op's entry carries
+its Python spellings) by `make docs-ops`; do not edit.
 
 Anything not listed here still works: tcjit ends the compiled segment before
 it, runs that one instruction in Python (a *graph break*, see
@@ -32,30 +33,15 @@ tolerances and below the rounding eager applies after each op.
 """
 
 
-# Traced names that are not registry entries: graph builders that
-# decompose them into registry ops (src/graph/graph.h).
-DECOMPOSED = {
-    "mean": "sum / n", "var": "two-pass: mean, sum of squared deviations",
-    "std": "sqrt(var)", "logsumexp": "amax, exp, sum, log (inf-safe)",
-    "norm": "p=1: sum(abs); p=2: sqrt(sum(x*x))",
-    "softmax": "amax, sub, exp, sum, div; one kernel per row",
-    "log_softmax": "amax, sub, exp, sum, log, sub; one kernel per row",
-    "transpose": "view", "t": "view", "unsqueeze": "view", "squeeze": "view",
-    "flatten": "view (or a copy, like reshape)", "reshape": "view or copy",
-    "split": "narrow views (a tuple)", "chunk": "narrow views (a tuple)",
-    "unbind": "select views (a tuple)",
-    "expand_as": "view (expand)", "view_as": "view", "reshape_as": "view or copy",
-    "narrow": "view (slice)", "select": "view", "unflatten": "view",
-    "is_contiguous": "a Python bool from the traced layout",
-    "max": "all dims: amax; with dim: (amax, argmax) as torch.return_types.max; "
-           "of two tensors: maximum",
-    "min": "all dims: amin; with dim: (amin, argmin) as torch.return_types.min; "
-           "of two tensors: minimum",
-    "tril": "where(col - row <= k, x, 0), positions from arange nodes",
-    "triu": "where(col - row >= k, x, 0), positions from arange nodes",
-    "zeros": "full(0) (`empty` is zero-filled too)", "ones": "full(1)",
-    "empty": "full(0): uninitialized memory in eager",
-}
+# Traced names that are not registry ops: graph builders that decompose
+# them into registry ops (src/graph/graph.h); rows of the registry's
+# tc_decomps table.
+DECOMPOSED = dict(_C.decomposed())
+
+
+# torch.nn modules src/tracer/inline.c handles itself (the others are
+# registry rows: the "nn.*" spellings).
+NN_SPECIAL = ["GELU", "Identity", "Sequential"]
 
 
 # Registry ops reached through Python syntax rather than a binding.
@@ -65,11 +51,14 @@ SYNTAX = {"index": ["x[idx]", "x[:, i, j]"]}
 def render():
     spellings = collections.defaultdict(list, {k: list(v) for k, v in SYNTAX.items()})
     extras = []
+    modules = []
     for path, op in _C.bindings():
-        if op is None or op.startswith(("float", "bfloat", "int", "uint", "bool")):
-            extras.append(path if op is None else f"{path} (to {op})")
-        else:
-            spellings[op].append(path)
+        if op.startswith(("float", "bfloat", "int", "uint", "bool")):
+            extras.append(f"{path} (to {op})")
+            continue
+        spellings[op].append(path)
+        if path.startswith("nn."):
+            modules.append(path[3:])
     out = [HEADER, "## Ops", "",
            "| op | operands | dtypes | Python spellings | notes |",
            "|---|---|---|---|---|"]
@@ -84,21 +73,18 @@ def render():
     for name, how in DECOMPOSED.items():
         names = ", ".join(f"`{p}`" for p in spellings.get(name, []))
         out.append(f"| `{name}` | {names} | {how} |")
-    out += ["", "Also traced: `F.layer_norm` and `F.rms_norm` (mean / var / rsqrt "
-            "with weight and bias, one kernel per row); `F.dropout` (the "
-            "identity with training=False or p=0); basic indexing `x[i, a:b:s, "
-            "None, ...]` (views); `F.normalize` (norm, clamp_min, div); "
-            "`F.hardtanh` / `F.relu6` (clamp in the input's dtype).  Creation "
+    out += ["", "Also traced: basic indexing `x[i, a:b:s, None, ...]` "
+            "(views); `F.hardtanh` / `F.relu6` (clamp in the input's "
+            "dtype).  Creation "
             "ops take `dtype=` and `device=` (None, 'cpu', 'cuda:N': the "
             "graph's device; a graph runs on one device).", "",
             "Extern ops (`extern:` above) are computed by torch itself, as "
             "Inductor's extern kernels are; tcjit fuses the pointwise and "
             "reduction work around them into its own kernels.", "",
             "## nn.Module", "",
-            "Calling a module inlines it: `nn.Linear`, `LayerNorm`, `RMSNorm`, "
-            "`Embedding`, `Dropout`, `GELU`, `ReLU`, `SiLU`, `Tanh`, `Sigmoid`, "
-            "`Softmax`, `LogSoftmax`, `Conv1d`, `Conv2d`, `GroupNorm`, "
-            "`Identity` and `Sequential` map to the functional ops above; a "
+            "Calling a module inlines it: "
+            + ", ".join(f"`{m}`" for m in modules + NN_SPECIAL[:-1])
+            + f" and `{NN_SPECIAL[-1]}` map to the functional ops above; a "
             "user module's `forward` is traced into the caller's graph. "
             "`ModuleList` / `ModuleDict` / `Sequential` indexing with "
             "constants is traced. Parameters and buffers are graph inputs "
