@@ -40,7 +40,8 @@ LEVELS = {
 # is private to it.
 PUBLIC = {
     "pyrt": {"pyframe.h", "pyvalue.h"},
-    "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h"},
+    "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h",
+              "textbuf.h", "mathconst.h"},
     "runtime": {"backend.h", "tensor_alloc.h", "torch_tensor.h",
                 "extern_call.h", "threadpool.h"},
     "jit": {"jit.h"},
