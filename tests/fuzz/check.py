@@ -155,7 +155,8 @@ def value_mismatch(a, e, ref=None):
             return None
         bad = (a != e).nonzero()
         i = tuple(bad[0].tolist())
-        return f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: {a[i].item()} != eager {e[i].item()}"
+        return (f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: "
+                f"{a[i].item()} != eager {e[i].item()}")
     rtol, atol = TOL.get(e.dtype, (1e-5, 1e-8))
     ad, ed = a.detach().double(), e.detach().double()
     ok = torch.isclose(ad, ed, rtol, atol, equal_nan=True)
@@ -222,7 +223,8 @@ class Checker:
         where = {"a": f"actual{path}", "e": f"expected{path}"}
         op = self.op(path)
         if a.dtype != e.dtype:
-            return self.fail("dtype", op, f"actual{path}: dtype {a.dtype} != eager {e.dtype}", where)
+            return self.fail("dtype", op, f"actual{path}: dtype {a.dtype} != eager {e.dtype}",
+                             where)
         if a.shape != e.shape:
             return self.fail("shape", op, f"actual{path}: shape {tuple(a.shape)} != eager "
                              f"{tuple(e.shape)}", where)
@@ -236,7 +238,8 @@ class Checker:
                       f"(shape {tuple(e.shape)})", where)
         msg = value_mismatch(a, e, r)
         if msg:
-            self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}", where)
+            self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}",
+                      where)
 
     def aliasing(self, A, E, Ia, Ie):
         """A/E: (path, tensor) leaves; Ia/Ie: (index, tensor) inputs."""
@@ -259,14 +262,16 @@ class Checker:
                 elif sa != se:
                     self.fail("shared" if sa else "unshared", detail,
                               f"{na} shares storage with {nb}: {sa}, eager: {se}",
-                              {"actual": f"_s({na}) == _s({nb})", "expected": f"_s({ne}) == _s({neb})",
+                              {"actual": f"_s({na}) == _s({nb})",
+                               "expected": f"_s({ne}) == _s({neb})",
                                "show": "storage sharing"})
                 elif sa and se and nb.startswith("inputs") and \
                         a.storage_offset() != e.storage_offset():
                     self.fail("offset", detail,
                               f"{na} views {nb} at offset {a.storage_offset()}, eager "
                               f"{e.storage_offset()}",
-                              {"actual": f"{na}.storage_offset()", "expected": f"{ne}.storage_offset()",
+                              {"actual": f"{na}.storage_offset()",
+                               "expected": f"{ne}.storage_offset()",
                                "show": "view offset"})
 
     def mutation(self, Ia, Ie, Ir):

@@ -639,7 +639,8 @@ class Gen:
             forms = [f"{x}.expand({', '.join(map(str, new))})",
                      f"{x}.expand({tuple(new)})"]
             if len(new) == n:
-                forms.append(f"{x}.expand({', '.join('-1' if a == b else str(a) for a, b in zip(new, shape))})")
+                keep = ", ".join("-1" if a == b else str(a) for a, b in zip(new, shape))
+                forms.append(f"{x}.expand({keep})")
             return self.emit(r.choice(forms), "expand")
         if c in ("reshape", "view"):
             new = self.factor(t.numel())
@@ -875,7 +876,7 @@ class Gen:
     def g_dup(self):
         """Repeat an earlier expression (common subexpressions)."""
         cands = [s for s in self.stmts if len(s.targets) >= 1 and not s.inplace
-                 and " = " in s.text]
+                 and " = " in s.text and "\n" not in s.text]
         if not cands:
             return False
         weights = [4 if s.op in EXTERNS else 1 for s in cands]
@@ -947,7 +948,8 @@ class Gen:
         return self.emit(self.rng.choice(forms), "getitem", self.exact[t])
 
     KINDS = [("unary", 16), ("clamp", 4), ("binary", 20), ("where", 5), ("reduce", 20),
-             ("multireduce", 5), ("norm", 5), ("cast", 5), ("view", 16), ("inplace", 8), ("extern", 8),
+             ("multireduce", 5), ("norm", 5), ("cast", 5), ("view", 16), ("inplace", 8),
+             ("extern", 8),
              ("create", 3), ("dup", 4), ("break", 2), ("branch", 1), ("loop", 1),
              ("extract", 3)]
 
