@@ -38,6 +38,8 @@ import torch
 
 import tcjit
 
+from .program import storage_key
+
 BACKENDS = ("auto", "eager")
 TOL = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
        torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
@@ -69,11 +71,6 @@ def _upcast(x):
     if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
         return x.double()
     return x
-
-
-def _storage(t):
-    s = t.untyped_storage()
-    return s.data_ptr() if s.nbytes() else None
 
 
 def _leaves(out, path, acc):
@@ -244,7 +241,7 @@ class Checker:
     def aliasing(self, A, E, Ia, Ie):
         """A/E: (path, tensor) leaves; Ia/Ie: (index, tensor) inputs."""
         def rel(x, y):
-            sx, sy = _storage(x), _storage(y)
+            sx, sy = storage_key(x), storage_key(y)
             return x is y, sx is not None and sx == sy
         pairs = [(pa, a, pe, e, f"actual{pa}", f"expected{pe}", self.op(pa))
                  for (pa, a), (pe, e) in zip(A, E)]

@@ -24,7 +24,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .program import DTYPES, FLOATS, NAME_RE, Input, Program, Stmt
+from .program import DTYPES, FLOATS, NAME_RE, Input, Program, Stmt, storage_key
 
 PROFILES = {
     # CI slice: few statements, small shapes (compile time dominates).
@@ -63,7 +63,7 @@ class Gen:
         self.exact = {}          # name -> bool
         self.order = []          # tensor names, oldest first
         self.tuples = []         # names bound to tuples (returned as is)
-        self.reduced = []        # names that were reduced (reduced again)
+        self.reduced = []        # (name, dims, dim) of reductions, to reduce again
         self.ns = {"torch": torch, "F": F}
         self.nv = 0
         self.raises = False
@@ -80,12 +80,11 @@ class Gen:
                 and (not exact or self.exact[n])
                 and (pred is None or pred(self.env[n]))]
 
-    def pick(self, pred=None, exact=False, fresh=None):
-        """A tensor name, recent ones preferred; a new input if none fits
-        and fresh (a function making one) is given."""
+    def pick(self, pred=None, exact=False):
+        """A tensor name, recent ones preferred, or None if none fits."""
         names = self.tensors(pred, exact)
         if not names:
-            return fresh() if fresh else None
+            return None
         weights = [1 + 3 * (i + 1) / len(names) for i in range(len(names))]
         return self.rng.choices(names, weights)[0]
 
@@ -289,10 +288,10 @@ class Gen:
         self.env[target] = t
         ex = self.exact_of(exact, uses, t)
         if not ex:
-            key = _storage(t)
+            key = storage_key(t)
             for n in self.order:
                 v = self.env.get(n)
-                if isinstance(v, torch.Tensor) and key is not None and _storage(v) == key:
+                if isinstance(v, torch.Tensor) and key is not None and storage_key(v) == key:
                     self.exact[n] = False
             self.exact[target] = False
         targets = (name,) if name else ((target,) if text.startswith(f"{target} ") else ())
@@ -334,7 +333,7 @@ class Gen:
                 return y
         return self.bcast_input_for(shape, dtype)
 
-    def dim(self, t, allow_none=False):
+    def dim(self, t):
         n = t.dim()
         if n == 0:
             return self.rng.choice(["0", "-1"])
@@ -1005,11 +1004,6 @@ class Gen:
             outs.append(r.choice(outs))
         r.shuffle(outs)
         return outs
-
-
-def _storage(t):
-    s = t.untyped_storage()
-    return s.data_ptr() if s.nbytes() else None
 
 
 def generate(seed, profile="small", device="cpu"):

@@ -29,8 +29,11 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 NAME_RE = re.compile(r"\b(?:a|v)\d+\b")
 
 
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
+def storage_key(t):
+    """What identifies t's memory (None for an empty storage, which all
+    empty tensors may share)."""
+    s = t.untyped_storage()
+    return s.data_ptr() if s.nbytes() else None
 
 
 @dataclasses.dataclass
