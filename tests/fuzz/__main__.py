@@ -40,6 +40,7 @@ def parse(argv):
     ap.add_argument("--no-minimize", action="store_true")
     ap.add_argument("--out", default="fuzz-out", help="directory for reproducers")
     ap.add_argument("--timeout", type=float, default=120, help="seconds before a seed is a hang")
+    ap.add_argument("--save", metavar="FILE", help="write every failure (JSON) to FILE")
     ap.add_argument("--show", type=int, metavar="SEED", help="print a program and exit")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--repro", type=int, metavar="SEED", help=argparse.SUPPRESS)
@@ -80,8 +81,9 @@ def main(argv=None):
         from .check import run_program
         from .program import Program
         try:
-            failures, _ = run_program(Program.from_json(json.loads(a.run_program)),
-                                      tuple(a.backends.split(",")), a.device)
+            for _ in range(a.count):    # --count: times, for a crash that needs repeats
+                failures, _ = run_program(Program.from_json(json.loads(a.run_program)),
+                                          tuple(a.backends.split(",")), a.device)
         except RuntimeError as e:
             if "CUDA error" in str(e):
                 os._exit(3)
@@ -107,6 +109,9 @@ def main(argv=None):
     res = fuzz(a.count, a.seed, a.jobs, a.profile, a.device, a.backends.split(","),
                timeout=a.timeout, on_result=tick)
     groups = res.groups()
+    if a.save:
+        with open(a.save, "w") as fh:
+            json.dump({str(k): v for k, v in sorted(res.by_seed.items()) if v}, fh, indent=1)
     failed = sum(1 for f in res.by_seed.values() if f)
     n = len(res.by_seed)
     info = list(res.info.values())
@@ -127,7 +132,11 @@ def main(argv=None):
         tag = "NEW  " if known_as(sig) is None else "KNOWN"
         print(f"{tag} {sig}  ({len(seeds)} programs; seeds {', '.join(map(str, seeds[:6]))}"
               f"{' ...' if len(seeds) > 6 else ''})")
-        print("      " + groups[sig][0][1]["message"].splitlines()[0][:200])
+        msg = groups[sig][0][1]["message"].splitlines() or [""]
+        if groups[sig][0][1]["kind"] in ("crash", "hang"):   # the stack, where it died
+            msg = [m for m in msg if not m.startswith(("0x", "\t"))][-8:]
+        for line in msg[:8]:
+            print("      " + line[:200])
         if sig in todo:
             seed, failure = groups[sig][0]
             r = reproduce(seed, failure, a.profile, a.device, a.budget)

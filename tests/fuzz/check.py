@@ -38,6 +38,8 @@ import torch
 
 import tcjit
 
+from .program import storage_key
+
 BACKENDS = ("auto", "eager")
 TOL = {torch.float64: (1e-7, 1e-7), torch.float32: (1.3e-6, 1e-5),
        torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5)}
@@ -69,11 +71,6 @@ def _upcast(x):
     if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
         return x.double()
     return x
-
-
-def _storage(t):
-    s = t.untyped_storage()
-    return s.data_ptr() if s.nbytes() else None
 
 
 def _leaves(out, path, acc):
@@ -155,7 +152,8 @@ def value_mismatch(a, e, ref=None):
             return None
         bad = (a != e).nonzero()
         i = tuple(bad[0].tolist())
-        return f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: {a[i].item()} != eager {e[i].item()}"
+        return (f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: "
+                f"{a[i].item()} != eager {e[i].item()}")
     rtol, atol = TOL.get(e.dtype, (1e-5, 1e-8))
     ad, ed = a.detach().double(), e.detach().double()
     ok = torch.isclose(ad, ed, rtol, atol, equal_nan=True)
@@ -222,7 +220,8 @@ class Checker:
         where = {"a": f"actual{path}", "e": f"expected{path}"}
         op = self.op(path)
         if a.dtype != e.dtype:
-            return self.fail("dtype", op, f"actual{path}: dtype {a.dtype} != eager {e.dtype}", where)
+            return self.fail("dtype", op, f"actual{path}: dtype {a.dtype} != eager {e.dtype}",
+                             where)
         if a.shape != e.shape:
             return self.fail("shape", op, f"actual{path}: shape {tuple(a.shape)} != eager "
                              f"{tuple(e.shape)}", where)
@@ -236,12 +235,13 @@ class Checker:
                       f"(shape {tuple(e.shape)})", where)
         msg = value_mismatch(a, e, r)
         if msg:
-            self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}", where)
+            self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}",
+                      where)
 
     def aliasing(self, A, E, Ia, Ie):
         """A/E: (path, tensor) leaves; Ia/Ie: (index, tensor) inputs."""
         def rel(x, y):
-            sx, sy = _storage(x), _storage(y)
+            sx, sy = storage_key(x), storage_key(y)
             return x is y, sx is not None and sx == sy
         pairs = [(pa, a, pe, e, f"actual{pa}", f"expected{pe}", self.op(pa))
                  for (pa, a), (pe, e) in zip(A, E)]
@@ -259,14 +259,16 @@ class Checker:
                 elif sa != se:
                     self.fail("shared" if sa else "unshared", detail,
                               f"{na} shares storage with {nb}: {sa}, eager: {se}",
-                              {"actual": f"_s({na}) == _s({nb})", "expected": f"_s({ne}) == _s({neb})",
+                              {"actual": f"_s({na}) == _s({nb})",
+                               "expected": f"_s({ne}) == _s({neb})",
                                "show": "storage sharing"})
                 elif sa and se and nb.startswith("inputs") and \
                         a.storage_offset() != e.storage_offset():
                     self.fail("offset", detail,
                               f"{na} views {nb} at offset {a.storage_offset()}, eager "
                               f"{e.storage_offset()}",
-                              {"actual": f"{na}.storage_offset()", "expected": f"{ne}.storage_offset()",
+                              {"actual": f"{na}.storage_offset()",
+                               "expected": f"{ne}.storage_offset()",
                                "show": "view offset"})
 
     def mutation(self, Ia, Ie, Ir):

@@ -24,7 +24,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .program import DTYPES, FLOATS, NAME_RE, Input, Program, Stmt
+from .program import DTYPES, FLOATS, NAME_RE, Input, Program, Stmt, storage_key
 
 PROFILES = {
     # CI slice: few statements, small shapes (compile time dominates).
@@ -63,7 +63,7 @@ class Gen:
         self.exact = {}          # name -> bool
         self.order = []          # tensor names, oldest first
         self.tuples = []         # names bound to tuples (returned as is)
-        self.reduced = []        # names that were reduced (reduced again)
+        self.reduced = []        # (name, dims, dim) of reductions, to reduce again
         self.ns = {"torch": torch, "F": F}
         self.nv = 0
         self.raises = False
@@ -80,12 +80,11 @@ class Gen:
                 and (not exact or self.exact[n])
                 and (pred is None or pred(self.env[n]))]
 
-    def pick(self, pred=None, exact=False, fresh=None):
-        """A tensor name, recent ones preferred; a new input if none fits
-        and fresh (a function making one) is given."""
+    def pick(self, pred=None, exact=False):
+        """A tensor name, recent ones preferred, or None if none fits."""
         names = self.tensors(pred, exact)
         if not names:
-            return fresh() if fresh else None
+            return None
         weights = [1 + 3 * (i + 1) / len(names) for i in range(len(names))]
         return self.rng.choices(names, weights)[0]
 
@@ -289,10 +288,10 @@ class Gen:
         self.env[target] = t
         ex = self.exact_of(exact, uses, t)
         if not ex:
-            key = _storage(t)
+            key = storage_key(t)
             for n in self.order:
                 v = self.env.get(n)
-                if isinstance(v, torch.Tensor) and key is not None and _storage(v) == key:
+                if isinstance(v, torch.Tensor) and key is not None and storage_key(v) == key:
                     self.exact[n] = False
             self.exact[target] = False
         targets = (name,) if name else ((target,) if text.startswith(f"{target} ") else ())
@@ -334,7 +333,7 @@ class Gen:
                 return y
         return self.bcast_input_for(shape, dtype)
 
-    def dim(self, t, allow_none=False):
+    def dim(self, t):
         n = t.dim()
         if n == 0:
             return self.rng.choice(["0", "-1"])
@@ -639,7 +638,8 @@ class Gen:
             forms = [f"{x}.expand({', '.join(map(str, new))})",
                      f"{x}.expand({tuple(new)})"]
             if len(new) == n:
-                forms.append(f"{x}.expand({', '.join('-1' if a == b else str(a) for a, b in zip(new, shape))})")
+                keep = ", ".join("-1" if a == b else str(a) for a, b in zip(new, shape))
+                forms.append(f"{x}.expand({keep})")
             return self.emit(r.choice(forms), "expand")
         if c in ("reshape", "view"):
             new = self.factor(t.numel())
@@ -875,7 +875,7 @@ class Gen:
     def g_dup(self):
         """Repeat an earlier expression (common subexpressions)."""
         cands = [s for s in self.stmts if len(s.targets) >= 1 and not s.inplace
-                 and " = " in s.text]
+                 and " = " in s.text and "\n" not in s.text]
         if not cands:
             return False
         weights = [4 if s.op in EXTERNS else 1 for s in cands]
@@ -947,7 +947,8 @@ class Gen:
         return self.emit(self.rng.choice(forms), "getitem", self.exact[t])
 
     KINDS = [("unary", 16), ("clamp", 4), ("binary", 20), ("where", 5), ("reduce", 20),
-             ("multireduce", 5), ("norm", 5), ("cast", 5), ("view", 16), ("inplace", 8), ("extern", 8),
+             ("multireduce", 5), ("norm", 5), ("cast", 5), ("view", 16), ("inplace", 8),
+             ("extern", 8),
              ("create", 3), ("dup", 4), ("break", 2), ("branch", 1), ("loop", 1),
              ("extract", 3)]
 
@@ -1003,11 +1004,6 @@ class Gen:
             outs.append(r.choice(outs))
         r.shuffle(outs)
         return outs
-
-
-def _storage(t):
-    s = t.untyped_storage()
-    return s.data_ptr() if s.nbytes() else None
 
 
 def generate(seed, profile="small", device="cpu"):

@@ -43,13 +43,13 @@ def same_class(target, failures):
     return None
 
 
-def run_isolated(prog, backend, device, timeout=120):
-    """(failures, death) of prog run in a child process: death is the
-    signal that killed it, "hang", or None.  On the CPU the child is
-    forked (cheap); CUDA cannot be used after a fork: there, a fresh
-    process."""
+def run_isolated(prog, backend, device, timeout=120, repeat=1):
+    """(failures, death) of prog run `repeat` times in a child process:
+    death is the signal that killed it, "exitN", "hang", or None.  On the
+    CPU the child is forked (cheap); CUDA cannot be used after a fork:
+    there, a fresh process."""
     if device != "cpu":
-        return _run_in_subprocess(prog, backend, device, timeout)
+        return _run_in_subprocess(prog, backend, device, timeout, repeat)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: run, report, exit without cleanup
@@ -57,7 +57,9 @@ def run_isolated(prog, backend, device, timeout=120):
             os.close(r)
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
             try:
-                data = json.dumps(run_program(prog, (backend,), device)[0])
+                for _ in range(repeat):
+                    failures = run_program(prog, (backend,), device)[0]
+                data = json.dumps(failures)
             except Exception as e:  # noqa: BLE001 - a broken candidate
                 data = json.dumps({"error": repr(e)})
             os.write(w, data.encode())
@@ -80,14 +82,16 @@ def run_isolated(prog, backend, device, timeout=120):
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         return [], signal.Signals(os.WTERMSIG(status)).name
+    if os.WEXITSTATUS(status):     # exit(4): an internal compiler error in libgccjit
+        return [], f"exit{os.WEXITSTATUS(status)}"
     failures = json.loads(out.decode() or "[]")
     return (failures if isinstance(failures, list) else []), None
 
 
-def _run_in_subprocess(prog, backend, device, timeout):
+def _run_in_subprocess(prog, backend, device, timeout, repeat):
     from .runner import FUZZ, ROOT, worker_env
     cmd = [sys.executable, FUZZ, "--run-program", json.dumps(prog.to_json()),
-           "--backends", backend, "--device", device]
+           "--backends", backend, "--device", device, "--count", str(repeat)]
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=worker_env(), capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -96,6 +100,8 @@ def _run_in_subprocess(prog, backend, device, timeout):
         return [], signal.Signals(-p.returncode).name
     if p.returncode == 3:
         return [], "CUDA-error"
+    if p.returncode not in (0, 1):
+        return [], f"exit{p.returncode}"
     try:
         return json.loads(p.stdout.decode().strip().splitlines()[-1]), None
     except (ValueError, IndexError):
@@ -117,8 +123,10 @@ class Minimizer:
             prog.load()
         except SyntaxError:
             return None
-        failures, death = run_isolated(prog, t["backend"], self.device)
-        if t["kind"] in ("crash", "hang"):
+        crash = t["kind"] in ("crash", "hang")
+        # a crash may need the program's code compiled twice in one process
+        failures, death = run_isolated(prog, t["backend"], self.device, repeat=3 if crash else 1)
+        if crash:
             return dict(t) if death == t["detail"] else None
         return None if death else same_class(t, failures)
 
@@ -265,9 +273,9 @@ class Minimizer:
                 if 0 < m < n:
                     s = list(inp.base_shape)
                     s[d] = m
+                    kind = "randn" if inp.kind == "literal" else inp.kind
                     out.append(dataclasses.replace(inp, base_shape=tuple(s), specials=(),
-                                                   kind="randn" if inp.kind == "literal" else inp.kind,
-                                                   values=()))
+                                                   kind=kind, values=()))
         return out
 
     def literals(self):

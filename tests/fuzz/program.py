@@ -29,8 +29,11 @@ FLOATS = ("float16", "bfloat16", "float32", "float64")
 NAME_RE = re.compile(r"\b(?:a|v)\d+\b")
 
 
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
+def storage_key(t):
+    """What identifies t's memory (None for an empty storage, which all
+    empty tensors may share)."""
+    s = t.untyped_storage()
+    return s.data_ptr() if s.nbytes() else None
 
 
 @dataclasses.dataclass
@@ -201,14 +204,15 @@ def reproducer(prog, failure, device="cpu"):
             f"on inputs with other values)\n")
     body = [head + HEADER + "import tcjit\n", prog.inputs_source(), prog.func_source()]
     variants = "(0, 1)" if call == 2 else "(0,)"
-    check = [f'device = "{device}"'] + (
-        ["_s = lambda t: t.untyped_storage().data_ptr()"] if kind in ("shared", "unshared") else []) + [
+    storage = ["_s = lambda t: t.untyped_storage().data_ptr()"] \
+        if kind in ("shared", "unshared") else []
+    check = [f'device = "{device}"'] + storage + [
              f'cf = tcjit.compile(f, backend="{backend}")',
              f"for variant in {variants}:",
              "    eager_inputs = make_inputs(variant, device)"]
     if kind in ("crash", "hang"):
         check = check[:1] + [
-            "for attempt in range(200):     # heap damage may need a few runs to crash",
+            "for attempt in range(200):     # some crashes need repeated compiles",
             "    tcjit.reset()",
             f'    cf = tcjit.compile(f, backend="{backend}")',
             "    for variant in (0, 1):",
@@ -225,7 +229,8 @@ def reproducer(prog, failure, device="cpu"):
                   "    except Exception as e:",
                   "        assert type(e) is type(expected), (e, expected)",
                   "    else:",
-                  "        raise AssertionError(f'eager raises {expected!r}; tcjit raised nothing')"]
+                  "        raise AssertionError(f'eager raises {expected!r}; "
+                  "tcjit raised nothing')"]
     elif kind == "raised":
         check += ["    f(*eager_inputs)                        # eager runs",
                   "    cf(*make_inputs(variant, device))   # tcjit must too"]
