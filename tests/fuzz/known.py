@@ -7,32 +7,8 @@ about entries that match nothing in its slice: a fix removes its entries.
 """
 import re
 
-_REDUCTIONS = "sum|mean|amax|amin|max|min|argmax|argmin|prod|var|std|logsumexp|any|all|norm"
 
 KNOWN = {
-    # backend="eager" (tcjit.Graph run op by op) drops every op's attributes:
-    # reductions reduce everything (shape []), views and cat/stack/select
-    # get no arguments (TypeError), slice has no eager implementation.
-    r"eager:.*": "backend='eager' ignores node attributes (bug c)",
-
-    # Two reductions of one value over the same non-innermost dims in one
-    # kernel (amin(0, keepdim=True) with amax(0); sum((1, -2)) with amin(0);
-    # amax(0, keepdim=True) with argmax(0)): the second output is garbage
-    # and the heap gets corrupted (malloc aborts, segfaults).  A reduction
-    # of a reduction's result (logsumexp(0) then normalize(dim=-1) /
-    # layer_norm) gives NaN.
-    rf"auto:value(@2)?:({_REDUCTIONS}|layer_norm|normalize|rms_norm|softmax|log_softmax)":
-        "reductions of one value over the same dims, fused (bug a)",
-    r"auto:crash:SIG(ABRT|SEGV)": "heap corruption by fused reductions (bug a)",
-
-    # Identical expressions are merged (CSE), so two outputs are one object
-    # (a @ b and torch.mm(a, b); x.sin() twice; x.argmax(0) and
-    # x.max(0).indices), views of the two share storage, and an in-place op
-    # on one changes the other (F.linear(...) twice, then .abs_() on one).
-    r"auto:merged(@2)?:[\w+]+": "common subexpressions returned as one object (bug b)",
-    r"auto:shared(@2)?:[\w+]+": "views of merged common subexpressions share storage (bug b)",
-    r"auto:value(@2)?:linear": "an in-place op on one of two merged expressions (bug b)",
-
     # x.contiguous() of a tensor eager calls contiguous (size-1 dims, no
     # elements) is x itself in eager; tcjit copies it (so x.contiguous()
     # .add_(1) does not change x) and restrides it.
