@@ -2684,6 +2684,15 @@ set_options(gcc_jit_context *c, int kind)
     gcc_jit_context_add_command_line_option(c, "-fno-trapping-math");
     if (kind == KIND_REDUCTION) {
         gcc_jit_context_add_command_line_option(c, "-fpeel-loops");
+        /* GCC 12.2 keeps state between contexts that breaks the basic
+         * block (SLP) vectorizer on AVX-512: from the second compile of a
+         * process on, straight-line code such as a float32 == float64
+         * comparison of a few elements fused with a reduction becomes an
+         * unrecognizable V8DI -> V8QI truncation, an internal compiler
+         * error, and libgccjit exits the process.  The loop vectorizer
+         * does the work in these kernels; without SLP only their setup and
+         * lane combining code changes. */
+        gcc_jit_context_add_command_line_option(c, "-fno-tree-slp-vectorize");
     }
     /* Vectorized epilogues (a second, narrower copy of every loop) cost
      * ~20% of the compile time and buy little: tails are < 16 elements. */
