@@ -61,6 +61,20 @@ def test_reduction_of_empty_and_0d():
     check_same(tcjit.compile(g)(s), g(s))
 
 
+@pytest.mark.parametrize("scale", [1e19, 1e30, 1e-30])
+def test_var_std_of_large_values_like_eager(scale):
+    """Eager accumulates float32 / half variances in double: the squared
+    deviations of values near 1e30 (1e60) overflowed float32 in tcjit
+    (std inf, eager 1e30); var itself is inf where the result is."""
+    def f(x, h):
+        return (x.std(), x.std(0), x.std(1, keepdim=True),
+                x.var(1), x.var(), torch.var_mean(x, 0), h.std(1))
+    torch.manual_seed(0)
+    x = torch.randn(4, 8) * scale
+    h = (torch.randn(4, 8) * 1e3).half()
+    check_same(tcjit.compile(f)(x, h), f(x, h))
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax_and_log_softmax(dim):
     def f(x):

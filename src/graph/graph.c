@@ -2015,14 +2015,22 @@ reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
            int is_std, char *err, size_t errlen)
 {
     const tc_layout *l = &g->nodes[x].layout;
+    tc_dtype dt = g->nodes[x].dtype;
     double n = (double)reduced_numel(l, mask) - corr;
-    int m = reduce_mean(g, x, mask, 1, err, errlen);
-    int d = PW2("sub", x, m);
+    /* Eager's CPU kernels accumulate float32 / half variances in double
+     * (WelfordOps<scalar_t, double>, std_var_all_cpu): squares of values
+     * above ~1e19 stay finite, and std of values near 1e30 is finite. */
+    int xd = dt == TC_F64 ? x : cast_node(g, x, TC_F64, err, errlen);
+    if (xd < 0) {
+        return -1;
+    }
+    int m = reduce_mean(g, xd, mask, 1, err, errlen);
+    int d = PW2("sub", xd, m);
     int ss = d < 0 ? -1 : reduce_node(g, "sum", PW2("mul", d, d), mask,
-                                      keepdim, g->nodes[x].dtype, err,
-                                      errlen);
+                                      keepdim, TC_F64, err, errlen);
     int v = PW2("div", ss, tc_graph_scalar_float(g, n > 0 ? n : 0));
-    return is_std ? PW1("sqrt", v) : v;
+    v = is_std ? PW1("sqrt", v) : v;
+    return dt == TC_F64 ? v : cast_node(g, v, dt, err, errlen);
 }
 
 static int
