@@ -5,6 +5,8 @@ against eager.
   one kernel; each stores into its own output with its own rank
   (schedule.c member_map: the second output was indexed with the first
   one's rank and held uninitialized memory).
+* Kernels with the same code run once (kir.c tc_kernel_same_code): an
+  accumulator's kind is part of the code (amin and sum over the same rows).
 * Outputs keep eager's identity through CSE (graph.c cse_map): equal
   computations returned as different tensors stay different tensors
   (mutating one leaves the other alone), one tensor returned twice stays
@@ -90,6 +92,25 @@ def test_argmax_indices_keepdim_mix_int():
 
     x = torch.randint(-3, 4, (9, 13), dtype=torch.int32)
     check_same(tcjit.compile(f)(x), f(x))
+
+
+# ---- kernels with the same code: the accumulator kind counts ------------------
+
+SAME_ROWS_OTHER_ACC = {
+    # x.amin(0) and x.sum((0, 1)) on (2, 1) are two kernels over the same rows
+    # (the size-1 dim drops out); the second ran the first one's accumulator
+    "amin_sum": lambda x: (x.amin(0), x.sum((0, 1))),
+    "sum_amin": lambda x: (x.sum((1, -2)), x.amin(0)),
+    "amax_prod": lambda x: (x.amax(0), x.prod(1).prod(0)),
+    "argmax_argmin": lambda x: (x.argmax(0), x.argmin()),
+}
+
+
+@pytest.mark.parametrize("name", list(SAME_ROWS_OTHER_ACC))
+def test_same_kernel_code_other_accumulator(name):
+    fn = SAME_ROWS_OTHER_ACC[name]
+    x = torch.tensor([[-0.2], [0.1]])
+    check_same(tcjit.compile(fn)(x), fn(x))
 
 
 # ---- output identity through CSE ----------------------------------------------
