@@ -18,10 +18,6 @@ KNOWN = {
     # pointwise results of inputs with size-1 dims).
     r"auto:stride1(@2)?:\w+": "strides of size-1 dims differ from eager's",
 
-    # F.layer_norm / F.rms_norm with a weight of another dtype than x:
-    # eager's result has x's dtype, tcjit's the promoted one.
-    r"auto:dtype(@2)?:(layer_norm|rms_norm)": "norm result dtype with a weight of another dtype",
-
     # F.scaled_dot_product_attention(q.transpose(0, 1), ...): eager's CPU
     # result follows q's layout.
     r"auto:stride(@2)?:sdpa": "sdpa output layout with a permuted q",
