@@ -9,6 +9,8 @@ against eager.
   accumulator's kind is part of the code (amin and sum over the same rows).
 * layer_norm / rms_norm keep eager's result dtype and exceptions with a
   weight / bias of another dtype or shape (graph.c, tracer torchcalls.c).
+* max(dim) / min(dim) of a bool tensor replay their indices with an argmax
+  eager accepts (ops.c .eager).
 * Outputs keep eager's identity through CSE (graph.c cse_map): equal
   computations returned as different tensors stay different tensors
   (mutating one leaves the other alone), one tensor returned twice stays
@@ -167,6 +169,22 @@ def test_norm_params_of_another_dtype(xd, pd, which, backend):
 def test_norm_param_of_the_wrong_shape(fn):
     """Eager wants normalized_shape exactly; tcjit broadcast."""
     run_both(fn, torch.randn(2, 3), torch.randn(2, 3))
+
+
+# ---- max(dim) / min(dim) of bool through the eager backend ----------------------
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.max(x, 1),
+    lambda x: torch.min(x, 0, keepdim=True),
+    lambda x: x.max(-1).indices,
+    lambda x: x.argmax(1),      # eager raises: argmax rejects bool
+], ids=["max_dim", "min_dim_keep", "max_indices", "argmax"])
+def test_max_min_dim_of_bool(fn, backend):
+    """The indices are an argmax node; its replay gave it the bool input,
+    which torch.argmax rejects."""
+    x = torch.tensor([[False, True, True], [False, False, False]])
+    run_both(fn, x, backend=backend)
 
 
 # ---- output identity through CSE ----------------------------------------------

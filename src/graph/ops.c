@@ -722,14 +722,18 @@ const tc_op_def tc_ops[] = {
                  "input, dim=None, keepdim=False")}},
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
-     .eager = "torch.argmax(x0, n.dims[0] if len(n.dims) == 1 else None, "
-              "n.keepdim)",
+     /* over bool only as max(dim) / min(dim)'s indices: eager's argmax
+      * rejects bool, uint8 orders the same */
+     .eager = "torch.argmax(x0.to(torch.uint8) if x0.dtype == torch.bool "
+              "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmax Tensor.argmax",
                  "input, dim=None, keepdim=False")}},
     {"argmin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first min (first NaN) -> int64",
-     .eager = "torch.argmin(x0, n.dims[0] if len(n.dims) == 1 else None, "
-              "n.keepdim)",
+     /* over bool only as max(dim) / min(dim)'s indices: eager's argmin
+      * rejects bool, uint8 orders the same */
+     .eager = "torch.argmin(x0.to(torch.uint8) if x0.dtype == torch.bool "
+              "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmin Tensor.argmin",
                  "input, dim=None, keepdim=False")}},
     {"any", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
