@@ -11,6 +11,8 @@ against eager.
   weight / bias of another dtype or shape (graph.c, tracer torchcalls.c).
 * max(dim) / min(dim) of a bool tensor replay their indices with an argmax
   eager accepts (ops.c .eager).
+* logical_and/or/xor, maximum, minimum with a Python number raise eager's
+  TypeError (their registry signatures mark the operands ": Tensor").
 * Outputs keep eager's identity through CSE (graph.c cse_map): equal
   computations returned as different tensors stay different tensors
   (mutating one leaves the other alone), one tensor returned twice stays
@@ -185,6 +187,25 @@ def test_max_min_dim_of_bool(fn, backend):
     which torch.argmax rejects."""
     x = torch.tensor([[False, True, True], [False, False, False]])
     run_both(fn, x, backend=backend)
+
+
+# ---- binary ops that take only tensors ------------------------------------------
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.logical_or(x, 5),
+    lambda x: x.logical_and(True),
+    lambda x: torch.logical_xor(2, x),
+    lambda x: torch.maximum(x, 0.5),
+    lambda x: x.minimum(2),
+    lambda x: torch.logical_xor(x, x > 0),
+    lambda x: torch.maximum(x, x + 1),
+], ids=["or_int", "and_bool", "xor_int_first", "maximum_float",
+        "minimum_method", "xor_tensors", "maximum_tensors"])
+def test_tensor_only_operands(fn, backend):
+    """Eager raises TypeError for a Python number operand ("must be
+    Tensor"); tcjit computed (bindings.c ": Tensor" parameters)."""
+    run_both(fn, torch.tensor([1, 0, -3]), backend=backend)
 
 
 # ---- output identity through CSE ----------------------------------------------

@@ -66,7 +66,15 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
             }
         }
     }
-    return tc_tr_reify_all(T, params, b->nparams);
+    int rc = tc_tr_reify_all(T, params, b->nparams);
+    for (int i = 0; rc == OK && i < b->nparams; i++) {
+        if ((b->tensor_only >> i & 1) && params[i]->kind != TC_VAR_TENSOR) {
+            /* eager's TypeError: the frame runs eagerly and raises it */
+            return tc_tr_unsupported(T, "%s(): argument '%s' must be Tensor",
+                                     fname, b->names[i]);
+        }
+    }
+    return rc;
 }
 
 static int call_cast(tracer *T, tc_var *self, int dt);

@@ -21,12 +21,6 @@ KNOWN = {
     # F.scaled_dot_product_attention(q.transpose(0, 1), ...): eager's CPU
     # result follows q's layout.
     r"auto:stride(@2)?:sdpa": "sdpa output layout with a permuted q",
-
-    # torch.logical_or(x, 5), torch.maximum(x, 0.5): eager raises TypeError
-    # (the other operand must be a tensor), tcjit computes.
-    r"auto:no-exception(@2)?:TypeError: (logical_(or|and|xor)|maximum|minimum)\(\): "
-    r"argument '\.\.\.' \(position N\) must be Tensor.*":
-        "binary ops that take only tensors accept Python numbers",
 }
 
 
