@@ -5,6 +5,14 @@ against eager.
   one kernel; each stores into its own output with its own rank
   (schedule.c member_map: the second output was indexed with the first
   one's rank and held uninitialized memory).
+* Kernels with the same code run once (kir.c tc_kernel_same_code): an
+  accumulator's kind is part of the code (amin and sum over the same rows).
+* layer_norm / rms_norm keep eager's result dtype and exceptions with a
+  weight / bias of another dtype or shape (graph.c, tracer torchcalls.c).
+* max(dim) / min(dim) of a bool tensor replay their indices with an argmax
+  eager accepts (ops.c .eager).
+* logical_and/or/xor, maximum, minimum with a Python number raise eager's
+  TypeError (their registry signatures mark the operands ": Tensor").
 * Outputs keep eager's identity through CSE (graph.c cse_map): equal
   computations returned as different tensors stay different tensors
   (mutating one leaves the other alone), one tensor returned twice stays
@@ -13,8 +21,10 @@ against eager.
 import pytest
 import torch
 
+import torch.nn.functional as F
+
 import tcjit
-from conftest import check_same
+from conftest import check_same, run_both
 from test_cuda import _ptxas, assert_ptxas_accepts, cuda_only, dumped_ptx
 
 # ---- reductions over the same dims with and without keepdim ------------------
@@ -90,6 +100,112 @@ def test_argmax_indices_keepdim_mix_int():
 
     x = torch.randint(-3, 4, (9, 13), dtype=torch.int32)
     check_same(tcjit.compile(f)(x), f(x))
+
+
+# ---- kernels with the same code: the accumulator kind counts ------------------
+
+SAME_ROWS_OTHER_ACC = {
+    # x.amin(0) and x.sum((0, 1)) on (2, 1) are two kernels over the same rows
+    # (the size-1 dim drops out); the second ran the first one's accumulator
+    "amin_sum": lambda x: (x.amin(0), x.sum((0, 1))),
+    "sum_amin": lambda x: (x.sum((1, -2)), x.amin(0)),
+    "amax_prod": lambda x: (x.amax(0), x.prod(1).prod(0)),
+    "argmax_argmin": lambda x: (x.argmax(0), x.argmin()),
+}
+
+
+@pytest.mark.parametrize("name", list(SAME_ROWS_OTHER_ACC))
+def test_same_kernel_code_other_accumulator(name):
+    fn = SAME_ROWS_OTHER_ACC[name]
+    x = torch.tensor([[-0.2], [0.1]])
+    check_same(tcjit.compile(fn)(x), fn(x))
+
+
+# ---- layer_norm / rms_norm with a weight or bias of another dtype ---------------
+
+NORM_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype")
+@pytest.mark.parametrize("xd", NORM_DTYPES, ids=str)
+@pytest.mark.parametrize("pd", NORM_DTYPES, ids=str)
+@pytest.mark.parametrize("which", ["ln_wb", "ln_w", "ln_b", "ln_w_xb", "rms"])
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_norm_params_of_another_dtype(xd, pd, which, backend):
+    """Eager keeps x's dtype (float32 parameters of a half x on CPU, any
+    rms_norm weight) or raises "mixed dtype"; tcjit promoted."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3).to(xd)
+    w, b = torch.randn(5, 3).to(pd), torch.randn(5, 3).to(pd)
+    fns = {
+        "ln_wb": lambda x, w, b: F.layer_norm(x, (5, 3), w, b),
+        "ln_w": lambda x, w, b: F.layer_norm(x, (3,), w[0], eps=1e-3),
+        "ln_b": lambda x, w, b: F.layer_norm(x, (5, 3), None, b),
+        "ln_w_xb": lambda x, w, b: F.layer_norm(x, (5, 3), w, b.to(x.dtype)),
+        "rms": lambda x, w, b: F.rms_norm(x, (5, 3), w),
+    }
+    if backend == "auto":
+        run_both(fns[which], x, w, b)
+        return
+    # the eager backend replays the decomposition op by op, rounding half
+    # intermediates: the dtype and the exception are what this checks
+    fn, cf = fns[which], tcjit.compile(fns[which], backend="eager")
+    try:
+        expected = fn(x, w, b)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            cf(x, w, b)
+        return
+    actual = cf(x, w, b)
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, w: F.layer_norm(x, (3,), w),
+    lambda x, w: F.layer_norm(x, (3,), None, w),
+    lambda x, w: F.rms_norm(x, (3,), w),
+    lambda x, w: F.layer_norm(x, (3,), w[:1]),
+    lambda x, w: F.rms_norm(x, (3,), w[0]),
+], ids=["ln_weight", "ln_bias", "rms_weight", "ln_weight_1", "rms_weight_1"])
+def test_norm_param_of_the_wrong_shape(fn):
+    """Eager wants normalized_shape exactly; tcjit broadcast."""
+    run_both(fn, torch.randn(2, 3), torch.randn(2, 3))
+
+
+# ---- max(dim) / min(dim) of bool through the eager backend ----------------------
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.max(x, 1),
+    lambda x: torch.min(x, 0, keepdim=True),
+    lambda x: x.max(-1).indices,
+    lambda x: x.argmax(1),      # eager raises: argmax rejects bool
+], ids=["max_dim", "min_dim_keep", "max_indices", "argmax"])
+def test_max_min_dim_of_bool(fn, backend):
+    """The indices are an argmax node; its replay gave it the bool input,
+    which torch.argmax rejects."""
+    x = torch.tensor([[False, True, True], [False, False, False]])
+    run_both(fn, x, backend=backend)
+
+
+# ---- binary ops that take only tensors ------------------------------------------
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.logical_or(x, 5),
+    lambda x: x.logical_and(True),
+    lambda x: torch.logical_xor(2, x),
+    lambda x: torch.maximum(x, 0.5),
+    lambda x: x.minimum(2),
+    lambda x: torch.logical_xor(x, x > 0),
+    lambda x: torch.maximum(x, x + 1),
+], ids=["or_int", "and_bool", "xor_int_first", "maximum_float",
+        "minimum_method", "xor_tensors", "maximum_tensors"])
+def test_tensor_only_operands(fn, backend):
+    """Eager raises TypeError for a Python number operand ("must be
+    Tensor"); tcjit computed (bindings.c ": Tensor" parameters)."""
+    run_both(fn, torch.tensor([1, 0, -3]), backend=backend)
 
 
 # ---- output identity through CSE ----------------------------------------------

@@ -2307,6 +2307,28 @@ check_norm_shape(const tc_graph *g, int x, int n, const int64_t *shape,
     return 0;
 }
 
+/* Weight / bias (or -1) of a norm: eager wants normalized_shape exactly,
+ * no broadcasting. */
+static int
+check_norm_param(const tc_graph *g, int p, const char *what, int n,
+                 const int64_t *shape, char *err, size_t errlen)
+{
+    if (p < 0) {
+        return 0;
+    }
+    const tc_layout *l = &g->nodes[p].layout;
+    if (l->ndim == n && !memcmp(l->sizes, shape, sizeof(int64_t) * n)) {
+        return 0;
+    }
+    char want[200], have[200];
+    sb_shape(want, sizeof(want), shape, n);
+    sb_shape(have, sizeof(have), l->sizes, l->ndim);
+    tc_set_err(err, errlen, "Expected %s to be of same shape as "
+            "normalized_shape, but got %s of shape %s and normalized_shape = %s",
+            what, what, have, want);
+    return -1;
+}
+
 int
 tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
                     int weight, int bias, double eps, char *err,
@@ -2314,7 +2336,9 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
 {
     unsigned mask;
     if (check_node(g, x, "layer_norm", err, errlen) < 0 ||
-        check_norm_shape(g, x, n, shape, 0, &mask, err, errlen) < 0) {
+        check_norm_shape(g, x, n, shape, 0, &mask, err, errlen) < 0 ||
+        check_norm_param(g, weight, "weight", n, shape, err, errlen) < 0 ||
+        check_norm_param(g, bias, "bias", n, shape, err, errlen) < 0) {
         return -1;
     }
     if (!tc_dtype_is_float(g->nodes[x].dtype)) {
@@ -2333,6 +2357,10 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     if (bias >= 0) {
         y = PW2("add", y, bias);
+    }
+    if (y >= 0 && g->nodes[y].dtype != g->nodes[x].dtype) {
+        /* float32 weight/bias of a half x: eager's result keeps x's dtype */
+        y = cast_node(g, y, g->nodes[x].dtype, err, errlen);
     }
     if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {
         y = PW1("contiguous", y); /* eager layer_norm output is contiguous */
@@ -2354,7 +2382,8 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
                 "but got 0");
         return -1;
     }
-    if (check_norm_shape(g, x, n, shape, 1, &mask, err, errlen) < 0) {
+    if (check_norm_shape(g, x, n, shape, 1, &mask, err, errlen) < 0 ||
+        check_norm_param(g, weight, "weight", n, shape, err, errlen) < 0) {
         return -1;
     }
     tc_dtype dt = g->nodes[x].dtype;
@@ -2369,7 +2398,10 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     int ms = reduce_mean(g, PW2("mul", x, x), mask, 1, err, errlen);
     int r = PW1("rsqrt", PW2("add", ms, tc_graph_scalar_float(g, eps)));
     int y = PW2("mul", x, r);
-    if (weight >= 0) {
+    if (weight >= 0 && g->nodes[weight].dtype != dt) {
+        /* eager: (x * r).type_as(x) * weight, then .type_as(x) again */
+        y = cast_node(g, PW2("mul", y, weight), dt, err, errlen);
+    } else if (weight >= 0) {
         y = PW2("mul", y, weight);
     }
     if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {

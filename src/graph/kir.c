@@ -791,12 +791,12 @@ tc_kernel_body_value_numbers(const tc_kernel *k, const int *region, int *vn)
 static int
 same_inst(const tc_kinst *a, const tc_kinst *b)
 {
-    if (a->op != b->op || a->dtype != b->dtype || a->a != b->a
-        || a->b != b->b || a->c != b->c || a->arg != b->arg) {
-        return 0;
-    }
-    return a->op != KOP_CONST
-           || memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
+    /* imm is a constant's value, an accumulator's kind (sum vs amin over
+     * the same rows) or a result's component; kb_emit zeroes it for the
+     * other ops, so it is compared for all of them */
+    return a->op == b->op && a->dtype == b->dtype && a->a == b->a
+           && a->b == b->b && a->c == b->c && a->arg == b->arg
+           && memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
 }
 
 static int

@@ -592,10 +592,12 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(OP, "torch.pow Tensor.pow", "input, exponent")}},
     {"maximum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "elementwise max, NaN propagating",
-     .py = {CALL(OP, "torch.maximum Tensor.maximum", "input, other")}},
+     .py = {CALL(OP, "torch.maximum Tensor.maximum",
+                 "input: Tensor, other: Tensor")}},
     {"minimum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
      "elementwise min, NaN propagating",
-     .py = {CALL(OP, "torch.minimum Tensor.minimum", "input, other")}},
+     .py = {CALL(OP, "torch.minimum Tensor.minimum",
+                 "input: Tensor, other: Tensor")}},
     {"clamp", 3, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_clamp,
      "min(max(x, lo), hi), NaN propagating",
      .py = {CALL(CLAMP, "torch.clamp torch.clip Tensor.clamp Tensor.clip",
@@ -634,13 +636,16 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(OP, "torch.ne torch.not_equal Tensor.ne", "input, other")}},
     {"logical_and", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_and,
      "bool(a) and bool(b)",
-     .py = {CALL(OP, "torch.logical_and Tensor.logical_and", "input, other")}},
+     .py = {CALL(OP, "torch.logical_and Tensor.logical_and",
+                 "input: Tensor, other: Tensor")}},
     {"logical_or", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_or,
      "bool(a) or bool(b)",
-     .py = {CALL(OP, "torch.logical_or Tensor.logical_or", "input, other")}},
+     .py = {CALL(OP, "torch.logical_or Tensor.logical_or",
+                 "input: Tensor, other: Tensor")}},
     {"logical_xor", 2, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_xor,
      "bool(a) != bool(b)",
-     .py = {CALL(OP, "torch.logical_xor Tensor.logical_xor", "input, other")}},
+     .py = {CALL(OP, "torch.logical_xor Tensor.logical_xor",
+                 "input: Tensor, other: Tensor")}},
     {"logical_not", 1, PW, TC_PROMOTE_LOGICAL, MASK_ALL, lower_not,
      "not bool(x)",
      .py = {CALL(OP, "torch.logical_not Tensor.logical_not", "input")}},
@@ -722,14 +727,18 @@ const tc_op_def tc_ops[] = {
                  "input, dim=None, keepdim=False")}},
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
-     .eager = "torch.argmax(x0, n.dims[0] if len(n.dims) == 1 else None, "
-              "n.keepdim)",
+     /* over bool only as max(dim) / min(dim)'s indices: eager's argmax
+      * rejects bool, uint8 orders the same */
+     .eager = "torch.argmax(x0.to(torch.uint8) if x0.dtype == torch.bool "
+              "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmax Tensor.argmax",
                  "input, dim=None, keepdim=False")}},
     {"argmin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first min (first NaN) -> int64",
-     .eager = "torch.argmin(x0, n.dims[0] if len(n.dims) == 1 else None, "
-              "n.keepdim)",
+     /* over bool only as max(dim) / min(dim)'s indices: eager's argmin
+      * rejects bool, uint8 orders the same */
+     .eager = "torch.argmin(x0.to(torch.uint8) if x0.dtype == torch.bool "
+              "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmin Tensor.argmin",
                  "input, dim=None, keepdim=False")}},
     {"any", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,

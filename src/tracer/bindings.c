@@ -190,7 +190,8 @@ parse_default(const char *s, size_t n)
     return PyLong_FromLongLong(atoll(buf));
 }
 
-/* "input, other, *, alpha=1" -> names, defaults, keyword-only start.
+/* "input, other: Tensor, *, alpha=1" -> names, defaults, keyword-only
+ * start, the parameters that must be tensors.
  * Parameter names point into the static signature text: each name ends at
  * ',' '=' or the end, so we copy them into a small static pool. */
 static char name_pool[16384];
@@ -221,10 +222,15 @@ parse_signature(tc_binding *b)
             continue;
         }
         const char *start = s;
-        while (*s && *s != ',' && *s != '=') {
+        while (*s && *s != ',' && *s != '=' && *s != ':') {
             s++;
         }
         size_t len = (size_t)(s - start);
+        if (*s == ':') {
+            /* the only annotation: ": Tensor" */
+            b->tensor_only |= 1u << b->nparams;
+            s += strcspn(s, ",=");
+        }
         if (b->nparams == TC_MAX_PARAMS
             || name_pool_used + len + 1 > sizeof(name_pool)) {
             PyErr_SetString(PyExc_RuntimeError, "binding table overflow");

@@ -32,6 +32,8 @@ typedef struct {
                                     the remaining positionals, or -1 */
     const char *names[TC_MAX_PARAMS];
     PyObject *defaults[TC_MAX_PARAMS]; /* owned; NULL = required */
+    unsigned tensor_only;        /* bit i: param i is "name: Tensor" (eager
+                                    raises TypeError for a Python number) */
 } tc_binding;
 
 int tc_bindings_init(void);

@@ -66,7 +66,15 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
             }
         }
     }
-    return tc_tr_reify_all(T, params, b->nparams);
+    int rc = tc_tr_reify_all(T, params, b->nparams);
+    for (int i = 0; rc == OK && i < b->nparams; i++) {
+        if ((b->tensor_only >> i & 1) && params[i]->kind != TC_VAR_TENSOR) {
+            /* eager's TypeError: the frame runs eagerly and raises it */
+            return tc_tr_unsupported(T, "%s(): argument '%s' must be Tensor",
+                                     fname, b->names[i]);
+        }
+    }
+    return rc;
 }
 
 static int call_cast(tracer *T, tc_var *self, int dt);
@@ -412,6 +420,27 @@ optional_tensor(tc_var *v)
     return v->kind == TC_VAR_TENSOR ? v->node : tc_tr_is_none(v) ? -1 : -2;
 }
 
+/* Dtypes of layer_norm's weight / bias (or -1) that eager accepts: x's
+ * own, or on CPU float32 ones for a float16 / bfloat16 x ("mixed dtype
+ * (CPU)"); the CUDA kernel reads them as x's dtype and raises otherwise. */
+static int
+layer_norm_params_ok(const tracer *T, int x, int w, int bias)
+{
+    const tc_graph *g = T->out->graph;
+    tc_dtype xd = g->nodes[x].dtype;
+    int mixed = T->out->device < 0 && (xd == TC_F16 || xd == TC_BF16);
+    int ps[2] = {w, bias};
+    for (int i = 0; i < 2; i++) {
+        if (ps[i] >= 0 && g->nodes[ps[i]].dtype != xd
+            && !(mixed && g->nodes[ps[i]].dtype == TC_F32)) {
+            return 0;
+        }
+    }
+    /* a float32 weight with a bias of x's dtype is mixed too */
+    return !(w >= 0 && bias >= 0
+             && g->nodes[w].dtype != g->nodes[bias].dtype);
+}
+
 static int
 call_norm_layer(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -427,6 +456,10 @@ call_norm_layer(tracer *T, const tc_binding *b, tc_var **p)
         PyErr_Clear();
         return tc_tr_unsupported(T, "%s() with unsupported arguments",
                                  b->def->path);
+    }
+    if (!rms && !layer_norm_params_ok(T, p[0]->node, w, bias)) {
+        return tc_tr_unsupported(T, "%s(): mixed dtype: weight and bias "
+                                 "must have the input's dtype", b->def->path);
     }
     char err[256];
     int node = rms

@@ -18,19 +18,9 @@ KNOWN = {
     # pointwise results of inputs with size-1 dims).
     r"auto:stride1(@2)?:\w+": "strides of size-1 dims differ from eager's",
 
-    # F.layer_norm / F.rms_norm with a weight of another dtype than x:
-    # eager's result has x's dtype, tcjit's the promoted one.
-    r"auto:dtype(@2)?:(layer_norm|rms_norm)": "norm result dtype with a weight of another dtype",
-
     # F.scaled_dot_product_attention(q.transpose(0, 1), ...): eager's CPU
     # result follows q's layout.
     r"auto:stride(@2)?:sdpa": "sdpa output layout with a permuted q",
-
-    # torch.logical_or(x, 5), torch.maximum(x, 0.5): eager raises TypeError
-    # (the other operand must be a tensor), tcjit computes.
-    r"auto:no-exception(@2)?:TypeError: (logical_(or|and|xor)|maximum|minimum)\(\): "
-    r"argument '\.\.\.' \(position N\) must be Tensor.*":
-        "binary ops that take only tensors accept Python numbers",
 }
 
 
