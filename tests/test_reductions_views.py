@@ -111,6 +111,25 @@ def test_views_alias_and_layout_like_eager(name):
         check_same(got, want)
 
 
+CONTIGUOUS_BY_EAGERS_RULE = {
+    # size-1 dims with any stride, empty tensors, a storage offset: eager's
+    # is_contiguous() holds, so x.contiguous() is x itself
+    "size1_odd_stride": lambda: torch.randn(3, 8)[::2][:1],
+    "size1_transposed": lambda: torch.randn(5, 1).t(),
+    "empty": lambda: torch.randn(4, 6)[:, :0],
+    "offset": lambda: torch.randn(4, 6)[1:],
+}
+
+
+@pytest.mark.parametrize("name", list(CONTIGUOUS_BY_EAGERS_RULE))
+def test_contiguous_of_an_eager_contiguous_input_is_the_input(name):
+    x = CONTIGUOUS_BY_EAGERS_RULE[name]()
+    fn = lambda x: x.contiguous()  # noqa: E731
+    assert fn(x) is x
+    got = tcjit.compile(fn)(x)
+    assert got is x
+
+
 def test_invalid_view_raises_like_eager():
     def f(x):
         return x.t().view(-1)

@@ -515,12 +515,10 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
         node = tc_graph_unflatten(g, x, dim, ns, sizes, err, sizeof(err));
     }
     else if (strcmp(op, "contiguous") == 0) {
-        const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
-        tc_layout c = *l;
-        tc_layout_contiguous(&c);
-        if (memcmp(c.strides, l->strides, l->ndim * sizeof(int64_t)) == 0
-            && tc_tr_tensor_node(T, self)->offset == 0) {
-            return tc_tr_push(T, self);       /* eager returns self */
+        /* eager returns self whenever self is_contiguous() (size-1 dims
+         * and empty tensors included, whatever the storage offset) */
+        if (is_contiguous_layout(&tc_tr_tensor_node(T, self)->layout)) {
+            return tc_tr_push(T, self);
         }
         node = tc_graph_op(g, "contiguous", 1, &x, TC_F32, err, sizeof(err));
     }
