@@ -151,3 +151,17 @@ def test_hand_written_attention_with_softmax():
     q, k, v = (torch.randn(2, 16, 8) for _ in range(3))
     mask = torch.ones(16, 16, dtype=torch.bool).tril()
     check_same(tcjit.compile(attn)(q, k, v, mask), attn(q, k, v, mask))
+
+
+EXPAND_CASES = [((2, 1, 1), (1, 2, 2, 5)), ((3,), (1, 2, 3)), ((5, 1), (1, 5, 4)),
+                ((2, 1, 1), (1, 2, 1, 0)), ((), (1, 3)), ((2, 3), (1, 1, 2, 3))]
+
+
+@pytest.mark.parametrize("shape,sizes", EXPAND_CASES)
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_expand_new_size1_dims_have_eagers_strides(shape, sizes, backend):
+    # eager's new leading dim of size 1 is strided as if contiguous with
+    # the next dim (0 for a 0-d tensor), a broadcast one 0
+    fn = lambda x: x.expand(sizes)  # noqa: E731
+    x = torch.randn(shape)
+    check_same(tcjit.compile(fn, backend=backend)(x), fn(x))

@@ -1407,8 +1407,12 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
                         "%d", (long long)sz, i);
                 return -1;
             }
+            /* eager's inferExpandGeometry: a new dim of size 1 gets the
+             * stride it would have if contiguous with the next (a 0-d
+             * tensor's expand is all zeros), a broadcast one 0 */
             v.layout.sizes[i] = sz;
-            v.layout.strides[i] = 0;
+            v.layout.strides[i] = sz == 1 && l->ndim > 0
+                ? v.layout.sizes[i + 1] * v.layout.strides[i + 1] : 0;
             continue;
         }
         if (sz == -1) {
