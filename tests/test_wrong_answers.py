@@ -220,3 +220,24 @@ def test_ptx_assembles_wrong_answer_graphs(tmp_path):
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     assert_ptxas_accepts(dumped_ptx(d, 40))
+
+
+# ---- layouts of mixed-dtype pointwise ops ----------------------------------------
+
+MIXED_DTYPE_LAYOUTS = {
+    # eager (CPU) converts the input of another dtype with .to() first: a
+    # broadcast or sliced input turns dense and decides the output's order
+    "expand_f32_perm_f64": lambda: (torch.randn(1, 3).expand(4, 3),
+                                    torch.randn(3, 4, dtype=torch.float64).t()),
+    "expand_int_perm_f32": lambda: (torch.arange(3).view(1, 3).expand(4, 3),
+                                    torch.randn(3, 4).t()),
+    "col_expand_f64_perm_f32": lambda: (torch.randn(4, 1, dtype=torch.float64)
+                                        .expand(4, 3), torch.randn(3, 4).t()),
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED_DTYPE_LAYOUTS))
+def test_mixed_dtype_pointwise_layout(name):
+    a, b = MIXED_DTYPE_LAYOUTS[name]()
+    fn = lambda a, b: (a + b, a * b, a < b, torch.maximum(a, b))  # noqa: E731
+    check_same(tcjit.compile(fn)(a, b), fn(a, b))

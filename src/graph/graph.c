@@ -686,11 +686,19 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         ops[n++] = &conv[0];
         return tc_iter_layout(n, ops, out, err, errlen);
     }
+    /* On the CPU, TensorIterator's compute_types converts every input of
+     * another dtype than the common one with .to() before it picks the
+     * output's layout (a broadcast or sliced input turns dense) */
+    int cpu_promotes = !g->cuda && (def->promote == TC_PROMOTE_DEFAULT
+                                    || def->promote == TC_PROMOTE_INT_TO_FLOAT
+                                    || def->promote == TC_PROMOTE_BOOL_OUT);
     for (int k = 0; k < nin; k++) {
         const tc_node *x = &g->nodes[in[k]];
         conv[k] = x->layout;
         /* where() converts self/other with .to() before iterating */
-        if (def->promote == TC_PROMOTE_WHERE && k > 0 && x->dtype != compute) {
+        int converts = cpu_promotes
+                       || (def->promote == TC_PROMOTE_WHERE && k > 0);
+        if (converts && x->dtype != compute) {
             layout_after_to(&x->layout, &conv[k]);
         }
         ops[n++] = &conv[k];

@@ -120,6 +120,8 @@ typedef struct tc_graph {
     int ninputs;
     int *outputs;                /* node ids; may repeat, may be inputs */
     int noutputs;
+    int cuda;                    /* its tensors are on a CUDA device, where
+                                    some result layouts differ (op_layout) */
 } tc_graph;
 
 tc_graph *tc_graph_new(void);

@@ -1119,6 +1119,7 @@ use_device(tracer *T, const char *what, int dev)
                                  what, a, b);
     }
     T->out->device = dev;
+    T->out->graph->cuda = dev >= 0;
     T->sh->device_fixed = 1;
     return OK;
 }
