@@ -12,6 +12,7 @@ against eager.
 """
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tcjit
 from conftest import check_same
@@ -241,3 +242,29 @@ def test_mixed_dtype_pointwise_layout(name):
     a, b = MIXED_DTYPE_LAYOUTS[name]()
     fn = lambda a, b: (a + b, a * b, a < b, torch.maximum(a, b))  # noqa: E731
     check_same(tcjit.compile(fn)(a, b), fn(a, b))
+
+
+# ---- strides of size-1 dims ----------------------------------------------------
+
+SIZE1_INPUTS = {
+    "mid1": lambda: torch.randn(3, 5, 1).transpose(1, 2),
+    "two1": lambda: torch.randn(1, 4, 1).transpose(1, 2),
+    "lead1": lambda: torch.randn(5, 1, 4).transpose(0, 1),
+    "row": lambda: torch.randn(5, 1).t(),
+    "col": lambda: torch.randn(1, 5)[:, :1],
+}
+
+SIZE1_OPS = {
+    # unary TensorIterators in eager (the parameters are Python numbers):
+    # the fast path sees an input eager calls contiguous
+    "elu": lambda x: F.elu(x),
+    "softplus": lambda x: F.softplus(x),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+}
+
+
+@pytest.mark.parametrize("inp", list(SIZE1_INPUTS))
+@pytest.mark.parametrize("name", list(SIZE1_OPS))
+def test_size1_dim_strides_like_eager(name, inp):
+    fn, x = SIZE1_OPS[name], SIZE1_INPUTS[inp]()
+    check_same(tcjit.compile(fn)(x), fn(x))

@@ -623,13 +623,16 @@ is_wrapped_scalar(const tc_graph *g, int id)
 }
 
 /* Ops that torch implements as a unary TensorIterator over self.to(common)
- * when the other operands are Python numbers (clamp(x, 0, 1), x ** 2). */
+ * when the other operands are Python numbers (clamp(x, 0, 1), x ** 2, and
+ * the parameters of TC_PROMOTE_FIRST ops: F.elu(x, alpha)). */
 static int
-is_unary_with_scalars(const tc_graph *g, const char *name, int nin,
+is_unary_with_scalars(const tc_graph *g, const tc_op_def *def, int nin,
                       const int *in)
 {
+    const char *name = def->name;
     if (strcmp(name, "clamp") && strcmp(name, "clamp_min") &&
-        strcmp(name, "clamp_max") && strcmp(name, "pow")) {
+        strcmp(name, "clamp_max") && strcmp(name, "pow") &&
+        def->promote != TC_PROMOTE_FIRST) {
         return 0;
     }
     if (is_wrapped_scalar(g, in[0])) {
@@ -677,7 +680,7 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         tc_layout_contiguous(out);
         return 0;
     }
-    if (is_unary_with_scalars(g, def->name, nin, in)) {
+    if (is_unary_with_scalars(g, def, nin, in)) {
         const tc_node *x = &g->nodes[in[0]];
         conv[0] = x->layout;
         if (x->dtype != compute) {
