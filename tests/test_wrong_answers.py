@@ -252,6 +252,7 @@ SIZE1_INPUTS = {
     "lead1": lambda: torch.randn(5, 1, 4).transpose(0, 1),
     "row": lambda: torch.randn(5, 1).t(),
     "col": lambda: torch.randn(1, 5)[:, :1],
+    "sliced": lambda: torch.randn(4, 6)[:, ::2],
 }
 
 SIZE1_OPS = {
@@ -260,6 +261,10 @@ SIZE1_OPS = {
     "elu": lambda x: F.elu(x),
     "softplus": lambda x: F.softplus(x),
     "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    # hardtanh_out into empty_like(input): the input's strides
+    "hardtanh": lambda x: F.hardtanh(x, -0.5, 2.0),
+    "relu6": lambda x: F.relu6(x),
+    "hardtanh_int": lambda x: F.hardtanh((x * 4).to(torch.int32), -1, 2),
 }
 
 

@@ -2393,6 +2393,20 @@ tc_layout_like(const tc_layout *src, tc_layout *out)
     layout_after_to(src, out);
 }
 
+int
+tc_graph_result_like(tc_graph *g, int node, int like)
+{
+    if (node != g->nnodes - 1 || like < 0 || like >= node
+        || g->nodes[node].kind != TC_NODE_OP
+        || tc_ops[g->nodes[node].op].kind != TC_OPK_POINTWISE
+        || !layout_same_sizes(&g->nodes[node].layout,
+                              &g->nodes[like].layout)) {
+        return -1;
+    }
+    tc_layout_like(&g->nodes[like].layout, &g->nodes[node].layout);
+    return 0;
+}
+
 /* An op node whose layout is given rather than inferred from operands
  * (creation ops have no tensor operand to infer it from). */
 static int

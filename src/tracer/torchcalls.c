@@ -1011,8 +1011,14 @@ call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
         return ERROR;
     }
     int rc = call_clamp(T, args);
-    return rc != OK ? rc : call_cast(T, tc_tr_pop(T),
-                                     tc_tr_tensor_node(T, p[0])->dtype);
+    rc = rc != OK ? rc : call_cast(T, tc_tr_pop(T),
+                                   tc_tr_tensor_node(T, p[0])->dtype);
+    if (rc == OK && tc_graph_result_like(T->out->graph, tc_tr_peek(T, 1)->node,
+                                         p[0]->node) < 0) {
+        return tc_tr_unsupported(T, "%s() whose result is not a new tensor",
+                                 b->def->path);
+    }
+    return rc;
 }
 
 static int
