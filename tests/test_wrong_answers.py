@@ -265,6 +265,9 @@ SIZE1_OPS = {
     "hardtanh": lambda x: F.hardtanh(x, -0.5, 2.0),
     "relu6": lambda x: F.relu6(x),
     "hardtanh_int": lambda x: F.hardtanh((x * 4).to(torch.int32), -1, 2),
+    # number / tensor is Tensor.__rtruediv__: x.reciprocal() * number
+    "rdiv": lambda x: 5 / x,
+    "rdiv_int": lambda x: 2.5 / (x * 4).to(torch.int32).clamp(min=1),
 }
 
 
