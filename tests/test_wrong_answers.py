@@ -276,3 +276,24 @@ SIZE1_OPS = {
 def test_size1_dim_strides_like_eager(name, inp):
     fn, x = SIZE1_OPS[name], SIZE1_INPUTS[inp]()
     check_same(tcjit.compile(fn)(x), fn(x))
+
+
+# ---- sdpa's result layout on the CPU -------------------------------------------
+
+def _sdpa_q(perm, e=4):
+    shape = [2, 3, 5, e]
+    inv = [perm.index(i) for i in range(4)]
+    return torch.randn([shape[p] for p in perm]).permute(inv)
+
+
+@pytest.mark.parametrize("perm", [(0, 1, 2, 3), (1, 0, 2, 3), (0, 2, 1, 3),
+                                  (2, 1, 0, 3), (0, 1, 3, 2), (3, 2, 1, 0)])
+@pytest.mark.parametrize("ev", [4, 7])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_result_layout_follows_q(perm, ev, dtype):
+    # the CPU flash kernel writes into empty_like(q) when q's last dim is
+    # dense and the head dims agree; otherwise the result is contiguous
+    q = _sdpa_q(perm).to(dtype)
+    k, v = torch.randn(2, 3, 6, 4, dtype=dtype), torch.randn(2, 3, 6, ev, dtype=dtype)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    check_same(tcjit.compile(fn)(q, k, v), fn(q, k, v))

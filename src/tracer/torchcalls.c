@@ -668,14 +668,16 @@ call_sdpa(tracer *T, tc_var **p)
     /* The memory order eager's result has (and the runtime then need not
      * copy): CUDA's kernels write [B, L, H, E], so transpose(1, 2)
      * .contiguous() after it is free.  On the CPU (torch 2.13, every
-     * dtype) the result follows q: [B, L, H, E] when q is laid out that
-     * way (heads split off a projection, as in every transformer),
-     * contiguous otherwise.  A wrong guess costs a copy, not a result. */
-    const tc_node *qn = &T->out->graph->nodes[in[0]];
-    const int64_t *qs = qn->layout.strides;
-    int cpu_heads_inner = qn->layout.ndim == 4 && qs[3] == 1
-                          && qs[1] < qs[2];
-    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0 || cpu_heads_inner;
+     * dtype) the flash kernel, taken for 4-d q, k, v with one head dim,
+     * writes into empty_like(q) when q's last dim is dense ([B, L, H, E]
+     * when heads were split off a projection, as in every transformer),
+     * else into a contiguous tensor; the math fallback's is contiguous. */
+    const tc_layout *ql = &T->out->graph->nodes[in[0]].layout;
+    const tc_layout *vl = &T->out->graph->nodes[in[2]].layout;
+    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0;
+    xa[TC_XA_SDPA_LIKE_Q] = T->out->device < 0 && ql->ndim == 4
+                            && vl->ndim == 4 && ql->strides[3] == 1
+                            && ql->sizes[3] == vl->sizes[3];
     xa[TC_XA_SDPA_HAS_SCALE] = !tc_tr_is_none(p[6]);
     return tc_tr_push_extern(T, "sdpa", n, in, xa, scale);
 }
