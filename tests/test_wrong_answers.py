@@ -273,9 +273,10 @@ SIZE1_OPS = {
 
 @pytest.mark.parametrize("inp", list(SIZE1_INPUTS))
 @pytest.mark.parametrize("name", list(SIZE1_OPS))
-def test_size1_dim_strides_like_eager(name, inp):
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_size1_dim_strides_like_eager(name, inp, backend):
     fn, x = SIZE1_OPS[name], SIZE1_INPUTS[inp]()
-    check_same(tcjit.compile(fn)(x), fn(x))
+    check_same(tcjit.compile(fn, backend=backend)(x), fn(x))
 
 
 # ---- sdpa's result layout on the CPU -------------------------------------------

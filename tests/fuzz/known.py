@@ -9,22 +9,9 @@ import re
 
 
 KNOWN = {
-    # x.contiguous() of a tensor eager calls contiguous (size-1 dims, no
-    # elements) is x itself in eager; tcjit copies it (so x.contiguous()
-    # .add_(1) does not change x) and restrides it.
-    r"auto:(unmerged|unshared)(@2)?:contiguous\+input": "contiguous() copies a contiguous input",
-
-    # Strides of size-1 dims differ from eager's (expand's new leading dim,
-    # pointwise results of inputs with size-1 dims).
-    r"auto:stride1(@2)?:\w+": "strides of size-1 dims differ from eager's",
-
     # F.layer_norm / F.rms_norm with a weight of another dtype than x:
     # eager's result has x's dtype, tcjit's the promoted one.
     r"auto:dtype(@2)?:(layer_norm|rms_norm)": "norm result dtype with a weight of another dtype",
-
-    # F.scaled_dot_product_attention(q.transpose(0, 1), ...): eager's CPU
-    # result follows q's layout.
-    r"auto:stride(@2)?:sdpa": "sdpa output layout with a permuted q",
 
     # torch.logical_or(x, 5), torch.maximum(x, 0.5): eager raises TypeError
     # (the other operand must be a tensor), tcjit computes.
