@@ -125,6 +125,25 @@ def test_views_alias_and_layout_like_eager(name):
         check_same(got, want)
 
 
+CONTIGUOUS_BY_EAGERS_RULE = {
+    # size-1 dims with any stride, empty tensors, a storage offset: eager's
+    # is_contiguous() holds, so x.contiguous() is x itself
+    "size1_odd_stride": lambda: torch.randn(3, 8)[::2][:1],
+    "size1_transposed": lambda: torch.randn(5, 1).t(),
+    "empty": lambda: torch.randn(4, 6)[:, :0],
+    "offset": lambda: torch.randn(4, 6)[1:],
+}
+
+
+@pytest.mark.parametrize("name", list(CONTIGUOUS_BY_EAGERS_RULE))
+def test_contiguous_of_an_eager_contiguous_input_is_the_input(name):
+    x = CONTIGUOUS_BY_EAGERS_RULE[name]()
+    fn = lambda x: x.contiguous()  # noqa: E731
+    assert fn(x) is x
+    got = tcjit.compile(fn)(x)
+    assert got is x
+
+
 def test_invalid_view_raises_like_eager():
     def f(x):
         return x.t().view(-1)
@@ -146,3 +165,17 @@ def test_hand_written_attention_with_softmax():
     q, k, v = (torch.randn(2, 16, 8) for _ in range(3))
     mask = torch.ones(16, 16, dtype=torch.bool).tril()
     check_same(tcjit.compile(attn)(q, k, v, mask), attn(q, k, v, mask))
+
+
+EXPAND_CASES = [((2, 1, 1), (1, 2, 2, 5)), ((3,), (1, 2, 3)), ((5, 1), (1, 5, 4)),
+                ((2, 1, 1), (1, 2, 1, 0)), ((), (1, 3)), ((2, 3), (1, 1, 2, 3))]
+
+
+@pytest.mark.parametrize("shape,sizes", EXPAND_CASES)
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_expand_new_size1_dims_have_eagers_strides(shape, sizes, backend):
+    # eager's new leading dim of size 1 is strided as if contiguous with
+    # the next dim (0 for a 0-d tensor), a broadcast one 0
+    fn = lambda x: x.expand(sizes)  # noqa: E731
+    x = torch.randn(shape)
+    check_same(tcjit.compile(fn, backend=backend)(x), fn(x))

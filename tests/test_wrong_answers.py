@@ -20,6 +20,7 @@ against eager.
 """
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch.nn.functional as F
 
@@ -233,6 +234,12 @@ IDENTITY = {
     "tensor_and_its_view": (lambda x: ((y := x + 1), y.t(), x + 1),
                             lambda: (torch.randn(4, 5),)),
     "int_twice": (lambda x: (x * 3, x * 3), lambda: (torch.arange(12).view(3, 4),)),
+    # equal views merge in the graph; eager has one view object per call
+    "equal_views": (lambda x: (x[3], torch.select(x, 0, -1), x.narrow(0, 1, 2),
+                               x[1:3], x.reshape(20), x.reshape(-1),
+                               x.permute(1, 0), x.t(), x.unflatten(1, (1, 5)),
+                               x.view(4, 1, 5), x.split(2)[0], x[:2]),
+                    lambda: (torch.randn(4, 5),)),
 }
 
 
@@ -249,9 +256,9 @@ def _identity_pattern(outs, args):
             [st.index(s) for s in st], [first(in_st, s) for s in st])
 
 
-def _check_identity(fn, args, device="cpu"):
+def _check_identity(fn, args, device="cpu", backend="auto"):
     args = tuple(a.to(device) for a in args)
-    cf = tcjit.compile(fn)
+    cf = tcjit.compile(fn, backend=backend)
     for _ in range(2):
         expected, actual = fn(*args), cf(*args)
         check_same(actual, expected)
@@ -279,6 +286,18 @@ def test_output_identity_through_the_eager_backend():
     (x,) = make()
     a, b = tcjit.compile(fn, backend="eager")(x)
     assert a is not b and a.data_ptr() != b.data_ptr()
+
+
+@pytest.mark.parametrize("name", list(IDENTITY))
+@pytest.mark.parametrize("backend", ["eager", "graph_replay"])
+def test_output_identity_of_other_backends(name, backend):
+    """The frame_eval runtime, not each backend, gives outputs eager's
+    identity: a callable backend that returns the graph's outputs as it
+    computes them (one object for two merged views) gets it too."""
+    fn, make = IDENTITY[name]
+    if backend == "graph_replay":
+        backend = lambda graph, inputs: graph  # noqa: E731
+    _check_identity(fn, make(), backend=backend)
 
 
 # ---- CUDA: the same graphs on the GPU, and their PTX through ptxas ------------
@@ -318,3 +337,80 @@ def test_ptx_assembles_wrong_answer_graphs(tmp_path):
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     assert_ptxas_accepts(dumped_ptx(d, 40))
+
+
+# ---- layouts of mixed-dtype pointwise ops ----------------------------------------
+
+MIXED_DTYPE_LAYOUTS = {
+    # eager (CPU) converts the input of another dtype with .to() first: a
+    # broadcast or sliced input turns dense and decides the output's order
+    "expand_f32_perm_f64": lambda: (torch.randn(1, 3).expand(4, 3),
+                                    torch.randn(3, 4, dtype=torch.float64).t()),
+    "expand_int_perm_f32": lambda: (torch.arange(3).view(1, 3).expand(4, 3),
+                                    torch.randn(3, 4).t()),
+    "col_expand_f64_perm_f32": lambda: (torch.randn(4, 1, dtype=torch.float64)
+                                        .expand(4, 3), torch.randn(3, 4).t()),
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED_DTYPE_LAYOUTS))
+def test_mixed_dtype_pointwise_layout(name):
+    a, b = MIXED_DTYPE_LAYOUTS[name]()
+    fn = lambda a, b: (a + b, a * b, a < b, torch.maximum(a, b))  # noqa: E731
+    check_same(tcjit.compile(fn)(a, b), fn(a, b))
+
+
+# ---- strides of size-1 dims ----------------------------------------------------
+
+SIZE1_INPUTS = {
+    "mid1": lambda: torch.randn(3, 5, 1).transpose(1, 2),
+    "two1": lambda: torch.randn(1, 4, 1).transpose(1, 2),
+    "lead1": lambda: torch.randn(5, 1, 4).transpose(0, 1),
+    "row": lambda: torch.randn(5, 1).t(),
+    "col": lambda: torch.randn(1, 5)[:, :1],
+    "sliced": lambda: torch.randn(4, 6)[:, ::2],
+}
+
+SIZE1_OPS = {
+    # unary TensorIterators in eager (the parameters are Python numbers):
+    # the fast path sees an input eager calls contiguous
+    "elu": lambda x: F.elu(x),
+    "softplus": lambda x: F.softplus(x),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    # hardtanh_out into empty_like(input): the input's strides
+    "hardtanh": lambda x: F.hardtanh(x, -0.5, 2.0),
+    "relu6": lambda x: F.relu6(x),
+    "hardtanh_int": lambda x: F.hardtanh((x * 4).to(torch.int32), -1, 2),
+    # number / tensor is Tensor.__rtruediv__: x.reciprocal() * number
+    "rdiv": lambda x: 5 / x,
+    "rdiv_int": lambda x: 2.5 / (x * 4).to(torch.int32).clamp(min=1),
+}
+
+
+@pytest.mark.parametrize("inp", list(SIZE1_INPUTS))
+@pytest.mark.parametrize("name", list(SIZE1_OPS))
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_size1_dim_strides_like_eager(name, inp, backend):
+    fn, x = SIZE1_OPS[name], SIZE1_INPUTS[inp]()
+    check_same(tcjit.compile(fn, backend=backend)(x), fn(x))
+
+
+# ---- sdpa's result layout on the CPU -------------------------------------------
+
+def _sdpa_q(perm, e=4):
+    shape = [2, 3, 5, e]
+    inv = [perm.index(i) for i in range(4)]
+    return torch.randn([shape[p] for p in perm]).permute(inv)
+
+
+@pytest.mark.parametrize("perm", [(0, 1, 2, 3), (1, 0, 2, 3), (0, 2, 1, 3),
+                                  (2, 1, 0, 3), (0, 1, 3, 2), (3, 2, 1, 0)])
+@pytest.mark.parametrize("ev", [4, 7])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_result_layout_follows_q(perm, ev, dtype):
+    # the CPU flash kernel writes into empty_like(q) when q's last dim is
+    # dense and the head dims agree; otherwise the result is contiguous
+    q = _sdpa_q(perm).to(dtype)
+    k, v = torch.randn(2, 3, 6, 4, dtype=dtype), torch.randn(2, 3, 6, ev, dtype=dtype)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    check_same(tcjit.compile(fn)(q, k, v), fn(q, k, v))

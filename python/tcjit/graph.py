@@ -33,6 +33,7 @@ def _replayer(row):
 
 
 _REPLAY = {row["name"]: _replayer(row) for row in _C.op_table()}
+_POINTWISE = {row["name"] for row in _C.op_table() if row["kind"] == "pointwise"}
 
 
 class Node:
@@ -126,5 +127,13 @@ class Graph:
                 env[n.index] = torch.as_strided(
                     base, n.shape, n.stride, base.storage_offset() + n.offset)
             else:
-                env[n.index] = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
+                r = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
+                if (n.op in _POINTWISE and isinstance(r, torch.Tensor)
+                        and r.shape == n.shape and r.stride() != n.stride):
+                    # the op eager writes into a given out= tensor
+                    # (F.hardtanh: clamp into empty_like(input)): the
+                    # node's layout is that tensor's
+                    r = torch.empty_strided(n.shape, n.stride, dtype=r.dtype,
+                                            device=r.device).copy_(r)
+                env[n.index] = r
         return tuple(env[o.index] for o in self.outputs)

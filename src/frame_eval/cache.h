@@ -29,6 +29,9 @@ typedef struct tc_entry {
     int ninputs;
     int *input_sources;
     int noutputs;
+    int merged_outputs;       /* two output slots are one graph node (CSE
+                                 merged equal views): eval_frame.c makes
+                                 them two objects, as eager has them */
     tc_template ret;
     int return_pc;
     int return_pushes;

@@ -328,6 +328,12 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         return -1;
     }
     e->noutputs = g->noutputs;
+    e->merged_outputs = 0;
+    for (int j = 0; j < g->noutputs; j++) {
+        for (int k = 0; k < j; k++) {
+            e->merged_outputs |= g->outputs[j] == g->outputs[k];
+        }
+    }
     char title[256];
     PyOS_snprintf(title, sizeof(title), "%s [%d/%d]",
                   PyUnicode_AsUTF8(co->co_name), st->frame_id, e->compile_id);

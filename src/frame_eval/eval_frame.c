@@ -316,6 +316,38 @@ run_backend_fn(tc_entry *e, PyObject **inputs, PyObject **outputs)
     return 0;
 }
 
+static void
+release_outputs(tc_entry *e, PyObject **outputs)
+{
+    for (int i = 0; i < e->noutputs; i++) {
+        Py_DECREF(outputs[i]);
+    }
+}
+
+/* Output slots are distinct traced tensors (the tracer gives one node one
+ * slot), so eager has distinct objects for them; after CSE merged equal
+ * views (x[3] and x.select(0, 3)) a backend may give one object for two
+ * slots.  Each later one becomes a view of its own, as eager's is. */
+static int
+split_merged_outputs(tc_entry *e, PyObject **outputs)
+{
+    for (int j = 1; j < e->noutputs; j++) {
+        for (int k = 0; k < j; k++) {
+            if (outputs[j] != outputs[k]) {
+                continue;
+            }
+            PyObject *v = PyObject_CallMethod(outputs[j], "view_as", "O",
+                                              outputs[j]);
+            if (v == NULL) {
+                return -1;
+            }
+            Py_SETREF(outputs[j], v);
+            break;
+        }
+    }
+    return 0;
+}
+
 /* Run the graph of a compiled entry: outputs get new references. */
 static int
 run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
@@ -335,18 +367,14 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
     }
     int rc = e->be ? e->be->run(e->code, inputs, e->ninputs, outputs)
                    : run_backend_fn(e, inputs, outputs);
+    if (rc == 0 && e->merged_outputs && split_merged_outputs(e, outputs) < 0) {
+        release_outputs(e, outputs);
+        rc = -1;
+    }
     if (inputs != small) {
         PyMem_Free(inputs);
     }
     return rc;
-}
-
-static void
-release_outputs(tc_entry *e, PyObject **outputs)
-{
-    for (int i = 0; i < e->noutputs; i++) {
-        Py_DECREF(outputs[i]);
-    }
 }
 
 /* Make the frame hold what the segment computed: the locals it wrote and

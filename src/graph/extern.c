@@ -489,6 +489,12 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
         l->strides[2] = H * E;
         l->strides[0] = L * H * E;
     }
+    else if (!strcmp(op, "sdpa") && x.xa[TC_XA_SDPA_LIKE_Q]
+             && n.layout.ndim == L(&x, 0)->ndim
+             && memcmp(n.layout.sizes, L(&x, 0)->sizes,
+                       sizeof(int64_t) * n.layout.ndim) == 0) {
+        tc_layout_like(L(&x, 0), &n.layout);
+    }
     n.op = opi;
     n.nin = nin;
     memcpy(n.in, in, sizeof(int) * nin);

@@ -40,7 +40,9 @@ enum {
     TC_XA_SDPA_CAUSAL = 0,
     TC_XA_SDPA_HAS_SCALE = 1,
     TC_XA_SDPA_HAS_MASK = 2,
-    TC_XA_SDPA_HEADS_INNER = 3,
+    TC_XA_SDPA_HEADS_INNER = 3,  /* result in [B, L, H, E] memory (CUDA) */
+    TC_XA_SDPA_LIKE_Q = 4,       /* result laid out as empty_like(q) (the
+                                    CPU flash kernel) */
     TC_XA_CONV_STRIDE = 0,
     TC_XA_CONV_PADDING = 2,
     TC_XA_CONV_DILATION = 4,

@@ -623,13 +623,16 @@ is_wrapped_scalar(const tc_graph *g, int id)
 }
 
 /* Ops that torch implements as a unary TensorIterator over self.to(common)
- * when the other operands are Python numbers (clamp(x, 0, 1), x ** 2). */
+ * when the other operands are Python numbers (clamp(x, 0, 1), x ** 2, and
+ * the parameters of TC_PROMOTE_FIRST ops: F.elu(x, alpha)). */
 static int
-is_unary_with_scalars(const tc_graph *g, const char *name, int nin,
+is_unary_with_scalars(const tc_graph *g, const tc_op_def *def, int nin,
                       const int *in)
 {
+    const char *name = def->name;
     if (strcmp(name, "clamp") && strcmp(name, "clamp_min") &&
-        strcmp(name, "clamp_max") && strcmp(name, "pow")) {
+        strcmp(name, "clamp_max") && strcmp(name, "pow") &&
+        def->promote != TC_PROMOTE_FIRST) {
         return 0;
     }
     if (is_wrapped_scalar(g, in[0])) {
@@ -677,7 +680,7 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         tc_layout_contiguous(out);
         return 0;
     }
-    if (is_unary_with_scalars(g, def->name, nin, in)) {
+    if (is_unary_with_scalars(g, def, nin, in)) {
         const tc_node *x = &g->nodes[in[0]];
         conv[0] = x->layout;
         if (x->dtype != compute) {
@@ -686,11 +689,19 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
         ops[n++] = &conv[0];
         return tc_iter_layout(n, ops, out, err, errlen);
     }
+    /* On the CPU, TensorIterator's compute_types converts every input of
+     * another dtype than the common one with .to() before it picks the
+     * output's layout (a broadcast or sliced input turns dense) */
+    int cpu_promotes = !g->cuda && (def->promote == TC_PROMOTE_DEFAULT
+                                    || def->promote == TC_PROMOTE_INT_TO_FLOAT
+                                    || def->promote == TC_PROMOTE_BOOL_OUT);
     for (int k = 0; k < nin; k++) {
         const tc_node *x = &g->nodes[in[k]];
         conv[k] = x->layout;
         /* where() converts self/other with .to() before iterating */
-        if (def->promote == TC_PROMOTE_WHERE && k > 0 && x->dtype != compute) {
+        int converts = cpu_promotes
+                       || (def->promote == TC_PROMOTE_WHERE && k > 0);
+        if (converts && x->dtype != compute) {
             layout_after_to(&x->layout, &conv[k]);
         }
         ops[n++] = &conv[k];
@@ -1407,8 +1418,12 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
                         "%d", (long long)sz, i);
                 return -1;
             }
+            /* eager's inferExpandGeometry: a new dim of size 1 gets the
+             * stride it would have if contiguous with the next (a 0-d
+             * tensor's expand is all zeros), a broadcast one 0 */
             v.layout.sizes[i] = sz;
-            v.layout.strides[i] = 0;
+            v.layout.strides[i] = sz == 1 && l->ndim > 0
+                ? v.layout.sizes[i + 1] * v.layout.strides[i + 1] : 0;
             continue;
         }
         if (sz == -1) {
@@ -2416,6 +2431,20 @@ void
 tc_layout_like(const tc_layout *src, tc_layout *out)
 {
     layout_after_to(src, out);
+}
+
+int
+tc_graph_result_like(tc_graph *g, int node, int like)
+{
+    if (node != g->nnodes - 1 || like < 0 || like >= node
+        || g->nodes[node].kind != TC_NODE_OP
+        || tc_ops[g->nodes[node].op].kind != TC_OPK_POINTWISE
+        || !layout_same_sizes(&g->nodes[node].layout,
+                              &g->nodes[like].layout)) {
+        return -1;
+    }
+    tc_layout_like(&g->nodes[like].layout, &g->nodes[node].layout);
+    return 0;
 }
 
 /* An op node whose layout is given rather than inferred from operands

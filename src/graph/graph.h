@@ -120,6 +120,8 @@ typedef struct tc_graph {
     int ninputs;
     int *outputs;                /* node ids; may repeat, may be inputs */
     int noutputs;
+    int cuda;                    /* its tensors are on a CUDA device, where
+                                    some result layouts differ (op_layout) */
 } tc_graph;
 
 tc_graph *tc_graph_new(void);
@@ -257,6 +259,11 @@ int tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
 /* Layout of empty_like(x) (preserve_format): x's strides when dense, else
  * dense strides in x's dim order. */
 void tc_layout_like(const tc_layout *src, tc_layout *out);
+/* The pointwise node just built (the graph's last, nothing reads it yet)
+ * writes into a tensor laid out like node like's empty_like, as eager's
+ * out= functions called on empty_like(input) do (F.hardtanh).  0, or -1
+ * if node is not such a node. */
+int tc_graph_result_like(tc_graph *g, int node, int like);
 /* A new tensor with layout (sizes and strides as given) and dtype dt,
  * every element the scalar node value converted to dt. */
 int tc_graph_full(tc_graph *g, const tc_layout *layout, tc_dtype dt,

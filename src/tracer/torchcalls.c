@@ -548,12 +548,10 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
         node = tc_graph_unflatten(g, x, dim, ns, sizes, err, sizeof(err));
     }
     else if (strcmp(op, "contiguous") == 0) {
-        const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
-        tc_layout c = *l;
-        tc_layout_contiguous(&c);
-        if (memcmp(c.strides, l->strides, l->ndim * sizeof(int64_t)) == 0
-            && tc_tr_tensor_node(T, self)->offset == 0) {
-            return tc_tr_push(T, self);       /* eager returns self */
+        /* eager returns self whenever self is_contiguous() (size-1 dims
+         * and empty tensors included, whatever the storage offset) */
+        if (is_contiguous_layout(&tc_tr_tensor_node(T, self)->layout)) {
+            return tc_tr_push(T, self);
         }
         node = tc_graph_op(g, "contiguous", 1, &x, TC_F32, err, sizeof(err));
     }
@@ -703,14 +701,16 @@ call_sdpa(tracer *T, tc_var **p)
     /* The memory order eager's result has (and the runtime then need not
      * copy): CUDA's kernels write [B, L, H, E], so transpose(1, 2)
      * .contiguous() after it is free.  On the CPU (torch 2.13, every
-     * dtype) the result follows q: [B, L, H, E] when q is laid out that
-     * way (heads split off a projection, as in every transformer),
-     * contiguous otherwise.  A wrong guess costs a copy, not a result. */
-    const tc_node *qn = &T->out->graph->nodes[in[0]];
-    const int64_t *qs = qn->layout.strides;
-    int cpu_heads_inner = qn->layout.ndim == 4 && qs[3] == 1
-                          && qs[1] < qs[2];
-    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0 || cpu_heads_inner;
+     * dtype) the flash kernel, taken for 4-d q, k, v with one head dim,
+     * writes into empty_like(q) when q's last dim is dense ([B, L, H, E]
+     * when heads were split off a projection, as in every transformer),
+     * else into a contiguous tensor; the math fallback's is contiguous. */
+    const tc_layout *ql = &T->out->graph->nodes[in[0]].layout;
+    const tc_layout *vl = &T->out->graph->nodes[in[2]].layout;
+    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0;
+    xa[TC_XA_SDPA_LIKE_Q] = T->out->device < 0 && ql->ndim == 4
+                            && vl->ndim == 4 && ql->strides[3] == 1
+                            && ql->sizes[3] == vl->sizes[3];
     xa[TC_XA_SDPA_HAS_SCALE] = !tc_tr_is_none(p[6]);
     return tc_tr_push_extern(T, "sdpa", n, in, xa, scale);
 }
@@ -1046,8 +1046,14 @@ call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
         return ERROR;
     }
     int rc = call_clamp(T, args);
-    return rc != OK ? rc : call_cast(T, tc_tr_pop(T),
-                                     tc_tr_tensor_node(T, p[0])->dtype);
+    rc = rc != OK ? rc : call_cast(T, tc_tr_pop(T),
+                                   tc_tr_tensor_node(T, p[0])->dtype);
+    if (rc == OK && tc_graph_result_like(T->out->graph, tc_tr_peek(T, 1)->node,
+                                         p[0]->node) < 0) {
+        return tc_tr_unsupported(T, "%s() whose result is not a new tensor",
+                                 b->def->path);
+    }
+    return rc;
 }
 
 static int
@@ -1154,6 +1160,7 @@ use_device(tracer *T, const char *what, int dev)
                                  what, a, b);
     }
     T->out->device = dev;
+    T->out->graph->cuda = dev >= 0;
     T->sh->device_fixed = 1;
     return OK;
 }

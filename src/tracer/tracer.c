@@ -177,6 +177,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         return NULL;
     }
     T->out->device = m.device_index;
+    T->out->graph->cuda = m.device_index >= 0;
     tc_layout l;
     l.ndim = m.ndim;
     memcpy(l.sizes, m.sizes, sizeof(l.sizes));

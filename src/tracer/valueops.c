@@ -245,6 +245,15 @@ tc_tr_op_binary(tracer *T, int nb)
                                  "division, remainder and shifts are not "
                                  "supported yet)", nb);
     }
+    if (nb == NB_TRUE_DIVIDE && a->kind != TC_VAR_TENSOR) {
+        /* number / tensor is Tensor.__rtruediv__: reciprocal() * number,
+         * whose rounding and layout (a unary op first) eager's result has */
+        if ((rc = tc_tr_emit_op(T, "reciprocal", 1, &b, TC_F32)) != OK) {
+            return rc;
+        }
+        tc_var *r[2] = {tc_tr_pop(T), a};
+        return tc_tr_emit_op(T, "mul", 2, r, TC_F32);
+    }
     tc_var *args[2] = {a, b};
     return tc_tr_emit_op(T, op, 2, args, TC_F32);
 }
