@@ -8,6 +8,7 @@
 # never into /.  Wheels for pytest may be carried in .whl/.
 #
 #   bash scripts/device-cpu-tests.sh [pytest args...]
+#   TC_BUILD_ONLY=1 bash scripts/device-cpu-tests.sh    # build, run nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GJ=${GJ:-/tmp/gj}
@@ -37,4 +38,5 @@ gcc -shared -fPIC -O2 -g -Wall -std=gnu11 -fvisibility=hidden -Isrc -I"$inc" \
     -L"$GCCDIR" -L"$GJ/usr/lib/x86_64-linux-gnu" -l:libgccjit.so.0 -lpthread -ldl -lm
 # libgccjit's embedded driver links against libgcc from its own GCC version.
 export LIBRARY_PATH="$GCCDIR"
+[ -n "${TC_BUILD_ONLY:-}" ] && exit 0
 PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} "$PY" -m pytest -q -p no:cacheprovider tests "$@"
