@@ -316,6 +316,63 @@ def test_sdpa_flash_layout_cuda():
 
 
 @cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(3, 1, 1, 1, 2), (2, 2, 1, 3, 4), (2, 3, 5, 6, 4),
+                                   (1, 2, 3, 3, 16), (2, 2, 4, 4, 3), (2, 3, 5, 6, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_sdpa_result_strides_cuda(dtype, shape, causal, backend):
+    """The result has eager's strides whichever kernel torch picks (math,
+    flash with its last dim padded to 8, memory-efficient's [B, L, H, E],
+    cuDNN), also where a view of it is returned (fuzzer classes)."""
+    B, H, L, S, E = shape
+    q = torch.randn(B, H, L, E, device="cuda", dtype=dtype)
+    k, v = (torch.randn(B, H, S, E, device="cuda", dtype=dtype) for _ in range(2))
+
+    def f(q, k, v):
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return y, y.select(1, -1).transpose(-1, 0), y.clamp(0, 3)
+
+    expected = f(q, k, v)
+    got = tcjit.compile(f, backend=backend)(q, k, v)
+    for e, g in zip(expected, got):
+        assert g.stride() == e.stride()
+        torch.testing.assert_close(g, e, atol=2e-3, rtol=2e-3)
+
+
+@cuda_only
+@pytest.mark.parametrize("weight", [False, True])
+def test_rms_norm_result_strides_cuda(weight):
+    """CUDA's fused rms_norm allocates its result: fresh contiguous strides
+    even for a (1, 3) input with strides (1, 1), where the CPU's composite
+    keeps (1, 1) (fuzzer class)."""
+    x = torch.randn(3, 1, device="cuda").t()
+    w = torch.randn(3, device="cuda") if weight else None
+    f = lambda x, w: torch.nn.functional.rms_norm(x, (3,), w)
+    for backend in ("auto", "eager"):
+        got, expected = tcjit.compile(f, backend=backend)(x, w), f(x, w)
+        assert got.stride() == expected.stride() == (3, 1)
+        torch.testing.assert_close(got, expected)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 8])
+def test_rms_norm_infinite_rows_cuda(dtype, n):
+    """Rows with an infinite element: torch's CUDA kernel makes the whole row
+    NaN where it does not vectorize (n % 4, double), only that element
+    where it does; a square that overflows is no NaN (fuzzer class)."""
+    x = torch.rand(4, n, device="cuda", dtype=dtype) + 0.5
+    x[0, n // 2] = float("inf")
+    x[1, 0] = -float("inf")
+    x[2, n - 1] = 60000.0 if dtype == torch.float16 else 1e30
+    f = lambda x: torch.nn.functional.rms_norm(x, (n,))
+    for backend in ("auto", "eager"):
+        torch.testing.assert_close(tcjit.compile(f, backend=backend)(x), f(x),
+                                   equal_nan=True)
+
+
+@cuda_only
 @torch.no_grad()
 def test_gpt2_block_cuda():
     from test_models import Block

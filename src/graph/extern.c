@@ -190,6 +190,33 @@ tc_xshape_linear(xctx *x, int variant)
 
 /* ---- attention, embedding, convolution, cat ---------------------------- */
 
+/* The strides of sdpa's result l (contiguous so far) as the kernel eager
+ * takes writes it (extern.h TC_SDPA_*). */
+static void
+sdpa_layout(const xctx *x, tc_layout *l)
+{
+    int64_t kind = x->xa[TC_XA_SDPA_LAYOUT];
+    if (l->ndim != 4) {
+        return;
+    }
+    int64_t H = l->sizes[1], M = l->sizes[2], E = l->sizes[3];
+    if (kind == TC_SDPA_HEADS_INNER) {
+        l->strides[1] = E;
+        l->strides[2] = H * E;
+        l->strides[0] = M * H * E;
+    }
+    else if (kind == TC_SDPA_PAD8) {
+        int64_t P = (E + 7) / 8 * 8;
+        l->strides[2] = P;
+        l->strides[1] = M * P;
+        l->strides[0] = H * M * P;
+    }
+    else if (kind == TC_SDPA_LIKE_Q && L(x, 0)->ndim == 4
+             && memcmp(l->sizes, L(x, 0)->sizes, sizeof(int64_t) * 4) == 0) {
+        tc_layout_like(L(x, 0), l);
+    }
+}
+
 int
 tc_xshape_sdpa(xctx *x, int variant)
 {
@@ -479,21 +506,8 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
         return -1;
     }
     tc_layout_contiguous(&n.layout);
-    if (!strcmp(op, "sdpa") && x.xa[TC_XA_SDPA_HEADS_INNER] &&
-        n.layout.ndim == 4) {
-        /* [B, H, L, E] viewed from [B, L, H, E] memory */
-        tc_layout *l = &n.layout;
-        int64_t H = l->sizes[1], L = l->sizes[2], E = l->sizes[3];
-        l->strides[3] = 1;
-        l->strides[1] = E;
-        l->strides[2] = H * E;
-        l->strides[0] = L * H * E;
-    }
-    else if (!strcmp(op, "sdpa") && x.xa[TC_XA_SDPA_LIKE_Q]
-             && n.layout.ndim == L(&x, 0)->ndim
-             && memcmp(n.layout.sizes, L(&x, 0)->sizes,
-                       sizeof(int64_t) * n.layout.ndim) == 0) {
-        tc_layout_like(L(&x, 0), &n.layout);
+    if (!strcmp(op, "sdpa")) {
+        sdpa_layout(&x, &n.layout);
     }
     n.op = opi;
     n.nin = nin;

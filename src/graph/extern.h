@@ -36,13 +36,22 @@
 #include "graph.h"
 #include "ops.h"
 
+/* The memory order of sdpa's result, as the kernel torch picks writes it
+ * (python/tcjit/_sdpa.py says which kernel writes which; the values are
+ * shared with it). */
+enum {
+    TC_SDPA_CONTIG = 0,       /* contiguous [B, H, L, Ev] */
+    TC_SDPA_HEADS_INNER = 1,  /* [B, L, H, Ev] memory (CUDA efficient) */
+    TC_SDPA_LIKE_Q = 2,       /* empty_like(q) (the CPU flash kernel) */
+    TC_SDPA_PAD8 = 3,         /* contiguous [B, H, L, P], P = Ev rounded up
+                                 to 8, sliced to Ev (CUDA flash) */
+};
+
 enum {
     TC_XA_SDPA_CAUSAL = 0,
     TC_XA_SDPA_HAS_SCALE = 1,
     TC_XA_SDPA_HAS_MASK = 2,
-    TC_XA_SDPA_HEADS_INNER = 3,  /* result in [B, L, H, E] memory (CUDA) */
-    TC_XA_SDPA_LIKE_Q = 4,       /* result laid out as empty_like(q) (the
-                                    CPU flash kernel) */
+    TC_XA_SDPA_LAYOUT = 3,       /* the layout eager's result has: TC_SDPA_* */
     TC_XA_CONV_STRIDE = 0,
     TC_XA_CONV_PADDING = 2,
     TC_XA_CONV_DILATION = 4,

@@ -2411,6 +2411,16 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         eps = dt == TC_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
     }
     int ms = reduce_mean(g, PW2("mul", x, x), mask, 1, err, errlen);
+    int64_t row = reduced_numel(&g->nodes[x].layout, mask);
+    if (g->cuda && (dt == TC_F64 || row % 4 != 0)) {
+        /* torch 2.11's CUDA kernel accumulates rows it cannot vectorize
+         * (double, or a length not a multiple of 4) with Welford's update,
+         * so an infinite element makes its whole row NaN; an overflowing
+         * square does not.  0 * amax(|x|) is NaN exactly then. */
+        int big = reduce_node(g, "amax", PW1("abs", x), mask, 1, dt, err,
+                              errlen);
+        ms = PW2("add", ms, PW2("mul", big, tc_graph_scalar_float(g, 0.0)));
+    }
     int r = PW1("rsqrt", PW2("add", ms, tc_graph_scalar_float(g, eps)));
     int y = PW2("mul", x, r);
     if (weight >= 0 && g->nodes[weight].dtype != dt) {
@@ -2419,8 +2429,10 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     } else if (weight >= 0) {
         y = PW2("mul", y, weight);
     }
-    if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {
-        y = PW1("contiguous", y); /* eager rms_norm output is contiguous */
+    /* eager's output is contiguous; on CUDA the fused kernel allocates it
+     * (torch 2.11), so even the strides of its size-1 dims are fresh */
+    if (y >= 0 && (g->cuda || !layout_is_contiguous(&g->nodes[y].layout))) {
+        y = PW1("contiguous", y);
     }
     return y;
 }

@@ -671,6 +671,75 @@ const_number(tc_var *v, double *out)
     return *out == -1 && PyErr_Occurred() ? (PyErr_Clear(), -1) : 0;
 }
 
+/* (sizes, strides, dtype) of node id: what torch needs to make a stand-in. */
+static PyObject *
+operand_meta(tracer *T, int id)
+{
+    const tc_node *nd = &T->out->graph->nodes[id];
+    const tc_layout *l = &nd->layout;
+    PyObject *sz = PyTuple_New(l->ndim), *st = PyTuple_New(l->ndim);
+    for (int i = 0; sz && st && i < l->ndim; i++) {
+        PyTuple_SET_ITEM(sz, i, PyLong_FromLongLong(l->sizes[i]));
+        PyTuple_SET_ITEM(st, i, PyLong_FromLongLong(l->strides[i]));
+    }
+    PyObject *r = NULL;
+    if (sz != NULL && st != NULL && !PyErr_Occurred()) {
+        r = PyTuple_Pack(3, sz, st, tc_dtype_to_torch(nd->dtype));
+    }
+    Py_XDECREF(sz);
+    Py_XDECREF(st);
+    return r;
+}
+
+/* The memory order of eager's result (extern.h TC_SDPA_*), so the
+ * compiled result has eager's strides and the runtime need not copy it.
+ * On the CPU (torch 2.13, every dtype) the flash kernel, taken for 4-d q,
+ * k, v with one head dim, writes into empty_like(q) when q's last dim is
+ * dense ([B, L, H, E] when heads were split off a projection, as in every
+ * transformer), else into a contiguous tensor; the math fallback's is
+ * contiguous.  On CUDA it depends on the kernel torch picks from the
+ * operands' metadata: python/tcjit/_sdpa.py asks torch.  -1 with an
+ * exception. */
+static int
+sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
+            PyObject *scale)
+{
+    const tc_layout *ql = &T->out->graph->nodes[in[0]].layout;
+    const tc_layout *vl = &T->out->graph->nodes[in[2]].layout;
+    if (T->out->device < 0) {
+        return ql->ndim == 4 && vl->ndim == 4 && ql->strides[3] == 1
+               && ql->sizes[3] == vl->sizes[3] ? TC_SDPA_LIKE_Q
+                                               : TC_SDPA_CONTIG;
+    }
+    static PyObject *fn;
+    if (fn == NULL) {
+        PyObject *m = PyImport_ImportModule("tcjit._sdpa");
+        fn = m ? PyObject_GetAttrString(m, "cuda_layout") : NULL;
+        Py_XDECREF(m);
+        if (fn == NULL) {
+            return -1;
+        }
+    }
+    PyObject *ops = PyTuple_New(n);
+    for (int i = 0; ops != NULL && i < n; i++) {
+        PyObject *o = operand_meta(T, in[i]);
+        if (o == NULL) {
+            Py_CLEAR(ops);
+            break;
+        }
+        PyTuple_SET_ITEM(ops, i, o);
+    }
+    PyObject *dev = PyUnicode_FromFormat("cuda:%d", T->out->device);
+    PyObject *r = ops && dev ? PyObject_CallFunctionObjArgs(fn, ops, dev, causal,
+                                                            scale, NULL)
+                             : NULL;
+    long kind = r ? PyLong_AsLong(r) : -1;
+    Py_XDECREF(ops);
+    Py_XDECREF(dev);
+    Py_XDECREF(r);
+    return kind < 0 || PyErr_Occurred() ? -1 : (int)kind;
+}
+
 static int
 call_sdpa(tracer *T, tc_var **p)
 {
@@ -698,19 +767,11 @@ call_sdpa(tracer *T, tc_var **p)
                                  "arguments");
     }
     xa[TC_XA_SDPA_CAUSAL] = p[5]->obj == Py_True;
-    /* The memory order eager's result has (and the runtime then need not
-     * copy): CUDA's kernels write [B, L, H, E], so transpose(1, 2)
-     * .contiguous() after it is free.  On the CPU (torch 2.13, every
-     * dtype) the flash kernel, taken for 4-d q, k, v with one head dim,
-     * writes into empty_like(q) when q's last dim is dense ([B, L, H, E]
-     * when heads were split off a projection, as in every transformer),
-     * else into a contiguous tensor; the math fallback's is contiguous. */
-    const tc_layout *ql = &T->out->graph->nodes[in[0]].layout;
-    const tc_layout *vl = &T->out->graph->nodes[in[2]].layout;
-    xa[TC_XA_SDPA_HEADS_INNER] = T->out->device >= 0;
-    xa[TC_XA_SDPA_LIKE_Q] = T->out->device < 0 && ql->ndim == 4
-                            && vl->ndim == 4 && ql->strides[3] == 1
-                            && ql->sizes[3] == vl->sizes[3];
+    int layout = sdpa_layout(T, in, n, p[5]->obj, p[6]->obj);
+    if (layout < 0) {
+        return ERROR;
+    }
+    xa[TC_XA_SDPA_LAYOUT] = layout;
     xa[TC_XA_SDPA_HAS_SCALE] = !tc_tr_is_none(p[6]);
     return tc_tr_push_extern(T, "sdpa", n, in, xa, scale);
 }

@@ -1,0 +1,31 @@
+"""The memory layout of eager's F.scaled_dot_product_attention result on
+CUDA, for the tracer (src/tracer/torchcalls.c call_sdpa).
+
+On CUDA torch picks one of several kernels from the operands' metadata
+(torch._fused_sdp_choice), and each writes its own layout (torch 2.11):
+
+  math, cuDNN        contiguous [B, H, L, Ev]
+  flash              contiguous [B, H, L, P] sliced to Ev, P = Ev rounded up
+                     to a multiple of 8 (the operands are padded to P)
+  memory-efficient   [B, L, H, Ev] memory seen as [B, H, L, Ev]
+
+tcjit's node gets the same layout, so a compiled result has eager's
+strides and the runtime never copies torch's result into another layout.
+The choice reads metadata only; empty operands of the same sizes, strides
+and dtype stand in for the real ones.
+"""
+import torch
+
+CONTIG, HEADS_INNER, PAD8 = 0, 1, 3   # extern.h TC_SDPA_*
+
+_LAYOUT = {0: CONTIG, 1: PAD8, 2: HEADS_INNER, 3: CONTIG}
+
+
+def cuda_layout(operands, device, is_causal, scale):
+    """operands: (sizes, strides, dtype) of q, k, v and the mask if any."""
+    t = [torch.empty_strided(s, st, dtype=dt, device=device)
+         for s, st, dt in operands]
+    mask = t[3] if len(t) > 3 else None
+    choice = torch._fused_sdp_choice(t[0], t[1], t[2], mask, 0.0, is_causal,
+                                     scale=scale)
+    return _LAYOUT.get(int(choice), CONTIG)
