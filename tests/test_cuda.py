@@ -373,6 +373,18 @@ def test_rms_norm_infinite_rows_cuda(dtype, n):
 
 
 @cuda_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sin_of_tiny_half_cuda(dtype):
+    """A half-result kernel's sin keeps its relative accuracy for tiny
+    arguments: 1 / sin(2.2e-28) is 4.5e27 in bfloat16, not inf (fuzzer)."""
+    x = torch.tensor([2.2e-28, -1e-30, 3e-20, 1e-7, -6e-5, 1e-3, 0.01, 0.3],
+                     dtype=dtype, device="cuda")
+    f = lambda x: (x.sin(), 1 / x.sin())
+    for got, expected in zip(tcjit.compile(f)(x), f(x)):
+        torch.testing.assert_close(got, expected)
+
+
+@cuda_only
 @torch.no_grad()
 def test_gpt2_block_cuda():
     from test_models import Block

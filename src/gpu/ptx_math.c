@@ -238,7 +238,9 @@ f32_sincos(pp *p, const char *d, const char *x, int is_cos, int uid)
  * rtol 1.3e-6 near the zeros of sin and cos.  Larger |x|, inf and nan
  * branch to the exact slow path as in f32_sincos.  The fast path is 6
  * ops instead of ~25: the 16M bfloat16 chain of DESIGN.md (sin + cos per
- * element) was compute-bound with the polynomial form. */
+ * element) was compute-bound with the polynomial form.  Tiny arguments of
+ * sin return x itself: bfloat16 has float32's range, and an absolute error
+ * of 1e-6 on sin(1e-28) is no rounding. */
 static void
 f32_sincos_half(pp *p, const char *d, const char *x, int is_cos, int uid)
 {
@@ -249,7 +251,15 @@ f32_sincos_half(pp *p, const char *d, const char *x, int is_cos, int uid)
     PL("sub.rn.f32 %%m1, %%m1, %s;", fi(a, TC_F32M_MAGIC));
     PL("fma.rn.f32 %%m2, %%m1, %s, %s;", fi(a, -TC_F32M_2PI_1), x);
     PL("fma.rn.f32 %%m2, %%m1, %s, %%m2;", fi(a, -TC_F32M_2PI_2));
-    PL("%s.approx.f32 %s, %%m2;", is_cos ? "cos" : "sin", d);
+    PL("%s.approx.f32 %%m3, %%m2;", is_cos ? "cos" : "sin");
+    if (!is_cos) {
+        /* sin x = x (to 2^-14 relative) for |x| < 2^-6, where the absolute
+         * error of sin.approx would be a large relative one (a later
+         * division by a tiny sin showed it: fuzzer, bfloat16) */
+        PL("setp.lt.f32 %%o1, %%m0, 0f3C800000;");
+        PL("selp.f32 %%m3, %s, %%m3, %%o1;", x);
+    }
+    PL("mov.f32 %s, %%m3;", d);
     f32_sincos_leave(p, d, x, is_cos, uid);
 }
 
