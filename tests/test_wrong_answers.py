@@ -384,6 +384,9 @@ SIZE1_OPS = {
     # number / tensor is Tensor.__rtruediv__: x.reciprocal() * number
     "rdiv": lambda x: 5 / x,
     "rdiv_int": lambda x: 2.5 / (x * 4).to(torch.int32).clamp(min=1),
+    # at::empty results: fresh strides, size-1 dims too
+    "tril": lambda x: torch.tril(x, -1),
+    "triu": lambda x: x.triu(),
 }
 
 
@@ -393,6 +396,17 @@ SIZE1_OPS = {
 def test_size1_dim_strides_like_eager(name, inp, backend):
     fn, x = SIZE1_OPS[name], SIZE1_INPUTS[inp]()
     check_same(tcjit.compile(fn, backend=backend)(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_equal_views_returned_keep_their_strides(backend):
+    # the chunks of an expanded tensor are equal views (CSE merges them);
+    # each output is still its own object with eager's strides (0, 1)
+    x = torch.tensor([3]).expand(3, 1)
+    fn = lambda x: torch.flatten(x, 1).chunk(3, 0)  # noqa: E731
+    got, expected = tcjit.compile(fn, backend=backend)(x), fn(x)
+    check_same(got, expected)
+    assert len({id(t) for t in got}) == 3
 
 
 # ---- sdpa's result layout on the CPU -------------------------------------------

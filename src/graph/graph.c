@@ -186,6 +186,17 @@ channels_last_order(int ndim)
     return ndim == 4 ? cl2d_order : ndim == 5 ? cl3d_order : NULL;
 }
 
+/* Exactly the strides a fresh contiguous tensor gets, size-1 dims too
+ * (eager results allocated with at::empty have them; a contiguous view's
+ * size-1 dims may have any stride). */
+static int
+layout_is_fresh_contiguous(const tc_layout *l)
+{
+    tc_layout c = *l;
+    tc_layout_contiguous(&c);
+    return memcmp(c.strides, l->strides, sizeof(int64_t) * l->ndim) == 0;
+}
+
 /* compute_channels_last_contiguous_2d / _3d */
 static int
 layout_is_channels_last_contiguous(const tc_layout *l, int ndim_wanted)
@@ -2431,7 +2442,8 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     /* eager's output is contiguous; on CUDA the fused kernel allocates it
      * (torch 2.11), so even the strides of its size-1 dims are fresh */
-    if (y >= 0 && (g->cuda || !layout_is_contiguous(&g->nodes[y].layout))) {
+    if (y >= 0 && (g->cuda ? !layout_is_fresh_contiguous(&g->nodes[y].layout)
+                           : !layout_is_contiguous(&g->nodes[y].layout))) {
         y = PW1("contiguous", y);
     }
     return y;
@@ -2569,7 +2581,7 @@ tc_graph_tril(tc_graph *g, int x, int64_t k, int upper, char *err,
     if (r < 0) {
         return -1;
     }
-    if (layout_is_contiguous(&g->nodes[r].layout)) {
+    if (layout_is_fresh_contiguous(&g->nodes[r].layout)) {
         return r;
     }
     return tc_graph_op(g, "contiguous", 1, &r, TC_F32, err, errlen);
