@@ -9,7 +9,16 @@ how its kernels compute, not by a tolerance.
   GCC folded (float)(int)x into trunc(x) (gccjit_emit.c
   emit_float_to_int), and KIR folded constants by wrapping (kir.c
   kb_const_f).
+* var / std / layer_norm over one element: the deviation is x - x, exactly
+  0 (graph.c centered), as eager's Welford gives.
+* The norm of one element is its abs (no overflow of x * x), as eager's.
+* layer_norm / rms_norm of float16 / bfloat16 compute in float32 (rms_norm
+  with float32's eps) and round once, as eager; so does the eager replay.
+* softmax / log_softmax / layer_norm results have at::empty's strides,
+  size-1 dims included (graph.c layout_is_canonical).
 """
+import warnings
+
 import pytest
 import torch
 
@@ -72,3 +81,103 @@ def test_float_constant_to_int():
                 x + torch.full((3,), 70000.0).to(torch.int16),
                 x + torch.full((3,), float("nan")).to(torch.int64))
     run_both(f, torch.zeros(3, dtype=torch.int64))
+
+
+# ---- variance of one element ------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_var_of_one_element(dtype, backend):
+    # fuzz seed 9094: (a ** 3).var(1) over one element was inf (eager NaN,
+    # 0 / 0): the mean and the deviation recomputed a ** 3 differently
+    # (an FMA in one kernel), so the deviation was not exactly 0
+    x = torch.tensor([[[1.2]], [[-0.7]], [[float("inf")]], [[3.3e30]]],
+                     dtype=dtype)
+    fns = [lambda a: (a ** 3).var(1, keepdim=True),
+           lambda a: (a ** 3).var(1, correction=0),
+           lambda a: (a * a * a).std(-1),
+           lambda a: (a ** 3).std(2, keepdim=True, correction=0),
+           lambda a: torch.var_mean(a ** 3, 1)]
+    for fn in fns:
+        tcjit.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")    # eager: degrees of freedom <= 0
+            run_both(fn, x, backend=backend)
+
+
+# ---- norms --------------------------------------------------------------------
+
+BACKENDS = ["auto", "eager"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_norm_of_one_element_is_abs(backend):
+    # fuzz seed 8291: F.normalize([1e30]) was 0 (eager 1): eager's norm of
+    # one element is its abs, where sqrt(x * x) overflows in float32
+    x = torch.tensor([[1e30], [1e-30], [-3e20], [float("nan")], [-float("inf")]])
+    for fn in (lambda a: torch.nn.functional.normalize(a, dim=-1),
+               lambda a: torch.linalg.vector_norm(a, dim=1),
+               lambda a: a.norm(dim=1, keepdim=True),
+               lambda a: torch.linalg.vector_norm(a[0])):
+        tcjit.reset()
+        run_both(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_rms_norm_half_in_float32(dtype, backend):
+    # fuzz seed 5977: rms_norm of a float16 row of zeros was NaN: the
+    # default eps was float64's (0 in float16) and the math ran in float16;
+    # eager computes in float32 with float32's eps and rounds once
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 4, generator=g).to(dtype)
+    x[0] = 0
+    w = torch.randn(4, generator=g)
+    fns = [lambda a: torch.nn.functional.rms_norm(a, (4,)),
+           lambda a: torch.nn.functional.rms_norm(a, (4,), w.to(dtype)),
+           lambda a: torch.nn.functional.rms_norm(a, (4,), w),
+           lambda a: torch.nn.functional.rms_norm(a.maximum(torch.zeros(
+               1, 1, 1, 1, dtype=torch.int64)), (4,))]
+    for fn in fns:
+        tcjit.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")    # eager: no fused kernel
+            run_both(fn, x, backend=backend)
+            _same_bits(tcjit.compile(fn, backend=backend)(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_half_in_float32(backend):
+    # fuzz seed 5585: layer_norm of a float16 (10000, 1) over both dims
+    # replayed (backend="eager") in float16 and was 2 ulp off
+    fn = lambda a: torch.nn.functional.layer_norm(a, a.shape[-2:])
+    for seed in (416730, 417730):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(10000, 1, generator=g).to(torch.float16)
+        run_both(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layer_norm_of_one_element(backend):
+    x = torch.tensor([[1.3], [-2.0e10], [7.0e18]], dtype=torch.float64)
+    fn = lambda a: torch.nn.functional.layer_norm(a ** 3, (1,))
+    run_both(fn, x, backend=backend)
+    _same_bits(tcjit.compile(fn, backend=backend)(x), fn(x))
+
+
+# ---- layouts --------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softmax_layer_norm_strides_of_size_one_dims(backend):
+    # fuzz seed 7330: log_softmax of a (1, 5) tensor with strides (1, 1)
+    # kept them; eager allocates at::empty(sizes): (5, 1).  rms_norm keeps
+    # an input torch calls contiguous (empty_like), so its strides stay
+    fns = [lambda a: a.log_softmax(1), lambda a: a.softmax(0),
+           lambda a: torch.nn.functional.layer_norm(a, a.shape[-1:]),
+           lambda a: torch.nn.functional.rms_norm(a, a.shape[-1:])]
+    xs = [torch.randn(5, 1).t(), torch.randn(1, 4, 3).transpose(0, 1),
+          torch.randn(4, 1, 3).permute(1, 0, 2), torch.randn(4, 3).t()]
+    for fn in fns:
+        for x in xs:
+            tcjit.reset()
+            run_both(fn, x, backend=backend)
