@@ -8,15 +8,18 @@ how its kernels compute, not by a tolerance.
   out of range, and integers below 32 bits through int32 (so 0 there).
   GCC folded (float)(int)x into trunc(x) (gccjit_emit.c
   emit_float_to_int), and KIR folded constants by wrapping (kir.c
-  kb_const_f).
+  kb_const_f).  uint8 goes through int64 as c10 casts it (a float64 of
+  2500000007 gives 7).
 * var / std / layer_norm over one element: the deviation is x - x, exactly
   0 (graph.c centered), as eager's Welford gives.
-* The norm of one element is its abs (no overflow of x * x), as eager's.
+* The norm of one element is its abs (no overflow of x * x), as eager's;
+  float16 / bfloat16 norms are computed in float32.
 * layer_norm / rms_norm of float16 / bfloat16 compute in float32 (rms_norm
   with float32's eps) and round once, as eager; so does the eager replay.
-* softmax / log_softmax / layer_norm results have at::empty's strides,
-  size-1 dims included (graph.c layout_is_canonical).
+* softmax / log_softmax / layer_norm / triu / tril results have
+  at::empty's strides, size-1 dims included (graph.c layout_is_canonical).
 """
+import os
 import warnings
 
 import pytest
@@ -24,12 +27,13 @@ import torch
 
 import tcjit
 from conftest import run_both
+from test_cuda import _ptxas, assert_ptxas_accepts, dumped_ptx
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 EDGES = [float("nan"), float("inf"), -float("inf"), 1e30, -1e30, 3e9, -3e9,
          1e19, -1e19, 70000.0, -70000.0, 300.0, -300.0, -0.2, -0.7, -0.0,
-         0.0, 2.5e9, 65504.0, 1.5]
+         0.0, 2.5e9, 65504.0, 1.5, 2500000007.0, -2500000007.0, 5e9 + 7]
 
 
 def _same_bits(actual, expected):
@@ -70,6 +74,25 @@ def test_float_to_int_fuzz_reproducers():
     i = torch.tensor([[0, -3, 4, -1, 2]])
     fn = lambda a: torch.nn.functional.hardtanh(a, -0.5, 2.0).reciprocal()
     _same_bits(tcjit.compile(fn)(i), fn(i))
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_float_to_int_ptx(tmp_path):
+    # the CUDA backend's casts assemble; uint8 converts through int64
+    for fn in (lambda x: [(x * 2).to(i) for i in INTS],
+               lambda x: (x * 2).to(torch.uint8)):
+        d = str(tmp_path / str(len(os.listdir(tmp_path))))
+        os.mkdir(d)
+        tcjit._C.set_config(ptx_dump_dir=d)
+        try:
+            for fdt in (torch.float32, torch.float64):
+                tcjit.reset()
+                tcjit.compile(fn)(torch.tensor(EDGES, dtype=fdt))
+        finally:
+            tcjit._C.set_config(ptx_dump_dir=None)
+        files = dumped_ptx(d, 2)
+        assert_ptxas_accepts(files)
+    assert all("cvt.rzi.s64.f" in open(f).read() for f in files)
 
 
 def test_float_constant_to_int():
@@ -124,6 +147,18 @@ def test_norm_of_one_element_is_abs(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_norm_half_in_float32(backend):
+    # fuzz seed 294: F.normalize of float16 [1900, -800] replayed the norm
+    # in float16 (x * x overflowed: 0); eager's norm runs in float32
+    x = torch.tensor([1.9, -0.8], dtype=torch.float16)
+    for fn in (lambda a: torch.nn.functional.normalize(a / 0.001, dim=-1),
+               lambda a: torch.linalg.vector_norm(a * 1000),
+               lambda a: (a * 1000).to(torch.bfloat16).norm(p=1)):
+        tcjit.reset()
+        run_both(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_rms_norm_half_in_float32(dtype, backend):
     # fuzz seed 5977: rms_norm of a float16 row of zeros was NaN: the
@@ -172,11 +207,14 @@ def test_softmax_layer_norm_strides_of_size_one_dims(backend):
     # fuzz seed 7330: log_softmax of a (1, 5) tensor with strides (1, 1)
     # kept them; eager allocates at::empty(sizes): (5, 1).  rms_norm keeps
     # an input torch calls contiguous (empty_like), so its strides stay
+    # fuzz seed 1274: triu of a (1, 5, 1) with strides (5, 1, 5) as well
     fns = [lambda a: a.log_softmax(1), lambda a: a.softmax(0),
            lambda a: torch.nn.functional.layer_norm(a, a.shape[-1:]),
-           lambda a: torch.nn.functional.rms_norm(a, a.shape[-1:])]
+           lambda a: torch.nn.functional.rms_norm(a, a.shape[-1:]),
+           lambda a: a.triu(1), lambda a: a.tril(-1)]
     xs = [torch.randn(5, 1).t(), torch.randn(1, 4, 3).transpose(0, 1),
-          torch.randn(4, 1, 3).permute(1, 0, 2), torch.randn(4, 3).t()]
+          torch.randn(4, 1, 3).permute(1, 0, 2), torch.randn(4, 3).t(),
+          torch.randn(1, 1, 5).permute(0, 2, 1)]
     for fn in fns:
         for x in xs:
             tcjit.reset()

@@ -2230,20 +2230,30 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
             }
         }
         dt = g->nodes[x].dtype;
-        /* eager's norm of one element is its abs, which does not
+        if (a->p != 1 && a->p != 2) {
+            tc_set_err(err, errlen, "tcjit supports norm with p=1 or p=2 "
+                       "only");
+            return -1;
+        }
+        /* eager: float16 / bfloat16 in float32 (no overflow of x * x),
+         * rounded once; the norm of one element is its abs, which does not
          * overflow / underflow as sqrt(x * x) does (1e30 in float32) */
+        tc_dtype ct = tc_dtype_opmath(dt);
+        int r;
+        x = cast_node(g, x, ct, err, errlen);
+        if (x < 0) {
+            return -1;
+        }
         if (a->p == 1 || reduced_numel(&g->nodes[x].layout, mask) == 1) {
-            return reduce_node(g, "sum", PW1("abs", x), mask, kd, dt, err,
-                               errlen);
-        }
-        if (a->p == 2) {
+            r = reduce_node(g, "sum", PW1("abs", x), mask, kd, ct, err,
+                            errlen);
+        } else {
             int sq = PW2("mul", x, x);
-            int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, dt, err,
+            int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, ct, err,
                                               errlen);
-            return PW1("sqrt", s);
+            r = PW1("sqrt", s);
         }
-        tc_set_err(err, errlen, "tcjit supports norm with p=1 or p=2 only");
-        return -1;
+        return cast_node(g, r, dt, err, errlen);
     }
     tc_set_err(err, errlen, "tcjit does not support the reduction '%s'", name);
     return -1;
@@ -2590,8 +2600,8 @@ tc_graph_tril(tc_graph *g, int x, int64_t k, int upper, char *err,
     if (r < 0) {
         return -1;
     }
-    if (layout_is_contiguous(&g->nodes[r].layout)) {
-        return r;
+    if (layout_is_canonical(&g->nodes[r].layout)) {
+        return r; /* eager: at::empty of the sizes */
     }
     return tc_graph_op(g, "contiguous", 1, &r, TC_F32, err, errlen);
 }

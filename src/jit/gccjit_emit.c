@@ -548,8 +548,10 @@ fconst(emitter *e, tc_dtype dt, double v)
 
 /* float -> integer as eager computes it on x86 (cvttss2si and its
  * vector forms): truncation toward zero, and INT_MIN (INT64_MIN for
- * int64) for NaN, infinities and magnitudes out of range.  Integers below
- * 32 bits go through int32 and wrap, so those inputs give 0 there.
+ * int64) for NaN, infinities and magnitudes out of range.  int8 / int16
+ * go through int32 and wrap, so those inputs give 0 there; uint8 goes
+ * through int64 (c10's static_cast_with_inter_type), which differs only
+ * for doubles: a float beyond int32 is a multiple of 256.
  * A plain C cast leaves out-of-range inputs undefined (GCC folds constant
  * ones to saturated values), and under -fno-trapping-math GCC folds
  * (float)(int)x into trunc(x), which keeps -0 and out-of-range
@@ -560,7 +562,8 @@ fconst(emitter *e, tc_dtype dt, double v)
 static R *
 emit_float_to_int(emitter *e, R *a, tc_dtype from, tc_dtype to)
 {
-    tc_dtype it = to == TC_I64 ? TC_I64 : TC_I32;
+    tc_dtype it = to == TC_I64 || (to == TC_U8 && from == TC_F64) ? TC_I64
+                                                                 : TC_I32;
     int bits = dtype_bits(it);
     T *u = e->ut[it];
     R *in = cmp(e, GCC_JIT_COMPARISON_LT, fcall1(e, "fabs", from, a),
