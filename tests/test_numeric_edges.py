@@ -11,7 +11,8 @@ how its kernels compute, not by a tolerance.
   kb_const_f).  uint8 goes through int64 as c10 casts it (a float64 of
   2500000007 gives 7).
 * var / std / layer_norm over one element: the deviation is x - x, exactly
-  0 (graph.c centered), as eager's Welford gives.
+  0 (graph.c centered), as eager's Welford gives; a float32 mean is summed
+  in float64, so a row of equal values has exactly that mean.
 * The norm of one element is its abs (no overflow of x * x), as eager's;
   float16 / bfloat16 norms are computed in float32.
 * layer_norm / rms_norm of float16 / bfloat16 compute in float32 (rms_norm
@@ -219,3 +220,18 @@ def test_softmax_layer_norm_strides_of_size_one_dims(backend):
         for x in xs:
             tcjit.reset()
             run_both(fn, x, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [3, 7, 8, 12, 100])
+def test_layer_norm_of_equal_values(n, backend):
+    # fuzz seed 1433: layer_norm of an expanded float32 row (all values
+    # equal) was up to 3e-4 (eager 0): the float32 mean 3 * x / 3 can be
+    # x's neighbour, and rsqrt(eps) scales the difference by 316
+    # (a row computed in the kernel, such as (a * 3), is not exact yet:
+    # reduction kernels contract a * 3 - mean into an FMA)
+    x = torch.randn(2000, 1, generator=torch.Generator().manual_seed(1))
+    fn = lambda a: torch.nn.functional.layer_norm(a, (n,))
+    run_both(fn, x.expand(2000, n), backend=backend)
+    tcjit.reset()
+    run_both(fn, x.expand(2000, n).contiguous(), backend=backend)

@@ -2036,17 +2036,26 @@ squeeze_mask(tc_graph *g, int x, unsigned mask, int ndim, char *err,
     return n ? tc_graph_squeeze(g, x, n, dims, err, errlen) : x;
 }
 
-/* x minus its mean over mask (keepdim).  The two uses of x can be
- * computed differently (a recomputed producer contracted into an FMA in
- * one kernel and not in the other), so over one element the difference
- * is x - x itself: exactly 0 (NaN for inf / NaN), as eager's is. */
+/* x minus its mean over mask (keepdim), exactly 0 where eager's Welford
+ * gives 0.  The two uses of x can be computed differently (a recomputed
+ * producer contracted into an FMA in one kernel and not in the other), so
+ * over one element the difference is x - x itself (NaN for inf / NaN).
+ * A float32 mean is summed in float64: a row of equal values then has
+ * exactly that mean (in float32, 3 * x / 3 can be x's neighbour, which
+ * layer_norm's rsqrt(eps) turns into 1e-4). */
 static int
 centered(tc_graph *g, int x, unsigned mask, char *err, size_t errlen)
 {
+    tc_dtype dt = g->nodes[x].dtype;
     if (reduced_numel(&g->nodes[x].layout, mask) == 1) {
         return PW2("sub", x, x);
     }
-    return PW2("sub", x, reduce_mean(g, x, mask, 1, err, errlen));
+    if (dt != TC_F32) {
+        return PW2("sub", x, reduce_mean(g, x, mask, 1, err, errlen));
+    }
+    int m = reduce_mean(g, cast_node(g, x, TC_F64, err, errlen), mask, 1,
+                        err, errlen);
+    return PW2("sub", x, cast_node(g, m, TC_F32, err, errlen));
 }
 
 static int
