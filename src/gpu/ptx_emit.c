@@ -356,10 +356,17 @@ emit_cast(em *e, reg d, tc_dtype to, reg a, tc_dtype from)
     }
     if (is_float(from)) {
         /* PTX saturates out-of-range values and maps NaN to 0 (C leaves
-         * them undefined; x86 gives INT_MIN).  Small ints go through int32
-         * and wrap, as the CPU backend does. */
+         * them undefined; x86 gives INT_MIN).  int8 / int16 go through
+         * int32 and wrap, as the CPU backend does; uint8 through int64,
+         * as c10 casts it (static_cast_with_inter_type). */
         if (to == TC_I64) {
             out(e, "cvt.rzi.s64.%s %s, %s;", ty(from), R(d), R(a));
+        }
+        else if (to == TC_U8) {
+            reg w = newreg(e, C_RD);
+            out(e, "cvt.rzi.s64.%s %s, %s;", ty(from), R(w), R(a));
+            out(e, "cvt.u32.u64 %s, %s;", R(d), R(w));
+            normalize(e, to, d);
         }
         else {
             out(e, "cvt.rzi.s32.%s %s, %s;", ty(from), R(d), R(a));

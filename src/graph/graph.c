@@ -176,6 +176,17 @@ layout_is_contiguous(const tc_layout *l)
     return 1;
 }
 
+/* Whether l has the strides at::empty gives its sizes, size-1 dims
+ * included (layout_is_contiguous ignores those, as is_contiguous does):
+ * the layout of results eager allocates so (softmax, layer_norm). */
+static int
+layout_is_canonical(const tc_layout *l)
+{
+    tc_layout c = *l;
+    tc_layout_contiguous(&c);
+    return !memcmp(c.strides, l->strides, sizeof(int64_t) * l->ndim);
+}
+
 /* Dim orders (innermost first) of channels-last formats. */
 static const int cl2d_order[4] = {1, 3, 2, 0};
 static const int cl3d_order[5] = {1, 4, 3, 2, 0};
@@ -184,17 +195,6 @@ static const int *
 channels_last_order(int ndim)
 {
     return ndim == 4 ? cl2d_order : ndim == 5 ? cl3d_order : NULL;
-}
-
-/* Exactly the strides a fresh contiguous tensor gets, size-1 dims too
- * (eager results allocated with at::empty have them; a contiguous view's
- * size-1 dims may have any stride). */
-static int
-layout_is_fresh_contiguous(const tc_layout *l)
-{
-    tc_layout c = *l;
-    tc_layout_contiguous(&c);
-    return memcmp(c.strides, l->strides, sizeof(int64_t) * l->ndim) == 0;
 }
 
 /* compute_channels_last_contiguous_2d / _3d */
@@ -2036,6 +2036,28 @@ squeeze_mask(tc_graph *g, int x, unsigned mask, int ndim, char *err,
     return n ? tc_graph_squeeze(g, x, n, dims, err, errlen) : x;
 }
 
+/* x minus its mean over mask (keepdim), exactly 0 where eager's Welford
+ * gives 0.  The two uses of x can be computed differently (a recomputed
+ * producer contracted into an FMA in one kernel and not in the other), so
+ * over one element the difference is x - x itself (NaN for inf / NaN).
+ * A float32 mean is summed in float64: a row of equal values then has
+ * exactly that mean (in float32, 3 * x / 3 can be x's neighbour, which
+ * layer_norm's rsqrt(eps) turns into 1e-4). */
+static int
+centered(tc_graph *g, int x, unsigned mask, char *err, size_t errlen)
+{
+    tc_dtype dt = g->nodes[x].dtype;
+    if (reduced_numel(&g->nodes[x].layout, mask) == 1) {
+        return PW2("sub", x, x);
+    }
+    if (dt != TC_F32) {
+        return PW2("sub", x, reduce_mean(g, x, mask, 1, err, errlen));
+    }
+    int m = reduce_mean(g, cast_node(g, x, TC_F64, err, errlen), mask, 1,
+                        err, errlen);
+    return PW2("sub", x, cast_node(g, m, TC_F32, err, errlen));
+}
+
 static int
 reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
            int is_std, char *err, size_t errlen)
@@ -2050,8 +2072,7 @@ reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
     if (xd < 0) {
         return -1;
     }
-    int m = reduce_mean(g, xd, mask, 1, err, errlen);
-    int d = PW2("sub", xd, m);
+    int d = centered(g, xd, mask, err, errlen);
     int ss = d < 0 ? -1 : reduce_node(g, "sum", PW2("mul", d, d), mask,
                                       keepdim, TC_F64, err, errlen);
     int v = PW2("div", ss, tc_graph_scalar_float(g, n > 0 ? n : 0));
@@ -2218,18 +2239,30 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
             }
         }
         dt = g->nodes[x].dtype;
-        if (a->p == 1) {
-            return reduce_node(g, "sum", PW1("abs", x), mask, kd, dt, err,
-                               errlen);
+        if (a->p != 1 && a->p != 2) {
+            tc_set_err(err, errlen, "tcjit supports norm with p=1 or p=2 "
+                       "only");
+            return -1;
         }
-        if (a->p == 2) {
+        /* eager: float16 / bfloat16 in float32 (no overflow of x * x),
+         * rounded once; the norm of one element is its abs, which does not
+         * overflow / underflow as sqrt(x * x) does (1e30 in float32) */
+        tc_dtype ct = tc_dtype_opmath(dt);
+        int r;
+        x = cast_node(g, x, ct, err, errlen);
+        if (x < 0) {
+            return -1;
+        }
+        if (a->p == 1 || reduced_numel(&g->nodes[x].layout, mask) == 1) {
+            r = reduce_node(g, "sum", PW1("abs", x), mask, kd, ct, err,
+                            errlen);
+        } else {
             int sq = PW2("mul", x, x);
-            int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, dt, err,
+            int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, ct, err,
                                               errlen);
-            return PW1("sqrt", s);
+            r = PW1("sqrt", s);
         }
-        tc_set_err(err, errlen, "tcjit supports norm with p=1 or p=2 only");
-        return -1;
+        return cast_node(g, r, dt, err, errlen);
     }
     tc_set_err(err, errlen, "tcjit does not support the reduction '%s'", name);
     return -1;
@@ -2296,8 +2329,8 @@ tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
      * _vec_softmax): one division per row, not per element */
     int r = log ? PW2("sub", sh, PW1("log", s))
                 : PW2("mul", e, PW1("reciprocal", s));
-    if (r >= 0 && !layout_is_contiguous(&g->nodes[r].layout)) {
-        r = PW1("contiguous", r); /* eager softmax output is contiguous */
+    if (r >= 0 && !layout_is_canonical(&g->nodes[r].layout)) {
+        r = PW1("contiguous", r); /* eager: at::empty of the sizes */
     }
     return r;
 }
@@ -2372,8 +2405,12 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
                 "'%s'", tc_dtype_scalar_type_name(g->nodes[x].dtype));
         return -1;
     }
-    int mean = reduce_mean(g, x, mask, 1, err, errlen);
-    int xc = PW2("sub", x, mean);
+    tc_dtype dt = g->nodes[x].dtype;
+    /* eager computes float16 / bfloat16 norms in float32 and rounds once
+     * (LayerNormKernelImplInternal<T, float>); so does replaying this
+     * graph eagerly (backend="eager") */
+    x = cast_node(g, x, tc_dtype_opmath(dt), err, errlen);
+    int xc = x < 0 ? -1 : centered(g, x, mask, err, errlen);
     int var = xc < 0 ? -1 : reduce_mean(g, PW2("mul", xc, xc), mask, 1, err,
                                         errlen);
     int rstd = PW1("rsqrt", PW2("add", var, tc_graph_scalar_float(g, eps)));
@@ -2384,12 +2421,12 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
     if (bias >= 0) {
         y = PW2("add", y, bias);
     }
-    if (y >= 0 && g->nodes[y].dtype != g->nodes[x].dtype) {
+    if (y >= 0 && g->nodes[y].dtype != dt) {
         /* float32 weight/bias of a half x: eager's result keeps x's dtype */
-        y = cast_node(g, y, g->nodes[x].dtype, err, errlen);
+        y = cast_node(g, y, dt, err, errlen);
     }
-    if (y >= 0 && !layout_is_contiguous(&g->nodes[y].layout)) {
-        y = PW1("contiguous", y); /* eager layer_norm output is contiguous */
+    if (y >= 0 && !layout_is_canonical(&g->nodes[y].layout)) {
+        y = PW1("contiguous", y); /* eager: at::empty of the sizes */
     }
     return y;
 }
@@ -2418,31 +2455,35 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
                 tc_dtype_scalar_type_name(dt));
         return -1;
     }
+    /* eager: float16 / bfloat16 in float32 (and its epsilon by default),
+     * times the weight, rounded to x's dtype once */
+    x = cast_node(g, x, tc_dtype_opmath(dt), err, errlen);
     if (!has_eps) {
-        eps = dt == TC_F32 ? 1.1920928955078125e-07 : 2.220446049250313e-16;
+        eps = dt == TC_F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
     }
-    int ms = reduce_mean(g, PW2("mul", x, x), mask, 1, err, errlen);
-    int64_t row = reduced_numel(&g->nodes[x].layout, mask);
-    if (g->cuda && (dt == TC_F64 || row % 4 != 0)) {
+    int ms = x < 0 ? -1 : reduce_mean(g, PW2("mul", x, x), mask, 1, err,
+                                      errlen);
+    if (ms >= 0 && g->cuda
+        && (dt == TC_F64 || reduced_numel(&g->nodes[x].layout, mask) % 4)) {
         /* torch 2.11's CUDA kernel accumulates rows it cannot vectorize
          * (double, or a length not a multiple of 4) with Welford's update,
          * so an infinite element makes its whole row NaN; an overflowing
          * square does not.  0 * amax(|x|) is NaN exactly then. */
-        int big = reduce_node(g, "amax", PW1("abs", x), mask, 1, dt, err,
-                              errlen);
+        int big = reduce_node(g, "amax", PW1("abs", x), mask, 1,
+                              g->nodes[x].dtype, err, errlen);
         ms = PW2("add", ms, PW2("mul", big, tc_graph_scalar_float(g, 0.0)));
     }
     int r = PW1("rsqrt", PW2("add", ms, tc_graph_scalar_float(g, eps)));
     int y = PW2("mul", x, r);
-    if (weight >= 0 && g->nodes[weight].dtype != dt) {
-        /* eager: (x * r).type_as(x) * weight, then .type_as(x) again */
-        y = cast_node(g, PW2("mul", y, weight), dt, err, errlen);
-    } else if (weight >= 0) {
+    if (weight >= 0) {
         y = PW2("mul", y, weight);
+    }
+    if (y >= 0 && g->nodes[y].dtype != dt) {
+        y = cast_node(g, y, dt, err, errlen);
     }
     /* eager's output is contiguous; on CUDA the fused kernel allocates it
      * (torch 2.11), so even the strides of its size-1 dims are fresh */
-    if (y >= 0 && (g->cuda ? !layout_is_fresh_contiguous(&g->nodes[y].layout)
+    if (y >= 0 && (g->cuda ? !layout_is_canonical(&g->nodes[y].layout)
                            : !layout_is_contiguous(&g->nodes[y].layout))) {
         y = PW1("contiguous", y);
     }
@@ -2581,8 +2622,8 @@ tc_graph_tril(tc_graph *g, int x, int64_t k, int upper, char *err,
     if (r < 0) {
         return -1;
     }
-    if (layout_is_fresh_contiguous(&g->nodes[r].layout)) {
-        return r;
+    if (layout_is_canonical(&g->nodes[r].layout)) {
+        return r; /* eager: at::empty of the sizes */
     }
     return tc_graph_op(g, "contiguous", 1, &r, TC_F32, err, errlen);
 }

@@ -185,10 +185,14 @@ kb_const_f(tc_kbuilder *kb, tc_dtype dt, double v)
         c.imm.f = v;
     } else if (dt == TC_BOOL) {
         c.imm.i = v != 0;
-    } else if (isfinite(v) && fabs(v) < 9.2e18) {
+    } else if (fabs(v) < (dt == TC_I64 ? 0x1p63 : 0x1p31)) {
+        /* smaller ints go through int32 and wrap, as eager's do */
         c.imm.i = wrap_int(dt, (int64_t)v);
     } else {
-        return -1; /* C leaves this conversion undefined */
+        /* NaN or out of range: C leaves it undefined, and eager's answer
+         * differs by device (x86 gives INT_MIN, CUDA saturates); the
+         * backend's cast computes it */
+        return -1;
     }
     return emit_const(kb, &c);
 }

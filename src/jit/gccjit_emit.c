@@ -539,6 +539,45 @@ emit_const(emitter *e, const tc_kinst *in)
 }
 
 static R *
+fconst(emitter *e, tc_dtype dt, double v)
+{
+    tc_kinst in = {.op = KOP_CONST, .dtype = dt, .a = -1, .b = -1, .c = -1};
+    in.imm.f = v;
+    return emit_const(e, &in);
+}
+
+/* float -> integer as eager computes it on x86 (cvttss2si and its
+ * vector forms): truncation toward zero, and INT_MIN (INT64_MIN for
+ * int64) for NaN, infinities and magnitudes out of range.  int8 / int16
+ * go through int32 and wrap, so those inputs give 0 there; uint8 goes
+ * through int64 (c10's static_cast_with_inter_type), which differs only
+ * for doubles: a float beyond int32 is a multiple of 256.
+ * A plain C cast leaves out-of-range inputs undefined (GCC folds constant
+ * ones to saturated values), and under -fno-trapping-math GCC folds
+ * (float)(int)x into trunc(x), which keeps -0 and out-of-range
+ * magnitudes.  So: convert x, or 0 where it is out of range, and OR in
+ * the sign bit there.  The OR hides the conversion from that fold (a
+ * select would not: GCC sinks the float conversion into its arms), and
+ * it all vectorizes: abs, compare, blend, convert, shift and or. */
+static R *
+emit_float_to_int(emitter *e, R *a, tc_dtype from, tc_dtype to)
+{
+    tc_dtype it = to == TC_I64 || (to == TC_U8 && from == TC_F64) ? TC_I64
+                                                                 : TC_I32;
+    int bits = dtype_bits(it);
+    T *u = e->ut[it];
+    R *in = cmp(e, GCC_JIT_COMPARISON_LT, fcall1(e, "fabs", from, a),
+                fconst(e, from, ldexp(1.0, bits - 1)));
+    R *x = select_bits(e, from, in, a, fconst(e, from, 0.0));
+    R *out = bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, u, cast(e, in, u),
+                 iconst(e, u, 1));
+    R *sign = bin(e, GCC_JIT_BINARY_OP_LSHIFT, u, out, iconst(e, u, bits - 1));
+    R *r = bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, u,
+               cast(e, cast(e, x, e->vt[it]), u), sign);
+    return cast(e, r, e->vt[to]);
+}
+
+static R *
 emit_cast(emitter *e, R *a, tc_dtype from, tc_dtype to)
 {
     if (from == to) {
@@ -548,10 +587,8 @@ emit_cast(emitter *e, R *a, tc_dtype from, tc_dtype to)
         return cmp(e, GCC_JIT_COMPARISON_NE, a,
                    cast(e, iconst(e, e->t_i32, 0), e->vt[from]));
     }
-    if (is_float(from) && !is_float(to) && dtype_bits(to) < 32) {
-        /* float -> small int: truncate to int32 first, then wrap, which
-         * is what x86 and eager do for out-of-range values. */
-        a = cast(e, a, e->t_i32);
+    if (is_float(from) && !is_float(to)) {
+        return emit_float_to_int(e, a, from, to);
     }
     return cast(e, a, e->vt[to]);
 }
@@ -1285,14 +1322,6 @@ new_local(red_state *s, T *t, const char *what)
     char name[32];
     snprintf(name, sizeof(name), "%s_%d", what, s->nlocal++);
     return gcc_jit_function_new_local(s->fn, NULL, t, name);
-}
-
-static R *
-fconst(emitter *e, tc_dtype dt, double v)
-{
-    tc_kinst in = {.op = KOP_CONST, .dtype = dt, .a = -1, .b = -1, .c = -1};
-    in.imm.f = v;
-    return emit_const(e, &in);
 }
 
 /* The dtype's lowest (or highest) value: -inf / +inf for floats. */

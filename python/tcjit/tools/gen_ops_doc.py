@@ -19,7 +19,12 @@ map to the ops of the same meaning.  `float16`/`bfloat16` tensors compile
 like the others: values are loaded as float32, computed in float32 and
 rounded to the tensor's dtype when stored or cast (as Inductor does), so a
 chain of ops rounds once where eager rounds after every op; casts are
-bit-exact with eager.
+bit-exact with eager.  A float converted to an integer gives eager's answer
+on the device: on the CPU, x86's (truncation toward zero, the lowest int32
+or int64 for NaN, infinities and values out of range, int8 and int16
+wrapped from int32, uint8 from int64); on CUDA, PTX's conversion to int32
+or int64, which saturates and gives 0 for NaN (int8 and int16 wrap from
+int32, uint8 from int64).
 
 Accuracy of transcendentals: float32 `exp`/`log`/`sin`/`cos`/`tanh` are
 within a few float32 ulp of the exact value for every input, far inside
