@@ -796,6 +796,13 @@ tc_graph_op_count(const tc_graph *g)
 
 /* ---- DCE / CSE ------------------------------------------------------- */
 
+int
+tc_node_must_run(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_OP && tc_ops[n->op].checks_values;
+}
+
 static int
 nodes_equal(const tc_node *a, const tc_node *b)
 {
@@ -965,7 +972,7 @@ tc_graph_optimize(tc_graph *g)
     }
     for (int i = n - 1; i >= 0; i--) {
         tc_node *nd = &g->nodes[i];
-        live[i] |= nd->kind == TC_NODE_INPUT;
+        live[i] |= nd->kind == TC_NODE_INPUT || tc_node_must_run(g, i);
         if (!live[i] || canon[i] != i) {
             continue;
         }

@@ -791,7 +791,8 @@ const tc_op_def tc_ops[] = {
                  "input, weight, padding_idx=None, max_norm=None, "
                  "norm_type=2.0, scale_grad_by_freq=False, sparse=False")},
      .nn = {"Embedding", "F.embedding", "weight padding_idx max_norm"},
-     .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"}},
+     .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"},
+     .checks_values = 1},
     {"conv1d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: 1-d convolution (int stride/padding/dilation, groups)",
      .py = {CALL(CONV, "F.conv1d torch.conv1d", CONV_SIG)},
@@ -820,13 +821,15 @@ const tc_op_def tc_ops[] = {
                  "input, target, weight=None, size_average=None, "
                  "ignore_index=-100, reduce=None, reduction=None, "
                  "label_smoothing=0.0")},
-     .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"}},
+     .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"},
+     .checks_values = 1},
     {"nll_loss", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: class-index targets, weight, ignore_index, reduction",
      .py = {CALL(LOSS, "F.nll_loss",
                  "input, target, weight=None, size_average=None, "
                  "ignore_index=-100, reduce=None, reduction=None")},
-     .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"}},
+     .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"},
+     .checks_values = 1},
     {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: num_groups, weight, bias, eps",
      .py = {CALL(GROUP_NORM, "F.group_norm",
@@ -836,7 +839,8 @@ const tc_op_def tc_ops[] = {
     {"index", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: advanced indexing by int64 / int32 index tensors (aten.index; "
      "ints and slices in the same index are applied first, as views)",
-     .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"}},
+     .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"},
+     .checks_values = 1},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -159,6 +159,11 @@ typedef struct {
     tc_op_spelling py[TC_OP_MAX_SPELLINGS];
     tc_op_module nn;
     tc_extern_spec xspec;     /* TC_OPK_EXTERN only */
+    /* 1: the op raises on some operand values, which only the call sees
+     * (an index out of range: eager's IndexError).  A node of it runs on
+     * every call even when its result is dead (tc_node_must_run): DCE
+     * would drop the check eager makes. */
+    int checks_values;
     /* Issue 20's next fields belong here, beside the lowering: the
      * derivative rule and the symbolic shape rule. */
 } tc_op_def;
