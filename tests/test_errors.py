@@ -5,6 +5,13 @@ call, with both backends (tests/fuzz's "no-exception" classes).
   index, embedding, cross_entropy / nll_loss targets) runs on every call
   even when its result is dead (ops.c checks_values, graph.c
   tc_node_must_run): DCE dropped it and eager's IndexError with it.
+* F.hardtanh / F.relu6 refuse what eager's hardtanh refuses (bool, negative
+  limits of uint8, min_val > max_val): they were traced as clamp, which
+  accepts them (torchcalls.c call_hardtanh).
+* Reductions take what eager's argument parser takes: keepdim (and var's
+  unbiased) a Python bool, no dim=None for prod / logsumexp / max / min
+  (registry signatures "keepdim: bool", "dim: int", bindings.c).
+tests/sweeps/errors.py compares every spelling over dtypes and arguments.
 """
 import pytest
 import torch
@@ -99,3 +106,71 @@ def test_dead_index_is_one_compiled_graph():
     f(*args)
     c = tcjit.counters()
     assert c["eager_fallbacks"] == 0 and c["cache_hits"] >= 1, c
+
+
+# ---- eager's dtype and argument checks at trace time ------------------------
+#
+# Where the condition is static (a dtype, a constant argument) the tracer
+# refuses the call: the frame runs eagerly and raises eager's exception.
+
+def _tensor(dtype):
+    if dtype == torch.bool:
+        return torch.tensor([[True, False], [False, True]])
+    if dtype == torch.uint8:
+        return torch.tensor([[0, 3], [9, 1]], dtype=dtype)
+    return torch.tensor([[-2, 3], [9, 1]]).to(dtype)
+
+
+HARDTANH = {
+    "hardtanh": lambda x: F.hardtanh(x),
+    "hardtanh_limits": lambda x: F.hardtanh(x, -2, 2),
+    "hardtanh_float_limits": lambda x: F.hardtanh(x, 0.5, 1.5),
+    "hardtanh_inverted": lambda x: F.hardtanh(x, 2, 1),
+    "hardtanh_neg_half": lambda x: F.hardtanh(x, -0.5, 2),
+    "relu6": lambda x: F.relu6(x),
+    "hardtanh_of_lt": lambda x: F.hardtanh(torch.lt(x, 1)) + 1,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int64,
+                                   torch.float32])
+@pytest.mark.parametrize("name", sorted(HARDTANH))
+def test_hardtanh_dtype_checks(name, dtype, backend):
+    x = _tensor(dtype)
+    same_as_eager(HARDTANH[name], (x,), (x.clone(),), backend=backend)
+
+
+REDUCTION_ARGS = {
+    "logsumexp_none": lambda x: x.logsumexp(None),
+    "logsumexp_dim_none": lambda x: torch.logsumexp(x, dim=None),
+    "prod_none": lambda x: x.prod(None),
+    "prod_dim_none": lambda x: torch.prod(x, dim=None),
+    "max_none": lambda x: x.max(None),
+    "min_dim_none": lambda x: torch.min(x, dim=None),
+    "sum_keepdim_int": lambda x: x.sum(0, 1),
+    "amax_keepdim_int": lambda x: torch.amax(x, 0, keepdim=1),
+    "mean_keepdim_none": lambda x: x.mean(0, keepdim=None),
+    "argmax_keepdim_int": lambda x: x.argmax(1, keepdim=0),
+    "any_keepdim_int": lambda x: x.any(0, 1),
+    "var_unbiased_int": lambda x: x.var(0, 1),
+    "var_unbiased_none": lambda x: torch.var(x, 0, None),
+    "std_keepdim_float": lambda x: x.std(0, keepdim=1.0),
+    "logsumexp_keepdim_int": lambda x: x.logsumexp(0, 1),
+    "norm_keepdim_int": lambda x: x.norm(2, 0, 1),
+    "max_keepdim_int": lambda x: x.max(0, 1),
+    # what eager accepts keeps compiling
+    "sum_none": lambda x: x.sum(None),
+    "amax_dim_none": lambda x: x.amax(dim=None),
+    "prod_dim": lambda x: x.prod(1, True),
+    "logsumexp_dims": lambda x: x.logsumexp((0, 1), keepdim=True),
+    "var_unbiased": lambda x: x.var(0, False, keepdim=True),
+    "max_dim": lambda x: x.max(dim=1, keepdim=False),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(REDUCTION_ARGS))
+def test_reduction_argument_checks(name, backend):
+    x = torch.randn(3, 4)
+    same_as_eager(REDUCTION_ARGS[name], (x,), (x + 1,), backend=backend)

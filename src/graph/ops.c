@@ -710,21 +710,23 @@ const tc_op_def tc_ops[] = {
      "sum over dims (ints and bool -> int64)",
      .eager = "torch.sum(x0, n.dims, n.keepdim, dtype=n.dtype)",
      .py = {CALL(REDUCE, "torch.sum Tensor.sum",
-                 "input, dim=None, keepdim=False, *, dtype=None")}},
+                 "input, dim=None, keepdim: bool=False, *, dtype=None")}},
     {"prod", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "product over dims (ints and bool -> int64)",
      .eager = "torch.prod(x0, n.dims[0], n.keepdim, dtype=n.dtype) "
               "if len(n.dims) == 1 else torch.prod(x0, dtype=n.dtype)",
+     /* dim: torch.prod(input, *, dtype) or (input, dim, keepdim, *, dtype):
+      * no dim=None */
      .py = {CALL(REDUCE, "torch.prod Tensor.prod",
-                 "input, dim=None, keepdim=False, *, dtype=None")}},
+                 "input, dim: int=None, keepdim: bool=False, *, dtype=None")}},
     {"amax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "max over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amax Tensor.amax",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"amin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "min over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amin Tensor.amin",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
      /* over bool only as max(dim) / min(dim)'s indices: eager's argmax
@@ -732,7 +734,7 @@ const tc_op_def tc_ops[] = {
      .eager = "torch.argmax(x0.to(torch.uint8) if x0.dtype == torch.bool "
               "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmax Tensor.argmax",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"argmin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first min (first NaN) -> int64",
      /* over bool only as max(dim) / min(dim)'s indices: eager's argmin
@@ -740,15 +742,15 @@ const tc_op_def tc_ops[] = {
      .eager = "torch.argmin(x0.to(torch.uint8) if x0.dtype == torch.bool "
               "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmin Tensor.argmin",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"any", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "logical or over dims (bool; uint8 stays uint8)",
      .py = {CALL(REDUCE, "torch.any Tensor.any",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"all", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "logical and over dims (bool; uint8 stays uint8)",
      .py = {CALL(REDUCE, "torch.all Tensor.all",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     /* extern ops: torch computes them, kernels fuse around (extern.h) */
     {"mm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: [n, k] @ [k, m]",
@@ -847,9 +849,10 @@ const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));
 
 /* Names that decompose into the ops above (graph.h builders) or read the
  * traced layout; rows of the registry like the ops themselves. */
-#define RED_SIG "input, dim=None, keepdim=False"
+#define RED_SIG "input, dim=None, keepdim: bool=False"
 #define VAR_SIG \
-    "input, dim=None, unbiased=None, keepdim=False, *, correction=None"
+    "input, dim=None, unbiased: bool=None, keepdim: bool=False, *, " \
+    "correction=None"
 
 const tc_decomp_def tc_decomps[] = {
     {"mean", "sum / n",
@@ -860,10 +863,10 @@ const tc_decomp_def tc_decomps[] = {
     {"std", "sqrt(var)", {CALL(REDUCE, "torch.std Tensor.std", VAR_SIG)}},
     {"logsumexp", "amax, exp, sum, log (inf-safe)",
      {CALL(REDUCE, "torch.logsumexp Tensor.logsumexp",
-           "input, dim, keepdim=False")}},
+           "input, dim: ints, keepdim: bool=False")}},
     {"norm", "p=1: sum(abs); p=2: sqrt(sum(x*x))",
      {CALL(REDUCE, "torch.norm Tensor.norm",
-           "input, p=2, dim=None, keepdim=False, dtype=None")}},
+           "input, p=2, dim=None, keepdim: bool=False, dtype=None")}},
     {"softmax", "amax, sub, exp, sum, div; one kernel per row",
      {CALL(SOFTMAX, "torch.softmax Tensor.softmax", "input, dim, dtype=None"),
       CALL(SOFTMAX, "F.softmax",
@@ -928,10 +931,13 @@ const tc_decomp_def tc_decomps[] = {
      {CALL(TYPE_AS, "Tensor.type_as", "input, other")}},
     {"max", "all dims: amax; with dim: (amax, argmax) as "
      "torch.return_types.max; of two tensors: maximum",
-     {CALL(MAX_MIN, "torch.max Tensor.max", RED_SIG)}},
+     /* torch.max(input) or (input, other) or (input, dim, keepdim) */
+     {CALL(MAX_MIN, "torch.max Tensor.max",
+           "input, dim: int=None, keepdim: bool=False")}},
     {"min", "all dims: amin; with dim: (amin, argmin) as "
      "torch.return_types.min; of two tensors: minimum",
-     {CALL(MAX_MIN, "torch.min Tensor.min", RED_SIG)}},
+     {CALL(MAX_MIN, "torch.min Tensor.min",
+           "input, dim: int=None, keepdim: bool=False")}},
     {"tril", "where(col - row <= k, x, 0), positions from arange nodes",
      {CALL(TRIL, "torch.tril Tensor.tril", "input, diagonal=0")}},
     {"triu", "where(col - row >= k, x, 0), positions from arange nodes",
