@@ -174,3 +174,21 @@ REDUCTION_ARGS = {
 def test_reduction_argument_checks(name, backend):
     x = torch.randn(3, 4)
     same_as_eager(REDUCTION_ARGS[name], (x,), (x + 1,), backend=backend)
+
+
+STATIC_ARGS = {
+    "squeeze_duplicate_dims": lambda x: x.squeeze((0, 0)),
+    "squeeze_duplicate_wrapped": lambda x: x[:1].squeeze((0, -2)),
+    "dropout_p_above_1": lambda x: F.dropout(x, 1.5, False),
+    "dropout_p_negative": lambda x: F.dropout(x, -0.5, training=False),
+    # what eager accepts keeps compiling
+    "squeeze_dims": lambda x: x[:1].squeeze((0, 1)),
+    "dropout_p_1_eval": lambda x: F.dropout(x, 1.0, False) + 1,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(STATIC_ARGS))
+def test_static_argument_checks(name, backend):
+    x = torch.randn(3, 4)
+    same_as_eager(STATIC_ARGS[name], (x,), (x + 1,), backend=backend)

@@ -1015,6 +1015,9 @@ call_dropout(tracer *T, tc_var **p)
         || const_number(p[1], &prob) < 0 || p[3]->obj != Py_False) {
         return tc_tr_unsupported(T, "F.dropout with non-constant arguments");
     }
+    if (prob < 0 || prob > 1) {
+        return tc_tr_unsupported(T, "F.dropout with p outside [0, 1]");
+    }
     if (p[2]->obj != Py_False && prob != 0) {
         return tc_tr_unsupported(T, "F.dropout with training=True and p > 0 "
                                  "(random masks are not compiled)");
