@@ -76,7 +76,15 @@ def _dead_nll_loss(a, i, b):
     return b
 
 
+def _dead_index_around_a_break(a, i, b):
+    v = a[:, i]
+    n = b.sum().item()        # a graph break: two segments
+    w = a[i % 5]
+    return b * n
+
+
 DEAD_CHECKS = {
+    "around_a_break": _dead_index_around_a_break,
     "index": _dead_index,
     "index_of_computed": _dead_index_of_computed,
     "embedding": _dead_embedding,
