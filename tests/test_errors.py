@@ -200,3 +200,20 @@ STATIC_ARGS = {
 def test_static_argument_checks(name, backend):
     x = torch.randn(3, 4)
     same_as_eager(STATIC_ARGS[name], (x,), (x + 1,), backend=backend)
+
+
+ALPHA = {
+    "sub_bool_other_alpha": lambda x, b: x.sub(b, alpha=0.5),
+    "sub_bool_self_alpha": lambda x, b: torch.sub(b, x, alpha=2),
+    "add_bool_other_alpha": lambda x, b: x.add(b, alpha=0.5),
+    "sub_alpha": lambda x, b: x.sub(x * 2, alpha=0.5),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(ALPHA))
+def test_add_sub_alpha_checks(name, backend):
+    """The registry's checks of sub see the operands as given, not other
+    cast to the result dtype for alpha (torchcalls.c call_add_sub)."""
+    x = torch.randn(3, 4)
+    same_as_eager(ALPHA[name], (x, x > 0), (x + 1, x < 0), backend=backend)

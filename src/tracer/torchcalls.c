@@ -137,6 +137,14 @@ call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
         return tc_tr_unsupported(T, "%s() with alpha on a non-float result",
                                  b->def->path);
     }
+    /* the op's own checks on the operands as given (sub of a bool tensor),
+     * before other is cast to the result dtype */
+    char err[256];
+    tc_dtype compute, out;
+    if (tc_op_infer_dtypes(T->out->graph, tc_op_lookup(b->def->op), nodes,
+                           TC_F32, &compute, &out, err, sizeof(err)) < 0) {
+        return tc_tr_unsupported(T, "%s: %s", b->def->path, err);
+    }
     rc = call_cast(T, other, rt);
     if (rc != OK) {
         return rc;

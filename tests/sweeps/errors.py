@@ -92,6 +92,12 @@ def cases(path, op):
                                             "y": tensor(d2, seed=1)}
         for d, s in itertools.product(DTYPES, ["2", "2.5", "True", "-1"]):
             yield spell(path, ["x", s]), x(d)
+        if op in ("add", "sub"):
+            for (d1, d2), a in itertools.product(
+                    itertools.product(PAIR_DTYPES, PAIR_DTYPES),
+                    ["alpha=0.5", "alpha=2", "alpha=True"]):
+                yield spell(path, ["x", "y", a]), {"x": tensor(d1),
+                                                   "y": tensor(d2, seed=1)}
     elif op in REDUCE:
         for d in DTYPES:
             yield spell(path, ["x"]), x(d)
