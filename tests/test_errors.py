@@ -217,3 +217,55 @@ def test_add_sub_alpha_checks(name, backend):
     cast to the result dtype for alpha (torchcalls.c call_add_sub)."""
     x = torch.randn(3, 4)
     same_as_eager(ALPHA[name], (x, x > 0), (x + 1, x < 0), backend=backend)
+
+
+# ---- Python numbers eager converts with an overflow check --------------------
+#
+# c10's Scalar::to raises "value cannot be converted to type T without
+# overflow" where an op converts a Python number to a dtype (ops.h
+# tc_scalar_conv); the wrapped scalars of add / where are not checked.
+
+SCALARS = {
+    "full_uint8_300": lambda x: torch.full((3,), 300, dtype=torch.uint8),
+    "full_uint8_minus_255": lambda x: torch.full((3,), -255,
+                                                 dtype=torch.uint8) + 0,
+    "full_uint8_minus_1_5": lambda x: torch.full((2,), -1.5,
+                                                 dtype=torch.uint8),
+    "full_int32_2_40": lambda x: torch.full((3,), 2**40, dtype=torch.int32),
+    "full_int64_nan": lambda x: torch.full((2,), float("nan"),
+                                           dtype=torch.int64),
+    "full_half_70000": lambda x: torch.full((2,), 70000, dtype=torch.float16),
+    "full_half_inf": lambda x: torch.full((2,), float("inf"),
+                                          dtype=torch.float16),
+    "full_bool_2": lambda x: torch.full((2,), 2, dtype=torch.bool),
+    "full_float_1e300": lambda x: torch.full((2,), 1e300) + x,
+    "new_full_bf16": lambda x: x.new_full((2,), 1e39, dtype=torch.bfloat16),
+    "masked_fill_half": lambda x: x.half().masked_fill(x > 0, 1e300),
+    "masked_fill_uint8": lambda x: x.to(torch.uint8).masked_fill(x > 0, 300),
+    "masked_fill_uint8_wraps": lambda x: x.to(torch.uint8).masked_fill(
+        x > 0, -1),
+    "clamp_float": lambda x: x.clamp(1e300),
+    "clamp_half": lambda x: x.half().clamp(None, 70000),
+    "clamp_min_int32": lambda x: x.int().clamp_min(2**40),
+    "clamp_max_half_inf": lambda x: x.half().clamp_max(float("inf")),
+    "hardtanh_half": lambda x: F.hardtanh(x.half(), -70000, 70000),
+    "leaky_relu_float": lambda x: F.leaky_relu(x, 1e300),
+    "elu_bf16": lambda x: F.elu(x.bfloat16(), 1e39),
+    "softplus_threshold": lambda x: F.softplus(x, 1, 1e300),
+    "pow_half": lambda x: x.half() ** 70000.0,
+    "pow_float": lambda x: x.abs() ** 1e300,
+    "pow_base_half": lambda x: torch.pow(70000, x.half()),
+    "add_half": lambda x: x.half() + 1e300,
+    "where_half": lambda x: torch.where(x > 0, x.half(), 1e300),
+    # a dtype the creation op has no kernel for
+    "arange_bool": lambda x: torch.arange(3, dtype=torch.bool),
+    "arange_bool_dead": lambda x: (torch.arange(0, 3, dtype=torch.bool),
+                                   x)[1],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SCALARS))
+def test_scalar_conversion_checks(name, backend):
+    x = torch.randn(3)
+    same_as_eager(SCALARS[name], (x,), (x * 2,), backend=backend)

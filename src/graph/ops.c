@@ -550,21 +550,25 @@ const tc_op_def tc_ops[] = {
     {"softplus", 3, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_softplus,
      "softplus(x, beta, threshold): x where x*beta > threshold, else "
      "log1p(exp(x*beta)) / beta", .eager = "F.softplus(x0, x1, x2)",
-     .py = {CALL(OP, "F.softplus", "input, beta=1, threshold=20")}},
+     .py = {CALL(OP, "F.softplus", "input, beta=1, threshold=20")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"leaky_relu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_leaky_relu,
      "x > 0 ? x : x * negative_slope", .eager = "F.leaky_relu(x0, x1)",
      .py = {CALL(NO_INPLACE, "F.leaky_relu",
-                 "input, negative_slope=0.01, inplace=False")}},
+                 "input, negative_slope=0.01, inplace=False")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"elu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_elu,
      "x > 0 ? x : alpha * expm1(x)", .eager = "F.elu(x0, x1)",
-     .py = {CALL(NO_INPLACE, "F.elu", "input, alpha=1.0, inplace=False")}},
+     .py = {CALL(NO_INPLACE, "F.elu", "input, alpha=1.0, inplace=False")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"mish", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_mish,
      "x * tanh(softplus(x))", .eager = "F.mish(x0)",
      .py = {CALL(NO_INPLACE, "F.mish", "input, inplace=False")}},
     {"masked_fill", 3, PW, TC_PROMOTE_FIRST, MASK_ALL, lower_masked_fill,
      "mask ? value : x (contiguous result, x's dtype)",
      .py = {CALL(OP, "torch.masked_fill Tensor.masked_fill",
-                 "input, mask, value")}},
+                 "input, mask, value")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"full", 1, PW, TC_PROMOTE_CAST, MASK_ALL, lower_to,
      "a new tensor filled with a number (zeros, ones, full, empty, *_like)",
      .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
@@ -572,7 +576,8 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(NEW, "torch.full", "size, fill_value, *, " NEW_KW),
             CALL(NEW, "torch.full_like", "input, fill_value, *, " LIKE_KW),
             CALL(NEW, "Tensor.new_full",
-                 "input, size, fill_value, *, " NEW_KW)}},
+                 "input, size, fill_value, *, " NEW_KW)},
+     .scalars = TC_SCALARS_TO_OUT},
     {"arange", 2, PW, TC_PROMOTE_CAST, MASK_ALL & ~M(TC_BOOL), lower_arange,
      "start + step * i over a new tensor (arange; positions for tril/triu)",
      1, .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
@@ -604,13 +609,16 @@ const tc_op_def tc_ops[] = {
                  "input, min=None, max=None"),
             CALL(HARDTANH, "F.hardtanh",
                  "input, min_val=-1.0, max_val=1.0, inplace=False"),
-            CALL(HARDTANH, "F.relu6", "input, inplace=False")}},
+            CALL(HARDTANH, "F.relu6", "input, inplace=False")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"clamp_min", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "max(x, lo), NaN propagating",
-     .py = {CALL(OP, "torch.clamp_min Tensor.clamp_min", "input, min")}},
+     .py = {CALL(OP, "torch.clamp_min Tensor.clamp_min", "input, min")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"clamp_max", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
      "min(x, hi), NaN propagating",
-     .py = {CALL(OP, "torch.clamp_max Tensor.clamp_max", "input, max")}},
+     .py = {CALL(OP, "torch.clamp_max Tensor.clamp_max", "input, max")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"where", 3, PW, TC_PROMOTE_WHERE, MASK_ALL, lower_where,
      "cond ? a : b",
      .py = {CALL(OP, "torch.where", "condition, input, other"),
@@ -1089,6 +1097,65 @@ check_masked_fill(const tc_graph *g, const int *in, tc_dtype c, char *err,
     return 0;
 }
 
+/* c10's checked_convert (Scalar::to<T>): does Python number s overflow
+ * dtype `to`?  An int may wrap into an unsigned type (-255 as uint8); a
+ * float must lie in [lowest, max], inf and NaN only for floating types;
+ * bool takes any value, a bool converts anywhere. */
+static int
+scalar_overflows(const tc_node *s, tc_dtype to)
+{
+    static const int64_t imax[] = {[TC_U8] = UINT8_MAX, [TC_I8] = INT8_MAX,
+                                   [TC_I16] = INT16_MAX,
+                                   [TC_I32] = INT32_MAX,
+                                   [TC_I64] = INT64_MAX};
+    static const double fmax[] = {[TC_F16] = 65504.0,
+                                  [TC_BF16] = 3.3895313892515355e38,
+                                  [TC_F32] = 3.4028234663852886e38,
+                                  [TC_F64] = INFINITY};
+    if (to == TC_BOOL || s->dtype == TC_BOOL) {
+        return 0;
+    }
+    if (tc_dtype_is_float(to)) {
+        double v = s->dtype == TC_F64 ? s->scalar.f : (double)s->scalar.i;
+        return isfinite(v) && fabs(v) > fmax[to];
+    }
+    int64_t hi = imax[to], lo = to == TC_U8 ? 0 : -hi - 1;
+    if (s->dtype == TC_F64) {
+        double v = s->scalar.f;
+        return !(v >= (double)lo && v <= (double)hi);
+    }
+    int64_t v = s->scalar.i;
+    return v > hi || (to == TC_U8 ? v < -hi : v < lo);
+}
+
+static const char *
+c10_type_name(tc_dtype dt)
+{
+    static const char *const names[] = {
+        [TC_BOOL] = "bool", [TC_U8] = "uint8_t", [TC_I8] = "int8_t",
+        [TC_I16] = "int16_t", [TC_I32] = "int", [TC_I64] = "int64_t",
+        [TC_F32] = "float", [TC_F64] = "double", [TC_F16] = "c10::Half",
+        [TC_BF16] = "c10::BFloat16"};
+    return names[dt];
+}
+
+/* Eager converts the op's Python-number operands to `to` (ops.h
+ * tc_scalar_conv; pow: the exponent). */
+static int
+check_scalars(const tc_graph *g, const tc_op_def *def, const int *in,
+              tc_dtype to, char *err, size_t errlen)
+{
+    int first = !strcmp(def->name, "pow") ? 1 : 0;
+    for (int k = first; k < def->nin; k++) {
+        const tc_node *s = &g->nodes[in[k]];
+        if (s->kind == TC_NODE_SCALAR && scalar_overflows(s, to)) {
+            return fail(err, errlen, "value cannot be converted to type %s "
+                        "without overflow", c10_type_name(to));
+        }
+    }
+    return 0;
+}
+
 /* Errors torch raises with op-specific wording. */
 static int
 check_special(const tc_graph *g, const tc_op_def *def, const int *in,
@@ -1112,7 +1179,15 @@ check_special(const tc_graph *g, const tc_op_def *def, const int *in,
         if (c == TC_BOOL && g->nodes[in[1]].kind != TC_NODE_SCALAR) {
             return fail(err, errlen, "\"pow\" not implemented for 'Bool'");
         }
-        return c == TC_BOOL ? 0 : check_pow(g, in, c, err, errlen);
+        if (c == TC_BOOL) {
+            return 0;
+        }
+        /* the exponent is converted to the base's dtype, except for a
+         * float32 / float64 base (double) */
+        if (c != TC_F32 && check_scalars(g, def, in, c, err, errlen) < 0) {
+            return -1;
+        }
+        return check_pow(g, in, c, err, errlen);
     }
     if (!strncmp(name, "clamp", 5) && c == TC_BOOL &&
         g->nodes[in[1]].kind == TC_NODE_SCALAR) {
@@ -1141,12 +1216,19 @@ tc_op_infer_dtypes(const tc_graph *g, int op, const int *in,
     if (check_special(g, def, in, c, err, errlen) < 0) {
         return -1;
     }
-    if (!(def->dtype_mask & (1u << c))) {
-        return fail(err, errlen, "\"%s_cpu\" not implemented for '%s'",
-                    def->name, tc_dtype_scalar_type_name(c));
-    }
     *compute = c;
     *out = rule_out_dtype(def, c, attr_dtype);
+    /* a cast or creation op's mask is of the dtype it makes (arange) */
+    tc_dtype kernel = def->promote == TC_PROMOTE_CAST ? *out : c;
+    if (!(def->dtype_mask & (1u << kernel))) {
+        return fail(err, errlen, "\"%s_cpu\" not implemented for '%s'",
+                    def->name, tc_dtype_scalar_type_name(kernel));
+    }
+    if (def->scalars != TC_SCALARS_WRAPPED) {
+        tc_dtype to = def->scalars == TC_SCALARS_TO_OUT
+                      || !tc_dtype_is_reduced_float(*out) ? *out : TC_F32;
+        return check_scalars(g, def, in, to, err, errlen);
+    }
     return 0;
 }
 
