@@ -343,9 +343,11 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         return -1;
     }
     int rc = tc_logf(TC_LOG_GRAPH, "graph", "%s", text);
-    if (rc == 0 && g->noutputs == 0) {
+    if (rc == 0 && g->noutputs == 0 && tc_graph_op_count(g) == 0) {
+        /* no tensor work before the exit: nothing to compile (an op node
+         * left by DCE is an output's or checks values: tc_node_must_run) */
         free(text);
-        return 0;  /* no tensor work before the exit: nothing to compile */
+        return 0;
     }
     if (rc == 0 && tc_hooks.recorder != NULL) {
         /* explain() sees the graph that is compiled, whatever the backend */

@@ -807,6 +807,13 @@ tc_graph_op_count(const tc_graph *g)
 
 /* ---- DCE / CSE ------------------------------------------------------- */
 
+int
+tc_node_must_run(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_OP && tc_ops[n->op].checks_values;
+}
+
 static int
 nodes_equal(const tc_node *a, const tc_node *b)
 {
@@ -976,7 +983,7 @@ tc_graph_optimize(tc_graph *g)
     }
     for (int i = n - 1; i >= 0; i--) {
         tc_node *nd = &g->nodes[i];
-        live[i] |= nd->kind == TC_NODE_INPUT;
+        live[i] |= nd->kind == TC_NODE_INPUT || tc_node_must_run(g, i);
         if (!live[i] || canon[i] != i) {
             continue;
         }
@@ -1193,6 +1200,28 @@ wrap_dim(int64_t dim, int ndim, int *out, char *err, size_t errlen)
     return 0;
 }
 
+/* mask of dims[0..n-1] (wrapped; 0-d: dim 0 or -1, an empty mask), as
+ * torch's dim lists: a duplicate is torch's error unless allow_dup. */
+static int
+dims_mask(int ndim, int n, const int64_t *dims, int allow_dup,
+          unsigned *mask, char *err, size_t errlen)
+{
+    *mask = 0;
+    for (int i = 0; i < n; i++) {
+        int d;
+        if (wrap_dim(dims[i], ndim, &d, err, errlen) < 0) {
+            return -1;
+        }
+        if (!allow_dup && (*mask & (1u << d) || (ndim == 0 && i > 0))) {
+            tc_set_err(err, errlen, "dim %d appears multiple times in the list "
+                    "of dims", d);
+            return -1;
+        }
+        *mask |= ndim ? 1u << d : 0;
+    }
+    return 0;
+}
+
 static void
 sb_shape(char *buf, size_t n, const int64_t *v, int nd)
 {
@@ -1369,12 +1398,8 @@ tc_graph_squeeze(tc_graph *g, int x, int n, const int64_t *dims, char *err,
     }
     const tc_layout *l = &g->nodes[x].layout;
     unsigned mask = 0;
-    for (int i = 0; i < n; i++) {
-        int d;
-        if (wrap_dim(dims[i], l->ndim, &d, err, errlen) < 0) {
-            return -1;
-        }
-        mask |= 1u << d;
+    if (dims_mask(l->ndim, n, dims, 0, &mask, err, errlen) < 0) {
+        return -1;
     }
     tc_node v;
     view_init(g, &v, "squeeze", x);
@@ -1894,24 +1919,12 @@ static int
 resolve_dims_dup(const tc_layout *l, const tc_reduce_args *a, unsigned *mask,
                  int allow_dup, char *err, size_t errlen)
 {
-    *mask = 0;
     if (a->ndims <= 0) {
         *mask = l->ndim ? (1u << l->ndim) - 1 : 0;
         return 0;
     }
-    for (int i = 0; i < a->ndims; i++) {
-        int d;
-        if (wrap_dim(a->dims[i], l->ndim, &d, err, errlen) < 0) {
-            return -1;
-        }
-        if (!allow_dup && (*mask & (1u << d) || (l->ndim == 0 && i > 0))) {
-            tc_set_err(err, errlen, "dim %d appears multiple times in the list "
-                    "of dims", d);
-            return -1;
-        }
-        *mask |= l->ndim ? 1u << d : 0;
-    }
-    return 0;
+    return dims_mask(l->ndim, a->ndims, a->dims, allow_dup, mask, err,
+                     errlen);
 }
 
 static int64_t

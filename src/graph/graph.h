@@ -147,6 +147,11 @@ int tc_graph_set_outputs(tc_graph *g, int n, const int *nodes);
  * allocation failure. */
 int tc_graph_optimize(tc_graph *g);
 
+/* 1: node id runs although no output depends on it: an op that checks its
+ * operands' values (ops.h tc_op_def.checks_values), such as an index that
+ * eager raises IndexError for.  DCE and the scheduler keep it live. */
+int tc_node_must_run(const tc_graph *g, int id);
+
 /* Number of op nodes (what users see as "ops" of a graph). */
 int tc_graph_op_count(const tc_graph *g);
 

@@ -550,21 +550,25 @@ const tc_op_def tc_ops[] = {
     {"softplus", 3, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_softplus,
      "softplus(x, beta, threshold): x where x*beta > threshold, else "
      "log1p(exp(x*beta)) / beta", .eager = "F.softplus(x0, x1, x2)",
-     .py = {CALL(OP, "F.softplus", "input, beta=1, threshold=20")}},
+     .py = {CALL(OP, "F.softplus", "input, beta=1, threshold=20")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"leaky_relu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_leaky_relu,
      "x > 0 ? x : x * negative_slope", .eager = "F.leaky_relu(x0, x1)",
      .py = {CALL(NO_INPLACE, "F.leaky_relu",
-                 "input, negative_slope=0.01, inplace=False")}},
+                 "input, negative_slope=0.01, inplace=False")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"elu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_elu,
      "x > 0 ? x : alpha * expm1(x)", .eager = "F.elu(x0, x1)",
-     .py = {CALL(NO_INPLACE, "F.elu", "input, alpha=1.0, inplace=False")}},
+     .py = {CALL(NO_INPLACE, "F.elu", "input, alpha=1.0, inplace=False")},
+     .scalars = TC_SCALARS_TO_OPMATH},
     {"mish", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_mish,
      "x * tanh(softplus(x))", .eager = "F.mish(x0)",
      .py = {CALL(NO_INPLACE, "F.mish", "input, inplace=False")}},
     {"masked_fill", 3, PW, TC_PROMOTE_FIRST, MASK_ALL, lower_masked_fill,
      "mask ? value : x (contiguous result, x's dtype)",
      .py = {CALL(OP, "torch.masked_fill Tensor.masked_fill",
-                 "input, mask, value")}},
+                 "input, mask, value")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"full", 1, PW, TC_PROMOTE_CAST, MASK_ALL, lower_to,
      "a new tensor filled with a number (zeros, ones, full, empty, *_like)",
      .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
@@ -572,7 +576,8 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(NEW, "torch.full", "size, fill_value, *, " NEW_KW),
             CALL(NEW, "torch.full_like", "input, fill_value, *, " LIKE_KW),
             CALL(NEW, "Tensor.new_full",
-                 "input, size, fill_value, *, " NEW_KW)}},
+                 "input, size, fill_value, *, " NEW_KW)},
+     .scalars = TC_SCALARS_TO_OUT},
     {"arange", 2, PW, TC_PROMOTE_CAST, MASK_ALL & ~M(TC_BOOL), lower_arange,
      "start + step * i over a new tensor (arange; positions for tril/triu)",
      1, .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
@@ -604,13 +609,16 @@ const tc_op_def tc_ops[] = {
                  "input, min=None, max=None"),
             CALL(HARDTANH, "F.hardtanh",
                  "input, min_val=-1.0, max_val=1.0, inplace=False"),
-            CALL(HARDTANH, "F.relu6", "input, inplace=False")}},
+            CALL(HARDTANH, "F.relu6", "input, inplace=False")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"clamp_min", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "max(x, lo), NaN propagating",
-     .py = {CALL(OP, "torch.clamp_min Tensor.clamp_min", "input, min")}},
+     .py = {CALL(OP, "torch.clamp_min Tensor.clamp_min", "input, min")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"clamp_max", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
      "min(x, hi), NaN propagating",
-     .py = {CALL(OP, "torch.clamp_max Tensor.clamp_max", "input, max")}},
+     .py = {CALL(OP, "torch.clamp_max Tensor.clamp_max", "input, max")},
+     .scalars = TC_SCALARS_TO_OUT},
     {"where", 3, PW, TC_PROMOTE_WHERE, MASK_ALL, lower_where,
      "cond ? a : b",
      .py = {CALL(OP, "torch.where", "condition, input, other"),
@@ -710,21 +718,23 @@ const tc_op_def tc_ops[] = {
      "sum over dims (ints and bool -> int64)",
      .eager = "torch.sum(x0, n.dims, n.keepdim, dtype=n.dtype)",
      .py = {CALL(REDUCE, "torch.sum Tensor.sum",
-                 "input, dim=None, keepdim=False, *, dtype=None")}},
+                 "input, dim=None, keepdim: bool=False, *, dtype=None")}},
     {"prod", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "product over dims (ints and bool -> int64)",
      .eager = "torch.prod(x0, n.dims[0], n.keepdim, dtype=n.dtype) "
               "if len(n.dims) == 1 else torch.prod(x0, dtype=n.dtype)",
+     /* dim: torch.prod(input, *, dtype) or (input, dim, keepdim, *, dtype):
+      * no dim=None */
      .py = {CALL(REDUCE, "torch.prod Tensor.prod",
-                 "input, dim=None, keepdim=False, *, dtype=None")}},
+                 "input, dim: int=None, keepdim: bool=False, *, dtype=None")}},
     {"amax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "max over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amax Tensor.amax",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"amin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "min over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amin Tensor.amin",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
      /* over bool only as max(dim) / min(dim)'s indices: eager's argmax
@@ -732,7 +742,7 @@ const tc_op_def tc_ops[] = {
      .eager = "torch.argmax(x0.to(torch.uint8) if x0.dtype == torch.bool "
               "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmax Tensor.argmax",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"argmin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first min (first NaN) -> int64",
      /* over bool only as max(dim) / min(dim)'s indices: eager's argmin
@@ -740,15 +750,15 @@ const tc_op_def tc_ops[] = {
      .eager = "torch.argmin(x0.to(torch.uint8) if x0.dtype == torch.bool "
               "else x0, n.dims[0] if len(n.dims) == 1 else None, n.keepdim)",
      .py = {CALL(REDUCE, "torch.argmin Tensor.argmin",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"any", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "logical or over dims (bool; uint8 stays uint8)",
      .py = {CALL(REDUCE, "torch.any Tensor.any",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     {"all", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "logical and over dims (bool; uint8 stays uint8)",
      .py = {CALL(REDUCE, "torch.all Tensor.all",
-                 "input, dim=None, keepdim=False")}},
+                 "input, dim=None, keepdim: bool=False")}},
     /* extern ops: torch computes them, kernels fuse around (extern.h) */
     {"mm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: [n, k] @ [k, m]",
@@ -791,7 +801,8 @@ const tc_op_def tc_ops[] = {
                  "input, weight, padding_idx=None, max_norm=None, "
                  "norm_type=2.0, scale_grad_by_freq=False, sparse=False")},
      .nn = {"Embedding", "F.embedding", "weight padding_idx max_norm"},
-     .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"}},
+     .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"},
+     .checks_values = 1},
     {"conv1d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: 1-d convolution (int stride/padding/dilation, groups)",
      .py = {CALL(CONV, "F.conv1d torch.conv1d", CONV_SIG)},
@@ -820,13 +831,15 @@ const tc_op_def tc_ops[] = {
                  "input, target, weight=None, size_average=None, "
                  "ignore_index=-100, reduce=None, reduction=None, "
                  "label_smoothing=0.0")},
-     .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"}},
+     .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"},
+     .checks_values = 1},
     {"nll_loss", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: class-index targets, weight, ignore_index, reduction",
      .py = {CALL(LOSS, "F.nll_loss",
                  "input, target, weight=None, size_average=None, "
                  "ignore_index=-100, reduce=None, reduction=None")},
-     .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"}},
+     .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"},
+     .checks_values = 1},
     {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: num_groups, weight, bias, eps",
      .py = {CALL(GROUP_NORM, "F.group_norm",
@@ -836,16 +849,18 @@ const tc_op_def tc_ops[] = {
     {"index", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: advanced indexing by int64 / int32 index tensors (aten.index; "
      "ints and slices in the same index are applied first, as views)",
-     .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"}},
+     .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"},
+     .checks_values = 1},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));
 
 /* Names that decompose into the ops above (graph.h builders) or read the
  * traced layout; rows of the registry like the ops themselves. */
-#define RED_SIG "input, dim=None, keepdim=False"
+#define RED_SIG "input, dim=None, keepdim: bool=False"
 #define VAR_SIG \
-    "input, dim=None, unbiased=None, keepdim=False, *, correction=None"
+    "input, dim=None, unbiased: bool=None, keepdim: bool=False, *, " \
+    "correction=None"
 
 const tc_decomp_def tc_decomps[] = {
     {"mean", "sum / n",
@@ -856,10 +871,10 @@ const tc_decomp_def tc_decomps[] = {
     {"std", "sqrt(var)", {CALL(REDUCE, "torch.std Tensor.std", VAR_SIG)}},
     {"logsumexp", "amax, exp, sum, log (inf-safe)",
      {CALL(REDUCE, "torch.logsumexp Tensor.logsumexp",
-           "input, dim, keepdim=False")}},
+           "input, dim: ints, keepdim: bool=False")}},
     {"norm", "p=1: sum(abs); p=2: sqrt(sum(x*x))",
      {CALL(REDUCE, "torch.norm Tensor.norm",
-           "input, p=2, dim=None, keepdim=False, dtype=None")}},
+           "input, p=2, dim=None, keepdim: bool=False, dtype=None")}},
     {"softmax", "amax, sub, exp, sum, div; one kernel per row",
      {CALL(SOFTMAX, "torch.softmax Tensor.softmax", "input, dim, dtype=None"),
       CALL(SOFTMAX, "F.softmax",
@@ -924,10 +939,13 @@ const tc_decomp_def tc_decomps[] = {
      {CALL(TYPE_AS, "Tensor.type_as", "input, other")}},
     {"max", "all dims: amax; with dim: (amax, argmax) as "
      "torch.return_types.max; of two tensors: maximum",
-     {CALL(MAX_MIN, "torch.max Tensor.max", RED_SIG)}},
+     /* torch.max(input) or (input, other) or (input, dim, keepdim) */
+     {CALL(MAX_MIN, "torch.max Tensor.max",
+           "input, dim: int=None, keepdim: bool=False")}},
     {"min", "all dims: amin; with dim: (amin, argmin) as "
      "torch.return_types.min; of two tensors: minimum",
-     {CALL(MAX_MIN, "torch.min Tensor.min", RED_SIG)}},
+     {CALL(MAX_MIN, "torch.min Tensor.min",
+           "input, dim: int=None, keepdim: bool=False")}},
     {"tril", "where(col - row <= k, x, 0), positions from arange nodes",
      {CALL(TRIL, "torch.tril Tensor.tril", "input, diagonal=0")}},
     {"triu", "where(col - row >= k, x, 0), positions from arange nodes",
@@ -1079,6 +1097,65 @@ check_masked_fill(const tc_graph *g, const int *in, tc_dtype c, char *err,
     return 0;
 }
 
+/* c10's checked_convert (Scalar::to<T>): does Python number s overflow
+ * dtype `to`?  An int may wrap into an unsigned type (-255 as uint8); a
+ * float must lie in [lowest, max], inf and NaN only for floating types;
+ * bool takes any value, a bool converts anywhere. */
+static int
+scalar_overflows(const tc_node *s, tc_dtype to)
+{
+    static const int64_t imax[] = {[TC_U8] = UINT8_MAX, [TC_I8] = INT8_MAX,
+                                   [TC_I16] = INT16_MAX,
+                                   [TC_I32] = INT32_MAX,
+                                   [TC_I64] = INT64_MAX};
+    static const double fmax[] = {[TC_F16] = 65504.0,
+                                  [TC_BF16] = 3.3895313892515355e38,
+                                  [TC_F32] = 3.4028234663852886e38,
+                                  [TC_F64] = INFINITY};
+    if (to == TC_BOOL || s->dtype == TC_BOOL) {
+        return 0;
+    }
+    if (tc_dtype_is_float(to)) {
+        double v = s->dtype == TC_F64 ? s->scalar.f : (double)s->scalar.i;
+        return isfinite(v) && fabs(v) > fmax[to];
+    }
+    int64_t hi = imax[to], lo = to == TC_U8 ? 0 : -hi - 1;
+    if (s->dtype == TC_F64) {
+        double v = s->scalar.f;
+        return !(v >= (double)lo && v <= (double)hi);
+    }
+    int64_t v = s->scalar.i;
+    return v > hi || (to == TC_U8 ? v < -hi : v < lo);
+}
+
+static const char *
+c10_type_name(tc_dtype dt)
+{
+    static const char *const names[] = {
+        [TC_BOOL] = "bool", [TC_U8] = "uint8_t", [TC_I8] = "int8_t",
+        [TC_I16] = "int16_t", [TC_I32] = "int", [TC_I64] = "int64_t",
+        [TC_F32] = "float", [TC_F64] = "double", [TC_F16] = "c10::Half",
+        [TC_BF16] = "c10::BFloat16"};
+    return names[dt];
+}
+
+/* Eager converts the op's Python-number operands to `to` (ops.h
+ * tc_scalar_conv; pow: the exponent). */
+static int
+check_scalars(const tc_graph *g, const tc_op_def *def, const int *in,
+              tc_dtype to, char *err, size_t errlen)
+{
+    int first = !strcmp(def->name, "pow") ? 1 : 0;
+    for (int k = first; k < def->nin; k++) {
+        const tc_node *s = &g->nodes[in[k]];
+        if (s->kind == TC_NODE_SCALAR && scalar_overflows(s, to)) {
+            return fail(err, errlen, "value cannot be converted to type %s "
+                        "without overflow", c10_type_name(to));
+        }
+    }
+    return 0;
+}
+
 /* Errors torch raises with op-specific wording. */
 static int
 check_special(const tc_graph *g, const tc_op_def *def, const int *in,
@@ -1102,7 +1179,15 @@ check_special(const tc_graph *g, const tc_op_def *def, const int *in,
         if (c == TC_BOOL && g->nodes[in[1]].kind != TC_NODE_SCALAR) {
             return fail(err, errlen, "\"pow\" not implemented for 'Bool'");
         }
-        return c == TC_BOOL ? 0 : check_pow(g, in, c, err, errlen);
+        if (c == TC_BOOL) {
+            return 0;
+        }
+        /* the exponent is converted to the base's dtype, except for a
+         * float32 / float64 base (double) */
+        if (c != TC_F32 && check_scalars(g, def, in, c, err, errlen) < 0) {
+            return -1;
+        }
+        return check_pow(g, in, c, err, errlen);
     }
     if (!strncmp(name, "clamp", 5) && c == TC_BOOL &&
         g->nodes[in[1]].kind == TC_NODE_SCALAR) {
@@ -1131,12 +1216,19 @@ tc_op_infer_dtypes(const tc_graph *g, int op, const int *in,
     if (check_special(g, def, in, c, err, errlen) < 0) {
         return -1;
     }
-    if (!(def->dtype_mask & (1u << c))) {
-        return fail(err, errlen, "\"%s_cpu\" not implemented for '%s'",
-                    def->name, tc_dtype_scalar_type_name(c));
-    }
     *compute = c;
     *out = rule_out_dtype(def, c, attr_dtype);
+    /* a cast or creation op's mask is of the dtype it makes (arange) */
+    tc_dtype kernel = def->promote == TC_PROMOTE_CAST ? *out : c;
+    if (!(def->dtype_mask & (1u << kernel))) {
+        return fail(err, errlen, "\"%s_cpu\" not implemented for '%s'",
+                    def->name, tc_dtype_scalar_type_name(kernel));
+    }
+    if (def->scalars != TC_SCALARS_WRAPPED) {
+        tc_dtype to = def->scalars == TC_SCALARS_TO_OUT
+                      || !tc_dtype_is_reduced_float(*out) ? *out : TC_F32;
+        return check_scalars(g, def, in, to, err, errlen);
+    }
     return 0;
 }
 

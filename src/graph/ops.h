@@ -43,6 +43,17 @@ typedef enum {
                                 beta, masked_fill's value; a mask: bool) */
 } tc_promote_rule;
 
+/* How eager converts the op's Python-number operands: c10's Scalar::to
+ * raises "value cannot be converted to type T without overflow" for a
+ * value out of T's range (tc_op_infer_dtypes refuses it). */
+typedef enum {
+    TC_SCALARS_WRAPPED,   /* as 0-d tensors of their own: unchecked (add) */
+    TC_SCALARS_TO_OUT,    /* to the result dtype (fill value, masked_fill's
+                             value, clamp's limits) */
+    TC_SCALARS_TO_OPMATH, /* to its opmath type, float32 for float16 /
+                             bfloat16 (softplus, leaky_relu, elu) */
+} tc_scalar_conv;
+
 /* How the tracer turns a call's Python arguments into graph nodes
  * (src/tracer/torchcalls.c dispatches on it). */
 typedef enum {
@@ -159,6 +170,12 @@ typedef struct {
     tc_op_spelling py[TC_OP_MAX_SPELLINGS];
     tc_op_module nn;
     tc_extern_spec xspec;     /* TC_OPK_EXTERN only */
+    /* 1: the op raises on some operand values, which only the call sees
+     * (an index out of range: eager's IndexError).  A node of it runs on
+     * every call even when its result is dead (tc_node_must_run): DCE
+     * would drop the check eager makes. */
+    int checks_values;
+    tc_scalar_conv scalars;
     /* Issue 20's next fields belong here, beside the lowering: the
      * derivative rule and the symbolic shape rule. */
 } tc_op_def;

@@ -112,6 +112,7 @@ mark_live(sched *s)
         s->live[g->outputs[j]] = 1;
     }
     for (int i = g->nnodes - 1; i >= 0; i--) {
+        s->live[i] |= tc_node_must_run(g, i);
         if (!s->live[i]) {
             continue;
         }

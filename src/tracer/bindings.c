@@ -227,9 +227,22 @@ parse_signature(tc_binding *b)
         }
         size_t len = (size_t)(s - start);
         if (*s == ':') {
-            /* the only annotation: ": Tensor" */
-            b->tensor_only |= 1u << b->nparams;
-            s += strcspn(s, ",=");
+            /* ": Tensor", ": bool", ": int" / ": ints": what eager's
+             * parser accepts for an argument given (torchcalls.c) */
+            const char *t = s + 1 + strspn(s + 1, " ");
+            size_t tn = strcspn(t, ",=");
+            unsigned *mask = tn == 6 && !memcmp(t, "Tensor", 6)
+                ? &b->tensor_only : tn == 4 && !memcmp(t, "bool", 4)
+                ? &b->bool_only : (tn == 3 && !memcmp(t, "int", 3))
+                                  || (tn == 4 && !memcmp(t, "ints", 4))
+                ? &b->not_none : NULL;
+            if (mask == NULL) {
+                PyErr_Format(PyExc_RuntimeError, "binding %s: unknown "
+                             "annotation in '%s'", b->def->path, b->def->sig);
+                return -1;
+            }
+            *mask |= 1u << b->nparams;
+            s = t + tn;
         }
         if (b->nparams == TC_MAX_PARAMS
             || name_pool_used + len + 1 > sizeof(name_pool)) {

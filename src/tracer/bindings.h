@@ -34,6 +34,11 @@ typedef struct {
     PyObject *defaults[TC_MAX_PARAMS]; /* owned; NULL = required */
     unsigned tensor_only;        /* bit i: param i is "name: Tensor" (eager
                                     raises TypeError for a Python number) */
+    unsigned bool_only;          /* bit i: "name: bool", an argument given
+                                    must be a Python bool (keepdim) */
+    unsigned not_none;           /* bit i: "name: int" / "name: ints", an
+                                    argument given must not be None (the
+                                    default may be: prod's dim) */
 } tc_binding;
 
 int tc_bindings_init(void);

@@ -54,7 +54,9 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
         }
         params[found] = args[npos + k];
     }
+    unsigned given = 0;
     for (int i = 0; i < b->nparams; i++) {
+        given |= (unsigned)(params[i] != NULL) << i;
         if (params[i] == NULL) {
             if (b->defaults[i] == NULL) {
                 return tc_tr_unsupported(T, "%s() missing argument '%s'",
@@ -68,10 +70,18 @@ parse_args(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     }
     int rc = tc_tr_reify_all(T, params, b->nparams);
     for (int i = 0; rc == OK && i < b->nparams; i++) {
-        if ((b->tensor_only >> i & 1) && params[i]->kind != TC_VAR_TENSOR) {
-            /* eager's TypeError: the frame runs eagerly and raises it */
-            return tc_tr_unsupported(T, "%s(): argument '%s' must be Tensor",
-                                     fname, b->names[i]);
+        /* eager's TypeError: the frame runs eagerly and raises it */
+        tc_var *v = params[i];
+        const char *want =
+            (b->tensor_only >> i & 1) && v->kind != TC_VAR_TENSOR ? "Tensor"
+            : !(given >> i & 1) ? NULL
+            : (b->bool_only >> i & 1)
+              && !(v->kind == TC_VAR_CONST && PyBool_Check(v->obj)) ? "bool"
+            : (b->not_none >> i & 1) && tc_tr_is_none(v) ? "not None"
+            : NULL;
+        if (want != NULL) {
+            return tc_tr_unsupported(T, "%s(): argument '%s' must be %s",
+                                     fname, b->names[i], want);
         }
     }
     return rc;
@@ -126,6 +136,14 @@ call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
     if (!tc_dtype_is_float(rt) || other->kind != TC_VAR_TENSOR) {
         return tc_tr_unsupported(T, "%s() with alpha on a non-float result",
                                  b->def->path);
+    }
+    /* the op's own checks on the operands as given (sub of a bool tensor),
+     * before other is cast to the result dtype */
+    char err[256];
+    tc_dtype compute, out;
+    if (tc_op_infer_dtypes(T->out->graph, tc_op_lookup(b->def->op), nodes,
+                           TC_F32, &compute, &out, err, sizeof(err)) < 0) {
+        return tc_tr_unsupported(T, "%s: %s", b->def->path, err);
     }
     rc = call_cast(T, other, rt);
     if (rc != OK) {
@@ -1066,6 +1084,9 @@ call_dropout(tracer *T, tc_var **p)
         || const_number(p[1], &prob) < 0 || p[3]->obj != Py_False) {
         return tc_tr_unsupported(T, "F.dropout with non-constant arguments");
     }
+    if (prob < 0 || prob > 1) {
+        return tc_tr_unsupported(T, "F.dropout with p outside [0, 1]");
+    }
     if (p[2]->obj != Py_False && prob != 0) {
         return tc_tr_unsupported(T, "F.dropout with training=True and p > 0 "
                                  "(random masks are not compiled)");
@@ -1096,10 +1117,21 @@ static int
 call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
 {
     int relu6 = b->nparams == 2;
-    if (!is_false(p[b->nparams - 1]) || p[0]->kind != TC_VAR_TENSOR) {
-        return tc_tr_unsupported(T,
-                                 "%s() on a non-tensor or with inplace=True",
+    double lo = 0, hi = 6;
+    if (!is_false(p[b->nparams - 1]) || p[0]->kind != TC_VAR_TENSOR
+        || (!relu6 && (const_number(p[1], &lo) < 0
+                       || const_number(p[2], &hi) < 0))) {
+        return tc_tr_unsupported(T, "%s() on a non-tensor, with inplace=True "
+                                 "or limits that are not numbers",
                                  b->def->path);
+    }
+    /* F.hardtanh's ValueError and aten's hardtanh checks (the frame runs
+     * eagerly and raises them); clamp has none of them */
+    tc_dtype dt = tc_tr_tensor_node(T, p[0])->dtype;
+    if (lo > hi || dt == TC_BOOL
+        || (dt == TC_U8 && ((int64_t)lo < 0 || (int64_t)hi < 0))) {
+        return tc_tr_unsupported(T, "%s() of a %s tensor with limits %g, %g",
+                                 b->def->path, tc_dtype_name(dt), lo, hi);
     }
     tc_var *args[3] = {p[0], relu6 ? int_var(T, 0) : p[1],
                        relu6 ? int_var(T, 6) : p[2]};
