@@ -20,6 +20,7 @@
  * (ptx_math.c explains both, and why not *.approx).
  */
 #include "ptx.h"
+#include "../graph/reduce_plan.h"
 #include "../graph/textbuf.h"
 
 #include <limits.h>
@@ -627,44 +628,9 @@ emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 static void
 acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
 {
-    double f = 0;
-    int64_t i = 0;
-    int hi = kind == TC_ACC_MIN || kind == TC_ACC_ARGMIN;
-    switch (kind) {
-    case TC_ACC_PROD:
-    case TC_ACC_ALL:
-        f = 1;
-        i = 1;
-        break;
-    case TC_ACC_MAX:
-    case TC_ACC_MIN:
-    case TC_ACC_ARGMAX:
-    case TC_ACC_ARGMIN:
-        f = hi ? INFINITY : -INFINITY;
-        switch (dt) {
-        case TC_BOOL:
-            i = hi;
-            break;
-        case TC_U8:
-            i = hi ? 255 : 0;
-            break;
-        case TC_I8:
-            i = hi ? 127 : -128;
-            break;
-        case TC_I16:
-            i = hi ? 32767 : -32768;
-            break;
-        case TC_I32:
-            i = hi ? INT32_MAX : INT32_MIN;
-            break;
-        default:
-            i = hi ? INT64_MAX : INT64_MIN;
-            break;
-        }
-        break;
-    default:
-        break;
-    }
+    double f;
+    int64_t i;
+    tc_acc_identity(kind, dt, &f, &i);
     char t[32];
     imm_text(t, sizeof(t), dt, f, i);
     out(e, "mov.%s %s, %s;", bty(dt), R(v), t);
@@ -680,33 +646,23 @@ static void
 acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
             reg bi)
 {
-    switch (kind) {
-    case TC_ACC_SUM:
-        emit_binop(e, KOP_ADD, dt, av, av, bv);
+    const tc_acc_sem *sem = &tc_acc_sems[kind];
+    if (!sem->has_index) {
+        tc_kop op = tc_acc_value_op(kind, dt);
+        if (op == KOP_OR || op == KOP_AND) {   /* bool accumulators */
+            out(e, "%s.b32 %s, %s, %s;", op == KOP_OR ? "or" : "and", R(av),
+                R(av), R(bv));
+        }
+        else {
+            emit_binop(e, op, dt, av, av, bv);
+        }
         return;
-    case TC_ACC_PROD:
-        emit_binop(e, KOP_MUL, dt, av, av, bv);
-        return;
-    case TC_ACC_MAX:
-        emit_minmax(e, KOP_MAX, dt, av, av, bv);
-        return;
-    case TC_ACC_MIN:
-        emit_minmax(e, KOP_MIN, dt, av, av, bv);
-        return;
-    case TC_ACC_ANY:
-        out(e, "or.b32 %s, %s, %s;", R(av), R(av), R(bv));
-        return;
-    case TC_ACC_ALL:
-        out(e, "and.b32 %s, %s, %s;", R(av), R(av), R(bv));
-        return;
-    default:
-        break;
     }
     /* take b = !b_empty && (a_empty || (bn && !an) || b better ||
      *                       (tie && bi < ai)) */
     const char *t = ty(dt);
     reg take = newreg(e, C_P), p = newreg(e, C_P), q = newreg(e, C_P);
-    out(e, "setp.%s.%s %s, %s, %s;", kind == TC_ACC_ARGMAX ? "gt" : "lt", t,
+    out(e, "setp.%s.%s %s, %s, %s;", sem->greater ? "gt" : "lt", t,
         R(take), R(bv), R(av));
     out(e, "setp.eq.%s %s, %s, %s;", t, R(p), R(bv), R(av));
     if (is_float(dt)) {
@@ -735,7 +691,7 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
 static int
 acc_has_index(tc_acc_kind kind)
 {
-    return kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+    return tc_acc_sems[kind].has_index;
 }
 
 /* ---- loop nests ------------------------------------------------------------ */
@@ -1497,72 +1453,46 @@ done:
 
 /* ---- reductions ------------------------------------------------------------------ */
 
-#define TC_PERSIST_POINTS 16
-#define TC_PERSIST_BUDGET 4096
+/* Accumulator sets per thread (kir.h: float sums of long rows must not be
+ * one sequential chain per thread, and independent chains also keep more
+ * loads in flight). */
+#define TC_RED_UNROLL 4
 
-static int
-red_block(const tc_kernel *k)
+/* The GPU as a reduction target (reduce_plan.h).  A row runs on a block
+ * (warp shuffles + shared memory combine the threads' partials): 256
+ * threads for many rows, 1024 for a single row (the whole device is that
+ * block).  Persistent rows: at most 16 points per thread (8 with 1024
+ * threads, where a thread may use only 64 registers), unrolled bodies
+ * within 4096 instructions.  Split rows: few rows (at most 2 per SM),
+ * long ones (>= 32K points), one phase storing nothing before the
+ * combine; enough 256-thread blocks to fill the device (8 per SM), each
+ * thread still reducing >= 8 points (2048 per block), at most 4096. */
+static tc_red_target
+ptx_red_target(int sm_count)
 {
-    if (k->numel == 1) {
-        return 1024;    /* one row: the whole device is this block */
-    }
-    int64_t b = (k->red_numel + 31) / 32 * 32;
-    if (k->red_numel > 256 * TC_PERSIST_POINTS
-        && k->red_numel <= 512 * TC_PERSIST_POINTS) {
-        return 512;     /* rows that stay persistent with 512 threads */
-    }
-    return b < 32 ? 32 : b > 256 ? 256 : (int)b;
-}
-
-/* Points per thread of a persistent row, or 0 for a looped one.  A
- * persistent row keeps each thread's points r_j = tid + j * ntid
- * (j < npts) in registers across the passes: every element is loaded
- * once, and a body value an earlier pass computed (softmax's
- * exp(x - max), layer_norm's x - mean) is reused instead of recomputed,
- * so softmax reads its input once and writes its output once.  Rows that
- * fit: at most TC_PERSIST_POINTS points per thread (8 with 1024 threads,
- * where a thread may use only 64 registers), and the unrolled bodies stay
- * within TC_PERSIST_BUDGET instructions. */
-static int
-persist_points(const tc_kernel *k, int block)
-{
-    if (k->red_numel <= 0) {
-        return 0;
-    }
-    int64_t npts = (k->red_numel + block - 1) / block;
-    int64_t body = 0;
-    for (int p = 0; p < k->nphases; p++) {
-        body += k->phases[p].end - k->phases[p].begin;
-    }
-    if (npts > (block >= 1024 ? 8 : TC_PERSIST_POINTS)
-        || npts * body > TC_PERSIST_BUDGET) {
-        return 0;
-    }
-    return (int)npts;
-}
-
-/* Blocks per row for a split (two-kernel) reduction, 1 for none: few rows
- * (numel <= 2 x SMs), long ones (>= 32K points), one phase whose body and
- * prologue store nothing (sum, argmax, ... of a whole tensor; not softmax).
- * Enough blocks to fill the device with 256-thread blocks, each thread
- * still reducing >= 8 points. */
-static int
-red_splits(const tc_kernel *k, int sm_count)
-{
-    if (k->nphases != 1 || k->red_numel < 32768 || k->numel < 1
-        || k->numel > 2 * (int64_t)sm_count) {
-        return 1;
-    }
-    for (int i = 0; i < k->phases[0].end; i++) {
-        if (k->insts[i].op == KOP_STORE) {
-            return 1;
-        }
-    }
-    int64_t s = ((int64_t)sm_count * 8 + k->numel - 1) / k->numel;
-    int64_t s2 = k->red_numel / 2048;
-    s = s < s2 ? s : s2;
-    s = s > 4096 ? 4096 : s;
-    return s >= 4 ? (int)s : 1;
+    tc_red_target t = {
+        .name = "ptx",
+        .cross_thread = 1,
+        .warp = 32,
+        .block_rows = 256,
+        .block_one_row = 1024,
+        .persist_points = 16,
+        .persist_points_big = 8,
+        .persist_budget = 4096,
+        .sets = TC_RED_UNROLL,
+        .sets_long = TC_RED_UNROLL,
+        .long_row = INT64_MAX,
+        .sets_heavy = TC_RED_UNROLL,
+        .heavy_body = INT_MAX,
+        .sets_min_points = 2,
+        .split_min_points = 32768,
+        .split_max_rows = 2 * (int64_t)sm_count,
+        .split_chunk = 2048,
+        .split_fill = 8 * (int64_t)sm_count,
+        .split_max_chunks = 4096,
+        .split_min_chunks = 4,
+    };
+    return t;
 }
 
 /* Region boundaries: region j (0..nphases) is pre_j / post = insts
@@ -1734,11 +1664,6 @@ emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
     s->acc_i = acci[0];
 }
 
-/* Accumulators per thread: float sums of long rows must not be one
- * sequential chain per thread (kir.h), and independent chains also keep
- * more loads in flight. */
-#define TC_RED_UNROLL 4
-
 /* Split reductions (ptx.h): mode RED_PARTIAL computes, for block b, the
  * partial accumulators of row b / S over the reduction points
  * r = (b % S) * ntid + tid + j * S * ntid and thread 0 writes them to the
@@ -1785,14 +1710,17 @@ acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
     }
 }
 
-/* npts > 0: persistent rows (persist_points), RED_ROWS only. */
+/* The kernel of mode (RED_ROWS, RED_PARTIAL, RED_FINAL) under plan. */
 static void
-emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
-               int npts, int *smem_bytes, int mode, int nsplit,
+emit_reduction(entry *en, const nest *lo, const nest *lr,
+               const tc_red_plan *plan, int *smem_bytes, int mode,
                const int64_t *sc_off)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
+    int block = mode == RED_FINAL ? plan->final_threads : plan->threads;
+    int npts = mode == RED_ROWS ? plan->persist : 0;
+    int nsplit = (int)plan->nsplit;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
     int nwarps = block / 32;
@@ -1991,10 +1919,6 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         /* body_ph over r = rfirst, rfirst + rstride, ... */
         s.store_pred = NOREG;
         int bid = e->label++;
-        int nacc = 0;
-        for (int i = rb[ph]; i < re[ph]; i++) {
-            nacc += k->insts[i].op == KOP_ACC;
-        }
         if (mode == RED_FINAL) {
             /* the S partials of this row instead of body_0 */
             reg j = newreg(e, C_R), q = newreg(e, C_P);
@@ -2038,7 +1962,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
             label(e, "bdone", bid);
         }
         else if (ps.npts > 0) {
-            int nu = ps.npts < TC_RED_UNROLL ? ps.npts : TC_RED_UNROLL;
+            int nu = plan->sets[ph];
             acc_sets_init(e, k, ph, accs, acci, nu);
             emit_persistent_body(&s, en, lr, ph, &ps, accs, acci, nu, ooff,
                                  used, roff);
@@ -2048,8 +1972,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
             reg r = newreg(e, row.c);
             reg q = newreg(e, C_P);
             out(e, "mov.%s %s, %s;", it, R(r), R(rfirst));
-            int nu = nacc > 0 && k->red_numel >= 2 * TC_RED_UNROLL
-                     ? TC_RED_UNROLL : 1;
+            int nu = plan->sets[ph];
             if (nu > 1) {
                 /* nu points per iteration, one accumulator set each */
                 acc_sets_init(e, k, ph, accs, acci, nu);
@@ -2380,16 +2303,20 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         }
     }
     else {
-        int block = red_block(&k);
+        tc_red_target target = ptx_red_target(sm_count);
+        tc_red_plan plan;
         int smem = 0;
-        int nsplit = red_splits(&k, sm_count);
+        if (tc_red_schedule(&k, 0, &target, &plan) < 0) {
+            snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
+            goto done;
+        }
+        int nsplit = (int)plan.nsplit;
         info->skip = k.numel == 0;
         if (nsplit <= 1) {
-            info->block = block;
-            info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
+            info->block = plan.threads;
+            info->grid = grid_for(k.numel, 1, sm_count, 2048 / plan.threads);
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, block, persist_points(&k, block),
-                           &smem, RED_ROWS, 1, NULL);
+            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_ROWS, NULL);
             finish_entry(&en, mod);
         }
         else if ((sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t)))
@@ -2408,15 +2335,13 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
                 }
             }
             info->scratch_bytes = total;
-            info->block = 256;
+            info->block = plan.threads;
             info->grid = (int)(k.numel * nsplit);
             en.scratch = 1;
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, 256, 0, &smem, RED_PARTIAL, nsplit,
-                           sc_off);
+            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_PARTIAL, sc_off);
             finish_entry(&en, mod);
-            int fb = (nsplit + 31) / 32 * 32;
-            fb = fb > 256 ? 256 : fb;
+            int fb = plan.final_threads;
             snprintf(info->entry_final, sizeof(info->entry_final), "%.59s_fin",
                      info->entry);
             info->block_final = fb;
@@ -2424,8 +2349,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             reset_em(&e, sm);
             en.name = info->entry_final;
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, fb, 0, &smem, RED_FINAL, nsplit,
-                           sc_off);
+            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_FINAL, sc_off);
             finish_entry(&en, mod);
         }
     }
