@@ -639,9 +639,10 @@ acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
     }
 }
 
-/* (av, ai) = combine((av, ai), (bv, bi)).  For ARGMAX/ARGMIN an index < 0
- * marks an empty partial (the identity), which always loses, so a row of
- * all -inf (or all INT_MIN) still reports index 0 like torch. */
+/* (av, ai) = combine((av, ai), (bv, bi)), the rule of reduce_plan.h; also
+ * the update of ARGMAX / ARGMIN with a point (bi = its index r).  An empty
+ * partial (index -1, the identity) always loses, so a row of all -inf (or
+ * all INT_MIN) still reports index 0 like torch. */
 static void
 acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
             reg bi)
@@ -658,8 +659,7 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
         }
         return;
     }
-    /* take b = !b_empty && (a_empty || (bn && !an) || b better ||
-     *                       (tie && bi < ai)) */
+    /* take b = b better || (bn && !an) || (tie && bi < ai unsigned) */
     const char *t = ty(dt);
     reg take = newreg(e, C_P), p = newreg(e, C_P), q = newreg(e, C_P);
     out(e, "setp.%s.%s %s, %s, %s;", sem->greater ? "gt" : "lt", t,
@@ -677,13 +677,11 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
         out(e, "and.pred %s, %s, %s;", R(q), R(bn), R(an));
         out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
     }
-    out(e, "setp.lt.s64 %s, %s, %s;", R(q), R(bi), R(ai));
+    /* the identity's index -1 is the largest unsigned one: an empty a
+     * loses every tie, an empty b wins none */
+    out(e, "setp.lt.u64 %s, %s, %s;", R(q), R(bi), R(ai));
     out(e, "and.pred %s, %s, %s;", R(p), R(p), R(q));
     out(e, "or.pred %s, %s, %s;", R(take), R(take), R(p));
-    out(e, "setp.lt.s64 %s, %s, 0;", R(q), R(ai));
-    out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
-    out(e, "setp.ge.s64 %s, %s, 0;", R(q), R(bi));
-    out(e, "and.pred %s, %s, %s;", R(take), R(take), R(q));
     out(e, "selp.%s %s, %s, %s, %s;", bty(dt), R(av), R(bv), R(av), R(take));
     out(e, "selp.b64 %s, %s, %s, %s;", R(ai), R(bi), R(ai), R(take));
 }
