@@ -2323,16 +2323,12 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             goto done;
         }
         else {
-            int64_t total = 0;
-            for (int i = 0; i < k.phases[0].begin; i++) {
-                if (k.insts[i].op == KOP_ACC) {
-                    sc_off[i] = total;
-                    total += 8 * k.numel * nsplit
-                             * (acc_has_index((tc_acc_kind)k.insts[i].imm.i)
-                                    ? 2 : 1);
-                }
+            /* bytes from here on */
+            info->scratch_bytes = 8 * tc_red_scratch_layout(&k, &plan,
+                                                            sc_off);
+            for (int i = 0; i < k.ninsts; i++) {
+                sc_off[i] *= 8;
             }
-            info->scratch_bytes = total;
             info->block = plan.threads;
             info->grid = (int)(k.numel * nsplit);
             en.scratch = 1;

@@ -282,3 +282,20 @@ tc_red_schedule(const tc_kernel *k, int64_t red_outer,
     }
     return 0;
 }
+
+int64_t
+tc_red_scratch_layout(const tc_kernel *k, const tc_red_plan *p, int64_t *slot)
+{
+    int64_t per = k->numel * p->nsplit, total = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (in->op != KOP_ACC) {
+            continue;
+        }
+        if (slot != NULL) {
+            slot[i] = total;
+        }
+        total += per * (tc_acc_sems[in->imm.i].has_index ? 2 : 1);
+    }
+    return total;
+}

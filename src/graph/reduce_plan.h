@@ -154,6 +154,17 @@ typedef struct {
                                            the final combine */
 } tc_red_plan;
 
+/* Scratch of a split kernel (nsplit > 1), the same on every target: per
+ * accumulator of k (in instruction order), numel * nsplit 8-byte value
+ * slots, row-major (row * nsplit + chunk: the chunk's partial), and for
+ * the index kinds as many index slots right after them.  slot[i] (for
+ * every KOP_ACC i; other entries untouched; slot may be NULL) is the
+ * first value slot of accumulator i.  A target that combines the partials
+ * in a pass of their own leaves a row's result in its chunk 0 slots.
+ * Returns the number of slots. */
+int64_t tc_red_scratch_layout(const tc_kernel *k, const tc_red_plan *p,
+                              int64_t *slot);
+
 /* The plan of reduction kernel k (nphases > 0) on target t.  red_outer:
  * the size of the outermost reduction dim as the target loops over it
  * (its own dim merging may differ from k's), used by split_outer_dim

@@ -234,9 +234,6 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
         for (int d = 0; d < l->nred; d++) {
             l->red_numel *= l->sizes[l->ndim + d];
         }
-        for (int i = 0; i < k->ninsts; i++) {
-            l->nacc += k->insts[i].op == KOP_ACC;
-        }
         /* the split (reduce_plan.h); the rest of the plan depends on
          * the instructions and is made for the kernel the emitter
          * compiles (emit_reduction_kernel) */
@@ -249,6 +246,7 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
         if (plan.nsplit > 1) {
             l->nchunks = plan.nsplit;
             l->chunk_rows = plan.chunk_rows;
+            l->scratch_slots = tc_red_scratch_layout(k, &plan, NULL);
         }
     }
     free(tmp);
@@ -1256,6 +1254,7 @@ typedef struct {
     const tc_kernel *k;
     const tc_loop *l;
     tc_red_plan plan;         /* k's schedule (reduce_plan.h) */
+    const int64_t *slot;      /* split: inst -> first scratch slot */
     int mode, part_phase;
     R *state;                 /* int64_t *: PART, FIN */
     R *chunk;                 /* PART: chunk index */
@@ -1513,22 +1512,23 @@ lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a,
     return blk;
 }
 
-/* Slot (value, index) lvalues of accumulator ai in block `blockno` of the
- * state (0: combined results, 1 + c: partials of chunk c). */
+/* Value and index (NULL for value kinds) lvalues of accumulator ai's
+ * partial of chunk c in the state (reduce_plan.h's scratch layout, one
+ * row; chunk 0 also receives the combined result). */
 static void
-state_slot(red_state *s, R *state, R *blockno, int ai, gcc_jit_lvalue **v,
+state_slot(red_state *s, R *state, R *c, int ai, gcc_jit_lvalue **v,
            gcc_jit_lvalue **iv)
 {
     emitter *e = s->e;
-    R *at = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
-                bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, blockno,
-                    iconst(e, e->t_i64, 2 * (int64_t)s->nacc)),
-                iconst(e, e->t_i64, 2 * (int64_t)ai));
-    R *p = ptr_offset(e, state, at);
-    T *pt = gcc_jit_type_get_pointer(e->vt[s->acc[ai].dt]);
+    const acc_info *a = &s->acc[ai];
+    R *p = ptr_offset(e, state, bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, c,
+                                    iconst(e, e->t_i64, s->slot[a->inst])));
+    T *pt = gcc_jit_type_get_pointer(e->vt[a->dt]);
     *v = gcc_jit_rvalue_dereference(cast(e, p, pt), NULL);
-    *iv = gcc_jit_context_new_array_access(e->ctx, NULL, p,
-                                           iconst(e, e->t_i64, 1));
+    *iv = is_arg_kind(a->kind)
+              ? gcc_jit_context_new_array_access(
+                    e->ctx, NULL, p, iconst(e, e->t_i64, s->plan.nsplit))
+              : NULL;
 }
 
 /* KOP_ACC at its declaration point. */
@@ -1549,7 +1549,9 @@ acc_declare(red_state *s, gcc_jit_block *blk, acc_info *a, int ai)
     gcc_jit_lvalue *v, *iv;
     state_slot(s, s->state, iconst(e, e->t_i64, 0), ai, &v, &iv);
     gcc_jit_block_add_assignment(blk, NULL, a->res_v, lv(v));
-    gcc_jit_block_add_assignment(blk, NULL, a->res_i, lv(iv));
+    if (iv != NULL) {
+        gcc_jit_block_add_assignment(blk, NULL, a->res_i, lv(iv));
+    }
 }
 
 /* Emits insts [from, to) into blk (straight-line). */
@@ -1986,12 +1988,11 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
             }
         }
         if (s->mode == RM_PART) {
-            state_slot(s, s->state,
-                       bin(e, GCC_JIT_BINARY_OP_PLUS, i64, s->chunk,
-                           iconst(e, i64, 1)),
-                       ai, &pv, &pi);
+            state_slot(s, s->state, s->chunk, ai, &pv, &pi);
             gcc_jit_block_add_assignment(blk, NULL, pv, res_v);
-            gcc_jit_block_add_assignment(blk, NULL, pi, res_i);
+            if (pi != NULL) {
+                gcc_jit_block_add_assignment(blk, NULL, pi, res_i);
+            }
         }
         else {
             gcc_jit_block_add_assignment(blk, NULL, a->res_v, res_v);
@@ -2197,27 +2198,18 @@ emit_red_split(red_state *s, const char *base)
                 e->ctx, NULL, GCC_JIT_COMPARISON_LT,
                 bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
             cbody, slatch);
-        R *one = iconst(e, e->t_i64, 1);
         for (int ai = 0; ai < s->nacc; ai++) {
             if (s->acc[ai].phase != p) {
                 continue;
             }
             gcc_jit_lvalue *av, *aiv, *bv, *biv;
-            state_slot(s, st, bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
-                                  one), ai, &av, &aiv);
+            state_slot(s, st, lv(c), ai, &av, &aiv);
             state_slot(s, st,
-                       bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
-                           bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
-                               lv(step)), one),
+                       bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
+                           lv(step)),
                        ai, &bv, &biv);
             acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
-                        lv(biv));
-            gcc_jit_lvalue *rv, *riv;
-            state_slot(s, st, iconst(e, e->t_i64, 0), ai, &rv, &riv);
-            gcc_jit_lvalue *pv, *piv;
-            state_slot(s, st, one, ai, &pv, &piv);
-            gcc_jit_block_add_assignment(fin, NULL, rv, lv(pv));
-            gcc_jit_block_add_assignment(fin, NULL, riv, lv(piv));
+                        biv != NULL ? lv(biv) : NULL);
         }
         gcc_jit_block_add_assignment_op(
             cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
@@ -2358,6 +2350,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     int *sstore = calloc((size_t)n, sizeof(int));
     int *reload = calloc((size_t)n, sizeof(int));
     acc_info *acc = calloc((size_t)n, sizeof(acc_info));
+    int64_t *slot = calloc((size_t)n, sizeof(int64_t));
     R **val = calloc((size_t)n, sizeof(R *));
     gcc_jit_lvalue **elem = calloc((size_t)(k->nargs + 1), sizeof(*elem));
     gcc_jit_lvalue **relem = calloc((size_t)(k->nargs + 1),
@@ -2366,7 +2359,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     R **cur = calloc((size_t)(k->nargs + 1), sizeof(R *));
     gcc_jit_lvalue **stage = calloc((size_t)(k->nargs + 1), sizeof(*stage));
     int rc = -1;
-    if (!acc_of || !region || !acc || !val || !elem || !row || !cur
+    if (!acc_of || !region || !acc || !slot || !val || !elem || !row || !cur
         || !sstore || !reload || !stage || !relem) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
         goto done;
@@ -2378,6 +2371,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
         goto done;
     }
     int nacc = check_reduction(k, &plan, acc_of, region, acc, err, errlen);
+    tc_red_scratch_layout(k, &plan, slot);
     if (nacc < 0) {
         goto done;
     }
@@ -2387,7 +2381,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
         goto done;
     }
     red_state s = {
-        .e = e, .k = k, .l = l, .plan = plan, .val = val, .elem = elem, .relem = relem,
+        .e = e, .k = k, .l = l, .plan = plan, .slot = slot, .val = val, .elem = elem, .relem = relem,
         .row = row,
         .cur = cur, .acc_of = acc_of, .region = region, .sstore = sstore,
         .reload = reload, .stage = stage, .acc = acc, .nacc = nacc,
@@ -2397,6 +2391,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     rc = l->nchunks > 0 ? emit_red_split(&s, name) : emit_red_rows(&s, name);
 done:
     free(acc_of);
+    free(slot);
     free(region);
     free(sstore);
     free(reload);
@@ -2921,7 +2916,7 @@ tc_jit_code_run(const tc_jit_code *code, int i, void **args,
         /* chunk boundaries are fixed by the shape: the same partials and
          * the same combine order however many threads run them */
         const tc_split_fns *sp = &code->split[i];
-        size_t n = 2 * (size_t)l->nacc * (size_t)(1 + l->nchunks);
+        size_t n = (size_t)l->scratch_slots;
         int64_t *state = calloc(n > 0 ? n : 1, sizeof(int64_t));
         if (state == NULL) {
             return -1;
