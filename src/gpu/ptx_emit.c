@@ -1662,14 +1662,14 @@ emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
     s->acc_i = acci[0];
 }
 
-/* Split reductions (ptx.h): mode RED_PARTIAL computes, for block b, the
+/* Split reductions (ptx.h): pass PARTIAL computes, for block b, the
  * partial accumulators of row b / S over the reduction points
  * r = (b % S) * ntid + tid + j * S * ntid and thread 0 writes them to the
- * scratch buffer; mode RED_FINAL runs the rows as usual but reads and
+ * scratch buffer; pass FINAL runs the rows as usual but reads and
  * combines the S partials of its row instead of running body_0.  Scratch
- * layout: per ACC of phase 0, numel * S 8-byte value slots at sc_off[i]
- * (+ numel * S index slots after them for ARGMAX / ARGMIN). */
-enum { RED_ROWS, RED_PARTIAL, RED_FINAL };
+ * layout (tc_red_scratch_layout): per ACC, numel * S 8-byte value slots at
+ * byte sc_off[i] (+ numel * S index slots after them for ARGMAX /
+ * ARGMIN). */
 
 /* Extra accumulator sets 1..nu-1 of phase ph, at their identities. */
 static void
@@ -1708,16 +1708,18 @@ acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
     }
 }
 
-/* The kernel of mode (RED_ROWS, RED_PARTIAL, RED_FINAL) under plan. */
+/* The kernel of pass `mode` (ROWS, PARTIAL or FINAL) of plan. */
 static void
 emit_reduction(entry *en, const nest *lo, const nest *lr,
-               const tc_red_plan *plan, int *smem_bytes, int mode,
+               const tc_red_plan *plan, int *smem_bytes,
+               tc_red_pass_kind mode,
                const int64_t *sc_off)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
-    int block = mode == RED_FINAL ? plan->final_threads : plan->threads;
-    int npts = mode == RED_ROWS ? plan->persist : 0;
+    int block = mode == TC_RED_PASS_FINAL ? plan->final_threads
+                                          : plan->threads;
+    int npts = mode == TC_RED_PASS_ROWS ? plan->persist : 0;
     int nsplit = (int)plan->nsplit;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
@@ -1781,7 +1783,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     /* first reduction point and step of this thread */
     reg rfirst = newreg(e, row.c), rstride = newreg(e, row.c);
     reg split = newreg(e, C_R);
-    if (mode == RED_PARTIAL) {
+    if (mode == TC_RED_PASS_PARTIAL) {
         /* one row per block: row = ctaid / S, split = ctaid % S */
         reg q = newreg(e, C_R);
         out(e, "div.u32 %s, %s, %d;", R(q), R(ct), nsplit);
@@ -1801,7 +1803,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         out(e, "mov.u32 %s, %s;", R(tid_w), R(tid));
         out(e, "mov.u32 %s, %s;", R(ntid_w), R(ntid));
     }
-    if (mode == RED_PARTIAL) {
+    if (mode == TC_RED_PASS_PARTIAL) {
         reg sp = newreg(e, row.c);
         if (wide) {
             out(e, "cvt.u64.u32 %s, %s;", R(sp), R(split));
@@ -1828,7 +1830,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         }
     }
     accs_ready = 1;
-    if (persist_init(&ps, k, mode == RED_ROWS ? npts : 0) < 0) {
+    if (persist_init(&ps, k, mode == TC_RED_PASS_ROWS ? npts : 0) < 0) {
         fail(e, "out of memory");
     }
     if (e->failed) {
@@ -1868,7 +1870,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     s.acc_i = acc_i;
     s.ridx64 = NOREG;
     for (int ph = 0; ph <= k->nphases && !e->failed; ph++) {
-        if (mode == RED_PARTIAL && ph == k->nphases) {
+        if (mode == TC_RED_PASS_PARTIAL && ph == k->nphases) {
             /* thread 0 writes the block's partials of phase 0 */
             reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
             reg a = newreg(e, C_RD);
@@ -1917,7 +1919,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         /* body_ph over r = rfirst, rfirst + rstride, ... */
         s.store_pred = NOREG;
         int bid = e->label++;
-        if (mode == RED_FINAL) {
+        if (mode == TC_RED_PASS_FINAL) {
             /* the S partials of this row instead of body_0 */
             reg j = newreg(e, C_R), q = newreg(e, C_P);
             reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
@@ -2308,42 +2310,41 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
             snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
             goto done;
         }
-        int nsplit = (int)plan.nsplit;
         info->skip = k.numel == 0;
-        if (nsplit <= 1) {
-            info->block = plan.threads;
-            info->grid = grid_for(k.numel, 1, sm_count, 2048 / plan.threads);
-            begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_ROWS, NULL);
-            finish_entry(&en, mod);
-        }
-        else if ((sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t)))
-                 == NULL) {
-            snprintf(err, errlen, "tcjit gpu: out of memory");
-            goto done;
-        }
-        else {
+        if (plan.nsplit > 1) {
+            sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t));
+            if (sc_off == NULL) {
+                snprintf(err, errlen, "tcjit gpu: out of memory");
+                goto done;
+            }
             /* bytes from here on */
             info->scratch_bytes = 8 * tc_red_scratch_layout(&k, &plan,
                                                             sc_off);
             for (int i = 0; i < k.ninsts; i++) {
                 sc_off[i] *= 8;
             }
-            info->block = plan.threads;
-            info->grid = (int)(k.numel * nsplit);
             en.scratch = 1;
+        }
+        for (int q = 0; q < plan.npasses; q++) {
+            tc_red_pass_kind pk = plan.passes[q].kind;
+            if (pk == TC_RED_PASS_FINAL) {
+                int fb = plan.final_threads;
+                snprintf(info->entry_final, sizeof(info->entry_final),
+                         "%.59s_fin", info->entry);
+                info->block_final = fb;
+                info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
+                reset_em(&e, sm);
+                en.name = info->entry_final;
+            }
+            else {
+                info->block = plan.threads;
+                info->grid = pk == TC_RED_PASS_PARTIAL
+                                 ? (int)(k.numel * plan.nsplit)
+                                 : grid_for(k.numel, 1, sm_count,
+                                            2048 / plan.threads);
+            }
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_PARTIAL, sc_off);
-            finish_entry(&en, mod);
-            int fb = plan.final_threads;
-            snprintf(info->entry_final, sizeof(info->entry_final), "%.59s_fin",
-                     info->entry);
-            info->block_final = fb;
-            info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
-            reset_em(&e, sm);
-            en.name = info->entry_final;
-            begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, &plan, &smem, RED_FINAL, sc_off);
+            emit_reduction(&en, &lo, &lr, &plan, &smem, pk, sc_off);
             finish_entry(&en, mod);
         }
     }

@@ -146,7 +146,7 @@ split_rows(const tc_kernel *k, int64_t red_outer, const tc_red_target *t,
         || k->red_numel < t->split_min_points) {
         return 1;
     }
-    if (!t->split_any_kernel
+    if ((!t->split_any_kernel || t->cross_thread)
         && (k->nphases != 1 || stores_before_combine(k))) {
         return 1;
     }
@@ -246,8 +246,8 @@ tc_red_schedule(const tc_kernel *k, int64_t red_outer,
     }
     for (int ph = 0; ph < k->nphases; ph++) {
         int pre = ph == 0 ? 0 : k->phases[ph - 1].end;
-        if (k->phases[ph].begin < pre || k->phases[ph].end < k->phases[ph].begin
-            || k->phases[ph].end > k->ninsts) {
+        const tc_kphase *kp = &k->phases[ph];
+        if (kp->begin < pre || kp->end < kp->begin || kp->end > k->ninsts) {
             return -1;
         }
     }
@@ -269,6 +269,20 @@ tc_red_schedule(const tc_kernel *k, int64_t red_outer,
             p->threads = row_threads(k, t);
             p->persist = persist_points(k, t, p->threads);
         }
+    }
+    if (p->nsplit <= 1) {
+        p->passes[p->npasses++] = (tc_red_pass){TC_RED_PASS_ROWS, 0};
+    }
+    else {
+        int nsplit_phases = t->cross_thread ? 1 : k->nphases;
+        for (int ph = 0; ph < nsplit_phases; ph++) {
+            p->passes[p->npasses++] = (tc_red_pass){TC_RED_PASS_PARTIAL, ph};
+            if (!t->cross_thread) {
+                p->passes[p->npasses++] =
+                    (tc_red_pass){TC_RED_PASS_COMBINE, ph};
+            }
+        }
+        p->passes[p->npasses++] = (tc_red_pass){TC_RED_PASS_FINAL, 0};
     }
     int64_t chunk_points = p->chunk_rows * (k->red_numel / red_outer);
     for (int ph = 0; ph < k->nphases; ph++) {

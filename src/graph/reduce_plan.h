@@ -11,12 +11,14 @@
  *   - the schedule of one reduction kernel (tc_red_plan) as a function of
  *     a target description (tc_red_target): threads per row and the
  *     cross-thread combine, persistent rows, independent accumulator sets
- *     per thread (vector lanes / unrolled sets), the float SUM cascade, and
- *     the split of long rows into partial passes plus a final combine.
+ *     per thread (vector lanes / unrolled sets), the float SUM cascade,
+ *     the split of long rows into partial passes plus a final combine, the
+ *     list of passes a target emits and runs, and the scratch layout of
+ *     split partials.
  *
- * What stays in the emitters: the loop nests themselves (which loops, in
- * which order, how points are indexed), loads/stores, the cross-thread
- * combine primitive (warp shuffles + shared memory) and launch geometry.
+ * What stays in the emitters: the loop nest inside a pass (which loops,
+ * how points are indexed), loads/stores, the cross-thread combine
+ * primitive (warp shuffles + shared memory) and launch geometry.
  * docs/dev.md ("Reductions") describes both renderers against this plan.
  */
 #ifndef TCJIT_REDUCE_PLAN_H
@@ -103,6 +105,32 @@ int tc_acc_cascaded(tc_acc_kind kind, tc_dtype dt);
  * reproducible. */
 #define TC_RED_MAX_LEVELS 6
 
+/* The passes a target emits and runs, in order (one function or kernel
+ * each):
+ *   ROWS      every row's whole program (not split);
+ *   PARTIAL p the row program up to phase p over one chunk (pre region
+ *             stores skipped, earlier phases' results read from scratch),
+ *             phase p's partials into the chunk's scratch slots;
+ *   COMBINE p phase p's partials of all chunks combined (pairwise, in a
+ *             fixed order) into chunk 0's slots;
+ *   FINAL     the rows' remaining program with its stores, results read
+ *             from scratch.  A cross_thread target has no COMBINE pass:
+ *             its FINAL folds the partials of phase 0 (its only split
+ *             phase) over the final block's threads in place of body 0. */
+typedef enum {
+    TC_RED_PASS_ROWS,
+    TC_RED_PASS_PARTIAL,
+    TC_RED_PASS_COMBINE,
+    TC_RED_PASS_FINAL
+} tc_red_pass_kind;
+
+typedef struct {
+    tc_red_pass_kind kind;
+    int phase;                          /* PARTIAL, COMBINE */
+} tc_red_pass;
+
+#define TC_RED_MAX_PASSES (2 * TC_KIR_MAX_PHASES + 1)
+
 typedef struct {
     const char *name;
     /* threads per row */
@@ -132,7 +160,8 @@ typedef struct {
     int64_t split_max_chunks;
     int64_t split_min_chunks;
     int split_any_kernel;      /* every phase can be split (one partial
-                                  pass per phase); 0: only one-phase
+                                  pass per phase); 0 (and always on
+                                  cross_thread targets): only one-phase
                                   kernels storing nothing before the
                                   combine (sum of a whole tensor, not
                                   softmax) */
@@ -152,6 +181,8 @@ typedef struct {
                                            chunk; else 0 */
     int final_threads;                  /* split, cross_thread: threads of
                                            the final combine */
+    int npasses;
+    tc_red_pass passes[TC_RED_MAX_PASSES];
 } tc_red_plan;
 
 /* Scratch of a split kernel (nsplit > 1), the same on every target: per

@@ -248,6 +248,8 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
             l->chunk_rows = plan.chunk_rows;
             l->scratch_slots = tc_red_scratch_layout(k, &plan, NULL);
         }
+        l->npasses = plan.npasses;
+        memcpy(l->passes, plan.passes, sizeof(l->passes));
     }
     free(tmp);
     return 0;
@@ -2125,106 +2127,139 @@ emit_red_rows(red_state *s, const char *name)
     return 0;
 }
 
-/* Split full reduction: part / comb functions per phase, and fin. */
+/* The name of pass ps of the kernel named base: the rows function is
+ * base itself, the split ones base_p<phase>, base_c<phase>, base_f. */
+static void
+pass_name(char *buf, size_t n, const char *base, const tc_red_pass *ps)
+{
+    switch (ps->kind) {
+    case TC_RED_PASS_PARTIAL:
+        snprintf(buf, n, "%s_p%d", base, ps->phase);
+        break;
+    case TC_RED_PASS_COMBINE:
+        snprintf(buf, n, "%s_c%d", base, ps->phase);
+        break;
+    case TC_RED_PASS_FINAL:
+        snprintf(buf, n, "%s_f", base);
+        break;
+    default:
+        snprintf(buf, n, "%s", base);
+        break;
+    }
+}
+
+/* void name(void **args, int64_t rb, int64_t re, int64_t *state,
+ * int64_t chunk): PARTIAL pass of phase p over outermost reduction
+ * indices [rb, re). */
 static int
-emit_red_split(red_state *s, const char *base)
+emit_red_part(red_state *s, const char *name, int p)
 {
     emitter *e = s->e;
-    const tc_kernel *k = s->k;
     T *i64p = gcc_jit_type_get_pointer(e->t_i64);
-    char name[48];
-    for (int p = 0; p < k->nphases; p++) {
-        gcc_jit_param *params[5] = {
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "rb"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "re"),
-            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "chunk"),
-        };
-        snprintf(name, sizeof(name), "%s_p%d", base, p);
-        s->fn = gcc_jit_context_new_function(
-            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 5,
-            params, 0);
-        s->mode = RM_PART;
-        s->part_phase = p;
-        s->state = gcc_jit_param_as_rvalue(params[3]);
-        s->chunk = gcc_jit_param_as_rvalue(params[4]);
-        red_locals(s);
-        gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
-        load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
-        gcc_jit_block *blk = red_emit_program(
-            s, entry, gcc_jit_param_as_rvalue(params[1]),
-            gcc_jit_param_as_rvalue(params[2]));
-        if (blk == NULL) {
-            return -1;
-        }
-        gcc_jit_block_end_with_void_return(blk, NULL);
-
-        /* comb: pairwise over the chunks' partials, into block 0 */
-        gcc_jit_param *cp[2] = {
-            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "n"),
-        };
-        snprintf(name, sizeof(name), "%s_c%d", base, p);
-        s->fn = gcc_jit_context_new_function(
-            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 2, cp,
-            0);
-        s->take = new_local(s, e->vt[TC_BOOL], "take");
-        R *st = gcc_jit_param_as_rvalue(cp[0]);
-        R *n = gcc_jit_param_as_rvalue(cp[1]);
-        gcc_jit_lvalue *step = new_local(s, e->t_i64, "step");
-        gcc_jit_lvalue *c = new_local(s, e->t_i64, "c");
-        gcc_jit_block *centry = gcc_jit_function_new_block(s->fn, "entry");
-        gcc_jit_block *cond_s = new_block_fn(s->fn);
-        gcc_jit_block *sbody = new_block_fn(s->fn);
-        gcc_jit_block *cond_c = new_block_fn(s->fn);
-        gcc_jit_block *cbody = new_block_fn(s->fn);
-        gcc_jit_block *slatch = new_block_fn(s->fn);
-        gcc_jit_block *fin = new_block_fn(s->fn);
-        gcc_jit_block_add_assignment(centry, NULL, step,
-                                     iconst(e, e->t_i64, 1));
-        gcc_jit_block_end_with_jump(centry, NULL, cond_s);
-        gcc_jit_block_end_with_conditional(
-            cond_s, NULL,
-            gcc_jit_context_new_comparison(e->ctx, NULL,
-                                           GCC_JIT_COMPARISON_LT, lv(step),
-                                           n),
-            sbody, fin);
-        gcc_jit_block_add_assignment(sbody, NULL, c, iconst(e, e->t_i64, 0));
-        gcc_jit_block_end_with_jump(sbody, NULL, cond_c);
-        gcc_jit_block_end_with_conditional(
-            cond_c, NULL,
-            gcc_jit_context_new_comparison(
-                e->ctx, NULL, GCC_JIT_COMPARISON_LT,
-                bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
-            cbody, slatch);
-        for (int ai = 0; ai < s->nacc; ai++) {
-            if (s->acc[ai].phase != p) {
-                continue;
-            }
-            gcc_jit_lvalue *av, *aiv, *bv, *biv;
-            state_slot(s, st, lv(c), ai, &av, &aiv);
-            state_slot(s, st,
-                       bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
-                           lv(step)),
-                       ai, &bv, &biv);
-            acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
-                        biv != NULL ? lv(biv) : NULL);
-        }
-        gcc_jit_block_add_assignment_op(
-            cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
-            bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(step), lv(step)));
-        gcc_jit_block_end_with_jump(cbody, NULL, cond_c);
-        gcc_jit_block_add_assignment_op(slatch, NULL, step,
-                                        GCC_JIT_BINARY_OP_PLUS, lv(step));
-        gcc_jit_block_end_with_jump(slatch, NULL, cond_s);
-        gcc_jit_block_end_with_void_return(fin, NULL);
+    gcc_jit_param *params[5] = {
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "rb"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "re"),
+        gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "chunk"),
+    };
+    s->fn = gcc_jit_context_new_function(e->ctx, NULL,
+                                         GCC_JIT_FUNCTION_EXPORTED, e->t_void,
+                                         name, 5, params, 0);
+    s->mode = RM_PART;
+    s->part_phase = p;
+    s->state = gcc_jit_param_as_rvalue(params[3]);
+    s->chunk = gcc_jit_param_as_rvalue(params[4]);
+    red_locals(s);
+    gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
+    load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
+    gcc_jit_block *blk = red_emit_program(s, entry,
+                                          gcc_jit_param_as_rvalue(params[1]),
+                                          gcc_jit_param_as_rvalue(params[2]));
+    if (blk == NULL) {
+        return -1;
     }
+    gcc_jit_block_end_with_void_return(blk, NULL);
+    return 0;
+}
+
+/* void name(int64_t *state, int64_t n): COMBINE pass of phase p, pairwise
+ * over the chunks' partials, into chunk 0's slots. */
+static int
+emit_red_comb(red_state *s, const char *name, int p)
+{
+    emitter *e = s->e;
+    T *i64p = gcc_jit_type_get_pointer(e->t_i64);
+    gcc_jit_param *cp[2] = {
+        gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "n"),
+    };
+    s->fn = gcc_jit_context_new_function(
+        e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 2, cp,
+        0);
+    s->take = new_local(s, e->vt[TC_BOOL], "take");
+    R *st = gcc_jit_param_as_rvalue(cp[0]);
+    R *n = gcc_jit_param_as_rvalue(cp[1]);
+    gcc_jit_lvalue *step = new_local(s, e->t_i64, "step");
+    gcc_jit_lvalue *c = new_local(s, e->t_i64, "c");
+    gcc_jit_block *centry = gcc_jit_function_new_block(s->fn, "entry");
+    gcc_jit_block *cond_s = new_block_fn(s->fn);
+    gcc_jit_block *sbody = new_block_fn(s->fn);
+    gcc_jit_block *cond_c = new_block_fn(s->fn);
+    gcc_jit_block *cbody = new_block_fn(s->fn);
+    gcc_jit_block *slatch = new_block_fn(s->fn);
+    gcc_jit_block *fin = new_block_fn(s->fn);
+    gcc_jit_block_add_assignment(centry, NULL, step,
+                                 iconst(e, e->t_i64, 1));
+    gcc_jit_block_end_with_jump(centry, NULL, cond_s);
+    gcc_jit_block_end_with_conditional(
+        cond_s, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL,
+                                       GCC_JIT_COMPARISON_LT, lv(step),
+                                       n),
+        sbody, fin);
+    gcc_jit_block_add_assignment(sbody, NULL, c, iconst(e, e->t_i64, 0));
+    gcc_jit_block_end_with_jump(sbody, NULL, cond_c);
+    gcc_jit_block_end_with_conditional(
+        cond_c, NULL,
+        gcc_jit_context_new_comparison(
+            e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+            bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
+        cbody, slatch);
+    for (int ai = 0; ai < s->nacc; ai++) {
+        if (s->acc[ai].phase != p) {
+            continue;
+        }
+        gcc_jit_lvalue *av, *aiv, *bv, *biv;
+        state_slot(s, st, lv(c), ai, &av, &aiv);
+        state_slot(s, st,
+                   bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
+                       lv(step)),
+                   ai, &bv, &biv);
+        acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
+                    biv != NULL ? lv(biv) : NULL);
+    }
+    gcc_jit_block_add_assignment_op(
+        cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
+        bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(step), lv(step)));
+    gcc_jit_block_end_with_jump(cbody, NULL, cond_c);
+    gcc_jit_block_add_assignment_op(slatch, NULL, step,
+                                    GCC_JIT_BINARY_OP_PLUS, lv(step));
+    gcc_jit_block_end_with_jump(slatch, NULL, cond_s);
+    gcc_jit_block_end_with_void_return(fin, NULL);
+    return 0;
+}
+
+/* void name(void **args, int64_t *state): the FINAL pass. */
+static int
+emit_red_fin(red_state *s, const char *name)
+{
+    emitter *e = s->e;
+    T *i64p = gcc_jit_type_get_pointer(e->t_i64);
     gcc_jit_param *fp[2] = {
         gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
         gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
     };
-    snprintf(name, sizeof(name), "%s_f", base);
     s->fn = gcc_jit_context_new_function(e->ctx, NULL,
                                          GCC_JIT_FUNCTION_EXPORTED, e->t_void,
                                          name, 2, fp, 0);
@@ -2388,7 +2423,26 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
         .err = err,
         .errlen = errlen,
     };
-    rc = l->nchunks > 0 ? emit_red_split(&s, name) : emit_red_rows(&s, name);
+    rc = 0;
+    for (int q = 0; q < plan.npasses && rc == 0; q++) {
+        const tc_red_pass *ps = &plan.passes[q];
+        char fname[48];
+        pass_name(fname, sizeof(fname), name, ps);
+        switch (ps->kind) {
+        case TC_RED_PASS_PARTIAL:
+            rc = emit_red_part(&s, fname, ps->phase);
+            break;
+        case TC_RED_PASS_COMBINE:
+            rc = emit_red_comb(&s, fname, ps->phase);
+            break;
+        case TC_RED_PASS_FINAL:
+            rc = emit_red_fin(&s, fname);
+            break;
+        default:
+            rc = emit_red_rows(&s, fname);
+            break;
+        }
+    }
 done:
     free(acc_of);
     free(slot);
@@ -2737,18 +2791,30 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
         return code->fns[i] == NULL ? -1 : 0;
     }
     tc_split_fns *sp = &code->split[i];
-    for (int p = 0; p < l->nphases; p++) {
-        snprintf(name, sizeof(name), "tc_k%d_p%d", i, p);
-        sp->part[p] = (tc_part_fn)gcc_jit_result_get_code(res, name);
-        snprintf(name, sizeof(name), "tc_k%d_c%d", i, p);
-        sp->comb[p] = (tc_comb_fn)gcc_jit_result_get_code(res, name);
-        if (sp->part[p] == NULL || sp->comb[p] == NULL) {
+    char base[32];
+    snprintf(base, sizeof(base), "tc_k%d", i);
+    for (int q = 0; q < l->npasses; q++) {
+        const tc_red_pass *ps = &l->passes[q];
+        pass_name(name, sizeof(name), base, ps);
+        void *f = gcc_jit_result_get_code(res, name);
+        if (f == NULL) {
+            return -1;
+        }
+        switch (ps->kind) {
+        case TC_RED_PASS_PARTIAL:
+            sp->part[ps->phase] = (tc_part_fn)f;
+            break;
+        case TC_RED_PASS_COMBINE:
+            sp->comb[ps->phase] = (tc_comb_fn)f;
+            break;
+        case TC_RED_PASS_FINAL:
+            sp->fin = (tc_fin_fn)f;
+            break;
+        default:
             return -1;
         }
     }
-    snprintf(name, sizeof(name), "tc_k%d_f", i);
-    sp->fin = (tc_fin_fn)gcc_jit_result_get_code(res, name);
-    return sp->fin == NULL ? -1 : 0;
+    return 0;
 }
 
 /* One context: the kernels of one kind. */
@@ -2921,19 +2987,26 @@ tc_jit_code_run(const tc_jit_code *code, int i, void **args,
         if (state == NULL) {
             return -1;
         }
-        for (int p = 0; p < l->nphases; p++) {
-            chunk_task t = {sp->part[p], args, state, l->chunk_rows,
-                            l->sizes[l->ndim]};
-            if (par) {
-                tc_threadpool_parallel_for(l->nchunks, 1, run_chunks_task,
-                                           &t);
+        for (int q = 0; q < l->npasses; q++) {
+            const tc_red_pass *ps = &l->passes[q];
+            if (ps->kind == TC_RED_PASS_PARTIAL) {
+                chunk_task t = {sp->part[ps->phase], args, state,
+                                l->chunk_rows, l->sizes[l->ndim]};
+                if (par) {
+                    tc_threadpool_parallel_for(l->nchunks, 1,
+                                               run_chunks_task, &t);
+                }
+                else {
+                    run_chunks_task(&t, 0, l->nchunks);
+                }
+            }
+            else if (ps->kind == TC_RED_PASS_COMBINE) {
+                sp->comb[ps->phase](state, l->nchunks);
             }
             else {
-                run_chunks_task(&t, 0, l->nchunks);
+                sp->fin(args, state);
             }
-            sp->comb[p](state, l->nchunks);
         }
-        sp->fin(args, state);
         free(state);
         return 0;
     }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../graph/schedule.h"
+#include "../graph/reduce_plan.h"
 
 /* Every kernel compiles to this signature: args[i] is the base pointer of
  * kernel argument i (tc_karg.offset is added inside), and only outer
@@ -21,7 +22,8 @@ typedef void (*tc_kernel_fn)(void **args, int64_t begin, int64_t end);
  * the thread count).  state is int64_t[scratch_slots], laid out as
  * reduce_plan.h's tc_red_scratch_layout says (per accumulator nchunks
  * value slots, then nchunks index slots for ARGMAX / ARGMIN).  For each
- * phase p:
+ * pass of tc_red_plan.passes (for each phase p: PARTIAL, COMBINE; then
+ * FINAL):
  *     part[p](args, rb, re, state, c) for every chunk c (in parallel):
  *         pre regions 0..p (stores skipped, earlier accumulators read from
  *         their chunk 0 slots), body_p over outermost reduction indices
@@ -58,6 +60,8 @@ typedef struct {
     int64_t nchunks;            /* > 0: a split full reduction (above) */
     int64_t chunk_rows;         /* outermost reduction indices per chunk */
     int64_t scratch_slots;      /* int64_t slots of a split's state */
+    int npasses;                /* reduce_plan.h: the functions of a */
+    tc_red_pass passes[TC_RED_MAX_PASSES]; /* reduction, run in order */
 } tc_loop;
 
 int tc_loop_build(const tc_kernel *k, tc_loop *out);

@@ -2029,11 +2029,16 @@ test_reduce_plan(void)
           "gpu split: %lld x %d, final %d", (long long)p.nsplit, p.threads,
           p.final_threads);
     CHECK(tc_red_scratch_layout(&k, &p, NULL) == 512, "gpu scratch");
+    CHECK(p.npasses == 2 && p.passes[0].kind == TC_RED_PASS_PARTIAL
+          && p.passes[1].kind == TC_RED_PASS_FINAL, "gpu split passes");
     CHECK(tc_red_schedule(&k, 1024, &cpu, &p) == 0, "cpu plan");
     /* 1024 x 1024 points: chunks of 16 outer indices (16K points) */
     CHECK(p.nsplit == 64 && p.chunk_rows == 16 && p.threads == 1
           && p.sets[0] == 64, "cpu split: %lld x %lld", (long long)p.nsplit,
           (long long)p.chunk_rows);
+    CHECK(p.npasses == 3 && p.passes[0].kind == TC_RED_PASS_PARTIAL
+          && p.passes[1].kind == TC_RED_PASS_COMBINE
+          && p.passes[2].kind == TC_RED_PASS_FINAL, "cpu split passes");
     /* 1M / 64 lanes = 16K per lane: 16 * 16 * 16 * 16 > 16K -> 3 levels;
      * a 16K chunk: 256 per lane -> 1 level */
     CHECK(p.levels[0] == 3 && p.levels_chunk[0] == 1, "cpu levels %d %d",
@@ -2053,7 +2058,8 @@ test_reduce_plan(void)
     /* many rows of 6000 points: 512 threads, persistent (12 points) */
     red_kernel(&k, ins, 4096, 6000, TC_ACC_MAX, 0);
     CHECK(tc_red_schedule(&k, 0, &gpu, &p) == 0 && p.nsplit == 1
-          && p.threads == 512 && p.persist == 12 && p.sets[0] == 4,
+          && p.threads == 512 && p.persist == 12 && p.sets[0] == 4
+          && p.npasses == 1 && p.passes[0].kind == TC_RED_PASS_ROWS,
           "gpu rows %d %d", p.threads, p.persist);
     /* short rows: 3 points, one warp, one set */
     red_kernel(&k, ins, 4096, 3, TC_ACC_ARGMAX, 0);
