@@ -20,6 +20,7 @@
  * (ptx_math.c explains both, and why not *.approx).
  */
 #include "ptx.h"
+#include "../graph/reduce_plan.h"
 #include "../graph/textbuf.h"
 
 #include <limits.h>
@@ -634,44 +635,9 @@ emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
 static void
 acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
 {
-    double f = 0;
-    int64_t i = 0;
-    int hi = kind == TC_ACC_MIN || kind == TC_ACC_ARGMIN;
-    switch (kind) {
-    case TC_ACC_PROD:
-    case TC_ACC_ALL:
-        f = 1;
-        i = 1;
-        break;
-    case TC_ACC_MAX:
-    case TC_ACC_MIN:
-    case TC_ACC_ARGMAX:
-    case TC_ACC_ARGMIN:
-        f = hi ? INFINITY : -INFINITY;
-        switch (dt) {
-        case TC_BOOL:
-            i = hi;
-            break;
-        case TC_U8:
-            i = hi ? 255 : 0;
-            break;
-        case TC_I8:
-            i = hi ? 127 : -128;
-            break;
-        case TC_I16:
-            i = hi ? 32767 : -32768;
-            break;
-        case TC_I32:
-            i = hi ? INT32_MAX : INT32_MIN;
-            break;
-        default:
-            i = hi ? INT64_MAX : INT64_MIN;
-            break;
-        }
-        break;
-    default:
-        break;
-    }
+    double f;
+    int64_t i;
+    tc_acc_identity(kind, dt, &f, &i);
     char t[32];
     imm_text(t, sizeof(t), dt, f, i);
     out(e, "mov.%s %s, %s;", bty(dt), R(v), t);
@@ -680,40 +646,30 @@ acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
     }
 }
 
-/* (av, ai) = combine((av, ai), (bv, bi)).  For ARGMAX/ARGMIN an index < 0
- * marks an empty partial (the identity), which always loses, so a row of
- * all -inf (or all INT_MIN) still reports index 0 like torch. */
+/* (av, ai) = combine((av, ai), (bv, bi)), the rule of reduce_plan.h; also
+ * the update of ARGMAX / ARGMIN with a point (bi = its index r).  An empty
+ * partial (index -1, the identity) always loses, so a row of all -inf (or
+ * all INT_MIN) still reports index 0 like torch. */
 static void
 acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
             reg bi)
 {
-    switch (kind) {
-    case TC_ACC_SUM:
-        emit_binop(e, KOP_ADD, dt, av, av, bv);
+    const tc_acc_sem *sem = &tc_acc_sems[kind];
+    if (!sem->has_index) {
+        tc_kop op = tc_acc_value_op(kind, dt);
+        if (op == KOP_OR || op == KOP_AND) {   /* bool accumulators */
+            out(e, "%s.b32 %s, %s, %s;", op == KOP_OR ? "or" : "and", R(av),
+                R(av), R(bv));
+        }
+        else {
+            emit_binop(e, op, dt, av, av, bv);
+        }
         return;
-    case TC_ACC_PROD:
-        emit_binop(e, KOP_MUL, dt, av, av, bv);
-        return;
-    case TC_ACC_MAX:
-        emit_minmax(e, KOP_MAX, dt, av, av, bv);
-        return;
-    case TC_ACC_MIN:
-        emit_minmax(e, KOP_MIN, dt, av, av, bv);
-        return;
-    case TC_ACC_ANY:
-        out(e, "or.b32 %s, %s, %s;", R(av), R(av), R(bv));
-        return;
-    case TC_ACC_ALL:
-        out(e, "and.b32 %s, %s, %s;", R(av), R(av), R(bv));
-        return;
-    default:
-        break;
     }
-    /* take b = !b_empty && (a_empty || (bn && !an) || b better ||
-     *                       (tie && bi < ai)) */
+    /* take b = b better || (bn && !an) || (tie && bi < ai unsigned) */
     const char *t = ty(dt);
     reg take = newreg(e, C_P), p = newreg(e, C_P), q = newreg(e, C_P);
-    out(e, "setp.%s.%s %s, %s, %s;", kind == TC_ACC_ARGMAX ? "gt" : "lt", t,
+    out(e, "setp.%s.%s %s, %s, %s;", sem->greater ? "gt" : "lt", t,
         R(take), R(bv), R(av));
     out(e, "setp.eq.%s %s, %s, %s;", t, R(p), R(bv), R(av));
     if (is_float(dt)) {
@@ -728,13 +684,11 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
         out(e, "and.pred %s, %s, %s;", R(q), R(bn), R(an));
         out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
     }
-    out(e, "setp.lt.s64 %s, %s, %s;", R(q), R(bi), R(ai));
+    /* the identity's index -1 is the largest unsigned one: an empty a
+     * loses every tie, an empty b wins none */
+    out(e, "setp.lt.u64 %s, %s, %s;", R(q), R(bi), R(ai));
     out(e, "and.pred %s, %s, %s;", R(p), R(p), R(q));
     out(e, "or.pred %s, %s, %s;", R(take), R(take), R(p));
-    out(e, "setp.lt.s64 %s, %s, 0;", R(q), R(ai));
-    out(e, "or.pred %s, %s, %s;", R(take), R(take), R(q));
-    out(e, "setp.ge.s64 %s, %s, 0;", R(q), R(bi));
-    out(e, "and.pred %s, %s, %s;", R(take), R(take), R(q));
     out(e, "selp.%s %s, %s, %s, %s;", bty(dt), R(av), R(bv), R(av), R(take));
     out(e, "selp.b64 %s, %s, %s, %s;", R(ai), R(bi), R(ai), R(take));
 }
@@ -742,7 +696,7 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
 static int
 acc_has_index(tc_acc_kind kind)
 {
-    return kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+    return tc_acc_sems[kind].has_index;
 }
 
 /* ---- loop nests ------------------------------------------------------------ */
@@ -1504,72 +1458,46 @@ done:
 
 /* ---- reductions ------------------------------------------------------------------ */
 
-#define TC_PERSIST_POINTS 16
-#define TC_PERSIST_BUDGET 4096
+/* Accumulator sets per thread (kir.h: float sums of long rows must not be
+ * one sequential chain per thread, and independent chains also keep more
+ * loads in flight). */
+#define TC_RED_UNROLL 4
 
-static int
-red_block(const tc_kernel *k)
+/* The GPU as a reduction target (reduce_plan.h).  A row runs on a block
+ * (warp shuffles + shared memory combine the threads' partials): 256
+ * threads for many rows, 1024 for a single row (the whole device is that
+ * block).  Persistent rows: at most 16 points per thread (8 with 1024
+ * threads, where a thread may use only 64 registers), unrolled bodies
+ * within 4096 instructions.  Split rows: few rows (at most 2 per SM),
+ * long ones (>= 32K points), one phase storing nothing before the
+ * combine; enough 256-thread blocks to fill the device (8 per SM), each
+ * thread still reducing >= 8 points (2048 per block), at most 4096. */
+static tc_red_target
+ptx_red_target(int sm_count)
 {
-    if (k->numel == 1) {
-        return 1024;    /* one row: the whole device is this block */
-    }
-    int64_t b = (k->red_numel + 31) / 32 * 32;
-    if (k->red_numel > 256 * TC_PERSIST_POINTS
-        && k->red_numel <= 512 * TC_PERSIST_POINTS) {
-        return 512;     /* rows that stay persistent with 512 threads */
-    }
-    return b < 32 ? 32 : b > 256 ? 256 : (int)b;
-}
-
-/* Points per thread of a persistent row, or 0 for a looped one.  A
- * persistent row keeps each thread's points r_j = tid + j * ntid
- * (j < npts) in registers across the passes: every element is loaded
- * once, and a body value an earlier pass computed (softmax's
- * exp(x - max), layer_norm's x - mean) is reused instead of recomputed,
- * so softmax reads its input once and writes its output once.  Rows that
- * fit: at most TC_PERSIST_POINTS points per thread (8 with 1024 threads,
- * where a thread may use only 64 registers), and the unrolled bodies stay
- * within TC_PERSIST_BUDGET instructions. */
-static int
-persist_points(const tc_kernel *k, int block)
-{
-    if (k->red_numel <= 0) {
-        return 0;
-    }
-    int64_t npts = (k->red_numel + block - 1) / block;
-    int64_t body = 0;
-    for (int p = 0; p < k->nphases; p++) {
-        body += k->phases[p].end - k->phases[p].begin;
-    }
-    if (npts > (block >= 1024 ? 8 : TC_PERSIST_POINTS)
-        || npts * body > TC_PERSIST_BUDGET) {
-        return 0;
-    }
-    return (int)npts;
-}
-
-/* Blocks per row for a split (two-kernel) reduction, 1 for none: few rows
- * (numel <= 2 x SMs), long ones (>= 32K points), one phase whose body and
- * prologue store nothing (sum, argmax, ... of a whole tensor; not softmax).
- * Enough blocks to fill the device with 256-thread blocks, each thread
- * still reducing >= 8 points. */
-static int
-red_splits(const tc_kernel *k, int sm_count)
-{
-    if (k->nphases != 1 || k->red_numel < 32768 || k->numel < 1
-        || k->numel > 2 * (int64_t)sm_count) {
-        return 1;
-    }
-    for (int i = 0; i < k->phases[0].end; i++) {
-        if (k->insts[i].op == KOP_STORE) {
-            return 1;
-        }
-    }
-    int64_t s = ((int64_t)sm_count * 8 + k->numel - 1) / k->numel;
-    int64_t s2 = k->red_numel / 2048;
-    s = s < s2 ? s : s2;
-    s = s > 4096 ? 4096 : s;
-    return s >= 4 ? (int)s : 1;
+    tc_red_target t = {
+        .name = "ptx",
+        .cross_thread = 1,
+        .warp = 32,
+        .block_rows = 256,
+        .block_one_row = 1024,
+        .persist_points = 16,
+        .persist_points_big = 8,
+        .persist_budget = 4096,
+        .sets = TC_RED_UNROLL,
+        .sets_long = TC_RED_UNROLL,
+        .long_row = INT64_MAX,
+        .sets_heavy = TC_RED_UNROLL,
+        .heavy_body = INT_MAX,
+        .sets_min_points = 2,
+        .split_min_points = 32768,
+        .split_max_rows = 2 * (int64_t)sm_count,
+        .split_chunk = 2048,
+        .split_fill = 8 * (int64_t)sm_count,
+        .split_max_chunks = 4096,
+        .split_min_chunks = 4,
+    };
+    return t;
 }
 
 /* Region boundaries: region j (0..nphases) is pre_j / post = insts
@@ -1741,19 +1669,14 @@ emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
     s->acc_i = acci[0];
 }
 
-/* Accumulators per thread: float sums of long rows must not be one
- * sequential chain per thread (kir.h), and independent chains also keep
- * more loads in flight. */
-#define TC_RED_UNROLL 4
-
-/* Split reductions (ptx.h): mode RED_PARTIAL computes, for block b, the
+/* Split reductions (ptx.h): pass PARTIAL computes, for block b, the
  * partial accumulators of row b / S over the reduction points
  * r = (b % S) * ntid + tid + j * S * ntid and thread 0 writes them to the
- * scratch buffer; mode RED_FINAL runs the rows as usual but reads and
+ * scratch buffer; pass FINAL runs the rows as usual but reads and
  * combines the S partials of its row instead of running body_0.  Scratch
- * layout: per ACC of phase 0, numel * S 8-byte value slots at sc_off[i]
- * (+ numel * S index slots after them for ARGMAX / ARGMIN). */
-enum { RED_ROWS, RED_PARTIAL, RED_FINAL };
+ * layout (tc_red_scratch_layout): per ACC, numel * S 8-byte value slots at
+ * byte sc_off[i] (+ numel * S index slots after them for ARGMAX /
+ * ARGMIN). */
 
 /* Extra accumulator sets 1..nu-1 of phase ph, at their identities. */
 static void
@@ -1792,14 +1715,19 @@ acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
     }
 }
 
-/* npts > 0: persistent rows (persist_points), RED_ROWS only. */
+/* The kernel of pass `mode` (ROWS, PARTIAL or FINAL) of plan. */
 static void
-emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
-               int npts, int *smem_bytes, int mode, int nsplit,
+emit_reduction(entry *en, const nest *lo, const nest *lr,
+               const tc_red_plan *plan, int *smem_bytes,
+               tc_red_pass_kind mode,
                const int64_t *sc_off)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
+    int block = mode == TC_RED_PASS_FINAL ? plan->final_threads
+                                          : plan->threads;
+    int npts = mode == TC_RED_PASS_ROWS ? plan->persist : 0;
+    int nsplit = (int)plan->nsplit;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
     int nwarps = block / 32;
@@ -1862,7 +1790,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     /* first reduction point and step of this thread */
     reg rfirst = newreg(e, row.c), rstride = newreg(e, row.c);
     reg split = newreg(e, C_R);
-    if (mode == RED_PARTIAL) {
+    if (mode == TC_RED_PASS_PARTIAL) {
         /* one row per block: row = ctaid / S, split = ctaid % S */
         reg q = newreg(e, C_R);
         out(e, "div.u32 %s, %s, %d;", R(q), R(ct), nsplit);
@@ -1882,7 +1810,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         out(e, "mov.u32 %s, %s;", R(tid_w), R(tid));
         out(e, "mov.u32 %s, %s;", R(ntid_w), R(ntid));
     }
-    if (mode == RED_PARTIAL) {
+    if (mode == TC_RED_PASS_PARTIAL) {
         reg sp = newreg(e, row.c);
         if (wide) {
             out(e, "cvt.u64.u32 %s, %s;", R(sp), R(split));
@@ -1909,7 +1837,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         }
     }
     accs_ready = 1;
-    if (persist_init(&ps, k, mode == RED_ROWS ? npts : 0) < 0) {
+    if (persist_init(&ps, k, mode == TC_RED_PASS_ROWS ? npts : 0) < 0) {
         fail(e, "out of memory");
     }
     if (e->failed) {
@@ -1949,7 +1877,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
     s.acc_i = acc_i;
     s.ridx64 = NOREG;
     for (int ph = 0; ph <= k->nphases && !e->failed; ph++) {
-        if (mode == RED_PARTIAL && ph == k->nphases) {
+        if (mode == TC_RED_PASS_PARTIAL && ph == k->nphases) {
             /* thread 0 writes the block's partials of phase 0 */
             reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
             reg a = newreg(e, C_RD);
@@ -1998,11 +1926,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
         /* body_ph over r = rfirst, rfirst + rstride, ... */
         s.store_pred = NOREG;
         int bid = e->label++;
-        int nacc = 0;
-        for (int i = rb[ph]; i < re[ph]; i++) {
-            nacc += k->insts[i].op == KOP_ACC;
-        }
-        if (mode == RED_FINAL) {
+        if (mode == TC_RED_PASS_FINAL) {
             /* the S partials of this row instead of body_0 */
             reg j = newreg(e, C_R), q = newreg(e, C_P);
             reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
@@ -2045,7 +1969,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
             label(e, "bdone", bid);
         }
         else if (ps.npts > 0) {
-            int nu = ps.npts < TC_RED_UNROLL ? ps.npts : TC_RED_UNROLL;
+            int nu = plan->sets[ph];
             acc_sets_init(e, k, ph, accs, acci, nu);
             emit_persistent_body(&s, en, lr, ph, &ps, accs, acci, nu, ooff,
                                  used, roff);
@@ -2055,8 +1979,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr, int block,
             reg r = newreg(e, row.c);
             reg q = newreg(e, C_P);
             out(e, "mov.%s %s, %s;", it, R(r), R(rfirst));
-            int nu = nacc > 0 && k->red_numel >= 2 * TC_RED_UNROLL
-                     ? TC_RED_UNROLL : 1;
+            int nu = plan->sets[ph];
             if (nu > 1) {
                 /* nu points per iteration, one accumulator set each */
                 acc_sets_init(e, k, ph, accs, acci, nu);
@@ -2387,52 +2310,48 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         }
     }
     else {
-        int block = red_block(&k);
+        tc_red_target target = ptx_red_target(sm_count);
+        tc_red_plan plan;
         int smem = 0;
-        int nsplit = red_splits(&k, sm_count);
-        info->skip = k.numel == 0;
-        if (nsplit <= 1) {
-            info->block = block;
-            info->grid = grid_for(k.numel, 1, sm_count, 2048 / block);
-            begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, block, persist_points(&k, block),
-                           &smem, RED_ROWS, 1, NULL);
-            finish_entry(&en, mod);
-        }
-        else if ((sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t)))
-                 == NULL) {
-            snprintf(err, errlen, "tcjit gpu: out of memory");
+        if (tc_red_schedule(&k, 0, &target, &plan) < 0) {
+            snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
             goto done;
         }
-        else {
-            int64_t total = 0;
-            for (int i = 0; i < k.phases[0].begin; i++) {
-                if (k.insts[i].op == KOP_ACC) {
-                    sc_off[i] = total;
-                    total += 8 * k.numel * nsplit
-                             * (acc_has_index((tc_acc_kind)k.insts[i].imm.i)
-                                    ? 2 : 1);
-                }
+        info->skip = k.numel == 0;
+        if (plan.nsplit > 1) {
+            sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t));
+            if (sc_off == NULL) {
+                snprintf(err, errlen, "tcjit gpu: out of memory");
+                goto done;
             }
-            info->scratch_bytes = total;
-            info->block = 256;
-            info->grid = (int)(k.numel * nsplit);
+            /* bytes from here on */
+            info->scratch_bytes = 8 * tc_red_scratch_layout(&k, &plan,
+                                                            sc_off);
+            for (int i = 0; i < k.ninsts; i++) {
+                sc_off[i] *= 8;
+            }
             en.scratch = 1;
+        }
+        for (int q = 0; q < plan.npasses; q++) {
+            tc_red_pass_kind pk = plan.passes[q].kind;
+            if (pk == TC_RED_PASS_FINAL) {
+                int fb = plan.final_threads;
+                snprintf(info->entry_final, sizeof(info->entry_final),
+                         "%.59s_fin", info->entry);
+                info->block_final = fb;
+                info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
+                reset_em(&e, sm);
+                en.name = info->entry_final;
+            }
+            else {
+                info->block = plan.threads;
+                info->grid = pk == TC_RED_PASS_PARTIAL
+                                 ? (int)(k.numel * plan.nsplit)
+                                 : grid_for(k.numel, 1, sm_count,
+                                            2048 / plan.threads);
+            }
             begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, 256, 0, &smem, RED_PARTIAL, nsplit,
-                           sc_off);
-            finish_entry(&en, mod);
-            int fb = (nsplit + 31) / 32 * 32;
-            fb = fb > 256 ? 256 : fb;
-            snprintf(info->entry_final, sizeof(info->entry_final), "%.59s_fin",
-                     info->entry);
-            info->block_final = fb;
-            info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
-            reset_em(&e, sm);
-            en.name = info->entry_final;
-            begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, fb, 0, &smem, RED_FINAL, nsplit,
-                           sc_off);
+            emit_reduction(&en, &lo, &lr, &plan, &smem, pk, sc_off);
             finish_entry(&en, mod);
         }
     }

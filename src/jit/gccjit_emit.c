@@ -20,6 +20,7 @@
  * (jit_internal.h tc_split_fns); see "reduction kernels" below.
  */
 #include "jit_internal.h"
+#include "../graph/reduce_plan.h"
 #include "../runtime/threadpool.h"
 
 #include <libgccjit.h>
@@ -166,32 +167,35 @@ group_store(const dim_group *g, tc_loop *l, int at)
     }
 }
 
-/* Full reductions at least this long are split into chunks of about
- * TC_CHUNK elements (at most TC_MAX_CHUNKS of them). */
-#define TC_SPLIT_MIN 65536
-#define TC_CHUNK 16384
-#define TC_MAX_CHUNKS 4096
-
-static void
-plan_split(tc_loop *l)
-{
-    l->nchunks = 0;
-    l->chunk_rows = 0;
-    if (l->sizes[0] != 1 || l->ndim != 1 || l->red_numel < TC_SPLIT_MIN) {
-        return;
-    }
-    int64_t n0 = l->sizes[l->ndim];
-    int64_t inner = l->red_numel / n0;
-    int64_t rows = (TC_CHUNK + inner - 1) / inner;
-    if ((n0 + rows - 1) / rows > TC_MAX_CHUNKS) {
-        rows = (n0 + TC_MAX_CHUNKS - 1) / TC_MAX_CHUNKS;
-    }
-    int64_t nchunks = (n0 + rows - 1) / rows;
-    if (nchunks >= 2) {
-        l->nchunks = nchunks;
-        l->chunk_rows = rows;
-    }
-}
+/* The CPU as a reduction target (reduce_plan.h): one thread per row, no
+ * cross-thread combine.  Accumulator sets are vector lanes ("reduction
+ * kernels" below): for light bodies two vectors of float32 (two
+ * independent chains hide the update latency, e.g. max's compare, mask or
+ * and select), four over long rows (the chain is still the limit with
+ * two: amax 1024x1024 85 -> 70 us on one core; short rows would run more
+ * of their points in the scalar tail); one vector for heavy ones
+ * (register pressure; the body's own work hides the latency).  Float
+ * sums cascade with fan-in 16 like torch's.  Full reductions (one row) of at least 64K
+ * points split into chunks of at least 16K points of the outermost
+ * collapsed reduction dim, at most 4096 of them, each a task of the
+ * thread pool (many per thread: the pool balances them). */
+static const tc_red_target cpu_red_target = {
+    .name = "cpu",
+    .cross_thread = 0,
+    .sets = 32,
+    .sets_long = 64,
+    .long_row = 512,
+    .sets_heavy = 16,
+    .heavy_body = 24,
+    .fsum_fan = 16,
+    .split_min_points = 65536,
+    .split_max_rows = 1,
+    .split_chunk = 16384,
+    .split_max_chunks = 4096,
+    .split_min_chunks = 2,
+    .split_any_kernel = 1,
+    .split_outer_dim = 1,
+};
 
 int
 tc_loop_build(const tc_kernel *k, tc_loop *l)
@@ -230,10 +234,22 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
         for (int d = 0; d < l->nred; d++) {
             l->red_numel *= l->sizes[l->ndim + d];
         }
-        for (int i = 0; i < k->ninsts; i++) {
-            l->nacc += k->insts[i].op == KOP_ACC;
+        /* the split (reduce_plan.h); the rest of the plan depends on
+         * the instructions and is made for the kernel the emitter
+         * compiles (emit_reduction_kernel) */
+        tc_red_plan plan;
+        if (tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target,
+                            &plan) < 0) {
+            free(tmp);
+            return -1;
         }
-        plan_split(l);
+        if (plan.nsplit > 1) {
+            l->nchunks = plan.nsplit;
+            l->chunk_rows = plan.chunk_rows;
+            l->scratch_slots = tc_red_scratch_layout(k, &plan, NULL);
+        }
+        l->npasses = plan.npasses;
+        memcpy(l->passes, plan.passes, sizeof(l->passes));
     }
     free(tmp);
     return 0;
@@ -1254,13 +1270,9 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
  * goes into a third, and so on; every level add is a vectorized lane
  * loop.  Phases without accumulators are plain loops. */
 
-#define TC_LANES 64          /* array size; a phase uses nl of them */
-#define TC_LANES_LIGHT 32    /* nl for light bodies ... */
-#define TC_LONG_ROW 512      /* ... over rows shorter than this */
-#define TC_LANES_HEAVY 16    /* nl for bodies of more than ... */
-#define TC_HEAVY_BODY 24     /* ... this many instructions */
-#define TC_FAN 16
-#define TC_MAX_LEVELS 6
+#define TC_LANES 64          /* lane array size: cpu_red_target's most
+                                sets; a phase uses plan.sets[p] of them */
+#define TC_FAN (cpu_red_target.fsum_fan)
 
 typedef struct {
     int inst, phase;
@@ -1269,19 +1281,19 @@ typedef struct {
     int fsum;                        /* float SUM: cascaded */
     int nl;                          /* lanes used (its phase's) */
     gcc_jit_lvalue *lane_v, *lane_i; /* lane arrays (index: ARG kinds) */
-    gcc_jit_lvalue *tot[TC_MAX_LEVELS]; /* cascade levels (fsum) */
+    gcc_jit_lvalue *tot[TC_RED_MAX_LEVELS]; /* cascade levels (fsum) */
     gcc_jit_lvalue *res_v, *res_i;   /* results after the phase */
 } acc_info;
 
 enum { RM_ROW, RM_PART, RM_FIN };
-
-static int levels_for(int64_t n, int nl);
 
 typedef struct {
     emitter *e;
     gcc_jit_function *fn;
     const tc_kernel *k;
     const tc_loop *l;
+    tc_red_plan plan;         /* k's schedule (reduce_plan.h) */
+    const int64_t *slot;      /* split: inst -> first scratch slot */
     int mode, part_phase;
     R *state;                 /* int64_t *: PART, FIN */
     R *chunk;                 /* PART: chunk index */
@@ -1296,9 +1308,8 @@ typedef struct {
     const int *reload;        /* inst -> load it from this arg, -1 */
     acc_info *acc;
     int nacc;
-    int64_t call_elems;       /* reduction points one call accumulates */
     int cascade;              /* levels above the lanes (this phase) */
-    gcc_jit_lvalue *cnt[TC_MAX_LEVELS]; /* cascade counters */
+    gcc_jit_lvalue *cnt[TC_RED_MAX_LEVELS]; /* cascade counters */
     gcc_jit_lvalue *tcnt;     /* tail lane */
     gcc_jit_lvalue *take;     /* uint8 scratch for ARG updates */
     R *lane;                  /* current lane (int64) */
@@ -1310,10 +1321,18 @@ typedef struct {
     size_t errlen;
 } red_state;
 
+/* Cascade levels of phase p in the function being emitted: a whole row,
+ * or one chunk of a split one (reduce_plan.h). */
+static int
+red_levels(const red_state *s, int p)
+{
+    return s->mode == RM_PART ? s->plan.levels_chunk[p] : s->plan.levels[p];
+}
+
 static int
 is_arg_kind(tc_acc_kind kind)
 {
-    return kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
+    return tc_acc_sems[kind].has_index;
 }
 
 static gcc_jit_lvalue *
@@ -1324,47 +1343,13 @@ new_local(red_state *s, T *t, const char *what)
     return gcc_jit_function_new_local(s->fn, NULL, t, name);
 }
 
-/* The dtype's lowest (or highest) value: -inf / +inf for floats. */
-static R *
-dtype_limit(emitter *e, tc_dtype dt, int highest)
-{
-    T *t = e->vt[dt];
-    switch (dt) {
-    case TC_F32:
-    case TC_F64:
-        return fconst(e, dt, highest ? INFINITY : -INFINITY);
-    case TC_BOOL:
-        return iconst(e, t, highest);
-    case TC_U8:
-        return iconst(e, t, highest ? 255 : 0);
-    case TC_I8:
-        return iconst(e, t, highest ? INT8_MAX : INT8_MIN);
-    case TC_I16:
-        return iconst(e, t, highest ? INT16_MAX : INT16_MIN);
-    case TC_I32:
-        return iconst(e, t, highest ? INT32_MAX : INT32_MIN);
-    default:
-        return iconst(e, t, highest ? INT64_MAX : INT64_MIN);
-    }
-}
-
 static R *
 acc_identity(emitter *e, const acc_info *a)
 {
-    T *t = e->vt[a->dt];
-    switch (a->kind) {
-    case TC_ACC_SUM:
-    case TC_ACC_ANY:
-        return gcc_jit_context_zero(e->ctx, t);
-    case TC_ACC_PROD:
-    case TC_ACC_ALL:
-        return gcc_jit_context_one(e->ctx, t);
-    case TC_ACC_MAX:
-    case TC_ACC_ARGMAX:
-        return dtype_limit(e, a->dt, 0);
-    default:
-        return dtype_limit(e, a->dt, 1);
-    }
+    double f;
+    int64_t i;
+    tc_acc_identity(a->kind, a->dt, &f, &i);
+    return is_float(a->dt) ? fconst(e, a->dt, f) : iconst(e, e->vt[a->dt], i);
 }
 
 static R *
@@ -1412,21 +1397,17 @@ acc_minmax(emitter *e, tc_kop op, tc_dtype dt, R *v, R *x)
 static R *
 acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
 {
-    switch (a->kind) {
-    case TC_ACC_SUM:
-        return emit_binary(e, KOP_ADD, a->dt, v, x, 0);
-    case TC_ACC_PROD:
-        return emit_binary(e, KOP_MUL, a->dt, v, x, 0);
-    case TC_ACC_MAX:
-        return a->dt == TC_BOOL ? bool_or(e, v, x)
-                                : acc_minmax(e, KOP_MAX, a->dt, v, x);
-    case TC_ACC_MIN:
-        return a->dt == TC_BOOL ? bool_and(e, v, x)
-                                : acc_minmax(e, KOP_MIN, a->dt, v, x);
-    case TC_ACC_ANY:
+    tc_kop op = tc_acc_value_op(a->kind, a->dt);
+    switch (op) {
+    case KOP_MAX:
+    case KOP_MIN:
+        return acc_minmax(e, op, a->dt, v, x);
+    case KOP_OR:
         return bool_or(e, v, x);
-    default: /* ALL */
+    case KOP_AND:
         return bool_and(e, v, x);
+    default: /* ADD, MUL */
+        return emit_binary(e, op, a->dt, v, x, 0);
     }
 }
 
@@ -1442,8 +1423,8 @@ acc_update(emitter *e, gcc_jit_block *blk, const acc_info *a,
                                                                   x));
         return;
     }
-    /* (x beats v, or x is NaN and v is not, or nothing seen yet) */
-    enum gcc_jit_comparison c = a->kind == TC_ACC_ARGMAX
+    /* (x beats v, or nothing seen yet): reduce_plan.h */
+    enum gcc_jit_comparison c = tc_acc_sems[a->kind].greater
                                     ? GCC_JIT_COMPARISON_GT
                                     : GCC_JIT_COMPARISON_LT;
     R *t = cmp(e, c, x, cv);
@@ -1461,9 +1442,8 @@ acc_update(emitter *e, gcc_jit_block *blk, const acc_info *a,
                                              lv(iv)));
 }
 
-/* Combine of partials: (v, iv) = comb((v, iv), (bv, bi)).  ARG kinds pick
- * the better value, NaN over non-NaN, the smaller index on ties; an empty
- * partial (index -1) loses ties, so indices compare as unsigned. */
+/* Combine of partials: (v, iv) = comb((v, iv), (bv, bi)), the rule of
+ * reduce_plan.h (indices compare as unsigned). */
 static void
 acc_combine(emitter *e, gcc_jit_block *blk, const acc_info *a,
             gcc_jit_lvalue *take, gcc_jit_lvalue *v, gcc_jit_lvalue *iv,
@@ -1475,7 +1455,7 @@ acc_combine(emitter *e, gcc_jit_block *blk, const acc_info *a,
                                                                   bv));
         return;
     }
-    enum gcc_jit_comparison c = a->kind == TC_ACC_ARGMAX
+    enum gcc_jit_comparison c = tc_acc_sems[a->kind].greater
                                     ? GCC_JIT_COMPARISON_GT
                                     : GCC_JIT_COMPARISON_LT;
     R *better = cmp(e, c, bv, cv);
@@ -1563,22 +1543,23 @@ lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a,
     return blk;
 }
 
-/* Slot (value, index) lvalues of accumulator ai in block `blockno` of the
- * state (0: combined results, 1 + c: partials of chunk c). */
+/* Value and index (NULL for value kinds) lvalues of accumulator ai's
+ * partial of chunk c in the state (reduce_plan.h's scratch layout, one
+ * row; chunk 0 also receives the combined result). */
 static void
-state_slot(red_state *s, R *state, R *blockno, int ai, gcc_jit_lvalue **v,
+state_slot(red_state *s, R *state, R *c, int ai, gcc_jit_lvalue **v,
            gcc_jit_lvalue **iv)
 {
     emitter *e = s->e;
-    R *at = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
-                bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, blockno,
-                    iconst(e, e->t_i64, 2 * (int64_t)s->nacc)),
-                iconst(e, e->t_i64, 2 * (int64_t)ai));
-    R *p = ptr_offset(e, state, at);
-    T *pt = gcc_jit_type_get_pointer(e->vt[s->acc[ai].dt]);
+    const acc_info *a = &s->acc[ai];
+    R *p = ptr_offset(e, state, bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, c,
+                                    iconst(e, e->t_i64, s->slot[a->inst])));
+    T *pt = gcc_jit_type_get_pointer(e->vt[a->dt]);
     *v = gcc_jit_rvalue_dereference(cast(e, p, pt), NULL);
-    *iv = gcc_jit_context_new_array_access(e->ctx, NULL, p,
-                                           iconst(e, e->t_i64, 1));
+    *iv = is_arg_kind(a->kind)
+              ? gcc_jit_context_new_array_access(
+                    e->ctx, NULL, p, iconst(e, e->t_i64, s->plan.nsplit))
+              : NULL;
 }
 
 /* KOP_ACC at its declaration point. */
@@ -1589,7 +1570,7 @@ acc_declare(red_state *s, gcc_jit_block *blk, acc_info *a, int ai)
     if (s->mode == RM_ROW
         || (s->mode == RM_PART && a->phase == s->part_phase)) {
         lanes_reset(s, blk, a, a->lane_v);
-        int levels = a->fsum ? levels_for(s->call_elems, a->nl) : 0;
+        int levels = a->fsum ? red_levels(s, a->phase) : 0;
         for (int lvl = 0; lvl < levels; lvl++) {
             lanes_reset(s, blk, a, a->tot[lvl]);
         }
@@ -1599,7 +1580,9 @@ acc_declare(red_state *s, gcc_jit_block *blk, acc_info *a, int ai)
     gcc_jit_lvalue *v, *iv;
     state_slot(s, s->state, iconst(e, e->t_i64, 0), ai, &v, &iv);
     gcc_jit_block_add_assignment(blk, NULL, a->res_v, lv(v));
-    gcc_jit_block_add_assignment(blk, NULL, a->res_i, lv(iv));
+    if (iv != NULL) {
+        gcc_jit_block_add_assignment(blk, NULL, a->res_i, lv(iv));
+    }
 }
 
 /* Emits insts [from, to) into blk (straight-line). */
@@ -1718,34 +1701,6 @@ phase_has_updates(const tc_kernel *k, int p)
     return 0;
 }
 
-/* Lanes of phase p: for light bodies two vectors of float32 (two
- * independent chains hide the update latency, e.g. max's compare, mask or
- * and select), four over long rows (the chain is still the limit with
- * two: amax 1024x1024 85 -> 70 us on one core; short rows would run more
- * of their points in the scalar tail); one vector for heavy ones
- * (register pressure; the body's own work hides the latency). */
-static int
-phase_lanes(const tc_kernel *k, int p)
-{
-    int n = k->phases[p].end - k->phases[p].begin;
-    if (n > TC_HEAVY_BODY) {
-        return TC_LANES_HEAVY;
-    }
-    int64_t row = k->nred > 0 ? k->sizes[k->ndim + k->nred - 1] : 0;
-    return row >= TC_LONG_ROW ? TC_LANES : TC_LANES_LIGHT;
-}
-
-static int
-phase_has_fsum(const red_state *s, int p)
-{
-    for (int a = 0; a < s->nacc; a++) {
-        if (s->acc[a].phase == p && s->acc[a].fsum) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static gcc_jit_block *red_loop(red_state *s, gcc_jit_block *cur,
                                gcc_jit_lvalue *i, R *lo, R *hi,
                                gcc_jit_block *after, gcc_jit_block **latch);
@@ -1813,20 +1768,6 @@ emit_cascade_step(red_state *s, gcc_jit_block *blk, int p, R *npoints,
         blk = flush_level(s, fl, p, k);
     }
     gcc_jit_block_end_with_jump(blk, NULL, next);
-}
-
-/* Levels above the lanes so that no array adds more than ~TC_FAN values
- * per lane: n points over nl lanes. */
-static int
-levels_for(int64_t n, int nl)
-{
-    int64_t per_lane = (n + nl - 1) / nl, span = TC_FAN;
-    int k = 0;
-    while (span < per_lane && k < TC_MAX_LEVELS) {
-        span *= TC_FAN;
-        k++;
-    }
-    return k;
 }
 
 /* for (i = lo; i < hi; i++) as in counted_loop, for red_state. */
@@ -2005,9 +1946,8 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
     emitter *e = s->e;
     T *i64 = e->t_i64;
     const tc_loop *l = s->l;
-    s->nl = phase_lanes(s->k, p);
-    s->cascade = phase_has_fsum(s, p) ? levels_for(s->call_elems, s->nl)
-                                      : 0;
+    s->nl = s->plan.sets[p];
+    s->cascade = red_levels(s, p);
     for (int k = 0; k < s->cascade; k++) {
         gcc_jit_block_add_assignment(blk, NULL, s->cnt[k],
                                      iconst(e, i64, 0));
@@ -2079,12 +2019,11 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
             }
         }
         if (s->mode == RM_PART) {
-            state_slot(s, s->state,
-                       bin(e, GCC_JIT_BINARY_OP_PLUS, i64, s->chunk,
-                           iconst(e, i64, 1)),
-                       ai, &pv, &pi);
+            state_slot(s, s->state, s->chunk, ai, &pv, &pi);
             gcc_jit_block_add_assignment(blk, NULL, pv, res_v);
-            gcc_jit_block_add_assignment(blk, NULL, pi, res_i);
+            if (pi != NULL) {
+                gcc_jit_block_add_assignment(blk, NULL, pi, res_i);
+            }
         }
         else {
             gcc_jit_block_add_assignment(blk, NULL, a->res_v, res_v);
@@ -2151,7 +2090,7 @@ red_locals(red_state *s)
                                            e->ctx, NULL, e->t_i64, TC_LANES),
                                     "lanei")
                         : NULL;
-        for (int k = 0; k < TC_MAX_LEVELS; k++) {
+        for (int k = 0; k < TC_RED_MAX_LEVELS; k++) {
             a->tot[k] = a->fsum ? new_local(
                                       s, gcc_jit_context_new_array_type(
                                              e->ctx, NULL, t, TC_LANES),
@@ -2161,7 +2100,7 @@ red_locals(red_state *s)
         a->res_v = new_local(s, t, "acc");
         a->res_i = new_local(s, e->t_i64, "acci");
     }
-    for (int k = 0; k < TC_MAX_LEVELS; k++) {
+    for (int k = 0; k < TC_RED_MAX_LEVELS; k++) {
         s->cnt[k] = new_local(s, e->t_i64, "cnt");
     }
     s->tcnt = new_local(s, e->t_i64, "tcnt");
@@ -2191,7 +2130,6 @@ emit_red_rows(red_state *s, const char *name)
                                          GCC_JIT_FUNCTION_EXPORTED, e->t_void,
                                          name, 3, params, 0);
     s->mode = RM_ROW;
-    s->call_elems = l->red_numel;
     red_locals(s);
     gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
     gcc_jit_block *exitb = gcc_jit_function_new_block(s->fn, "exit");
@@ -2218,124 +2156,144 @@ emit_red_rows(red_state *s, const char *name)
     return 0;
 }
 
-/* Split full reduction: part / comb functions per phase, and fin. */
+/* The name of pass ps of the kernel named base: the rows function is
+ * base itself, the split ones base_p<phase>, base_c<phase>, base_f. */
+static void
+pass_name(char *buf, size_t n, const char *base, const tc_red_pass *ps)
+{
+    switch (ps->kind) {
+    case TC_RED_PASS_PARTIAL:
+        snprintf(buf, n, "%s_p%d", base, ps->phase);
+        break;
+    case TC_RED_PASS_COMBINE:
+        snprintf(buf, n, "%s_c%d", base, ps->phase);
+        break;
+    case TC_RED_PASS_FINAL:
+        snprintf(buf, n, "%s_f", base);
+        break;
+    default:
+        snprintf(buf, n, "%s", base);
+        break;
+    }
+}
+
+/* void name(void **args, int64_t rb, int64_t re, int64_t *state,
+ * int64_t chunk): PARTIAL pass of phase p over outermost reduction
+ * indices [rb, re). */
 static int
-emit_red_split(red_state *s, const char *base)
+emit_red_part(red_state *s, const char *name, int p)
 {
     emitter *e = s->e;
-    const tc_loop *l = s->l;
-    const tc_kernel *k = s->k;
     T *i64p = gcc_jit_type_get_pointer(e->t_i64);
-    char name[48];
-    int64_t inner = l->red_numel / l->sizes[l->ndim];
-    for (int p = 0; p < k->nphases; p++) {
-        gcc_jit_param *params[5] = {
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "rb"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "re"),
-            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "chunk"),
-        };
-        snprintf(name, sizeof(name), "%s_p%d", base, p);
-        s->fn = gcc_jit_context_new_function(
-            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 5,
-            params, 0);
-        s->mode = RM_PART;
-        s->part_phase = p;
-        s->state = gcc_jit_param_as_rvalue(params[3]);
-        s->chunk = gcc_jit_param_as_rvalue(params[4]);
-        s->call_elems = l->chunk_rows * inner;
-        red_locals(s);
-        gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
-        load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
-        gcc_jit_block *blk = red_emit_program(
-            s, entry, gcc_jit_param_as_rvalue(params[1]),
-            gcc_jit_param_as_rvalue(params[2]));
-        if (blk == NULL) {
-            return -1;
-        }
-        gcc_jit_block_end_with_void_return(blk, NULL);
-
-        /* comb: pairwise over the chunks' partials, into block 0 */
-        gcc_jit_param *cp[2] = {
-            gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
-            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "n"),
-        };
-        snprintf(name, sizeof(name), "%s_c%d", base, p);
-        s->fn = gcc_jit_context_new_function(
-            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 2, cp,
-            0);
-        s->take = new_local(s, e->vt[TC_BOOL], "take");
-        R *st = gcc_jit_param_as_rvalue(cp[0]);
-        R *n = gcc_jit_param_as_rvalue(cp[1]);
-        gcc_jit_lvalue *step = new_local(s, e->t_i64, "step");
-        gcc_jit_lvalue *c = new_local(s, e->t_i64, "c");
-        gcc_jit_block *centry = gcc_jit_function_new_block(s->fn, "entry");
-        gcc_jit_block *cond_s = new_block_fn(s->fn);
-        gcc_jit_block *sbody = new_block_fn(s->fn);
-        gcc_jit_block *cond_c = new_block_fn(s->fn);
-        gcc_jit_block *cbody = new_block_fn(s->fn);
-        gcc_jit_block *slatch = new_block_fn(s->fn);
-        gcc_jit_block *fin = new_block_fn(s->fn);
-        gcc_jit_block_add_assignment(centry, NULL, step,
-                                     iconst(e, e->t_i64, 1));
-        gcc_jit_block_end_with_jump(centry, NULL, cond_s);
-        gcc_jit_block_end_with_conditional(
-            cond_s, NULL,
-            gcc_jit_context_new_comparison(e->ctx, NULL,
-                                           GCC_JIT_COMPARISON_LT, lv(step),
-                                           n),
-            sbody, fin);
-        gcc_jit_block_add_assignment(sbody, NULL, c, iconst(e, e->t_i64, 0));
-        gcc_jit_block_end_with_jump(sbody, NULL, cond_c);
-        gcc_jit_block_end_with_conditional(
-            cond_c, NULL,
-            gcc_jit_context_new_comparison(
-                e->ctx, NULL, GCC_JIT_COMPARISON_LT,
-                bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
-            cbody, slatch);
-        R *one = iconst(e, e->t_i64, 1);
-        for (int ai = 0; ai < s->nacc; ai++) {
-            if (s->acc[ai].phase != p) {
-                continue;
-            }
-            gcc_jit_lvalue *av, *aiv, *bv, *biv;
-            state_slot(s, st, bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
-                                  one), ai, &av, &aiv);
-            state_slot(s, st,
-                       bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
-                           bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
-                               lv(step)), one),
-                       ai, &bv, &biv);
-            acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
-                        lv(biv));
-            gcc_jit_lvalue *rv, *riv;
-            state_slot(s, st, iconst(e, e->t_i64, 0), ai, &rv, &riv);
-            gcc_jit_lvalue *pv, *piv;
-            state_slot(s, st, one, ai, &pv, &piv);
-            gcc_jit_block_add_assignment(fin, NULL, rv, lv(pv));
-            gcc_jit_block_add_assignment(fin, NULL, riv, lv(piv));
-        }
-        gcc_jit_block_add_assignment_op(
-            cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
-            bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(step), lv(step)));
-        gcc_jit_block_end_with_jump(cbody, NULL, cond_c);
-        gcc_jit_block_add_assignment_op(slatch, NULL, step,
-                                        GCC_JIT_BINARY_OP_PLUS, lv(step));
-        gcc_jit_block_end_with_jump(slatch, NULL, cond_s);
-        gcc_jit_block_end_with_void_return(fin, NULL);
+    gcc_jit_param *params[5] = {
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "rb"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "re"),
+        gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "chunk"),
+    };
+    s->fn = gcc_jit_context_new_function(e->ctx, NULL,
+                                         GCC_JIT_FUNCTION_EXPORTED, e->t_void,
+                                         name, 5, params, 0);
+    s->mode = RM_PART;
+    s->part_phase = p;
+    s->state = gcc_jit_param_as_rvalue(params[3]);
+    s->chunk = gcc_jit_param_as_rvalue(params[4]);
+    red_locals(s);
+    gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
+    load_row_pointers(s, gcc_jit_param_as_rvalue(params[0]), entry);
+    gcc_jit_block *blk = red_emit_program(s, entry,
+                                          gcc_jit_param_as_rvalue(params[1]),
+                                          gcc_jit_param_as_rvalue(params[2]));
+    if (blk == NULL) {
+        return -1;
     }
+    gcc_jit_block_end_with_void_return(blk, NULL);
+    return 0;
+}
+
+/* void name(int64_t *state, int64_t n): COMBINE pass of phase p, pairwise
+ * over the chunks' partials, into chunk 0's slots. */
+static int
+emit_red_comb(red_state *s, const char *name, int p)
+{
+    emitter *e = s->e;
+    T *i64p = gcc_jit_type_get_pointer(e->t_i64);
+    gcc_jit_param *cp[2] = {
+        gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
+        gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "n"),
+    };
+    s->fn = gcc_jit_context_new_function(
+        e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 2, cp,
+        0);
+    s->take = new_local(s, e->vt[TC_BOOL], "take");
+    R *st = gcc_jit_param_as_rvalue(cp[0]);
+    R *n = gcc_jit_param_as_rvalue(cp[1]);
+    gcc_jit_lvalue *step = new_local(s, e->t_i64, "step");
+    gcc_jit_lvalue *c = new_local(s, e->t_i64, "c");
+    gcc_jit_block *centry = gcc_jit_function_new_block(s->fn, "entry");
+    gcc_jit_block *cond_s = new_block_fn(s->fn);
+    gcc_jit_block *sbody = new_block_fn(s->fn);
+    gcc_jit_block *cond_c = new_block_fn(s->fn);
+    gcc_jit_block *cbody = new_block_fn(s->fn);
+    gcc_jit_block *slatch = new_block_fn(s->fn);
+    gcc_jit_block *fin = new_block_fn(s->fn);
+    gcc_jit_block_add_assignment(centry, NULL, step,
+                                 iconst(e, e->t_i64, 1));
+    gcc_jit_block_end_with_jump(centry, NULL, cond_s);
+    gcc_jit_block_end_with_conditional(
+        cond_s, NULL,
+        gcc_jit_context_new_comparison(e->ctx, NULL,
+                                       GCC_JIT_COMPARISON_LT, lv(step),
+                                       n),
+        sbody, fin);
+    gcc_jit_block_add_assignment(sbody, NULL, c, iconst(e, e->t_i64, 0));
+    gcc_jit_block_end_with_jump(sbody, NULL, cond_c);
+    gcc_jit_block_end_with_conditional(
+        cond_c, NULL,
+        gcc_jit_context_new_comparison(
+            e->ctx, NULL, GCC_JIT_COMPARISON_LT,
+            bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c), lv(step)), n),
+        cbody, slatch);
+    for (int ai = 0; ai < s->nacc; ai++) {
+        if (s->acc[ai].phase != p) {
+            continue;
+        }
+        gcc_jit_lvalue *av, *aiv, *bv, *biv;
+        state_slot(s, st, lv(c), ai, &av, &aiv);
+        state_slot(s, st,
+                   bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(c),
+                       lv(step)),
+                   ai, &bv, &biv);
+        acc_combine(e, cbody, &s->acc[ai], s->take, av, aiv, lv(bv),
+                    biv != NULL ? lv(biv) : NULL);
+    }
+    gcc_jit_block_add_assignment_op(
+        cbody, NULL, c, GCC_JIT_BINARY_OP_PLUS,
+        bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, lv(step), lv(step)));
+    gcc_jit_block_end_with_jump(cbody, NULL, cond_c);
+    gcc_jit_block_add_assignment_op(slatch, NULL, step,
+                                    GCC_JIT_BINARY_OP_PLUS, lv(step));
+    gcc_jit_block_end_with_jump(slatch, NULL, cond_s);
+    gcc_jit_block_end_with_void_return(fin, NULL);
+    return 0;
+}
+
+/* void name(void **args, int64_t *state): the FINAL pass. */
+static int
+emit_red_fin(red_state *s, const char *name)
+{
+    emitter *e = s->e;
+    T *i64p = gcc_jit_type_get_pointer(e->t_i64);
     gcc_jit_param *fp[2] = {
         gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
         gcc_jit_context_new_param(e->ctx, NULL, i64p, "state"),
     };
-    snprintf(name, sizeof(name), "%s_f", base);
     s->fn = gcc_jit_context_new_function(e->ctx, NULL,
                                          GCC_JIT_FUNCTION_EXPORTED, e->t_void,
                                          name, 2, fp, 0);
     s->mode = RM_FIN;
     s->state = gcc_jit_param_as_rvalue(fp[1]);
-    s->call_elems = 0;
     red_locals(s);
     gcc_jit_block *entry = gcc_jit_function_new_block(s->fn, "entry");
     load_row_pointers(s, gcc_jit_param_as_rvalue(fp[0]), entry);
@@ -2351,8 +2309,8 @@ emit_red_split(red_state *s, const char *base)
  * visibility) and fills acc_of / region / accs.  Returns the number of
  * accumulators, or -1 with err set. */
 static int
-check_reduction(const tc_kernel *k, int *acc_of, int *region, acc_info *acc,
-                char *err, size_t errlen)
+check_reduction(const tc_kernel *k, const tc_red_plan *plan, int *acc_of,
+                int *region, acc_info *acc, char *err, size_t errlen)
 {
     int np = k->nphases, nacc = 0;
     if (np > TC_KIR_MAX_PHASES || k->nred < 0) {
@@ -2414,8 +2372,8 @@ check_reduction(const tc_kernel *k, int *acc_of, int *region, acc_info *acc,
             a->phase = region[i] / 2;
             a->kind = (tc_acc_kind)in->imm.i;
             a->dt = in->dtype;
-            a->fsum = a->kind == TC_ACC_SUM && is_float(a->dt);
-            a->nl = phase_lanes(k, a->phase);
+            a->fsum = tc_acc_cascaded(a->kind, a->dt);
+            a->nl = plan->sets[a->phase];
             acc_of[i] = nacc++;
         }
         if (in->op == KOP_ACC_UPDATE) {
@@ -2456,6 +2414,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     int *sstore = calloc((size_t)n, sizeof(int));
     int *reload = calloc((size_t)n, sizeof(int));
     acc_info *acc = calloc((size_t)n, sizeof(acc_info));
+    int64_t *slot = calloc((size_t)n, sizeof(int64_t));
     R **val = calloc((size_t)n, sizeof(R *));
     gcc_jit_lvalue **elem = calloc((size_t)(k->nargs + 1), sizeof(*elem));
     gcc_jit_lvalue **relem = calloc((size_t)(k->nargs + 1),
@@ -2464,12 +2423,19 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
     R **cur = calloc((size_t)(k->nargs + 1), sizeof(R *));
     gcc_jit_lvalue **stage = calloc((size_t)(k->nargs + 1), sizeof(*stage));
     int rc = -1;
-    if (!acc_of || !region || !acc || !val || !elem || !row || !cur
+    if (!acc_of || !region || !acc || !slot || !val || !elem || !row || !cur
         || !sstore || !reload || !stage || !relem) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
         goto done;
     }
-    int nacc = check_reduction(k, acc_of, region, acc, err, errlen);
+    tc_red_plan plan;
+    if (tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target, &plan) < 0) {
+        snprintf(err, errlen, "tcjit cpu: %s: malformed reduction kernel",
+                 k->name);
+        goto done;
+    }
+    int nacc = check_reduction(k, &plan, acc_of, region, acc, err, errlen);
+    tc_red_scratch_layout(k, &plan, slot);
     if (nacc < 0) {
         goto done;
     }
@@ -2479,16 +2445,36 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
         goto done;
     }
     red_state s = {
-        .e = e, .k = k, .l = l, .val = val, .elem = elem, .relem = relem,
+        .e = e, .k = k, .l = l, .plan = plan, .slot = slot, .val = val, .elem = elem, .relem = relem,
         .row = row,
         .cur = cur, .acc_of = acc_of, .region = region, .sstore = sstore,
         .reload = reload, .stage = stage, .acc = acc, .nacc = nacc,
         .err = err,
         .errlen = errlen,
     };
-    rc = l->nchunks > 0 ? emit_red_split(&s, name) : emit_red_rows(&s, name);
+    rc = 0;
+    for (int q = 0; q < plan.npasses && rc == 0; q++) {
+        const tc_red_pass *ps = &plan.passes[q];
+        char fname[48];
+        pass_name(fname, sizeof(fname), name, ps);
+        switch (ps->kind) {
+        case TC_RED_PASS_PARTIAL:
+            rc = emit_red_part(&s, fname, ps->phase);
+            break;
+        case TC_RED_PASS_COMBINE:
+            rc = emit_red_comb(&s, fname, ps->phase);
+            break;
+        case TC_RED_PASS_FINAL:
+            rc = emit_red_fin(&s, fname);
+            break;
+        default:
+            rc = emit_red_rows(&s, fname);
+            break;
+        }
+    }
 done:
     free(acc_of);
+    free(slot);
     free(region);
     free(sstore);
     free(reload);
@@ -2834,18 +2820,30 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
         return code->fns[i] == NULL ? -1 : 0;
     }
     tc_split_fns *sp = &code->split[i];
-    for (int p = 0; p < l->nphases; p++) {
-        snprintf(name, sizeof(name), "tc_k%d_p%d", i, p);
-        sp->part[p] = (tc_part_fn)gcc_jit_result_get_code(res, name);
-        snprintf(name, sizeof(name), "tc_k%d_c%d", i, p);
-        sp->comb[p] = (tc_comb_fn)gcc_jit_result_get_code(res, name);
-        if (sp->part[p] == NULL || sp->comb[p] == NULL) {
+    char base[32];
+    snprintf(base, sizeof(base), "tc_k%d", i);
+    for (int q = 0; q < l->npasses; q++) {
+        const tc_red_pass *ps = &l->passes[q];
+        pass_name(name, sizeof(name), base, ps);
+        void *f = gcc_jit_result_get_code(res, name);
+        if (f == NULL) {
+            return -1;
+        }
+        switch (ps->kind) {
+        case TC_RED_PASS_PARTIAL:
+            sp->part[ps->phase] = (tc_part_fn)f;
+            break;
+        case TC_RED_PASS_COMBINE:
+            sp->comb[ps->phase] = (tc_comb_fn)f;
+            break;
+        case TC_RED_PASS_FINAL:
+            sp->fin = (tc_fin_fn)f;
+            break;
+        default:
             return -1;
         }
     }
-    snprintf(name, sizeof(name), "tc_k%d_f", i);
-    sp->fin = (tc_fin_fn)gcc_jit_result_get_code(res, name);
-    return sp->fin == NULL ? -1 : 0;
+    return 0;
 }
 
 /* One context: the kernels of one kind. */
@@ -3013,24 +3011,31 @@ tc_jit_code_run(const tc_jit_code *code, int i, void **args,
         /* chunk boundaries are fixed by the shape: the same partials and
          * the same combine order however many threads run them */
         const tc_split_fns *sp = &code->split[i];
-        size_t n = 2 * (size_t)l->nacc * (size_t)(1 + l->nchunks);
+        size_t n = (size_t)l->scratch_slots;
         int64_t *state = calloc(n > 0 ? n : 1, sizeof(int64_t));
         if (state == NULL) {
             return -1;
         }
-        for (int p = 0; p < l->nphases; p++) {
-            chunk_task t = {sp->part[p], args, state, l->chunk_rows,
-                            l->sizes[l->ndim]};
-            if (par) {
-                tc_threadpool_parallel_for(l->nchunks, 1, run_chunks_task,
-                                           &t);
+        for (int q = 0; q < l->npasses; q++) {
+            const tc_red_pass *ps = &l->passes[q];
+            if (ps->kind == TC_RED_PASS_PARTIAL) {
+                chunk_task t = {sp->part[ps->phase], args, state,
+                                l->chunk_rows, l->sizes[l->ndim]};
+                if (par) {
+                    tc_threadpool_parallel_for(l->nchunks, 1,
+                                               run_chunks_task, &t);
+                }
+                else {
+                    run_chunks_task(&t, 0, l->nchunks);
+                }
+            }
+            else if (ps->kind == TC_RED_PASS_COMBINE) {
+                sp->comb[ps->phase](state, l->nchunks);
             }
             else {
-                run_chunks_task(&t, 0, l->nchunks);
+                sp->fin(args, state);
             }
-            sp->comb[p](state, l->nchunks);
         }
-        sp->fin(args, state);
         free(state);
         return 0;
     }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../graph/schedule.h"
+#include "../graph/reduce_plan.h"
 
 /* Every kernel compiles to this signature: args[i] is the base pointer of
  * kernel argument i (tc_karg.offset is added inside), and only outer
@@ -18,15 +19,17 @@ typedef void (*tc_kernel_fn)(void **args, int64_t begin, int64_t end);
 /* A full reduction (one outer point, a long reduction domain) is instead
  * split into chunks of its outermost collapsed reduction dim, with fixed
  * boundaries (they depend on the shape only, so results do not depend on
- * the thread count).  state is int64_t[2 * nacc * (1 + nchunks)]: per
- * accumulator a (value, index) slot pair, first the combined results, then
- * one block of partials per chunk.  For each phase p:
+ * the thread count).  state is int64_t[scratch_slots], laid out as
+ * reduce_plan.h's tc_red_scratch_layout says (per accumulator nchunks
+ * value slots, then nchunks index slots for ARGMAX / ARGMIN).  For each
+ * pass of tc_red_plan.passes (for each phase p: PARTIAL, COMBINE; then
+ * FINAL):
  *     part[p](args, rb, re, state, c) for every chunk c (in parallel):
  *         pre regions 0..p (stores skipped, earlier accumulators read from
- *         the combined slots), body_p over outermost reduction indices
- *         [rb, re), partial accumulators of phase p written to block c;
+ *         their chunk 0 slots), body_p over outermost reduction indices
+ *         [rb, re), partial accumulators of phase p written to chunk c;
  *     comb[p](state, nchunks): pairwise combine of the partials (fixed
- *         order) into the combined slots;
+ *         order) into chunk 0's slots;
  * then fin(args, state) runs the pre and post regions with their stores. */
 typedef void (*tc_part_fn)(void **args, int64_t rb, int64_t re,
                            int64_t *state, int64_t chunk);
@@ -54,9 +57,11 @@ typedef struct {
     int nred;                   /* >= 1 for a reduction kernel */
     int64_t red_numel;
     int nphases;
-    int nacc;                   /* KOP_ACC instructions */
     int64_t nchunks;            /* > 0: a split full reduction (above) */
     int64_t chunk_rows;         /* outermost reduction indices per chunk */
+    int64_t scratch_slots;      /* int64_t slots of a split's state */
+    int npasses;                /* reduce_plan.h: the functions of a */
+    tc_red_pass passes[TC_RED_MAX_PASSES]; /* reduction, run in order */
 } tc_loop;
 
 int tc_loop_build(const tc_kernel *k, tc_loop *out);

@@ -14,6 +14,7 @@
 #include "graph.h"
 #include "kir.h"
 #include "ops.h"
+#include "reduce_plan.h"
 #include "schedule.h"
 #include "textbuf.h"
 
@@ -1946,6 +1947,128 @@ test_textbuf(void)
     free(t);
 }
 
+/* ---- reduction schedule (reduce_plan.c) ------------------------------- */
+
+/* A one-phase kernel: rows x n points, acc = kind(load x); store acc. */
+static void
+red_kernel(tc_kernel *k, tc_kinst *ins, int64_t rows, int64_t n,
+           tc_acc_kind kind, int store_in_body)
+{
+    memset(k, 0, sizeof(*k));
+    k->ndim = 1;
+    k->sizes[0] = rows;
+    k->sizes[1] = n;
+    k->numel = rows;
+    k->nred = 1;
+    k->red_numel = n;
+    k->nphases = 1;
+    tc_kinst acc = {KOP_ACC, TC_F32, -1, -1, -1, 0, {.i = kind}};
+    tc_kinst ld = {KOP_LOAD, TC_F32, -1, -1, -1, 0, {0}};
+    tc_kinst up = {KOP_ACC_UPDATE, TC_F32, 0, 1, -1, 0, {0}};
+    tc_kinst st = {KOP_STORE, TC_F32, 1, -1, -1, 1, {0}};
+    tc_kinst res = {KOP_ACC_RESULT, TC_F32, 0, -1, -1, 0, {0}};
+    int n_ins = 0;
+    ins[n_ins++] = acc;
+    ins[n_ins++] = ld;
+    ins[n_ins++] = up;
+    if (store_in_body) {
+        ins[n_ins++] = st;
+    }
+    k->phases[0].begin = 1;
+    k->phases[0].end = n_ins;
+    ins[n_ins++] = res;
+    k->insts = ins;
+    k->ninsts = n_ins;
+}
+
+static void
+test_reduce_plan(void)
+{
+    double f;
+    int64_t i;
+    tc_acc_identity(TC_ACC_ARGMIN, TC_I16, &f, &i);
+    CHECK(i == 32767 && f == INFINITY, "argmin i16 identity %lld",
+          (long long)i);
+    tc_acc_identity(TC_ACC_MAX, TC_U8, &f, &i);
+    CHECK(i == 0 && f == -INFINITY, "amax u8 identity");
+    tc_acc_identity(TC_ACC_ALL, TC_BOOL, &f, &i);
+    CHECK(i == 1, "all identity");
+    CHECK(tc_acc_value_op(TC_ACC_MAX, TC_BOOL) == KOP_OR, "amax bool = or");
+    CHECK(tc_acc_value_op(TC_ACC_MIN, TC_F32) == KOP_MIN, "amin f32 = min");
+    CHECK(tc_acc_sems[TC_ACC_ARGMAX].has_index
+          && tc_acc_sems[TC_ACC_ARGMAX].greater
+          && !tc_acc_sems[TC_ACC_ARGMIN].greater, "arg kinds");
+    CHECK(tc_acc_cascaded(TC_ACC_SUM, TC_F64)
+          && !tc_acc_cascaded(TC_ACC_SUM, TC_I64), "cascaded");
+
+    /* a GPU-like target with 100 SMs, a CPU-like one */
+    tc_red_target gpu = {
+        .cross_thread = 1, .warp = 32, .block_rows = 256,
+        .block_one_row = 1024, .persist_points = 16,
+        .persist_points_big = 8, .persist_budget = 4096, .sets = 4,
+        .sets_long = 4, .long_row = INT64_MAX, .sets_heavy = 4,
+        .heavy_body = 1 << 30, .sets_min_points = 2,
+        .split_min_points = 32768, .split_max_rows = 200,
+        .split_chunk = 2048, .split_fill = 800, .split_max_chunks = 4096,
+        .split_min_chunks = 4,
+    };
+    tc_red_target cpu = {
+        .sets = 32, .sets_long = 64, .long_row = 512, .sets_heavy = 16,
+        .heavy_body = 24, .fsum_fan = 16, .split_min_points = 65536,
+        .split_max_rows = 1, .split_chunk = 16384, .split_max_chunks = 4096,
+        .split_min_chunks = 2, .split_any_kernel = 1, .split_outer_dim = 1,
+    };
+    tc_kernel k;
+    tc_kinst ins[8];
+    tc_red_plan p;
+    /* a whole tensor of 1M points */
+    red_kernel(&k, ins, 1, 1 << 20, TC_ACC_SUM, 0);
+    CHECK(tc_red_schedule(&k, 0, &gpu, &p) == 0, "gpu plan");
+    CHECK(p.nsplit == 512 && p.threads == 256 && p.final_threads == 256
+          && p.persist == 0 && p.sets[0] == 4 && p.levels[0] == 0,
+          "gpu split: %lld x %d, final %d", (long long)p.nsplit, p.threads,
+          p.final_threads);
+    CHECK(tc_red_scratch_layout(&k, &p, NULL) == 512, "gpu scratch");
+    CHECK(p.npasses == 2 && p.passes[0].kind == TC_RED_PASS_PARTIAL
+          && p.passes[1].kind == TC_RED_PASS_FINAL, "gpu split passes");
+    CHECK(tc_red_schedule(&k, 1024, &cpu, &p) == 0, "cpu plan");
+    /* 1024 x 1024 points: chunks of 16 outer indices (16K points) */
+    CHECK(p.nsplit == 64 && p.chunk_rows == 16 && p.threads == 1
+          && p.sets[0] == 64, "cpu split: %lld x %lld", (long long)p.nsplit,
+          (long long)p.chunk_rows);
+    CHECK(p.npasses == 3 && p.passes[0].kind == TC_RED_PASS_PARTIAL
+          && p.passes[1].kind == TC_RED_PASS_COMBINE
+          && p.passes[2].kind == TC_RED_PASS_FINAL, "cpu split passes");
+    /* 1M / 64 lanes = 16K per lane: 16 * 16 * 16 * 16 > 16K -> 3 levels;
+     * a 16K chunk: 256 per lane -> 1 level */
+    CHECK(p.levels[0] == 3 && p.levels_chunk[0] == 1, "cpu levels %d %d",
+          p.levels[0], p.levels_chunk[0]);
+    /* argmax: value and index slots */
+    red_kernel(&k, ins, 1, 1 << 20, TC_ACC_ARGMAX, 0);
+    CHECK(tc_red_schedule(&k, 1024, &cpu, &p) == 0
+          && tc_red_scratch_layout(&k, &p, NULL) == 128
+          && p.levels[0] == 0, "cpu argmax scratch");
+    /* a store before the combine: the GPU does not split, the CPU does */
+    red_kernel(&k, ins, 1, 1 << 20, TC_ACC_SUM, 1);
+    CHECK(tc_red_schedule(&k, 0, &gpu, &p) == 0 && p.nsplit == 1
+          && p.threads == 1024 && p.persist == 0, "gpu no split %d",
+          p.threads);
+    CHECK(tc_red_schedule(&k, 0, &cpu, &p) == 0 && p.nsplit > 1,
+          "cpu split with stores");
+    /* many rows of 6000 points: 512 threads, persistent (12 points) */
+    red_kernel(&k, ins, 4096, 6000, TC_ACC_MAX, 0);
+    CHECK(tc_red_schedule(&k, 0, &gpu, &p) == 0 && p.nsplit == 1
+          && p.threads == 512 && p.persist == 12 && p.sets[0] == 4
+          && p.npasses == 1 && p.passes[0].kind == TC_RED_PASS_ROWS,
+          "gpu rows %d %d", p.threads, p.persist);
+    /* short rows: 3 points, one warp, one set */
+    red_kernel(&k, ins, 4096, 3, TC_ACC_ARGMAX, 0);
+    CHECK(tc_red_schedule(&k, 0, &gpu, &p) == 0 && p.threads == 32
+          && p.persist == 1 && p.sets[0] == 1, "gpu short rows");
+    CHECK(tc_red_schedule(&k, 0, &cpu, &p) == 0 && p.sets[0] == 32
+          && p.nsplit == 1, "cpu short rows");
+}
+
 int
 main(void)
 {
@@ -1967,6 +2090,7 @@ main(void)
     test_schedule_views();
     test_math_targets();
     test_textbuf();
+    test_reduce_plan();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
