@@ -42,7 +42,7 @@ PUBLIC = {
     "pyrt": {"pyframe.h", "pyvalue.h"},
     "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h",
               "textbuf.h", "mathconst.h"},
-    "runtime": {"backend.h", "tensor_alloc.h", "torch_tensor.h",
+    "runtime": {"backend.h", "extern_table.h", "tensor_alloc.h", "torch_tensor.h",
                 "extern_call.h", "threadpool.h"},
     "jit": {"jit.h"},
     "gpu": {"gpu.h"},

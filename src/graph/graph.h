@@ -216,6 +216,11 @@ int tc_graph_reshape(tc_graph *g, int x, int n, const int64_t *sizes,
                      char *err, size_t errlen);
 int tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end,
                      char *err, size_t errlen);
+/* torch.as_strided(x, layout, x.storage_offset() + offset): the alias a
+ * generic extern op returns (Tensor.diagonal, unfold, ...; extern.h), laid
+ * out as its meta run says.  Same dtype as x. */
+int tc_graph_as_strided(tc_graph *g, int x, const tc_layout *layout,
+                        int64_t offset, char *err, size_t errlen);
 int tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
                        const int64_t *sizes, char *err, size_t errlen);
 

@@ -1393,6 +1393,32 @@ tc_tr_op_call(tracer *T, int argc)
     }
     if (callable->kind == TC_VAR_METHOD) {
         tc_var *self = callable->items[0];
+        PyObject *descr = self->kind == TC_VAR_TENSOR
+            ? _PyType_Lookup((PyTypeObject *)tc_tensor_type, callable->obj)
+            : NULL;
+        if (descr != NULL && nargs < 16) {
+            tc_var *margs[16];
+            margs[0] = self;
+            memcpy(margs + 1, args, nargs * sizeof(tc_var *));
+            rc = tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames);
+            if (rc != NOT_HANDLED) {
+                return rc;
+            }
+        }
+        else if (self->kind == TC_VAR_OBJECT && self->obj != NULL
+                 && (PyType_Check(self->obj) || PyModule_Check(self->obj))) {
+            /* torch.sort: a function of torch._C._VariableFunctions */
+            PyObject *fn = PyObject_GetAttr(self->obj, callable->obj);
+            if (fn == NULL) {
+                PyErr_Clear();
+            }
+            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames)
+                    : NOT_HANDLED;
+            Py_XDECREF(fn);
+            if (rc != NOT_HANDLED) {
+                return rc;
+            }
+        }
         return tc_tr_unsupported(T, "call to %s.%U (not a traceable torch op)",
                                  self->kind == TC_VAR_LAZY && self->obj
                                ? Py_TYPE(self->obj)->tp_name
@@ -1415,6 +1441,10 @@ tc_tr_op_call(tracer *T, int argc)
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
+        return rc;
+    }
+    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
         return rc;
     }
     PyObject *name = callable_name(fn);
