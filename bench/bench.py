@@ -57,10 +57,15 @@ def pointwise_chain(x, y):
     return (torch.sin(x) + torch.cos(y)).relu() * 2 + 1
 
 
-def chain_with_break(x, y):
+def chain_with_extern(x, y):
     z = torch.sin(x) + torch.cos(y)
-    z = torch.cumsum(z, 0)   # a scan: not compiled by tcjit, a graph break
+    z = torch.cumsum(z, 0)   # a scan: no tcjit kernel, a generic extern node
     return z.relu() * 2 + 1
+
+
+def sort_between_chains(x):
+    v, i = torch.sort(x.sin() * 2 + 1, dim=-1)   # a generic extern node
+    return v.cos() * i.float()
 
 
 def add_one(x):
@@ -120,12 +125,18 @@ WORKLOADS = [
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
     },
     {
-        "name": "pointwise chain with a graph break, 4M",
-        "devices": ("cpu",),
-        "fn": chain_with_break,
+        "name": "pointwise chain, cumsum extern between, 4M",
+        "fn": chain_with_extern,
         "make_inputs": lambda dev: (torch.randn(1 << 22, device=dev),
                                     torch.randn(1 << 22, device=dev)),
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+    },
+    {
+        "name": "torch.sort extern between pointwise chains, 1024x1024",
+        "fn": sort_between_chains,
+        "make_inputs": lambda dev: (torch.randn(1024, 1024, device=dev),),
+        # reads x, writes the output (sort's own traffic not counted)
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
     },
     {
         "name": "x+1, 1 element (overhead)",

@@ -24,6 +24,29 @@
 
 static PyObject *vf_class, *tensor_base;
 
+/* 1 if fn is a Python function of torch's functional modules (F.softmin,
+ * torch.functional.norm, Tensor.unique of torch/_tensor.py). */
+static int
+is_torch_python_op(PyObject *fn)
+{
+    static const char *const modules[] = {"torch.nn.functional",
+                                          "torch.functional", "torch._tensor",
+                                          NULL};
+    if (!PyFunction_Check(fn)) {
+        return 0;
+    }
+    PyObject *mod = ((PyFunctionObject *)fn)->func_module;
+    const char *name = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod)
+                                                   : NULL;
+    for (int i = 0; name != NULL && modules[i] != NULL; i++) {
+        if (strcmp(name, modules[i]) == 0) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
 /* 1 if fn is a torch op callable the generic extern may call. */
 static int
 is_torch_op(PyObject *fn)
@@ -131,6 +154,7 @@ template_of(args_ctx *X, tc_var *v, int depth)
         }
         return t;
     }
+    case TC_VAR_OBJECT:   /* torch.float64 read from the torch module */
     case TC_VAR_CONST:
         if (plain_constant(v->obj)) {
             return Py_NewRef(v->obj);
@@ -266,6 +290,13 @@ collect_operand_vars(tc_var *v, tc_var **out, int *n)
     }
 }
 
+/* Ops whose meta result differs from the CPU kernel's: native_batch_norm
+ * in eval mode returns empty saved statistics on the CPU, (C,) on meta. */
+static const char *const meta_differs[] = {
+    "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
+    NULL};
+
 static int
 is_mutating_name(const char *name, PyObject *kwnames)
 {
@@ -287,9 +318,9 @@ is_mutating_name(const char *name, PyObject *kwnames)
 
 int
 tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
-                   PyObject *kwnames)
+                   PyObject *kwnames, int python_ok)
 {
-    if (!is_torch_op(fn)) {
+    if (!is_torch_op(fn) && !(python_ok && is_torch_python_op(fn))) {
         return NOT_HANDLED;
     }
     int any_tensor = 0;
@@ -313,6 +344,14 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "%s mutates an input: see issue 12", bare);
         Py_DECREF(pyname);
         return rc;
+    }
+    for (int i = 0; meta_differs[i] != NULL; i++) {
+        if (strcmp(bare, meta_differs[i]) == 0) {
+            rc = tc_tr_unsupported(T, "%s: its meta result differs from the "
+                                   "CPU kernel's", bare);
+            Py_DECREF(pyname);
+            return rc;
+        }
     }
     args_ctx X = {.T = T};
     PyObject *argv[TC_MAX_CALL_ARGS];

@@ -1364,6 +1364,28 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     return call_builtin_semantics(T, callable, args, nargs, kwnames);
 }
 
+/* rc: what a registry entry or an inlining made of a call of fn.  When it
+ * refused (UNSUPPORTED, nothing pushed), the call as a generic extern node
+ * (externcall.c) instead; if that is refused too, the first reason
+ * stands. */
+static int
+generic_instead(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                PyObject *kwnames, int rc, int sp)
+{
+    if (rc != UNSUPPORTED || T->sp != sp || T->sh->force_eager) {
+        return rc;
+    }
+    PyObject *why = T->out->reason;
+    T->out->reason = NULL;
+    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 1);
+    if (rc == UNSUPPORTED || rc == NOT_HANDLED) {
+        Py_XSETREF(T->out->reason, why);
+        return UNSUPPORTED;
+    }
+    Py_XDECREF(why);
+    return rc;
+}
+
 int
 tc_tr_op_call(tracer *T, int argc)
 {
@@ -1400,7 +1422,7 @@ tc_tr_op_call(tracer *T, int argc)
             tc_var *margs[16];
             margs[0] = self;
             memcpy(margs + 1, args, nargs * sizeof(tc_var *));
-            rc = tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames);
+            rc = tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames, 1);
             if (rc != NOT_HANDLED) {
                 return rc;
             }
@@ -1412,7 +1434,7 @@ tc_tr_op_call(tracer *T, int argc)
             if (fn == NULL) {
                 PyErr_Clear();
             }
-            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames)
+            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0)
                     : NOT_HANDLED;
             Py_XDECREF(fn);
             if (rc != NOT_HANDLED) {
@@ -1434,16 +1456,24 @@ tc_tr_op_call(tracer *T, int argc)
     PyObject *fn = callable->obj;
     const tc_binding *b = tc_binding_find(fn);
     if (b != NULL) {
-        return tc_tr_call_binding(T, b, args, nargs, kwnames);
+        /* arguments the registry entry does not take (div's
+         * rounding_mode, addmm's beta): a generic extern node */
+        int sp = T->sp;
+        rc = tc_tr_call_binding(T, b, args, nargs, kwnames);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp);
     }
     if (PyFunction_Check(fn)) {
-        return tc_tr_inline_call(T, callable, args, nargs, kwnames);
+        /* a torch.nn.functional function the tracer cannot inline: a
+         * generic extern node */
+        int sp = T->sp;
+        rc = tc_tr_inline_call(T, callable, args, nargs, kwnames);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp);
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
         return rc;
     }
-    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames);
+    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
     if (rc != NOT_HANDLED) {
         return rc;
     }
