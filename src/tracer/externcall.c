@@ -92,18 +92,41 @@ is_torch_op(PyObject *fn)
     return 0;
 }
 
+/* A device argument ("cpu", torch.device("cuda:0")) is refused: the meta
+ * run would make its result on that device for real (a factory with a
+ * device= would even draw from the real random stream at trace time). */
+static int
+is_device(PyObject *v)
+{
+    static const char *const prefixes[] = {"cpu", "cuda", "meta", "mps",
+                                           "xpu", "hip", NULL};
+    if (!strcmp(Py_TYPE(v)->tp_name, "torch.device")) {
+        return 1;
+    }
+    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    for (int i = 0; s != NULL && prefixes[i] != NULL; i++) {
+        if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
 static int
 plain_constant(PyObject *v)
 {
+    if (is_device(v)) {
+        return 0;
+    }
     if (v == Py_None || v == Py_Ellipsis || PyBool_Check(v)
         || PyLong_CheckExact(v) || PyFloat_CheckExact(v)
         || PyComplex_CheckExact(v) || PyUnicode_CheckExact(v)) {
         return 1;
     }
     const char *tn = Py_TYPE(v)->tp_name;
-    /* torch.dtype, torch.device, torch.memory_format, torch.layout */
-    return !strcmp(tn, "torch.dtype") || !strcmp(tn, "torch.device")
-           || !strcmp(tn, "torch.memory_format")
+    /* torch.dtype, torch.memory_format, torch.layout */
+    return !strcmp(tn, "torch.dtype") || !strcmp(tn, "torch.memory_format")
            || !strcmp(tn, "torch.layout");
 }
 
@@ -154,6 +177,12 @@ template_of(args_ctx *X, tc_var *v, int depth)
         }
         return t;
     }
+    case TC_VAR_UNKNOWN:  /* torch.preserve_format read from torch */
+        if (v->source >= 0 || v->obj == NULL || !plain_constant(v->obj)) {
+            X->why = tc_var_kind_name(v);
+            return NULL;
+        }
+        return Py_NewRef(v->obj);
     case TC_VAR_OBJECT:   /* torch.float64 read from the torch module */
     case TC_VAR_CONST:
         if (plain_constant(v->obj)) {
@@ -173,7 +202,8 @@ template_of(args_ctx *X, tc_var *v, int depth)
                    : PyTuple_CheckExact(v->obj) ? Py_NewRef(v->obj)
                    : PySequence_Tuple(v->obj);
         }
-        X->why = Py_TYPE(v->obj)->tp_name;
+        X->why = is_device(v->obj) ? "a device (not traced)"
+                                   : Py_TYPE(v->obj)->tp_name;
         return NULL;
     default:
         X->why = tc_var_kind_name(v);

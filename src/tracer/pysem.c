@@ -1418,11 +1418,19 @@ tc_tr_op_call(tracer *T, int argc)
         PyObject *descr = self->kind == TC_VAR_TENSOR
             ? _PyType_Lookup((PyTypeObject *)tc_tensor_type, callable->obj)
             : NULL;
+        const tc_binding *mb = descr ? tc_binding_find(descr) : NULL;
         if (descr != NULL && nargs < 16) {
+            /* a tensor method: its registry entry, else a generic extern */
             tc_var *margs[16];
             margs[0] = self;
             memcpy(margs + 1, args, nargs * sizeof(tc_var *));
-            rc = tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames, 1);
+            int sp = T->sp;
+            rc = mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
+                                      tc_tr_call_binding(T, mb, margs,
+                                                         nargs + 1, kwnames),
+                                      sp)
+                    : tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames,
+                                         1);
             if (rc != NOT_HANDLED) {
                 return rc;
             }

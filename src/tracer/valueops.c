@@ -41,14 +41,14 @@ tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
  * method, list.append, obj.method): owner.name stays symbolic, so the
  * graph breaks once, at the call, not at the attribute load too. */
 static int
-push_method_var(tracer *T, tc_var *owner, PyObject *name)
+push_method_var(tracer *T, tc_var *owner, PyObject *name, int method)
 {
     tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
     if (m == NULL) {
         return ERROR;
     }
     m->obj = Py_NewRef(name);
-    return tc_tr_push_loaded_attr(T, m, 1);
+    return tc_tr_push_loaded_attr(T, m, method);
 }
 
 static int
@@ -64,8 +64,11 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         d->obj = Py_NewRef(descr);
         return tc_tr_push(T, d) ? ERROR : tc_tr_push(T, self);
     }
-    if (method && descr != NULL) {
-        return push_method_var(T, self, name);
+    if (descr != NULL && (method || Py_IS_TYPE(descr, &PyMethodDescr_Type)
+                          || PyFunction_Check(descr))) {
+        /* f = x.cumsum; f(0) (or a lambda's x.float(*args)): the call
+         * binds it (pysem.c) */
+        return push_method_var(T, self, name, method);
     }
     const tc_node *n = tc_tr_tensor_node(T, self);
     PyObject *r = NULL;
@@ -174,7 +177,7 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (method && owner->kind != TC_VAR_NULL) {
         /* list.append(...), obj.method(...) */
-        return push_method_var(T, owner, name);
+        return push_method_var(T, owner, name, 1);
     }
     return tc_tr_unsupported(T, "attribute '%U' of a %s", name,
                              tc_var_kind_name(owner));
