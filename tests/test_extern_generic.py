@@ -193,3 +193,42 @@ def test_list_of_tensors_argument():
         return torch.block_diag(a * 2, b) + 1, torch.cartesian_prod(a[0], b[0])
 
     run_both(f, torch.randn(2, 2), torch.randn(3, 3), expect_compiled=True)
+
+
+def test_device_argument_breaks_without_drawing_randoms():
+    # a meta run of rand_like(x, device="cpu") would make a real CPU tensor
+    # and draw from the random stream while tracing: refused, eager's stream
+    # intact
+    def f(x):
+        return torch.rand_like(x, device="cpu") + x
+
+    x = torch.randn(4, 4)
+    assert any("device" in r for r in reasons(f, x))
+    torch.manual_seed(3)
+    expected = f(x)
+    tcjit.reset()
+    torch.manual_seed(3)
+    check_same(tcjit.compile(f)(x), expected)
+
+
+def test_registry_op_with_other_arguments_is_extern():
+    # the registry's div / addmm refuse rounding_mode / a float beta: torch
+    # computes those calls, in the graph
+    def f(x, a, b):
+        return (torch.div(x * 3, 2, rounding_mode="floor").exp()
+                + torch.addmm(x, a, b, beta=0.5))
+
+    args = (torch.randn(3, 3), torch.randn(3, 4), torch.randn(4, 3))
+    run_both(*([f] + list(args)), expect_compiled=True)
+    whole(f, *args)
+
+
+def test_method_loaded_as_value():
+    def f(x):
+        m = x.cumsum
+        g = (lambda t, *a, **k: t.float(*a, **k))
+        return m(0) + 1, g(x, memory_format=torch.preserve_format)
+
+    x = torch.randn(3, 4)
+    run_both(f, x, expect_compiled=True)
+    whole(f, x)
