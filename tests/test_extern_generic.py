@@ -232,3 +232,36 @@ def test_method_loaded_as_value():
     x = torch.randn(3, 4)
     run_both(f, x, expect_compiled=True)
     whole(f, x)
+
+
+def test_aten_overloads():
+    def f(x):
+        y = torch.ops.aten.cumsum.default(x.sin(), 1)
+        return torch.ops.aten._safe_softmax.default(y, 0) + 1
+
+    x = torch.randn(4, 5)
+    run_both(f, x, expect_compiled=True)
+    whole(f, x)
+
+
+def test_aten_inplace_overload_breaks():
+    def f(x):
+        return torch.ops.aten.add_.Tensor(x, x)
+
+    x = torch.randn(3)
+    assert any("mutates an input: see issue 12" in r for r in reasons(f, x))
+
+
+def test_structseq_fields_by_name():
+    # a structseq's fields are its own: eigh's .eigenvalues; qr has no
+    # .values (eager raises AttributeError, so must tcjit)
+    def f(x):
+        r = torch.linalg.eigh(x @ x.T + 4 * torch.eye(4))
+        return r.eigenvalues + 1, r.eigenvectors.abs()
+
+    def g(x):
+        return torch.linalg.qr(x).values
+
+    x = torch.randn(4, 4)
+    run_both(f, x)
+    run_both(g, x)

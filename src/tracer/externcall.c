@@ -2,7 +2,8 @@
  * default entry, ../graph/extern.h "extern").
  *
  * A call of a torch callable that no registry entry binds (torch.*
- * builtins, Tensor methods, torch._C._nn / _special / _linalg / _fft)
+ * builtins, Tensor methods, torch._C._nn / _special / _linalg / _fft,
+ * torch.ops.aten overloads)
  * whose arguments are tensors of the graph and constants becomes one node
  * that calls torch at run time.  What the call returns is learnt from one
  * run on meta tensors (../runtime/extern_table.h, cached per signature):
@@ -68,6 +69,17 @@ is_torch_op(PyObject *fn)
     }
     if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
         return PyDescr_TYPE(fn) == (PyTypeObject *)tensor_base;
+    }
+    const char *tn = Py_TYPE(fn)->tp_name;
+    if (!strcmp(tn, "OpOverload") || !strcmp(tn, "OpOverloadPacket")) {
+        /* torch.ops.aten.* (an op that mutates is caught by the meta run's
+         * version counters) */
+        PyObject *ns = PyObject_GetAttrString(fn, "namespace");
+        int aten = ns && PyUnicode_Check(ns)
+                   && PyUnicode_CompareWithASCIIString(ns, "aten") == 0;
+        Py_XDECREF(ns);
+        PyErr_Clear();
+        return aten;
     }
     /* (torch.sort is a static method of _VariableFunctionsClass:
      * PyCFunction_GET_SELF hides m_self for those) */
