@@ -533,7 +533,18 @@ int
 tc_node_has_effects(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
-    return n->kind == TC_NODE_OP && n->op == generic_op();
+    return n->kind == TC_NODE_OP && n->op == generic_op()
+           && !n->xattr[TC_XA_GENERIC_DROPPED];
+}
+
+void
+tc_graph_drop_effects(tc_graph *g, int from)
+{
+    for (int i = from < 0 ? 0 : from; i < g->nnodes; i++) {
+        if (tc_node_has_effects(g, i)) {
+            g->nodes[i].xattr[TC_XA_GENERIC_DROPPED] = 1;
+        }
+    }
 }
 
 static int

@@ -63,6 +63,8 @@ enum {
     TC_XA_INDEX_DIMS = 0,
     TC_XA_GENERIC_CALL = 0,
     TC_XA_GENERIC_ITEMS = 1,
+    TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
+                                   then given up: no effects (DCE drops it) */
     TC_XA_ITEM = 0
 };
 
@@ -96,6 +98,12 @@ int tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
  * is never merged with an equal node, never dropped when unused, and runs
  * in program order with the other generic externs. */
 int tc_node_has_effects(const tc_graph *g, int id);
+
+/* Nodes from id `from` on were built by an instruction (or an inlining
+ * attempt) the tracer gave up: Python runs that code instead, so their
+ * generic externs must not run too.  They lose their effects; nothing
+ * reads them, so DCE removes them. */
+void tc_graph_drop_effects(tc_graph *g, int from);
 
 /* Shape and dtype rules, named by the ops' registry entries (ops.h
  * tc_extern_spec): 0, or -1 with a message. */

@@ -805,7 +805,8 @@ nodes_equal(const tc_node *a, const tc_node *b)
         generic = tc_op_lookup("extern");
     }
     if (a->kind != b->kind || a->dtype != b->dtype
-        || (a->kind == TC_NODE_OP && a->op == generic)) {
+        || (a->kind == TC_NODE_OP && a->op == generic
+            && !a->xattr[TC_XA_GENERIC_DROPPED])) {
         return 0;   /* extern.h tc_node_has_effects */
     }
     if (a->kind == TC_NODE_SCALAR) {

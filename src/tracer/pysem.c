@@ -5,6 +5,7 @@
  * objects, bound methods, functools.partial, and CALL (tc_tr_op_call).
  */
 #include "tracer_internal.h"
+#include "../graph/extern.h"
 
 /* ---- Python semantics: loops, grad-mode contexts, dicts, builtins ------- */
 
@@ -1370,11 +1371,14 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
  * stands. */
 static int
 generic_instead(tracer *T, PyObject *fn, tc_var **args, int nargs,
-                PyObject *kwnames, int rc, int sp)
+                PyObject *kwnames, int rc, int sp, int nnodes)
 {
     if (rc != UNSUPPORTED || T->sp != sp || T->sh->force_eager) {
         return rc;
     }
+    /* what the refused attempt built does not run (an RNG op the inlined
+     * body reached would draw twice) */
+    tc_graph_drop_effects(T->out->graph, nnodes);
     PyObject *why = T->out->reason;
     T->out->reason = NULL;
     rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 1);
@@ -1424,11 +1428,11 @@ tc_tr_op_call(tracer *T, int argc)
             tc_var *margs[16];
             margs[0] = self;
             memcpy(margs + 1, args, nargs * sizeof(tc_var *));
-            int sp = T->sp;
+            int sp = T->sp, nn = T->out->graph->nnodes;
             rc = mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
                                       tc_tr_call_binding(T, mb, margs,
                                                          nargs + 1, kwnames),
-                                      sp)
+                                      sp, nn)
                     : tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames,
                                          1);
             if (rc != NOT_HANDLED) {
@@ -1466,16 +1470,16 @@ tc_tr_op_call(tracer *T, int argc)
     if (b != NULL) {
         /* arguments the registry entry does not take (div's
          * rounding_mode, addmm's beta): a generic extern node */
-        int sp = T->sp;
+        int sp = T->sp, nn = T->out->graph->nnodes;
         rc = tc_tr_call_binding(T, b, args, nargs, kwnames);
-        return generic_instead(T, fn, args, nargs, kwnames, rc, sp);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
     }
     if (PyFunction_Check(fn)) {
         /* a torch.nn.functional function the tracer cannot inline: a
          * generic extern node */
-        int sp = T->sp;
+        int sp = T->sp, nn = T->out->graph->nnodes;
         rc = tc_tr_inline_call(T, callable, args, nargs, kwnames);
-        return generic_instead(T, fn, args, nargs, kwnames, rc, sp);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
