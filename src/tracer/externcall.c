@@ -25,6 +25,20 @@
 
 static PyObject *vf_class, *tensor_base;
 
+/* 1 if name (NULL: an error, cleared) is one of the NULL-terminated
+ * names. */
+static int
+in_list(const char *name, const char *const *names)
+{
+    for (int i = 0; name != NULL && names[i] != NULL; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
 /* 1 if fn is a Python function of torch's functional modules (F.softmin,
  * torch.functional.norm, Tensor.unique of torch/_tensor.py). */
 static int
@@ -37,15 +51,8 @@ is_torch_python_op(PyObject *fn)
         return 0;
     }
     PyObject *mod = ((PyFunctionObject *)fn)->func_module;
-    const char *name = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod)
-                                                   : NULL;
-    for (int i = 0; name != NULL && modules[i] != NULL; i++) {
-        if (strcmp(name, modules[i]) == 0) {
-            return 1;
-        }
-    }
-    PyErr_Clear();
-    return 0;
+    return in_list(mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod)
+                                               : NULL, modules);
 }
 
 /* 1 if fn is a torch op callable the generic extern may call. */
@@ -94,14 +101,7 @@ is_torch_op(PyObject *fn)
     if (!PyModule_Check(self)) {
         return 0;
     }
-    const char *name = PyModule_GetName(self);
-    for (int i = 0; name != NULL && modules[i] != NULL; i++) {
-        if (strcmp(name, modules[i]) == 0) {
-            return 1;
-        }
-    }
-    PyErr_Clear();
-    return 0;
+    return in_list(PyModule_GetName(self), modules);
 }
 
 /* A device argument ("cpu", torch.device("cuda:0")) is refused: the meta
@@ -387,13 +387,11 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         Py_DECREF(pyname);
         return rc;
     }
-    for (int i = 0; meta_differs[i] != NULL; i++) {
-        if (strcmp(bare, meta_differs[i]) == 0) {
-            rc = tc_tr_unsupported(T, "%s: its meta result differs from the "
-                                   "CPU kernel's", bare);
-            Py_DECREF(pyname);
-            return rc;
-        }
+    if (in_list(bare, meta_differs)) {
+        rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
+                               "kernel's", bare);
+        Py_DECREF(pyname);
+        return rc;
     }
     args_ctx X = {.T = T};
     PyObject *argv[TC_MAX_CALL_ARGS];
