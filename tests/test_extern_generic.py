@@ -265,3 +265,24 @@ def test_structseq_fields_by_name():
     x = torch.randn(4, 4)
     run_both(f, x)
     run_both(g, x)
+
+
+def test_unused_extern_in_a_graph_without_outputs_still_runs():
+    # the segment has no tensor result, but its extern node raises (abs of
+    # bool) or draws from the random stream: it must run
+    def f(a):
+        a.abs()
+        return 1
+
+    def g(x):
+        torch.rand_like(x)
+        return 1
+
+    run_both(f, torch.tensor([False]))
+    x = torch.randn(3)
+    torch.manual_seed(0)
+    g(x)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    tcjit.compile(g)(x)
+    assert torch.equal(torch.rand(3), expected)

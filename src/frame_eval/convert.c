@@ -316,6 +316,19 @@ demote_to_eager(tc_entry *e, PyCodeObject *co)
     return 0;
 }
 
+/* A generic extern whose value nothing uses still runs (an RNG op draws,
+ * an op may raise: extern.h tc_node_has_effects). */
+static int
+graph_has_effects(const tc_graph *g)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        if (tc_node_has_effects(g, i)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
@@ -343,7 +356,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         return -1;
     }
     int rc = tc_logf(TC_LOG_GRAPH, "graph", "%s", text);
-    if (rc == 0 && g->noutputs == 0) {
+    if (rc == 0 && g->noutputs == 0 && !graph_has_effects(g)) {
         free(text);
         return 0;  /* no tensor work before the exit: nothing to compile */
     }

@@ -353,8 +353,8 @@ static int
 run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
 {
     PyObject *small[MAX_SOURCES_ON_STACK];
-    if (e->noutputs == 0) {
-        return 0;  /* a segment without tensor work */
+    if (e->be == NULL && e->backend_fn == NULL) {
+        return 0;  /* a segment without tensor work (nothing compiled) */
     }
     PyObject **inputs = e->ninputs <= MAX_SOURCES_ON_STACK
         ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)e->ninputs);
