@@ -57,10 +57,17 @@ def pointwise_chain(x, y):
     return (torch.sin(x) + torch.cos(y)).relu() * 2 + 1
 
 
-def chain_with_break(x, y):
+def chain_with_extern(x, y):
     z = torch.sin(x) + torch.cos(y)
-    z = torch.cumsum(z, 0)   # a scan: not compiled by tcjit, a graph break
+    z = torch.cumsum(z, 0)   # a scan: no tcjit kernel, a generic extern node
     return z.relu() * 2 + 1
+
+
+def sort_between_chains(x):
+    # a generic extern node; its values only (indices of near-equal values
+    # may differ by an ulp of the chain before it)
+    v = torch.sort(x.sin() * 2 + 1, dim=-1).values
+    return v.cos() * 2 + 1
 
 
 def add_one(x):
@@ -120,12 +127,18 @@ WORKLOADS = [
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
     },
     {
-        "name": "pointwise chain with a graph break, 4M",
-        "devices": ("cpu",),
-        "fn": chain_with_break,
+        "name": "pointwise chain, cumsum extern between, 4M",
+        "fn": chain_with_extern,
         "make_inputs": lambda dev: (torch.randn(1 << 22, device=dev),
                                     torch.randn(1 << 22, device=dev)),
         "bytes": lambda inp: _nbytes(*inp) + _nbytes(inp[0]),
+    },
+    {
+        "name": "torch.sort extern between pointwise chains, 1024x1024",
+        "fn": sort_between_chains,
+        "make_inputs": lambda dev: (torch.randn(1024, 1024, device=dev),),
+        # reads x, writes the output (sort's own traffic not counted)
+        "bytes": lambda inp: 2 * _nbytes(inp[0]),
     },
     {
         "name": "x+1, 1 element (overhead)",

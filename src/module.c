@@ -10,6 +10,7 @@
 #include "graph/ops.h"
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
+#include "runtime/extern_table.h"
 #include "runtime/threadpool.h"
 #include "tracer/bindings.h"
 
@@ -154,12 +155,19 @@ static PyObject *
 mod_counters(PyObject *m, PyObject *unused)
 {
     tc_counters *c = &tc_stats;
+    long meta_runs, meta_hits;
+    double meta_seconds;
+    tc_xtable_stats(&meta_runs, &meta_hits, &meta_seconds);
+    /* extern_meta_*: generic extern nodes' meta runs at trace time (and
+     * the signatures found in their cache), the seconds they took */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l}", "frames_compiled",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}", "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
         "kernels_compiled", c->kernels_compiled, "eager_fallbacks",
-        c->eager_fallbacks, "frames_skipped", c->frames_skipped);
+        c->eager_fallbacks, "frames_skipped", c->frames_skipped,
+        "extern_meta_runs", meta_runs, "extern_meta_hits", meta_hits,
+        "extern_meta_seconds", meta_seconds);
 }
 
 static PyObject *

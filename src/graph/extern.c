@@ -487,6 +487,10 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
         return -1;
     }
     const tc_extern_spec *spec = &tc_ops[opi].xspec;
+    if (spec->shape == NULL) {
+        tc_set_err(err, errlen, "%s: built by its own builder", op);
+        return -1;
+    }
     if (nin < spec->min_in || nin > tc_ops[opi].nin) {
         tc_set_err(err, errlen, "%s: %d tensor operands", op, nin);
         return -1;
@@ -527,6 +531,93 @@ tc_node_is_extern(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
     return n->kind == TC_NODE_OP && tc_ops[n->op].kind == TC_OPK_EXTERN;
+}
+
+static int
+generic_op(void)
+{
+    static int op = -2;
+    if (op == -2) {
+        op = tc_op_lookup("extern");
+    }
+    return op;
+}
+
+int
+tc_node_has_effects(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_OP && n->op == generic_op()
+           && !n->xattr[TC_XA_GENERIC_DROPPED];
+}
+
+void
+tc_graph_drop_effects(tc_graph *g, int from)
+{
+    for (int i = from < 0 ? 0 : from; i < g->nnodes; i++) {
+        if (tc_node_has_effects(g, i)) {
+            g->nodes[i].xattr[TC_XA_GENERIC_DROPPED] = 1;
+        }
+    }
+}
+
+static int
+push_generic(tc_graph *g, const char *op, int nin, const int *in,
+             const int64_t *xattr, tc_dtype dt, const tc_layout *layout,
+             char *err, size_t errlen)
+{
+    if (nin > TC_MAX_OP_INPUTS || layout->ndim > TC_MAX_DIMS) {
+        tc_set_err(err, errlen, "%s: %d operands, %d dims", op, nin,
+                   layout->ndim);
+        return -1;
+    }
+    for (int k = 0; k < nin; k++) {
+        if (in[k] < 0 || in[k] >= g->nnodes
+            || g->nodes[in[k]].kind == TC_NODE_SCALAR) {
+            tc_set_err(err, errlen, "%s: operand %d is not a tensor", op, k);
+            return -1;
+        }
+    }
+    tc_node n;
+    tc_node_init(&n, TC_NODE_OP, dt);
+    n.op = tc_op_lookup(op);
+    n.nin = nin;
+    memcpy(n.in, in, sizeof(int) * nin);
+    n.attr_dtype = dt;
+    n.layout = *layout;
+    memcpy(n.xattr, xattr, sizeof(n.xattr));
+    int id = tc_graph_push_node(g, &n);
+    if (id < 0) {
+        tc_set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
+int
+tc_graph_extern_generic(tc_graph *g, int call, int nin, const int *in,
+                        int items, tc_dtype dt, const tc_layout *layout,
+                        char *err, size_t errlen)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    xa[TC_XA_GENERIC_CALL] = call;
+    xa[TC_XA_GENERIC_ITEMS] = items;
+    return push_generic(g, "extern", nin, in, xa, dt, layout, err, errlen);
+}
+
+int
+tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
+                     const tc_layout *layout, char *err, size_t errlen)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    if (!tc_node_has_effects(g, x)
+        || item >= g->nodes[x].xattr[TC_XA_GENERIC_ITEMS]) {
+        tc_set_err(err, errlen, "extern_item: node %d has no item %d", x,
+                   item);
+        return -1;
+    }
+    xa[TC_XA_ITEM] = item;
+    return push_generic(g, "extern_item", 1, &x, xa, dt, layout, err,
+                        errlen);
 }
 
 /* ---- bias unfusing -------------------------------------------------------

@@ -29,6 +29,13 @@
  *                   tensor (basic indexing already applied as views),
  *                   operands 1.. int64 / int32 index tensors for the dims
  *                   set in the bitmask xattr[0], in dim order
+ *   extern          any other torch op (the registry's default entry):
+ *                   xattr[0] the call's index in the runtime's call table
+ *                   (src/runtime/extern_table.h), xattr[1] the number of
+ *                   items when the call returns a tuple or list (the node
+ *                   then holds that sequence and only extern_item nodes
+ *                   read it), else 0
+ *   extern_item     operand 0 a tuple-returning extern, xattr[0] the item
  */
 #ifndef TCJIT_EXTERN_H
 #define TCJIT_EXTERN_H
@@ -62,7 +69,12 @@ enum {
     TC_XA_GN_GROUPS = 0,
     TC_XA_GN_HAS_WEIGHT = 1,
     TC_XA_GN_HAS_BIAS = 2,
-    TC_XA_INDEX_DIMS = 0
+    TC_XA_INDEX_DIMS = 0,
+    TC_XA_GENERIC_CALL = 0,
+    TC_XA_GENERIC_ITEMS = 1,
+    TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
+                                   then given up: no effects (DCE drops it) */
+    TC_XA_ITEM = 0
 };
 
 /* Append extern op `op` ("mm", "bmm", "matmul", "addmm", "baddbmm",
@@ -77,6 +89,30 @@ int tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
                     size_t errlen);
 
 int tc_node_is_extern(const tc_graph *g, int id);
+
+/* The registry's default entry, "extern": a node whose value is the torch
+ * call `call` (the runtime's call table) over tensor nodes
+ * in[0..nin-1].  The caller gives the result's dtype and layout (from the
+ * call's meta run).  items > 0: the call returns a sequence of that many
+ * tensors; dt/layout are then item 0's, and tc_graph_extern_item reads
+ * the items.  Node id, or -1 with a message. */
+int tc_graph_extern_generic(tc_graph *g, int call, int nin, const int *in,
+                            int items, tc_dtype dt, const tc_layout *layout,
+                            char *err, size_t errlen);
+int tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
+                         const tc_layout *layout, char *err, size_t errlen);
+
+/* A generic extern: it may consume the random stream (torch.rand_like,
+ * dropout) or raise at run time on values (an index out of range), so it
+ * is never merged with an equal node, never dropped when unused, and runs
+ * in program order with the other generic externs. */
+int tc_node_has_effects(const tc_graph *g, int id);
+
+/* Nodes from id `from` on were built by an instruction (or an inlining
+ * attempt) the tracer gave up: Python runs that code instead, so their
+ * generic externs must not run too.  They lose their effects; nothing
+ * reads them, so DCE removes them. */
+void tc_graph_drop_effects(tc_graph *g, int from);
 
 /* Shape and dtype rules, named by the ops' registry entries (ops.h
  * tc_extern_spec): 0, or -1 with a message. */

@@ -5,6 +5,7 @@
  * so node metadata matches what eager PyTorch would produce.
  */
 #include "graph.h"
+#include "extern.h"
 #include "ops.h"
 #include "textbuf.h"
 
@@ -811,14 +812,21 @@ int
 tc_node_must_run(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
-    return n->kind == TC_NODE_OP && tc_ops[n->op].checks_values;
+    return (n->kind == TC_NODE_OP && tc_ops[n->op].checks_values)
+           || tc_node_has_effects(g, id);
 }
 
 static int
 nodes_equal(const tc_node *a, const tc_node *b)
 {
-    if (a->kind != b->kind || a->dtype != b->dtype) {
-        return 0;
+    static int generic = -2;
+    if (generic == -2) {
+        generic = tc_op_lookup("extern");
+    }
+    if (a->kind != b->kind || a->dtype != b->dtype
+        || (a->kind == TC_NODE_OP && a->op == generic
+            && !a->xattr[TC_XA_GENERIC_DROPPED])) {
+        return 0;   /* extern.h tc_node_has_effects */
     }
     if (a->kind == TC_NODE_SCALAR) {
         return a->wrapped == b->wrapped &&
@@ -1311,6 +1319,26 @@ tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims, char *err,
         v.vsrc[i] = d;
         v.vcoef[i] = 1;
     }
+    return push_view(g, &v, err, errlen);
+}
+
+int
+tc_graph_as_strided(tc_graph *g, int x, const tc_layout *layout,
+                    int64_t offset, char *err, size_t errlen)
+{
+    if (check_node(g, x, "as_strided", err, errlen) < 0) {
+        return -1;
+    }
+    if (layout->ndim > TC_MAX_DIMS || offset < 0) {
+        tc_set_err(err, errlen, "as_strided: %d dims, offset %lld",
+                   layout->ndim, (long long)offset);
+        return -1;
+    }
+    tc_node v;
+    view_init(g, &v, "as_strided", x);
+    v.layout = *layout;
+    v.offset += offset;
+    v.vmap_affine = 0;   /* no index map: read through the storage */
     return push_view(g, &v, err, errlen);
 }
 

@@ -149,7 +149,9 @@ int tc_graph_optimize(tc_graph *g);
 
 /* 1: node id runs although no output depends on it: an op that checks its
  * operands' values (ops.h tc_op_def.checks_values), such as an index that
- * eager raises IndexError for.  DCE and the scheduler keep it live. */
+ * eager raises IndexError for, or a generic extern (extern.h
+ * tc_node_has_effects: it may draw random numbers or raise).  DCE and the
+ * scheduler keep it live. */
 int tc_node_must_run(const tc_graph *g, int id);
 
 /* Number of op nodes (what users see as "ops" of a graph). */
@@ -221,6 +223,11 @@ int tc_graph_reshape(tc_graph *g, int x, int n, const int64_t *sizes,
                      char *err, size_t errlen);
 int tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end,
                      char *err, size_t errlen);
+/* torch.as_strided(x, layout, x.storage_offset() + offset): the alias a
+ * generic extern op returns (Tensor.diagonal, unfold, ...; extern.h), laid
+ * out as its meta run says.  Same dtype as x. */
+int tc_graph_as_strided(tc_graph *g, int x, const tc_layout *layout,
+                        int64_t offset, char *err, size_t errlen);
 int tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
                        const int64_t *sizes, char *err, size_t errlen);
 

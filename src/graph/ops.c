@@ -713,6 +713,9 @@ const tc_op_def tc_ops[] = {
     {"view", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "view: view / reshape / flatten / unflatten without a copy",
      .py = {CALL(VIEW, "Tensor.view", "input, *dims")}},
+    {"as_strided", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "view: the alias a generic extern op returns (Tensor.diagonal, "
+     "unfold, ...), as its meta run lays it out"},
     /* primitive reductions: one accumulator each (kir.h KOP_ACC) */
     {"sum", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "sum over dims (ints and bool -> int64)",
@@ -851,6 +854,20 @@ const tc_op_def tc_ops[] = {
      "ints and slices in the same index are applied first, as views)",
      .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"},
      .checks_values = 1},
+    /* The default entry: any other torch op.  The tracer calls it with
+     * the operands it knows, its result's metadata comes from a meta run
+     * (src/runtime/extern_table.h), xattr[TC_XA_GENERIC_CALL] names the
+     * call.  Never merged or dropped (extern.h tc_node_has_effects). */
+    {"extern", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: any other torch op (torch.*, Tensor methods, "
+     "torch.nn.functional, torch.special / linalg / fft), called by torch "
+     "at run time; its result's dtype and layout come from running it once "
+     "on meta tensors at trace time",
+     .xspec = {0, NULL, 0, NULL}},
+    {"extern_item", 1, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
+     "extern: item xattr[0] of a generic extern's tuple result (torch.sort's "
+     "values and indices)",
+     .xspec = {1, NULL, 0, NULL}},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -566,9 +566,17 @@ order_groups(sched *s)
         free(deps), free(seen), free(done);
         return oom(s);
     }
-    for (int i = 0; i < g->nnodes; i++) {
+    for (int i = 0, prev = -1; i < g->nnodes; i++) {
         if (is_materialized_op(s, i)) {
             collect_deps(s, s->group_of[i], i, seen, deps);
+        }
+        if (s->live[i] && tc_node_has_effects(g, i)) {
+            /* program order among calls that may consume the random
+             * stream or raise (extern.h) */
+            if (prev >= 0) {
+                deps[s->group_of[i] * ng + s->group_of[prev]] = 1;
+            }
+            prev = i;
         }
     }
     int n = 0;

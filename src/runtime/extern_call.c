@@ -7,6 +7,7 @@
  * the attributes come from extern.h.
  */
 #include "extern_call.h"
+#include "extern_table.h"
 #include "tensor_alloc.h"
 #include "../graph/extern.h"
 #include "../graph/ops.h"
@@ -34,6 +35,12 @@ typedef struct {
     PyObject *dtype;               /* borrowed */
     tc_layout out;                 /* the same layout */
     int op, nin;
+    int generic;                   /* "extern": its call (extern_table.h),
+                                      else -1 */
+    int items;                     /* "extern": returns a sequence of this
+                                      many tensors (kept as is: extern_item
+                                      calls read it), 0: one tensor */
+    int item;                      /* "extern_item": the item, else -1 */
 } xcall;
 
 struct tc_extern_rt {
@@ -313,6 +320,17 @@ spec_for(xcall *c, const tc_extern_call *x)
 {
     const char *op = tc_ops[x->op].name;
     int rc = 0;
+    c->generic = c->item = -1;
+    if (!strcmp(op, "extern")) {
+        /* the call table makes the call (extern_table.h) */
+        c->generic = (int)x->xattr[TC_XA_GENERIC_CALL];
+        c->items = (int)x->xattr[TC_XA_GENERIC_ITEMS];
+        return 0;
+    }
+    if (!strcmp(op, "extern_item")) {
+        c->item = (int)x->xattr[TC_XA_ITEM];
+        return 0;
+    }
     if (!strcmp(op, "linear")) {
         put_operands(c, 0, x->nin);
     }
@@ -542,6 +560,14 @@ fill_pack(const xcall *c, PyObject *const *ops, int nin)
 static PyObject *
 call_torch(const xcall *c, PyObject *const *ops)
 {
+    if (c->generic >= 0) {
+        PyObject *r = tc_xtable_invoke(c->generic, ops);
+        return r == NULL || c->items > 0 ? r : conform(c, r);
+    }
+    if (c->item >= 0) {
+        PyObject *r = PySequence_GetItem(ops[0], c->item);
+        return r != NULL ? conform(c, r) : NULL;
+    }
     PyObject *argv[MAX_ARGV];
     PyObject *pack = NULL;
     memcpy(argv, c->argv, sizeof(PyObject *) * c->nargv);
@@ -625,6 +651,13 @@ static PyObject *
 callable_repr(PyObject *self)
 {
     const xcall *c = &((extern_callable *)self)->c;
+    if (c->generic >= 0) {
+        return PyUnicode_FromFormat("<tcjit extern %s>",
+                                    tc_xtable_name(c->generic));
+    }
+    if (c->item >= 0) {
+        return PyUnicode_FromFormat("<tcjit extern item %d>", c->item);
+    }
     return PyUnicode_FromFormat("<tcjit extern %s: %R>", tc_ops[c->op].name,
                                 c->fn);
 }
@@ -680,8 +713,11 @@ tc_extern_format(const tc_plan *p, int e)
     if (s == NULL) {
         return NULL;
     }
-    int n = snprintf(s, cap, "// extern %%%d = torch %s(", x->node,
-                     tc_ops[x->op].name);
+    const char *name = tc_ops[x->op].name;
+    if (!strcmp(name, "extern")) {
+        name = tc_xtable_name((int)x->xattr[TC_XA_GENERIC_CALL]);
+    }
+    int n = snprintf(s, cap, "// extern %%%d = torch %s(", x->node, name);
     for (int k = 0; k < x->nin; k++) {
         n += snprintf(s + n, cap - n, "%sbuf%d%s", k ? ", " : "",
                       x->in[k].buffer, x->in[k].is_view ? " (view)" : "");

@@ -285,9 +285,12 @@ init_trusted_modules(void)
      * reaches F through it; the modules a spelling goes through
      * (torch.special) are added by resolve_path */
     static const char *const names[] = {"torch", "torch.nn",
-                                        "torch.nn.functional", "math"};
+                                        "torch.nn.functional", "math",
+                                        "torch.linalg", "torch.fft",
+                                        "torch.special", "torch._C",
+                                        "torch._C._nn"};
     trusted_modules = PyList_New(0);
-    for (size_t i = 0; trusted_modules && i < 4; i++) {
+    for (size_t i = 0; trusted_modules && i < 9; i++) {
         PyObject *mod = PyImport_ImportModule(names[i]);
         if (mod == NULL || trust_module(mod) < 0) {
             Py_XDECREF(mod);
@@ -296,6 +299,17 @@ init_trusted_modules(void)
         }
         Py_DECREF(mod);
     }
+    /* torch.ops and torch.ops.aten (module objects of torch._ops): the
+     * aten overloads read through them are generic extern ops */
+    PyObject *torch = trusted_modules ? PyImport_ImportModule("torch") : NULL;
+    PyObject *ops = torch ? PyObject_GetAttrString(torch, "ops") : NULL;
+    PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
+    if (aten == NULL || trust_module(ops) < 0 || trust_module(aten) < 0) {
+        Py_CLEAR(trusted_modules);
+    }
+    Py_XDECREF(torch);
+    Py_XDECREF(ops);
+    Py_XDECREF(aten);
     return trusted_modules ? 0 : -1;
 }
 

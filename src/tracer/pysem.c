@@ -5,6 +5,7 @@
  * objects, bound methods, functools.partial, and CALL (tc_tr_op_call).
  */
 #include "tracer_internal.h"
+#include "../graph/extern.h"
 
 /* ---- Python semantics: loops, grad-mode contexts, dicts, builtins ------- */
 
@@ -1364,6 +1365,31 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     return call_builtin_semantics(T, callable, args, nargs, kwnames);
 }
 
+/* rc: what a registry entry or an inlining made of a call of fn.  When it
+ * refused (UNSUPPORTED, nothing pushed), the call as a generic extern node
+ * (externcall.c) instead; if that is refused too, the first reason
+ * stands. */
+static int
+generic_instead(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                PyObject *kwnames, int rc, int sp, int nnodes)
+{
+    if (rc != UNSUPPORTED || T->sp != sp || T->sh->force_eager) {
+        return rc;
+    }
+    /* what the refused attempt built does not run (an RNG op the inlined
+     * body reached would draw twice) */
+    tc_graph_drop_effects(T->out->graph, nnodes);
+    PyObject *why = T->out->reason;
+    T->out->reason = NULL;
+    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 1);
+    if (rc == UNSUPPORTED || rc == NOT_HANDLED) {
+        Py_XSETREF(T->out->reason, why);
+        return UNSUPPORTED;
+    }
+    Py_XDECREF(why);
+    return rc;
+}
+
 int
 tc_tr_op_call(tracer *T, int argc)
 {
@@ -1393,6 +1419,40 @@ tc_tr_op_call(tracer *T, int argc)
     }
     if (callable->kind == TC_VAR_METHOD) {
         tc_var *self = callable->items[0];
+        PyObject *descr = self->kind == TC_VAR_TENSOR
+            ? _PyType_Lookup((PyTypeObject *)tc_tensor_type, callable->obj)
+            : NULL;
+        const tc_binding *mb = descr ? tc_binding_find(descr) : NULL;
+        if (descr != NULL && nargs < 16) {
+            /* a tensor method: its registry entry, else a generic extern */
+            tc_var *margs[16];
+            margs[0] = self;
+            memcpy(margs + 1, args, nargs * sizeof(tc_var *));
+            int sp = T->sp, nn = T->out->graph->nnodes;
+            rc = mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
+                                      tc_tr_call_binding(T, mb, margs,
+                                                         nargs + 1, kwnames),
+                                      sp, nn)
+                    : tc_tr_call_generic(T, descr, margs, nargs + 1, kwnames,
+                                         1);
+            if (rc != NOT_HANDLED) {
+                return rc;
+            }
+        }
+        else if (self->kind == TC_VAR_OBJECT && self->obj != NULL
+                 && (PyType_Check(self->obj) || PyModule_Check(self->obj))) {
+            /* torch.sort: a function of torch._C._VariableFunctions */
+            PyObject *fn = PyObject_GetAttr(self->obj, callable->obj);
+            if (fn == NULL) {
+                PyErr_Clear();
+            }
+            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0)
+                    : NOT_HANDLED;
+            Py_XDECREF(fn);
+            if (rc != NOT_HANDLED) {
+                return rc;
+            }
+        }
         return tc_tr_unsupported(T, "call to %s.%U (not a traceable torch op)",
                                  self->kind == TC_VAR_LAZY && self->obj
                                ? Py_TYPE(self->obj)->tp_name
@@ -1408,13 +1468,25 @@ tc_tr_op_call(tracer *T, int argc)
     PyObject *fn = callable->obj;
     const tc_binding *b = tc_binding_find(fn);
     if (b != NULL) {
-        return tc_tr_call_binding(T, b, args, nargs, kwnames);
+        /* arguments the registry entry does not take (div's
+         * rounding_mode, addmm's beta): a generic extern node */
+        int sp = T->sp, nn = T->out->graph->nnodes;
+        rc = tc_tr_call_binding(T, b, args, nargs, kwnames);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
     }
     if (PyFunction_Check(fn)) {
-        return tc_tr_inline_call(T, callable, args, nargs, kwnames);
+        /* a torch.nn.functional function the tracer cannot inline: a
+         * generic extern node */
+        int sp = T->sp, nn = T->out->graph->nnodes;
+        rc = tc_tr_inline_call(T, callable, args, nargs, kwnames);
+        return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
+        return rc;
+    }
+    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    if (rc != NOT_HANDLED) {
         return rc;
     }
     PyObject *name = callable_name(fn);

@@ -7,6 +7,7 @@
  * are graph nodes whose metadata the op registry computes.
  */
 #include "tracer_internal.h"
+#include "../graph/extern.h"
 
 #include "../guards/nn_module.h"
 
@@ -1216,6 +1217,7 @@ tc_tr_run(tracer *T)
         int sp = T->sp;
         PyObject *kwnames = T->kwnames;
         memcpy(T->saved_stack, T->stack, sp * sizeof(tc_var *));
+        int nnodes = T->out->graph->nnodes;
         int rc = --budget == 0
             ? tc_tr_unsupported(T, "more than %d instructions traced (a long "
                                 "loop?)", INSTRUCTION_BUDGET)
@@ -1224,6 +1226,9 @@ tc_tr_run(tracer *T)
             rc = sync_grad(T);
         }
         if (rc == UNSUPPORTED && !T->sh->force_eager && T->depth == 0) {
+            /* Python runs the instruction: no generic extern it (or a
+             * callee it inlined) built may run too (an RNG op twice) */
+            tc_graph_drop_effects(T->out->graph, nnodes);
             memcpy(T->stack, T->saved_stack, sp * sizeof(tc_var *));
             T->sp = sp;
             return end_segment(T, opcode, oparg, pc, next, kwnames)

@@ -135,6 +135,12 @@ int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
 int tc_tr_op_call(tracer *T, int argc);
+/* externcall.c: any other torch op as a generic extern node; NOT_HANDLED
+ * when fn is not a torch op or no argument is a tensor.  python_ok: fn may
+ * also be a Python function of torch's functional modules (one the tracer
+ * could not inline, or whose registry entry refused the arguments). */
+int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                       PyObject *kwnames, int python_ok);
 
 /* valueops.c: attributes, operators, sequences, subscripts, f-strings */
 

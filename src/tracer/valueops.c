@@ -5,6 +5,7 @@
  * made in the traced code, and f-strings.
  */
 #include "tracer_internal.h"
+#include <structmember.h>
 #include "../graph/extern.h"
 
 /* ---- attributes ------------------------------------------------------------ */
@@ -41,14 +42,30 @@ tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
  * method, list.append, obj.method): owner.name stays symbolic, so the
  * graph breaks once, at the call, not at the attribute load too. */
 static int
-push_method_var(tracer *T, tc_var *owner, PyObject *name)
+push_method_var(tracer *T, tc_var *owner, PyObject *name, int method)
 {
     tc_var *m = tc_var_seq(&T->sh->arena, TC_VAR_METHOD, 1, &owner);
     if (m == NULL) {
         return ERROR;
     }
     m->obj = Py_NewRef(name);
-    return tc_tr_push_loaded_attr(T, m, 1);
+    return tc_tr_push_loaded_attr(T, m, method);
+}
+
+/* The index of field `name` of structseq type t (torch.return_types.sort's
+ * "values" is 0), or -1: a structseq field is a member descriptor at its
+ * item's offset. */
+static int
+structseq_field(PyObject *t, PyObject *name)
+{
+    PyObject *d = PyType_Check(t) ? _PyType_Lookup((PyTypeObject *)t, name)
+                                  : NULL;
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        return -1;
+    }
+    Py_ssize_t off = ((PyMemberDescrObject *)d)->d_member->offset
+                     - (Py_ssize_t)offsetof(PyTupleObject, ob_item);
+    return off >= 0 ? (int)(off / (Py_ssize_t)sizeof(PyObject *)) : -1;
 }
 
 static int
@@ -64,8 +81,11 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         d->obj = Py_NewRef(descr);
         return tc_tr_push(T, d) ? ERROR : tc_tr_push(T, self);
     }
-    if (method && descr != NULL) {
-        return push_method_var(T, self, name);
+    if (descr != NULL && (method || Py_IS_TYPE(descr, &PyMethodDescr_Type)
+                          || PyFunction_Check(descr))) {
+        /* f = x.cumsum; f(0) (or a lambda's x.float(*args)): the call
+         * binds it (pysem.c) */
+        return push_method_var(T, self, name, method);
     }
     const tc_node *n = tc_tr_tensor_node(T, self);
     PyObject *r = NULL;
@@ -109,7 +129,8 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
 }
 
 /* Attribute of a module: torch's own modules are trusted (like Dynamo, we
- * do not guard torch.sin); other modules' attributes are guarded values. */
+ * do not guard torch.sin), and so are torch.ops.aten's op packets; other
+ * modules' attributes are guarded values. */
 static int
 module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
 {
@@ -119,7 +140,9 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
     }
     int rc = OK;
     tc_var *v;
-    if (tc_is_trusted_module(mod->obj)) {
+    if (tc_is_trusted_module(mod->obj) || mod->source < 0) {
+        /* (an owner without a source was itself read from a trusted
+         * module: torch.ops.aten.cumsum) */
         v = tc_tr_const_var(T, value);
         if (v && v->kind == TC_VAR_CONST && !tc_tr_is_python_scalar(value)) {
             v->kind = TC_VAR_OBJECT;
@@ -148,11 +171,11 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     if (owner->kind == TC_VAR_NN_MODULE) {
         return tc_tr_nn_module_attr(T, owner, name, method);
     }
-    if (!method && tc_tr_structseq_items(owner) != NULL
-        && (PyUnicode_CompareWithASCIIString(name, "values") == 0
-            || PyUnicode_CompareWithASCIIString(name, "indices") == 0)) {
-        return tc_tr_push(T, tc_tr_structseq_items(owner)->items[
-            PyUnicode_CompareWithASCIIString(name, "indices") == 0]);
+    int field = !method && tc_tr_structseq_items(owner) != NULL
+                ? structseq_field(owner->obj, name) : -1;
+    if (field >= 0 && field < tc_tr_structseq_items(owner)->nitems) {
+        /* r.values, r.indices, r.eigenvalues: the item of that field */
+        return tc_tr_push(T, tc_tr_structseq_items(owner)->items[field]);
     }
     if (!method && owner->kind == TC_VAR_CONST
         && (tc_dtype_from_torch(owner->obj) >= 0
@@ -165,7 +188,12 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
         && owner->source >= 0) {
         return module_attr(T, owner, name, method);
     }
-    if (owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj)) {
+    if ((owner->kind == TC_VAR_OBJECT && tc_is_trusted_module(owner->obj))
+        || ((owner->kind == TC_VAR_OBJECT || owner->kind == TC_VAR_UNKNOWN)
+            && owner->source < 0 && owner->obj != NULL
+            && !strcmp(Py_TYPE(owner->obj)->tp_name, "OpOverloadPacket"))) {
+        /* (torch.ops.aten.cumsum.default: an overload of a packet read
+         * from torch.ops.aten) */
         return module_attr(T, owner, name, method);
     }
     int rc = tc_tr_object_attr(T, owner, name, method);
@@ -174,7 +202,7 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (method && owner->kind != TC_VAR_NULL) {
         /* list.append(...), obj.method(...) */
-        return push_method_var(T, owner, name);
+        return push_method_var(T, owner, name, 1);
     }
     return tc_tr_unsupported(T, "attribute '%U' of a %s", name,
                              tc_var_kind_name(owner));

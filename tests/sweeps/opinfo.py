@@ -278,7 +278,7 @@ def report(results, out=sys.stdout):
     if tested:
         print(f"captured whole: {tally['whole'] / tested:.1%} of the "
               f"{tested} entries with samples", file=out)
-    for cls in ("wrong", "crash", "break"):
+    for cls in ("wrong", "crash", "break", "skip"):
         for r in results:
             if r["class"] == cls:
                 print(f"  {cls:6} {r['name']}: {r['reason']}", file=out)

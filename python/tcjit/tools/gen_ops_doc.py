@@ -11,7 +11,23 @@ HEADER = """# Supported operations
 Generated from the op registry (`src/graph/ops.c`: each op's entry carries
 its Python spellings) by `make docs-ops`; do not edit.
 
-Anything not listed here still works: tcjit ends the compiled segment before
+Fused ops and extern ops: the ops of the table below with a kind other than
+`extern:` are compiled into tcjit's own kernels, where chains of them fuse.
+Every other torch op stays in the graph too, as a *generic extern node* (the
+registry's default entry, `extern`): a call of `torch.*`, a `Tensor` method,
+`torch.nn.functional` / `torch._C._nn`, `torch.special`, `torch.linalg` or
+`torch.fft` whose arguments are tensors of the graph and constants (numbers,
+bools, None, strings, dtypes, devices, memory formats, tuples/lists of those)
+becomes one node that torch computes at run time, between tcjit's kernels.
+Its result's dtype, sizes and strides (and, for `torch.sort`, `topk`,
+`max(dim)` ..., each item of the tuple) come from running the op once on meta
+tensors at trace time, cached per signature; a result that is a view of an
+operand (`Tensor.diagonal`, `unfold`) is a view in the graph too, so it
+aliases as in eager.  Generic extern nodes are never merged or dropped and
+run in program order, so RNG ops (`rand_like`, `bernoulli`, dropout in
+training) keep eager's random stream.  See "What still breaks" at the end.
+
+Anything else still works: tcjit ends the compiled segment before
 it, runs that one instruction in Python (a *graph break*, see
 [graph_breaks.md](graph_breaks.md)) and goes on compiling after it.
 Python operators (`+ - * / ** & | ^ ~ < <= > >= == !=`, unary `-`) on tensors
@@ -35,6 +51,37 @@ against eager's with (`tests/tolerance.py`).  On CUDA, a kernel whose floats are
 computes `sin`/`cos` with the GPU's approximate instructions after an exact
 range reduction: absolute error below 1e-6, far inside those dtypes'
 tolerances and below the rounding eager applies after each op.
+"""
+
+
+BREAKS = """## What still breaks, and why
+
+A torch call that reaches the generic extern node breaks the graph (with
+this reason in `tcjit.explain()` and `TCJIT_LOGS=graph_breaks`) when:
+
+* it mutates an input (a name ending in `_`, `out=`, or an input whose
+  version counter the meta run moved): "mutates an input: see issue 12";
+* its output shape depends on the data (`nonzero`, `unique`,
+  `masked_select`, boolean-mask indexing, `torch.equal`): torch has no meta
+  kernel for it, "no meta kernel (output shape may depend on data)";
+* the meta run raises: either torch would raise the same error eagerly (the
+  frame then runs in Python and raises it), or the op has no meta kernel;
+  the reason quotes torch's message;
+* it returns something other than tensors (a Python number or bool:
+  `allclose`, `item`), a complex tensor (`view_as_complex`, `fft`), or a view
+  of an input as another dtype;
+* an argument is neither a tensor of the graph nor a constant of the kinds
+  above (a `torch.Generator`, a Python object), or tensors are nested deeper
+  than one list argument;
+* it is one of `native_batch_norm` and its variants, whose meta result
+  differs from the CPU kernel's (empty saved statistics in eval mode);
+* the call has no tensor argument (factories such as `torch.randn(3)`:
+  `torch.zeros`/`ones`/`full`/`arange` and the `*_like` ops are registry
+  ops).
+
+`tests/test_opinfo.py` runs PyTorch's OpInfo database through
+`tcjit.compile` and prints every entry that still breaks with its reason
+(`make sweep-opinfo` for the full report).
 """
 
 
@@ -101,6 +148,7 @@ def render():
     out += ["* `x.shape`, `x.dtype`, `x.ndim` (constants under the tensor's guard)",
             "* builtins `abs`, `min`, `max`, `float`, `int`, `bool`, `round`, "
             "`len`, `pow` on Python numbers (folded)", ""]
+    out += [BREAKS]
     return "\n".join(out)
 
 

@@ -1,0 +1,684 @@
+/* extern_table.c - call templates of generic extern nodes and their meta
+ * runs (see extern_table.h).
+ *
+ * An entry keeps the callable and its argument vector with NULL where an
+ * operand goes straight in, so a call copies the vector, drops the
+ * operands into their slots and makes one vectorcall; only an argument
+ * that is a tuple/list holding operands (torch.broadcast_tensors-style
+ * calls, einsum's operand list) is rebuilt per call.
+ */
+#include "extern_table.h"
+#include "torch_tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_ARGV 32
+
+typedef struct {
+    PyObject *fn;
+    int nargv;
+    PyObject **argv;     /* owned; NULL: operand opk[i] goes here */
+    int *opk;
+    int pack;            /* argv index of the sequence holding operands
+                            (a template with placeholders), or -1 */
+    PyObject *kwnames;   /* or NULL */
+    char *name;
+} xentry;
+
+static xentry *entries;
+static int nentries, cap_entries;
+static PyObject *intern_map;      /* key -> index */
+static PyObject *meta_cache;      /* bytes key -> bytes tc_xresult | str */
+static PyObject *placeholders[TC_MAX_OP_INPUTS];
+static PyObject *tensor_type, *str_meta, *str_shape, *str_stride,
+    *str_dtype, *str_version, *str_storage_offset, *str_untyped_storage,
+    *str_cdata, *str_is_meta, *str_hex;
+static long n_runs, n_hits;
+static double run_seconds;
+
+static int
+init_once(void)
+{
+    if (str_hex != NULL) {
+        return 0;
+    }
+    if (tc_alloc_init() < 0) {
+        return -1;
+    }
+    PyObject *torch = PyImport_ImportModule("torch");
+    tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+    Py_XDECREF(torch);
+    intern_map = PyDict_New();
+    meta_cache = PyDict_New();
+    for (int k = 0; k < TC_MAX_OP_INPUTS; k++) {
+        placeholders[k] = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+        if (placeholders[k] == NULL) {
+            return -1;
+        }
+    }
+    str_meta = PyUnicode_InternFromString("meta");
+    str_shape = PyUnicode_InternFromString("shape");
+    str_stride = PyUnicode_InternFromString("stride");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_version = PyUnicode_InternFromString("_version");
+    str_storage_offset = PyUnicode_InternFromString("storage_offset");
+    str_untyped_storage = PyUnicode_InternFromString("untyped_storage");
+    str_cdata = PyUnicode_InternFromString("_cdata");
+    str_is_meta = PyUnicode_InternFromString("is_meta");
+    if (!tensor_type || !intern_map || !meta_cache || !str_meta
+        || !str_shape || !str_stride || !str_dtype || !str_version
+        || !str_storage_offset || !str_untyped_storage || !str_cdata
+        || !str_is_meta) {
+        return -1;
+    }
+    str_hex = PyUnicode_InternFromString("hex");  /* last: marks init */
+    return str_hex ? 0 : -1;
+}
+
+PyObject *
+tc_xtable_operand(int k)
+{
+    if (init_once() < 0) {
+        return NULL;
+    }
+    return placeholders[k];
+}
+
+static int
+operand_index(PyObject *v)
+{
+    for (int k = 0; k < TC_MAX_OP_INPUTS; k++) {
+        if (v == placeholders[k]) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* ---- interning ------------------------------------------------------------ */
+
+/* A hashable stand-in for v that tells apart what == does not (1, 1.0 and
+ * True; 0.0 and -0.0): (type, value), floats by their hex text, sequences
+ * item by item.  NULL with an exception (TypeError when unhashable). */
+static PyObject *
+value_key(PyObject *v)
+{
+    int k = operand_index(v);
+    if (k >= 0) {
+        return Py_BuildValue("(si)", "operand", k);
+    }
+    if (PyFloat_Check(v)) {
+        PyObject *h = PyObject_CallMethodNoArgs(v, str_hex);
+        return h ? Py_BuildValue("(ON)", (PyObject *)Py_TYPE(v), h) : NULL;
+    }
+    if (PyTuple_Check(v) || PyList_Check(v)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        PyObject *t = PyTuple_New(n + 1);
+        if (t == NULL) {
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, Py_NewRef((PyObject *)Py_TYPE(v)));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = value_key(PySequence_Fast_GET_ITEM(v, i));
+            if (item == NULL) {
+                Py_DECREF(t);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(t, i + 1, item);
+        }
+        return t;
+    }
+    if (PyObject_Hash(v) == -1) {
+        return NULL;
+    }
+    return Py_BuildValue("(OO)", (PyObject *)Py_TYPE(v), v);
+}
+
+/* 1 if v is an operand placeholder or a tuple/list holding one at any
+ * depth. */
+static int
+holds_operand(PyObject *v)
+{
+    if (operand_index(v) >= 0) {
+        return 1;
+    }
+    if (!PyTuple_Check(v) && !PyList_Check(v)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+        if (holds_operand(PySequence_Fast_GET_ITEM(v, i))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A sequence argument whose operands sit deeper than its own items. */
+static int
+operands_too_deep(PyObject *v)
+{
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(v, i);
+        if (operand_index(item) < 0 && holds_operand(item)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static char *
+callable_name(PyObject *fn)
+{
+    PyObject *s = NULL;
+    PyObject *name = PyObject_GetAttrString(fn, "__name__");
+    if (name == NULL) {
+        PyErr_Clear();
+        s = PyObject_Str(fn);
+    }
+    else if (PyCFunction_Check(fn) && PyCFunction_GET_SELF(fn) != NULL
+             && PyModule_Check(PyCFunction_GET_SELF(fn))) {
+        s = PyUnicode_FromFormat("%s.%U",
+                                 PyModule_GetName(PyCFunction_GET_SELF(fn)),
+                                 name);
+    }
+    else if (PyCFunction_Check(fn)) {
+        s = PyUnicode_FromFormat("torch.%U", name);
+    }
+    else if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+        s = PyUnicode_FromFormat("Tensor.%U", name);
+    }
+    else {
+        s = PyObject_Str(fn);
+    }
+    Py_XDECREF(name);
+    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
+    char *r = u ? strdup(u) : NULL;
+    Py_XDECREF(s);
+    if (r == NULL) {
+        PyErr_Clear();
+        r = strdup("?");
+    }
+    return r;
+}
+
+static void
+entry_clear(xentry *e)
+{
+    for (int i = 0; e->argv && i < e->nargv; i++) {
+        Py_XDECREF(e->argv[i]);
+    }
+    free(e->argv);
+    free(e->opk);
+    free(e->name);
+    Py_XDECREF(e->fn);
+    Py_XDECREF(e->kwnames);
+}
+
+/* Fills e from the call; 0, -1 with an exception, -2 with a reason. */
+static int
+entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
+           PyObject *kwnames, char *err, size_t errlen)
+{
+    memset(e, 0, sizeof(*e));
+    e->pack = -1;
+    if (nargv > MAX_ARGV) {
+        snprintf(err, errlen, "more than %d arguments", MAX_ARGV);
+        return -2;
+    }
+    e->nargv = nargv;
+    e->argv = calloc(nargv + 1, sizeof(PyObject *));
+    e->opk = calloc(nargv + 1, sizeof(int));
+    e->name = callable_name(fn);
+    if (!e->argv || !e->opk || !e->name) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->fn = Py_NewRef(fn);
+    e->kwnames = Py_XNewRef(kwnames);
+    for (int i = 0; i < nargv; i++) {
+        int k = operand_index(argv[i]);
+        if (k >= 0) {
+            e->opk[i] = k;
+            continue;
+        }
+        if (holds_operand(argv[i])) {
+            if (e->pack >= 0 || operands_too_deep(argv[i])
+                || !(PyTuple_CheckExact(argv[i])
+                     || PyList_CheckExact(argv[i]))) {
+                snprintf(err, errlen, "tensors nested in more than one "
+                         "sequence argument");
+                return -2;
+            }
+            e->pack = i;
+        }
+        e->argv[i] = Py_NewRef(argv[i]);
+    }
+    return 0;
+}
+
+int
+tc_xtable_intern(PyObject *fn, int nargv, PyObject *const *argv,
+                 PyObject *kwnames, int nin, char *err, size_t errlen)
+{
+    (void)nin;
+    if (init_once() < 0) {
+        return -1;
+    }
+    PyObject *items = PyTuple_New(nargv);
+    for (int i = 0; items != NULL && i < nargv; i++) {
+        PyObject *k = value_key(argv[i]);
+        if (k == NULL) {
+            Py_CLEAR(items);
+            break;
+        }
+        PyTuple_SET_ITEM(items, i, k);
+    }
+    PyObject *key = items ? PyTuple_Pack(3, fn, items,
+                                         kwnames ? kwnames : Py_None)
+                          : NULL;
+    Py_XDECREF(items);
+    if (key == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            return -1;
+        }
+        PyErr_Clear();   /* unhashable: an entry of its own */
+    }
+    PyObject *hit = NULL;
+    if (key != NULL && (hit = PyDict_GetItemWithError(intern_map, key))) {
+        Py_DECREF(key);
+        return (int)PyLong_AsLong(hit);
+    }
+    if (PyErr_Occurred()) {
+        PyErr_Clear();  /* an unhashable constant deeper down */
+        Py_CLEAR(key);
+    }
+    if (nentries == cap_entries) {
+        int cap = cap_entries ? 2 * cap_entries : 64;
+        xentry *ne = realloc(entries, sizeof(xentry) * cap);
+        if (ne == NULL) {
+            Py_XDECREF(key);
+            PyErr_NoMemory();
+            return -1;
+        }
+        entries = ne;
+        cap_entries = cap;
+    }
+    xentry *e = &entries[nentries];
+    int rc = entry_fill(e, fn, nargv, argv, kwnames, err, errlen);
+    if (rc < 0) {
+        entry_clear(e);
+        Py_XDECREF(key);
+        return rc;
+    }
+    PyObject *idx = PyLong_FromLong(nentries);
+    if (idx == NULL || (key && PyDict_SetItem(intern_map, key, idx) < 0)) {
+        Py_XDECREF(idx);
+        Py_XDECREF(key);
+        entry_clear(e);
+        return -1;
+    }
+    Py_DECREF(idx);
+    Py_XDECREF(key);
+    return nentries++;
+}
+
+const char *
+tc_xtable_name(int id)
+{
+    return id >= 0 && id < nentries ? entries[id].name : "?";
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+/* e's sequence argument with the operands in their places.  New ref. */
+static PyObject *
+fill_sequence(PyObject *t, PyObject *const *ops)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(t);
+    int is_list = PyList_Check(t);
+    PyObject *r = is_list ? PyList_New(n) : PyTuple_New(n);
+    for (Py_ssize_t i = 0; r != NULL && i < n; i++) {
+        PyObject *v = PySequence_Fast_GET_ITEM(t, i);
+        int k = operand_index(v);
+        v = Py_NewRef(k >= 0 ? ops[k] : v);
+        if (is_list) {
+            PyList_SET_ITEM(r, i, v);
+        }
+        else {
+            PyTuple_SET_ITEM(r, i, v);
+        }
+    }
+    return r;
+}
+
+PyObject *
+tc_xtable_invoke(int id, PyObject *const *ops)
+{
+    const xentry *e = &entries[id];
+    PyObject *argv[MAX_ARGV];
+    PyObject *seq = NULL;
+    for (int i = 0; i < e->nargv; i++) {
+        argv[i] = e->argv[i] ? e->argv[i] : ops[e->opk[i]];
+    }
+    if (e->pack >= 0) {
+        seq = fill_sequence(e->argv[e->pack], ops);
+        if (seq == NULL) {
+            return NULL;
+        }
+        argv[e->pack] = seq;
+    }
+    Py_ssize_t nkw = e->kwnames ? PyTuple_GET_SIZE(e->kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(e->fn, argv, e->nargv - nkw,
+                                      e->kwnames);
+    Py_XDECREF(seq);
+    return r;
+}
+
+/* ---- meta runs ------------------------------------------------------------ */
+
+static int
+dtype_code(PyObject *dt)
+{
+    for (int i = 0; i < TC_NDTYPES; i++) {
+        if (tc_alloc_dtype_object((tc_dtype)i) == dt) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int64_t
+attr_int(PyObject *t, PyObject *name, int method)
+{
+    PyObject *v = method ? PyObject_CallMethodNoArgs(t, name)
+                         : PyObject_GetAttr(t, name);
+    int64_t r = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+/* Reads int tuple attribute / method of t into out (at most TC_MAX_DIMS). */
+static int
+int_seq(PyObject *t, PyObject *name, int method, int64_t *out, int *n)
+{
+    PyObject *v = method ? PyObject_CallMethodNoArgs(t, name)
+                         : PyObject_GetAttr(t, name);
+    if (v == NULL) {
+        return -1;
+    }
+    PyObject *seq = PySequence_Tuple(v);
+    Py_DECREF(v);
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t m = PyTuple_GET_SIZE(seq);
+    *n = (int)m;
+    for (Py_ssize_t i = 0; i < m && i < TC_MAX_DIMS; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+    }
+    Py_DECREF(seq);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+storage_id(PyObject *t)
+{
+    PyObject *s = PyObject_CallMethodNoArgs(t, str_untyped_storage);
+    PyObject *id = s ? PyObject_GetAttr(s, str_cdata) : NULL;
+    Py_XDECREF(s);
+    return id;
+}
+
+/* One output tensor r of the meta run over operands m[0..nin-1]. 0, 1
+ * with a reason, -1. */
+static int
+describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
+         tc_xout *o, char *err, size_t errlen)
+{
+    int isinst = PyObject_IsInstance(r, tensor_type);
+    if (isinst <= 0) {
+        if (isinst == 0) {
+            snprintf(err, errlen, "returns a %s, not a tensor",
+                     Py_TYPE(r)->tp_name);
+        }
+        return isinst < 0 ? -1 : 1;
+    }
+    memset(o, 0, sizeof(*o));
+    PyObject *dt = PyObject_GetAttr(r, str_dtype);
+    int code = dt ? dtype_code(dt) : -1;
+    if (dt == NULL) {
+        return -1;
+    }
+    if (code < 0) {
+        PyObject *s = PyObject_Str(dt);
+        snprintf(err, errlen, "returns a tensor of %s (no tcjit dtype)",
+                 s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "?");
+        Py_XDECREF(s);
+        Py_DECREF(dt);
+        PyErr_Clear();
+        return 1;
+    }
+    Py_DECREF(dt);
+    o->dtype = (tc_dtype)code;
+    PyObject *is_meta = PyObject_GetAttr(r, str_is_meta);
+    if (is_meta == NULL) {
+        return -1;
+    }
+    Py_DECREF(is_meta);
+    if (is_meta != Py_True) {
+        snprintf(err, errlen, "returns a tensor on another device");
+        return 1;
+    }
+    int nd = 0, ns = 0;
+    int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
+    if (int_seq(r, str_shape, 0, sizes, &nd) < 0
+        || int_seq(r, str_stride, 1, strides, &ns) < 0) {
+        return -1;
+    }
+    if (nd > TC_MAX_DIMS) {
+        snprintf(err, errlen, "returns a tensor of %d dims (tcjit: at most "
+                 "%d)", nd, TC_MAX_DIMS);
+        return 1;
+    }
+    o->layout.ndim = nd;
+    memcpy(o->layout.sizes, sizes, sizeof(int64_t) * nd);
+    memcpy(o->layout.strides, strides, sizeof(int64_t) * nd);
+    o->alias = -1;
+    for (int k = 0; k < nin; k++) {
+        if (r == m[k]) {
+            o->alias = k;
+            o->is_self = 1;
+            return 0;
+        }
+    }
+    PyObject *sid = storage_id(r);
+    if (sid == NULL) {
+        return -1;
+    }
+    for (int k = 0; k < nin && o->alias < 0; k++) {
+        int eq = PyObject_RichCompareBool(sid, mstore[k], Py_EQ);
+        if (eq < 0) {
+            Py_DECREF(sid);
+            return -1;
+        }
+        o->alias = eq ? k : -1;
+    }
+    Py_DECREF(sid);
+    if (o->alias >= 0) {
+        o->offset = attr_int(r, str_storage_offset, 1);
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A reason for an exception the meta run raised (cleared). */
+static void
+meta_reason(char *err, size_t errlen)
+{
+    PyObject *type = NULL, *exc = NULL, *tb = NULL;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    PyObject *s = exc ? PyObject_Str(exc) : NULL;
+    const char *msg = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+    const char *tn = exc ? Py_TYPE(exc)->tp_name : "?";
+    int no_kernel = exc && PyErr_GivenExceptionMatches(
+                               exc, PyExc_NotImplementedError);
+    char first[200];
+    snprintf(first, sizeof(first), "%s", msg ? msg : "");
+    char *nl = strchr(first, '\n');
+    if (nl != NULL) {
+        *nl = '\0';
+    }
+    snprintf(err, errlen, no_kernel || strstr(tn, "DynamicOutputShape")
+             ? "no meta kernel (output shape may depend on data): %s: %s"
+             : "meta run raised %s: %s", tn, first);
+    PyErr_Clear();
+    Py_XDECREF(s);
+    Py_XDECREF(exc);
+}
+
+/* The meta run itself (not cached).  0, 1 with a reason, -1. */
+static int
+run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
+         tc_xresult *res, char *err, size_t errlen)
+{
+    PyObject *m[TC_MAX_OP_INPUTS] = {NULL}, *mstore[TC_MAX_OP_INPUTS] = {NULL};
+    PyObject *r = NULL, *seq = NULL;
+    int rc = -1;
+    for (int k = 0; k < nin; k++) {
+        PyObject *argv[4] = {tc_int_tuple(ls[k]->ndim, ls[k]->sizes),
+                             tc_int_tuple(ls[k]->ndim, ls[k]->strides),
+                             tc_alloc_dtype_object(dts[k]), str_meta};
+        m[k] = argv[0] && argv[1] ? tc_alloc_empty(argv) : NULL;
+        Py_XDECREF(argv[0]);
+        Py_XDECREF(argv[1]);
+        mstore[k] = m[k] ? storage_id(m[k]) : NULL;
+        if (mstore[k] == NULL) {
+            goto done;
+        }
+    }
+    r = tc_xtable_invoke(id, m);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            goto done;
+        }
+        meta_reason(err, errlen);
+        rc = 1;
+        goto done;
+    }
+    for (int k = 0; k < nin; k++) {
+        int64_t v = attr_int(m[k], str_version, 0);
+        if (v != 0) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            snprintf(err, errlen, "mutates an input: see issue 12");
+            rc = 1;
+            goto done;
+        }
+    }
+    memset(res, 0, sizeof(*res));
+    if (PyTuple_Check(r) || PyList_Check(r)) {
+        res->tuple = PyList_Check(r) ? 2 : 1;
+        res->seqtype = (PyObject *)Py_TYPE(r);
+        seq = Py_NewRef(r);
+        res->nout = (int)PySequence_Fast_GET_SIZE(seq);
+        if (res->nout > TC_XMAX_OUTPUTS || res->nout == 0) {
+            snprintf(err, errlen, "returns a sequence of %d tensors",
+                     res->nout);
+            rc = 1;
+            goto done;
+        }
+    }
+    else {
+        res->nout = 1;
+    }
+    for (int j = 0; j < res->nout; j++) {
+        PyObject *item = seq ? PySequence_Fast_GET_ITEM(seq, j) : r;
+        rc = describe(item, m, mstore, nin, &res->out[j], err, errlen);
+        if (rc != 0) {
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < nin; k++) {
+        Py_XDECREF(m[k]);
+        Py_XDECREF(mstore[k]);
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(seq);
+    return rc;
+}
+
+int
+tc_xtable_meta(int id, int nin, const tc_dtype *dts,
+               const tc_layout *const *ls, tc_xresult *res, char *err,
+               size_t errlen)
+{
+    int64_t key[1 + TC_MAX_OP_INPUTS * (2 + 2 * TC_MAX_DIMS)];
+    int n = 0;
+    key[n++] = id;
+    for (int k = 0; k < nin; k++) {
+        key[n++] = (int64_t)dts[k] << 8 | ls[k]->ndim;
+        for (int d = 0; d < ls[k]->ndim; d++) {
+            key[n++] = ls[k]->sizes[d];
+            key[n++] = ls[k]->strides[d];
+        }
+    }
+    PyObject *kb = PyBytes_FromStringAndSize((const char *)key,
+                                             (Py_ssize_t)(n * sizeof(int64_t)));
+    if (kb == NULL) {
+        return -1;
+    }
+    PyObject *hit = PyDict_GetItemWithError(meta_cache, kb);
+    if (hit != NULL) {
+        n_hits++;
+        Py_DECREF(kb);
+        if (PyUnicode_Check(hit)) {
+            snprintf(err, errlen, "%s", PyUnicode_AsUTF8(hit));
+            return 1;
+        }
+        memcpy(res, PyBytes_AS_STRING(hit), sizeof(*res));
+        return 0;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(kb);
+        return -1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = run_meta(id, nin, dts, ls, res, err, errlen);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    n_runs++;
+    run_seconds += (double)(t1.tv_sec - t0.tv_sec)
+                   + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    PyObject *v = rc == 0 ? PyBytes_FromStringAndSize((const char *)res,
+                                                      sizeof(*res))
+                : rc == 1 ? PyUnicode_FromString(err) : NULL;
+    if (v != NULL) {
+        if (PyDict_SetItem(meta_cache, kb, v) < 0) {
+            rc = -1;
+        }
+        Py_DECREF(v);
+    }
+    else if (rc >= 0) {
+        rc = -1;
+    }
+    Py_DECREF(kb);
+    return rc;
+}
+
+void
+tc_xtable_stats(long *runs, long *hits, double *seconds)
+{
+    *runs = n_runs;
+    *hits = n_hits;
+    *seconds = run_seconds;
+}

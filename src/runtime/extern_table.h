@@ -1,0 +1,78 @@
+/* extern_table.h - the torch calls of generic extern nodes ("any other
+ * torch op", ../graph/extern.h tc_graph_extern_generic).
+ *
+ * The graph stage has no Python, so a generic extern node names its call
+ * by an index into this table: the torch callable and its arguments, the
+ * tensor operands left as placeholders (tc_xtable_operand(k) marks operand
+ * k, at the top level or inside one tuple/list argument).  Entries are
+ * interned by (callable, arguments with their types): the same call in
+ * another trace, or traced again after a recompile, gets the same index,
+ * so the table grows with the program's distinct call sites, not with
+ * compilations.  Entries live until the process ends.
+ *
+ * tc_xtable_meta gives the result's metadata by running the call once on
+ * meta tensors (torch.empty_strided(..., device="meta") per operand),
+ * never on data; results are cached per (entry, operand dtypes, sizes,
+ * strides), since a meta run goes through torch's Python meta functions
+ * (0.05 to 1 ms) and a cached answer is a dict lookup.
+ */
+#ifndef TCJIT_EXTERN_TABLE_H
+#define TCJIT_EXTERN_TABLE_H
+
+#include <Python.h>
+#include "../graph/graph.h"
+
+#define TC_XMAX_OUTPUTS 8
+
+/* The placeholder of operand k (borrowed; k < TC_MAX_OP_INPUTS), or NULL
+ * with an exception. */
+PyObject *tc_xtable_operand(int k);
+
+/* Interns the call fn(*argv[:nargv - nkw], **dict(zip(kwnames,
+ * argv[nargv - nkw:]))) whose argv holds the placeholders of operands
+ * 0..nin-1.  Returns the entry's index, -1 with an exception, or -2 with
+ * a reason in err for arguments the table cannot replay (operands nested
+ * deeper than one tuple/list, or in two of them). */
+int tc_xtable_intern(PyObject *fn, int nargv, PyObject *const *argv,
+                     PyObject *kwnames, int nin, char *err, size_t errlen);
+
+/* Calls entry id with operands ops[0..nin-1].  New reference, or NULL with
+ * torch's exception. */
+PyObject *tc_xtable_invoke(int id, PyObject *const *ops);
+
+/* The callable's name for graph printing and reasons ("torch.sort",
+ * "Tensor.cumsum"); borrowed, valid while the process lives. */
+const char *tc_xtable_name(int id);
+
+/* One result tensor of a meta run. */
+typedef struct {
+    tc_dtype dtype;
+    tc_layout layout;
+    int alias;        /* -1: a new tensor; k: a view of operand k (or k
+                         itself), at storage offset `offset` from it */
+    int is_self;      /* alias: operand k itself (eager returns self) */
+    int64_t offset;   /* elements */
+} tc_xout;
+
+typedef struct {
+    int tuple;        /* 0: one tensor; 1: a tuple; 2: a list */
+    PyObject *seqtype;/* tuple: its type (a torch.return_types structseq
+                         or tuple); borrowed, types live forever */
+    int nout;
+    tc_xout out[TC_XMAX_OUTPUTS];
+} tc_xresult;
+
+/* Metadata of entry id's result for operands of dtypes dts and layouts ls
+ *  0; 1 with a reason in err when the call
+ * cannot be a graph node (meta raised, data-dependent output shape, an
+ * input mutated, a non-tensor result, a dtype tcjit has no type for); -1
+ * with an exception. */
+int tc_xtable_meta(int id, int nin, const tc_dtype *dts,
+                   const tc_layout *const *ls, tc_xresult *res,
+                   char *err, size_t errlen);
+
+/* Trace-time cost counters (tcjit.counters()): meta runs and cache hits,
+ * and the seconds spent in meta runs. */
+void tc_xtable_stats(long *runs, long *hits, double *seconds);
+
+#endif

@@ -1,0 +1,443 @@
+/* externcall.c - any other torch op as a graph node (the registry's
+ * default entry, ../graph/extern.h "extern").
+ *
+ * A call of a torch callable that no registry entry binds (torch.*
+ * builtins, Tensor methods, torch._C._nn / _special / _linalg / _fft,
+ * torch.ops.aten overloads)
+ * whose arguments are tensors of the graph and constants becomes one node
+ * that calls torch at run time.  What the call returns is learnt from one
+ * run on meta tensors (../runtime/extern_table.h, cached per signature):
+ *   - a new tensor (or a tuple of them: torch.sort) -> an extern node
+ *     (and extern_item nodes), laid out as the meta result;
+ *   - an operand itself or a view of one (Tensor.diagonal, unfold) -> a
+ *     view node of that operand (as_strided), so the graph returns an
+ *     alias where eager does, and no call is made;
+ *   - anything else is a graph break with a reason: meta raised (no meta
+ *     kernel, a data-dependent output shape, an error eager would raise
+ *     too: the frame then runs eagerly and raises it), an input mutated
+ *     (issue 12), a non-tensor result.
+ * Registry ops never get here: they are bound first and fuse.
+ */
+#include "tracer_internal.h"
+
+#include "../graph/extern.h"
+#include "../runtime/extern_table.h"
+
+static PyObject *vf_class, *tensor_base;
+
+/* 1 if name (NULL: an error, cleared) is one of the NULL-terminated
+ * names. */
+static int
+in_list(const char *name, const char *const *names)
+{
+    for (int i = 0; name != NULL && names[i] != NULL; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
+/* 1 if fn is a Python function of torch's functional modules (F.softmin,
+ * torch.functional.norm, Tensor.unique of torch/_tensor.py). */
+static int
+is_torch_python_op(PyObject *fn)
+{
+    static const char *const modules[] = {"torch.nn.functional",
+                                          "torch.functional", "torch._tensor",
+                                          NULL};
+    if (!PyFunction_Check(fn)) {
+        return 0;
+    }
+    PyObject *mod = ((PyFunctionObject *)fn)->func_module;
+    return in_list(mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod)
+                                               : NULL, modules);
+}
+
+/* 1 if fn is a torch op callable the generic extern may call. */
+static int
+is_torch_op(PyObject *fn)
+{
+    static const char *const modules[] = {"torch._C._nn", "torch._C._special",
+                                          "torch._C._linalg",
+                                          "torch._C._fft", NULL};
+    if (vf_class == NULL) {
+        PyObject *c = PyObject_GetAttrString(tc_torch_module, "_C");
+        vf_class = c ? PyObject_GetAttrString(c, "_VariableFunctionsClass")
+                     : NULL;
+        tensor_base = c ? PyObject_GetAttrString(c, "TensorBase") : NULL;
+        Py_XDECREF(c);
+        if (vf_class == NULL || tensor_base == NULL) {
+            PyErr_Clear();
+            Py_CLEAR(vf_class);
+            return 0;
+        }
+    }
+    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+        return PyDescr_TYPE(fn) == (PyTypeObject *)tensor_base;
+    }
+    const char *tn = Py_TYPE(fn)->tp_name;
+    if (!strcmp(tn, "OpOverload") || !strcmp(tn, "OpOverloadPacket")) {
+        /* torch.ops.aten.* (an op that mutates is caught by the meta run's
+         * version counters) */
+        PyObject *ns = PyObject_GetAttrString(fn, "namespace");
+        int aten = ns && PyUnicode_Check(ns)
+                   && PyUnicode_CompareWithASCIIString(ns, "aten") == 0;
+        Py_XDECREF(ns);
+        PyErr_Clear();
+        return aten;
+    }
+    /* (torch.sort is a static method of _VariableFunctionsClass:
+     * PyCFunction_GET_SELF hides m_self for those) */
+    PyObject *self = PyCFunction_Check(fn) ? ((PyCFunctionObject *)fn)->m_self
+                                           : NULL;
+    if (self == NULL) {
+        return 0;
+    }
+    if (self == vf_class) {
+        return 1;
+    }
+    if (!PyModule_Check(self)) {
+        return 0;
+    }
+    return in_list(PyModule_GetName(self), modules);
+}
+
+/* A device argument ("cpu", torch.device("cuda:0")) is refused: the meta
+ * run would make its result on that device for real (a factory with a
+ * device= would even draw from the real random stream at trace time). */
+static int
+is_device(PyObject *v)
+{
+    static const char *const prefixes[] = {"cpu", "cuda", "meta", "mps",
+                                           "xpu", "hip", NULL};
+    if (!strcmp(Py_TYPE(v)->tp_name, "torch.device")) {
+        return 1;
+    }
+    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    for (int i = 0; s != NULL && prefixes[i] != NULL; i++) {
+        if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
+}
+
+static int
+plain_constant(PyObject *v)
+{
+    if (is_device(v)) {
+        return 0;
+    }
+    if (v == Py_None || v == Py_Ellipsis || PyBool_Check(v)
+        || PyLong_CheckExact(v) || PyFloat_CheckExact(v)
+        || PyComplex_CheckExact(v) || PyUnicode_CheckExact(v)) {
+        return 1;
+    }
+    const char *tn = Py_TYPE(v)->tp_name;
+    /* torch.dtype, torch.memory_format, torch.layout */
+    return !strcmp(tn, "torch.dtype") || !strcmp(tn, "torch.memory_format")
+           || !strcmp(tn, "torch.layout");
+}
+
+typedef struct {
+    tracer *T;
+    int in[TC_MAX_OP_INPUTS];
+    int nin;
+    const char *why;          /* an argument the call cannot take */
+} args_ctx;
+
+/* The template value of argument v (operands as placeholders): a new
+ * reference, NULL with X->why set (not an error) or with an exception. */
+static PyObject *
+template_of(args_ctx *X, tc_var *v, int depth)
+{
+    if (tc_tr_reify(X->T, v) != OK) {
+        X->why = PyErr_Occurred() ? NULL : "an argument";
+        return NULL;
+    }
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+        if (X->nin == TC_MAX_OP_INPUTS) {
+            X->why = "more tensor arguments than an extern node takes";
+            return NULL;
+        }
+        X->in[X->nin] = v->node;
+        return Py_XNewRef(tc_xtable_operand(X->nin++));
+    case TC_VAR_TUPLE:
+    case TC_VAR_LIST: {
+        if (depth > 2) {
+            X->why = "deeply nested arguments";
+            return NULL;
+        }
+        PyObject *t = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
+                                              : PyList_New(v->nitems);
+        for (int i = 0; t != NULL && i < v->nitems; i++) {
+            PyObject *item = template_of(X, v->items[i], depth + 1);
+            if (item == NULL) {
+                Py_CLEAR(t);
+                break;
+            }
+            if (v->kind == TC_VAR_TUPLE) {
+                PyTuple_SET_ITEM(t, i, item);
+            }
+            else {
+                PyList_SET_ITEM(t, i, item);
+            }
+        }
+        return t;
+    }
+    case TC_VAR_UNKNOWN:  /* torch.preserve_format read from torch */
+        if (v->source >= 0 || v->obj == NULL || !plain_constant(v->obj)) {
+            X->why = tc_var_kind_name(v);
+            return NULL;
+        }
+        return Py_NewRef(v->obj);
+    case TC_VAR_OBJECT:   /* torch.float64 read from the torch module */
+    case TC_VAR_CONST:
+        if (plain_constant(v->obj)) {
+            return Py_NewRef(v->obj);
+        }
+        if (PyTuple_Check(v->obj) || PyList_Check(v->obj)) {
+            /* torch.Size, a tuple of ints: copied, so that a list the
+             * program changes later does not change the graph */
+            Py_ssize_t n = PySequence_Fast_GET_SIZE(v->obj);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!plain_constant(PySequence_Fast_GET_ITEM(v->obj, i))) {
+                    X->why = "a sequence argument of other constants";
+                    return NULL;
+                }
+            }
+            return PyList_Check(v->obj) ? PyList_GetSlice(v->obj, 0, n)
+                   : PyTuple_CheckExact(v->obj) ? Py_NewRef(v->obj)
+                   : PySequence_Tuple(v->obj);
+        }
+        X->why = is_device(v->obj) ? "a device (not traced)"
+                                   : Py_TYPE(v->obj)->tp_name;
+        return NULL;
+    default:
+        X->why = tc_var_kind_name(v);
+        return NULL;
+    }
+}
+
+static int
+push_tensor(tracer *T, int node, tc_var **out)
+{
+    *out = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
+    if (*out == NULL) {
+        return ERROR;
+    }
+    (*out)->node = node;
+    return OK;
+}
+
+/* The graph value of result item j. */
+static int
+build_output(tracer *T, const char *name, const args_ctx *X,
+             const tc_xresult *res, int j, tc_var **args_vars, int call,
+             int *callnode, tc_var **out)
+{
+    const tc_xout *o = &res->out[j];
+    tc_graph *g = T->out->graph;
+    char err[256];
+    int node;
+    if (o->alias >= 0 && o->is_self) {
+        *out = args_vars[o->alias];
+        return OK;
+    }
+    if (o->alias >= 0) {
+        if (g->nodes[X->in[o->alias]].dtype != o->dtype) {
+            return tc_tr_unsupported(T, "%s returns a view as another dtype",
+                                     name);
+        }
+        node = tc_graph_as_strided(g, X->in[o->alias], &o->layout, o->offset,
+                                   err, sizeof(err));
+    }
+    else if (res->tuple) {
+        if (*callnode < 0) {
+            *callnode = tc_graph_extern_generic(g, call, X->nin, X->in,
+                                                res->nout, res->out[0].dtype,
+                                                &res->out[0].layout, err,
+                                                sizeof(err));
+            if (*callnode < 0) {
+                return tc_tr_unsupported(T, "%s: %s", name, err);
+            }
+        }
+        node = tc_graph_extern_item(g, *callnode, j, o->dtype, &o->layout,
+                                    err, sizeof(err));
+    }
+    else {
+        node = tc_graph_extern_generic(g, call, X->nin, X->in, 0, o->dtype,
+                                       &o->layout, err, sizeof(err));
+    }
+    if (node < 0) {
+        return tc_tr_unsupported(T, "%s: %s", name, err);
+    }
+    return push_tensor(T, node, out);
+}
+
+/* Pushes the value of the call from its meta result. */
+static int
+push_result(tracer *T, const char *name, const args_ctx *X,
+            const tc_xresult *res, tc_var **opvars, int call)
+{
+    tc_var *items[TC_XMAX_OUTPUTS];
+    int callnode = -1;
+    for (int j = 0; j < res->nout; j++) {
+        int rc = build_output(T, name, X, res, j, opvars, call, &callnode,
+                              &items[j]);
+        if (rc != OK) {
+            return rc;
+        }
+    }
+    if (!res->tuple) {
+        return tc_tr_push(T, items[0]);
+    }
+    tc_var *seq = tc_var_seq(&T->sh->arena, res->tuple == 2 ? TC_VAR_LIST
+                             : TC_VAR_TUPLE, res->nout, items);
+    if (seq == NULL) {
+        return ERROR;
+    }
+    if (res->tuple == 2 || (PyTypeObject *)res->seqtype == &PyTuple_Type) {
+        return tc_tr_push(T, seq);
+    }
+    /* a torch.return_types structseq: built at the exit if it escapes,
+     * read through its items inside (tc_tr_structseq_items) */
+    tc_var *r = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &seq);
+    if (r == NULL) {
+        return ERROR;
+    }
+    r->node = TC_TMPL_CALL;
+    r->obj = Py_NewRef(res->seqtype);
+    return tc_tr_push(T, r);
+}
+
+/* Operand vars in placeholder order (for results that are an operand). */
+static void
+collect_operand_vars(tc_var *v, tc_var **out, int *n)
+{
+    if (v->kind == TC_VAR_TENSOR) {
+        if (*n < TC_MAX_OP_INPUTS) {
+            out[*n] = v;
+        }
+        (*n)++;
+    }
+    else if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        for (int i = 0; i < v->nitems; i++) {
+            collect_operand_vars(v->items[i], out, n);
+        }
+    }
+}
+
+/* Ops whose meta result differs from the CPU kernel's: native_batch_norm
+ * in eval mode returns empty saved statistics on the CPU, (C,) on meta. */
+static const char *const meta_differs[] = {
+    "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
+    NULL};
+
+static int
+is_mutating_name(const char *name, PyObject *kwnames)
+{
+    size_t n = strlen(name);
+    int dunder = n > 4 && !strncmp(name, "__", 2) && !strcmp(name + n - 2, "__");
+    if (dunder ? name[2] == 'i' && strcmp(name, "__index__") != 0
+                 && strcmp(name, "__invert__") != 0
+               : n > 1 && name[n - 1] == '_') {
+        return 1;   /* x.add_(y), x.__iadd__(y) */
+    }
+    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i),
+                                             "out") == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
+tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                   PyObject *kwnames, int python_ok)
+{
+    if (!is_torch_op(fn) && !(python_ok && is_torch_python_op(fn))) {
+        return NOT_HANDLED;
+    }
+    int any_tensor = 0;
+    for (int i = 0; i < nargs; i++) {
+        int n = 0;
+        tc_var *tmp[TC_MAX_OP_INPUTS];
+        collect_operand_vars(args[i], tmp, &n);
+        any_tensor |= n > 0;
+    }
+    if (!any_tensor) {
+        return NOT_HANDLED;   /* factories: the usual reason */
+    }
+    PyObject *pyname = PyObject_GetAttrString(fn, "__name__");
+    const char *bare = pyname ? PyUnicode_AsUTF8(pyname) : NULL;
+    if (bare == NULL) {
+        Py_XDECREF(pyname);
+        return ERROR;
+    }
+    int rc;
+    if (is_mutating_name(bare, kwnames)) {
+        rc = tc_tr_unsupported(T, "%s mutates an input: see issue 12", bare);
+        Py_DECREF(pyname);
+        return rc;
+    }
+    if (in_list(bare, meta_differs)) {
+        rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
+                               "kernel's", bare);
+        Py_DECREF(pyname);
+        return rc;
+    }
+    args_ctx X = {.T = T};
+    PyObject *argv[TC_MAX_CALL_ARGS];
+    int n = 0;
+    rc = OK;
+    for (; n < nargs; n++) {
+        argv[n] = template_of(&X, args[n], 0);
+        if (argv[n] == NULL) {
+            rc = PyErr_Occurred() ? ERROR
+                : tc_tr_unsupported(T, "%s with an argument of type %s",
+                                    bare, X.why);
+            break;
+        }
+    }
+    char err[512];
+    int call = -1;
+    if (rc == OK) {
+        call = tc_xtable_intern(fn, nargs, argv, kwnames, X.nin, err,
+                                sizeof(err));
+        rc = call == -1 ? ERROR
+           : call == -2 ? tc_tr_unsupported(T, "%s: %s", bare, err) : OK;
+    }
+    for (int i = 0; i < n; i++) {
+        Py_DECREF(argv[i]);
+    }
+    const char *name = rc == OK ? tc_xtable_name(call) : bare;
+    tc_xresult res;
+    if (rc == OK) {
+        tc_dtype dts[TC_MAX_OP_INPUTS];
+        const tc_layout *ls[TC_MAX_OP_INPUTS];
+        for (int k = 0; k < X.nin; k++) {
+            dts[k] = T->out->graph->nodes[X.in[k]].dtype;
+            ls[k] = &T->out->graph->nodes[X.in[k]].layout;
+        }
+        int m = tc_xtable_meta(call, X.nin, dts, ls, &res, err, sizeof(err));
+        rc = m < 0 ? ERROR
+           : m > 0 ? tc_tr_unsupported(T, "%s: %s", name, err) : OK;
+    }
+    if (rc == OK) {
+        tc_var *opvars[TC_MAX_OP_INPUTS];
+        int nops = 0;
+        for (int i = 0; i < nargs; i++) {
+            collect_operand_vars(args[i], opvars, &nops);
+        }
+        rc = push_result(T, name, &X, &res, opvars, call);
+    }
+    Py_DECREF(pyname);
+    return rc;
+}
