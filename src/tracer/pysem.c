@@ -13,7 +13,11 @@
 static struct {
     PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
         *getattr, *hasattr, *partial, *no_grad, *enable_grad,
-        *inference_mode, *set_grad_enabled;
+        *inference_mode, *set_grad_enabled, *is_grad_enabled,
+        *has_torch_function, *has_torch_function_unary,
+        *has_torch_function_variadic, *torch_function_mode_enabled,
+        *get_tracing_state, *is_tracing, *deterministic,
+        *deterministic_warn_only, *get_default_dtype;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -40,8 +44,22 @@ tc_tracer_init(void)
         {"torch", "enable_grad", &K.enable_grad},
         {"torch", "inference_mode", &K.inference_mode},
         {"torch", "set_grad_enabled", &K.set_grad_enabled},
+        {"torch", "is_grad_enabled", &K.is_grad_enabled},
+        {"torch._C", "_has_torch_function", &K.has_torch_function},
+        {"torch._C", "_has_torch_function_unary",
+         &K.has_torch_function_unary},
+        {"torch._C", "_has_torch_function_variadic",
+         &K.has_torch_function_variadic},
+        {"torch._C", "_is_torch_function_mode_enabled",
+         &K.torch_function_mode_enabled},
+        {"torch._C", "_get_tracing_state", &K.get_tracing_state},
+        {"torch._C", "_is_tracing", &K.is_tracing},
+        {"torch._C", "_get_deterministic_algorithms", &K.deterministic},
+        {"torch._C", "_get_deterministic_algorithms_warn_only",
+         &K.deterministic_warn_only},
+        {"torch", "get_default_dtype", &K.get_default_dtype},
     };
-    if (K.set_grad_enabled != NULL) {
+    if (K.get_default_dtype != NULL) {
         return OK;
     }
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -1044,6 +1062,148 @@ call_range(tracer *T, tc_var **args, int nargs)
     return tc_tr_push_folded(T, r, "range");
 }
 
+/* ---- torch's global state and __torch_function__ ---- */
+
+/* A query of torch's global state (no arguments, no side effects) that
+ * traced code cannot change: its value now, guarded as `fn() == value`
+ * (a TC_SRC_CALL source).  NULL with *rc set if the value is not one the
+ * trace can take as a constant. */
+static PyObject *
+guarded_state(tracer *T, PyObject *fn, int *rc)
+{
+    PyObject *r = PyObject_CallNoArgs(fn);
+    int src = r ? tc_source_add(T->out->guards, TC_SRC_CALL, -1, 0, fn) : -1;
+    if (src < 0 || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        *rc = ERROR;
+        return NULL;
+    }
+    *rc = OK;
+    return r;
+}
+
+static int
+is_state_query(PyObject *fn)
+{
+    return fn == K.torch_function_mode_enabled || fn == K.get_tracing_state
+           || fn == K.is_tracing || fn == K.deterministic
+           || fn == K.deterministic_warn_only || fn == K.get_default_dtype;
+}
+
+/* torch.is_grad_enabled() is the mode the trace is in (a with block of
+ * no_grad changes it; GLOBAL_STATE guards the mode at entry); the other
+ * queries are guarded on their value. */
+static int
+call_state_query(tracer *T, PyObject *fn, int nargs)
+{
+    if (nargs != 0) {
+        return NOT_HANDLED;
+    }
+    if (fn == K.is_grad_enabled) {
+        return push_const(T, PyBool_FromLong(T->grad_mode));
+    }
+    int rc;
+    PyObject *r = guarded_state(T, fn, &rc);
+    if (r == NULL) {
+        return rc;
+    }
+    if (fn == K.get_tracing_state && r != Py_None) {
+        Py_DECREF(r);
+        return tc_tr_unsupported(T, "torch.jit.trace is running");
+    }
+    return push_const(T, r);
+}
+
+/* Whether v overrides torch functions as torch's check_has_torch_function
+ * decides it: 0 no, 1 yes (or not known), ERROR.  Tensors the tracer
+ * holds are torch.Tensor or nn.Parameter exactly (TENSOR_MATCH; a
+ * subclass stays opaque), whose __torch_function__ is the default;
+ * containers are not looked into, as torch does not; anything else is
+ * asked, with its type guarded. */
+static int
+overrides_torch(tracer *T, tc_var *v)
+{
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+    case TC_VAR_TUPLE:
+    case TC_VAR_LIST:
+    case TC_VAR_DICT:
+    case TC_VAR_METHOD:
+    case TC_VAR_CELL:
+        return 0;
+    case TC_VAR_DEFERRED:
+        /* iterators, functions, grad-mode contexts, strings; an
+         * attribute read at the exit could be anything */
+        return v->node == TC_TMPL_ATTR;
+    default:
+        break;
+    }
+    if (v->obj == NULL) {
+        return 1;
+    }
+    PyObject *r = PyObject_CallOneArg(K.has_torch_function_unary, v->obj);
+    if (r == NULL) {
+        return ERROR;
+    }
+    int yes = r == Py_True;
+    Py_DECREF(r);
+    if (!yes && v->source >= 0 && v->kind != TC_VAR_NN_MODULE
+        && tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+        return ERROR;
+    }
+    return yes;
+}
+
+/* torch.overrides.has_torch_function(args), _unary(x), _variadic(*args):
+ * False when no argument overrides torch functions and no
+ * TorchFunctionMode is active, so torch.nn.functional's wrappers inline
+ * down to the ops they call.  An argument that does override breaks: its
+ * __torch_function__ decides what the call means. */
+static int
+call_has_torch_function(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    if (fn == K.has_torch_function) {
+        if (nargs != 1) {
+            return NOT_HANDLED;
+        }
+        int rc = tc_tr_reify(T, args[0]);
+        if (rc != OK) {
+            return rc;
+        }
+        if (args[0]->kind != TC_VAR_TUPLE && args[0]->kind != TC_VAR_LIST) {
+            return tc_tr_unsupported(T, "has_torch_function() of a %s",
+                                     tc_var_kind_name(args[0]));
+        }
+        nargs = args[0]->nitems;
+        args = args[0]->items;
+    }
+    else if (fn == K.has_torch_function_unary && nargs != 1) {
+        return NOT_HANDLED;
+    }
+    int rc;
+    PyObject *mode = guarded_state(T, K.torch_function_mode_enabled, &rc);
+    if (mode == NULL) {
+        return rc;
+    }
+    Py_DECREF(mode);
+    if (mode != Py_False) {
+        return tc_tr_unsupported(T, "has_torch_function under a "
+                                 "TorchFunctionMode");
+    }
+    for (int i = 0; i < nargs; i++) {
+        int yes = overrides_torch(T, args[i]);
+        if (yes != 0) {
+            return yes < 0 ? ERROR
+                : tc_tr_unsupported(T, "an argument of type %s overrides "
+                                    "torch functions (__torch_function__)",
+                                    args[i]->obj
+                                    ? Py_TYPE(args[i]->obj)->tp_name
+                                    : tc_var_kind_name(args[i]));
+        }
+    }
+    return push_const(T, Py_NewRef(Py_False));
+}
+
 static int
 call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
                        int nargs, PyObject *kwnames)
@@ -1084,6 +1244,13 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.hasattr) {
         rc = call_hasattr(T, args, nargs);
+    }
+    else if (fn == K.has_torch_function || fn == K.has_torch_function_unary
+             || fn == K.has_torch_function_variadic) {
+        rc = call_has_torch_function(T, fn, args, nargs);
+    }
+    else if (fn == K.is_grad_enabled || is_state_query(fn)) {
+        rc = call_state_query(T, fn, nargs);
     }
     if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
         return ERROR;

@@ -1,0 +1,189 @@
+"""torch.nn.functional's wrappers inline (issue 11): the has_torch_function
+family folds to False when no argument overrides torch functions (guarded,
+so a later call with a __torch_function__ subclass, or under a
+TorchFunctionMode, is not served by the folded code), and the queries of
+torch's global state they make fold with a guard on their value.
+
+Every compiled result is compared with eager.
+"""
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+import tcjit
+from conftest import check_same
+
+
+def one_graph(fn, *args, calls=2):
+    expected = fn(*args)
+    ex = tcjit.explain(fn)(*args)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert ex.graph_count == 1
+    cf = tcjit.compile(fn)
+    for _ in range(calls):
+        check_same(cf(*args), expected)
+    return ex
+
+
+class Logged(torch.Tensor):
+    """A subclass whose __torch_function__ records what it saw."""
+    seen = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.seen.append(getattr(func, "__name__", str(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class Wrapped:
+    """Not a tensor, but overrides torch functions."""
+    def __init__(self, t):
+        self.t = t
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return "handled by Wrapped"
+
+
+def test_functional_wrappers_inline_to_their_ops():
+    x = torch.randn(4, 8)
+    for fn in (lambda x: F.softsign(x), lambda x: F.tanhshrink(x),
+               lambda x: F.softmin(x, dim=-1),
+               lambda x: F.softsign(x) + F.tanhshrink(x) * 2):
+        one_graph(fn, x)
+
+
+def test_has_torch_function_family_folds_on_plain_values():
+    from torch.overrides import (has_torch_function,
+                                 has_torch_function_unary,
+                                 has_torch_function_variadic)
+
+    def f(x, w, n):
+        a = has_torch_function_unary(x)
+        b = has_torch_function_variadic(x, w, None, n, "s", (x,), [w])
+        c = has_torch_function((x, w, 3))
+        d = torch._C._has_torch_function_variadic()
+        if a or b or c or d:
+            return x - 1
+        return (x + w) * n
+
+    p = torch.nn.Parameter(torch.randn(4), requires_grad=False)
+    ex = one_graph(f, torch.randn(4), p, 3)
+    guards = "\n".join(str(g) for gs in ex.guards for g in gs)
+    assert "torch._C._is_torch_function_mode_enabled()" in guards, guards
+
+
+def test_subclass_with_torch_function_later_gets_its_behaviour():
+    def f(x):
+        return F.softsign(x) * 2
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4, 8)
+    check_same(cf(x), f(x))
+    check_same(cf(x), f(x))
+    Logged.seen = []
+    s = x.as_subclass(Logged)
+    r = cf(s)
+    eager_seen = list(Logged.seen)
+    Logged.seen = []
+    e = f(s)
+    assert type(r) is Logged and type(e) is Logged
+    torch.testing.assert_close(r.as_subclass(torch.Tensor),
+                               e.as_subclass(torch.Tensor))
+    assert eager_seen == Logged.seen and "softsign" in eager_seen
+    # and the plain tensor is still served from the cache
+    check_same(cf(x), f(x))
+
+
+def test_non_tensor_argument_with_torch_function_is_not_folded():
+    def f(x, w):
+        return F.softsign(w) if isinstance(x, int) else x
+
+    cf = tcjit.compile(f)
+    assert cf(1, Wrapped(1)) == "handled by Wrapped"
+
+    def g(x, y):
+        return F.tanhshrink(x) + y
+
+    cg = tcjit.compile(g)
+    x = torch.randn(5)
+    check_same(cg(x, 1.0), g(x, 1.0))
+    w = Wrapped(x)
+    # an argument that overrides torch is seen at the has_torch_function
+    # of the second position: F.tanhshrink(x) does not look at y, but
+    # x + y does (Tensor.__add__ defers to Wrapped)
+    assert cg(x, 2.0).equal(g(x, 2.0))
+    try:
+        expected = g(x, w)
+    except TypeError as e:
+        expected = e
+    try:
+        got = cg(x, w)
+    except TypeError as e:
+        got = e
+    assert type(got) is type(expected) and str(got) == str(expected)
+
+
+def test_torch_function_mode_is_not_served_by_folded_code():
+    calls = []
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    def f(x):
+        return F.softsign(x) + 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(6)
+    check_same(cf(x), f(x))
+    check_same(cf(x), f(x))
+    with Mode():
+        r = cf(x)
+    eager_calls = list(calls)
+    calls.clear()
+    with Mode():
+        e = f(x)
+    torch.testing.assert_close(r, e)
+    assert "softsign" in calls and "softsign" in eager_calls
+
+
+def test_state_queries_fold_with_guards():
+    def f(x):
+        if torch.jit.is_scripting() or torch.jit.is_tracing():
+            return x - 1
+        if torch.are_deterministic_algorithms_enabled():
+            return x * 3
+        if torch.is_grad_enabled():
+            return x * 5
+        if torch._C._get_tracing_state() is None:
+            return x * 7
+        return x + 1
+
+    x = torch.randn(4)
+    with torch.no_grad():
+        one_graph(f, x)
+    cf = tcjit.compile(f)
+    with torch.no_grad():
+        check_same(cf(x), f(x))
+        torch.use_deterministic_algorithms(True)
+        try:
+            check_same(cf(x), f(x))
+        finally:
+            torch.use_deterministic_algorithms(False)
+        check_same(cf(x), f(x))
+    check_same(cf(x), f(x))   # grad mode on: the other branch
+
+
+def test_is_grad_enabled_follows_with_blocks():
+    def f(x):
+        with torch.no_grad():
+            a = torch.is_grad_enabled()
+        b = torch.is_grad_enabled()
+        return x * 2 if a else x * 3 if b else x * 4
+
+    x = torch.randn(4)
+    one_graph(f, x)
+    with torch.no_grad():
+        one_graph(f, x)
