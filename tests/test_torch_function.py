@@ -187,3 +187,124 @@ def test_is_grad_enabled_follows_with_blocks():
     one_graph(f, x)
     with torch.no_grad():
         one_graph(f, x)
+
+
+# ---- `is` / `is not` and `in` / `not in` ---------------------------------------
+
+def same_outcome(fn, *args):
+    """Compiled and eager agree: the value, or the exception's type and
+    text."""
+    def run(f):
+        try:
+            return f(*args), None
+        except Exception as e:  # noqa: BLE001 - compared below
+            return None, e
+    ev, ee = run(fn)
+    cv, ce = run(tcjit.compile(fn))
+    assert type(ce) is type(ee) and str(ce) == str(ee), (ce, ee)
+    if ee is None:
+        check_same(cv, ev)
+
+
+def code(flags):
+    """The flags as one number (a binary code), so each one shows."""
+    s = 0
+    for v in flags:
+        s = s * 2 + (1 if v else 0)
+    return s
+
+
+class Cfg:
+    def __init__(self, act=None):
+        self.act = act
+
+
+def test_is_and_is_not_fold():
+    def f(x, n, cfg, mode):
+        a = (n is None, n is not None, mode is None, x is None,
+             x is not None, x is x, F.relu is F.relu, torch.float32 is
+             x.dtype, cfg is None, cfg is cfg, [] is [], (x,) is None,
+             int is bool, mode is True)
+        return x * code(a)
+
+    x = torch.randn(3)
+    one_graph(f, x, None, Cfg(), True)
+    one_graph(f, x, 2, Cfg("gelu"), None)
+    cf = tcjit.compile(f)
+    for n, mode in ((None, True), (3, False), (None, None), (1.5, "a")):
+        check_same(cf(x, n, Cfg(), mode), f(x, n, Cfg(), mode))
+
+
+def test_is_on_objects_pins_identity():
+    a, b = Cfg(), Cfg()
+
+    def f(x, p, q):
+        return x + 1 if p is q else x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    for p, q in ((a, a), (a, b), (b, b), (b, a)):
+        check_same(cf(x, p, q), f(x, p, q))
+
+
+def test_is_between_tensors_breaks_with_a_reason():
+    def f(x, y):
+        return x * 2 if x is y else x * 3
+
+    x, y = torch.randn(3), torch.randn(3)
+    ex = tcjit.explain(f)(x, y)
+    assert any("'is' between two tensors" in b.reason
+               for b in ex.break_reasons)
+    cf = tcjit.compile(f)
+    check_same(cf(x, x), f(x, x))
+    check_same(cf(x, y), f(x, y))
+
+
+def test_in_and_not_in_fold():
+    def f(x, mode, k, n):
+        d = {"a": 1, "b": 2, 3: None}
+        a = (mode in ("nearest", "linear"), mode not in ["area"],
+             k in d, k not in d, "ar" in mode, n in (1, 2.0, None),
+             n in [x.dtype, torch.float16], None in (n,), 3 in d,
+             torch.float32 in (x.dtype,), F.relu in (F.gelu, F.relu))
+        return x * code(a)
+
+    x = torch.randn(3)
+    one_graph(f, x, "linear", "a", 2)
+    cf = tcjit.compile(f)
+    for args in (("area", "c", None), ("nearest", 3, 2.0), ("x", "b", 5),
+                 ("linear", "a", True)):
+        check_same(cf(x, *args), f(x, *args))
+
+
+def test_in_keeps_eager_exceptions_and_nan():
+    def unhashable(x, k):
+        return x + 1 if k in {"a": 1} else x
+
+    def str_of_int(x, k):
+        return x + 1 if k in "abc" else x
+
+    nan = float("nan")
+
+    def with_nan(x, v):
+        return x + 1 if v in (v, 1.0) else x
+
+    x = torch.randn(3)
+    same_outcome(unhashable, x, [1])
+    same_outcome(unhashable, x, "a")
+    same_outcome(str_of_int, x, 1)
+    same_outcome(str_of_int, x, "b")
+    same_outcome(with_nan, x, nan)
+    same_outcome(with_nan, x, 1.0)
+
+
+def test_in_with_a_tensor_breaks_with_a_reason():
+    def f(x, y):
+        return x * 2 if y in (x, 3) else x
+
+    x = torch.randn(1)
+    ex = tcjit.explain(f)(x, 3)
+    assert any("'in' comparing a tensor" in b.reason
+               for b in ex.break_reasons)
+    same_outcome(f, x, 3)
+    same_outcome(f, x, 4)

@@ -892,6 +892,189 @@ known_type(tracer *T, tc_var *v)
     }
 }
 
+/* ---- `is` and `in` ---- */
+
+/* Whether v stands for one object whatever the call: singletons, types
+ * and dtypes (EQUALS on them is identity), objects the guards pin or that
+ * torch's modules hold (OBJECT), and objects read from the frame, pinned
+ * here by ID_MATCH.  1, 0, or ERROR. */
+static int
+fixed_identity(tracer *T, tc_var *v)
+{
+    PyObject *o = v->obj;
+    switch (v->kind) {
+    case TC_VAR_CONST:
+        return o == Py_None || o == Py_True || o == Py_False
+               || o == Py_Ellipsis || o == Py_NotImplemented
+               || PyType_CheckExact(o) || tc_dtype_from_torch(o) >= 0;
+    case TC_VAR_OBJECT:
+        return 1;
+    case TC_VAR_UNKNOWN:
+    case TC_VAR_NN_MODULE:
+        if (v->source < 0) {
+            return 0;
+        }
+        return tc_guard_id(T->out->guards, v->source, o) < 0 ? ERROR : 1;
+    default:
+        return 0;
+    }
+}
+
+/* `a is b`: 1, 0, ERROR, or UNSUPPORTED where the trace cannot know
+ * (two tensors: views and aliases are separate objects or not). */
+static int
+same_object(tracer *T, tc_var *a, tc_var *b)
+{
+    int rc;
+    if (a == b) {
+        return 1;
+    }
+    if ((rc = tc_tr_reify(T, a)) != OK || (rc = tc_tr_reify(T, b)) != OK) {
+        return rc;
+    }
+    if (a->kind == TC_VAR_TENSOR && b->kind == TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "'is' between two tensors");
+    }
+    /* objects of different types are different objects */
+    PyObject *ta = a->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(a->obj)
+                                               : known_type(T, a);
+    PyObject *tb = ta == NULL ? NULL
+                 : b->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(b->obj)
+                 : known_type(T, b);
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
+    if (ta != NULL && tb != NULL && ta != tb) {
+        return 0;
+    }
+    /* a list or dict the trace built is a new object */
+    if ((a->kind == TC_VAR_LIST || a->kind == TC_VAR_DICT)
+        && a->kind == b->kind && (a->source < 0 || b->source < 0)) {
+        return 0;
+    }
+    int fa = fixed_identity(T, a);
+    int fb = fa == 1 ? fixed_identity(T, b) : 0;
+    if (fa < 0 || fb < 0) {
+        return ERROR;
+    }
+    if (fa && fb) {
+        return a->obj == b->obj;
+    }
+    return tc_tr_unsupported(T, "'is' between a %s and a %s",
+                             tc_var_kind_name(a), tc_var_kind_name(b));
+}
+
+/* IS_OP: `a is b` (oparg 0), `a is not b` (1). */
+int
+tc_tr_op_is(tracer *T, int invert)
+{
+    tc_var *b = tc_tr_pop(T), *a = tc_tr_pop(T);
+    if (a == NULL || b == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int r = same_object(T, a, b);
+    if (r != 0 && r != 1) {
+        return r;
+    }
+    return push_const(T, PyBool_FromLong(r != invert));
+}
+
+/* `item == x` as `in` asks it of a list or tuple item (identity first):
+ * 1, 0, ERROR, or UNSUPPORTED. */
+static int
+contains_item(tracer *T, tc_var *item, tc_var *x)
+{
+    int rc = tc_tr_reify(T, item);
+    if (rc != OK) {
+        return rc;
+    }
+    if (item->kind == TC_VAR_TENSOR || x->kind == TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "'in' comparing a tensor (Tensor.__eq__ "
+                                 "is elementwise)");
+    }
+    if ((item->kind == TC_VAR_CONST || item->kind == TC_VAR_OBJECT)
+        && (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT)) {
+        /* values the guards fix (EQUALS, ID_MATCH) or torch's modules
+         * hold; constants may be other objects at run time: equality
+         * must decide, as it does unless an object is unequal to itself
+         * (nan) */
+        PyObject *r = PyObject_RichCompare(item->obj, x->obj, Py_EQ);
+        int eq = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (eq < 0) {
+            return tc_tr_unsupported_from_exception(T, "'in'");
+        }
+        if (!eq && item->obj == x->obj) {
+            return tc_tr_unsupported(T, "'in' of an object unequal to "
+                                     "itself");
+        }
+        return eq;
+    }
+    int fi = fixed_identity(T, item);
+    int fx = fi == 1 ? fixed_identity(T, x) : 0;
+    if (fi < 0 || fx < 0) {
+        return ERROR;
+    }
+    /* pinned objects whose equality is identity */
+    richcmpfunc id_eq = PyBaseObject_Type.tp_richcompare;
+    if (fi && fx && Py_TYPE(item->obj)->tp_richcompare == id_eq
+        && Py_TYPE(x->obj)->tp_richcompare == id_eq) {
+        return item->obj == x->obj;
+    }
+    return tc_tr_unsupported(T, "'in' comparing a %s with a %s",
+                             tc_var_kind_name(x), tc_var_kind_name(item));
+}
+
+/* CONTAINS_OP: `x in c` (oparg 0), `x not in c` (1), for the tuples,
+ * lists and dicts the tracer knows item by item, and constants. */
+int
+tc_tr_op_contains(tracer *T, int invert)
+{
+    tc_var *c = tc_tr_pop(T), *x = tc_tr_pop(T);
+    if (c == NULL || x == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int rc, found = 0;
+    if ((rc = tc_tr_reify(T, c)) != OK || (rc = tc_tr_reify(T, x)) != OK) {
+        return rc;
+    }
+    if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
+        if (x->kind != TC_VAR_CONST) {
+            return tc_tr_unsupported(T, "'in' of a %s in a %s",
+                                     tc_var_kind_name(x),
+                                     tc_var_kind_name(c));
+        }
+        /* a dict's keys are constants: ask a dict of them (hash, then
+         * identity or equality, as the real one does) */
+        PyObject *keys = c->kind == TC_VAR_DICT ? PyDict_New()
+                                                : Py_NewRef(c->obj);
+        for (int i = 0; keys && c->kind == TC_VAR_DICT && i < c->nitems;
+             i++) {
+            if (PyDict_SetItem(keys, PyTuple_GET_ITEM(c->obj, i),
+                               Py_None) < 0) {
+                Py_CLEAR(keys);
+            }
+        }
+        found = keys ? PySequence_Contains(keys, x->obj) : -1;
+        Py_XDECREF(keys);
+        if (found < 0) {
+            return tc_tr_unsupported_from_exception(T, "'in'");
+        }
+    }
+    else if (c->kind == TC_VAR_TUPLE || c->kind == TC_VAR_LIST) {
+        for (int i = 0; !found && i < c->nitems; i++) {
+            found = contains_item(T, c->items[i], x);
+            if (found != 0 && found != 1) {
+                return found;
+            }
+        }
+    }
+    else {
+        return tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c));
+    }
+    return push_const(T, PyBool_FromLong(found != invert));
+}
+
 /* The classinfo argument of isinstance: a class or a tuple of them. */
 static PyObject *
 classinfo_of(tracer *T, tc_var *v)

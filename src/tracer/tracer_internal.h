@@ -130,6 +130,8 @@ int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
 int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
+int tc_tr_op_is(tracer *T, int invert);
+int tc_tr_op_contains(tracer *T, int invert);
 int tc_tr_op_call_ex(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
