@@ -308,3 +308,91 @@ def test_in_with_a_tensor_breaks_with_a_reason():
                for b in ex.break_reasons)
     same_outcome(f, x, 3)
     same_outcome(f, x, 4)
+
+
+# ---- dicts: merges of the frame's dicts, methods, item assignment -------------
+
+def _inner(x, **kwargs):
+    scale = kwargs.pop("scale", 1.0)
+    kwargs.setdefault("bias", 0.5)
+    kwargs["extra"] = 2
+    n = 0
+    for k, v in kwargs.items():
+        n = n + len(k)
+    for k in kwargs.keys():
+        n = n + 1
+    for v in kwargs.values():
+        n = n + (v if isinstance(v, int) else 0)
+    return x * scale + kwargs["bias"] + n + kwargs.get("missing", 3)
+
+
+def test_dict_merge_of_frame_dicts_and_dict_methods():
+    def outer(x, opts):
+        d = {**opts, "scale": 2.0}
+        return _inner(x, **d), "bias" in opts, len(opts), opts.get("w")
+
+    x = torch.randn(3)
+    one_graph(outer, x, {"bias": 1.0, "w": 3})
+    cf = tcjit.compile(outer)
+    for opts in ({"bias": 1.0, "w": 3}, {"w": 3, "bias": 1.0}, {},
+                 {"w": 4}, {"bias": 2.0, "w": 3}):
+        check_same(cf(x, opts), outer(x, opts))
+
+
+def test_frame_dict_is_not_mutated_by_the_trace():
+    def f(x, d):
+        y = x * d.pop("a")
+        d["b"] = 1
+        return y
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    d1, d2 = {"a": 2.0}, {"a": 2.0}
+    check_same(cf(x, d1), f(x, d2))
+    assert d1 == d2 == {"b": 1}
+    ex = tcjit.explain(f)(x, {"a": 2.0})
+    assert any("did not build" in b.reason for b in ex.break_reasons)
+
+
+def _mutates(d):
+    d.pop("a")
+    print(end="")   # breaks after the mutation
+    return d
+
+
+def test_callee_mutating_a_callers_dict_breaks_before_it():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        _mutates(d)
+        return x + len(d), d
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x), f(x))
+
+
+def test_dict_errors_are_eagers():
+    def pop_missing(x, k):
+        d = {"a": 1}
+        return x + d.pop(k)
+
+    def unhashable(x, k):
+        d = {"a": 1}
+        d[k] = 2
+        return x
+
+    def get_unhashable(x, k):
+        return x + {"a": 1}.get(k, 0)
+
+    def merge_twice(x, opts):
+        return _inner(x, bias=1.0, **opts)
+
+    x = torch.randn(3)
+    same_outcome(pop_missing, x, "a")
+    same_outcome(pop_missing, x, "z")
+    same_outcome(unhashable, x, "b")
+    same_outcome(unhashable, x, ["b"])
+    same_outcome(get_unhashable, x, ["a"])
+    same_outcome(get_unhashable, x, "a")
+    same_outcome(merge_twice, x, {"scale": 3.0})
+    same_outcome(merge_twice, x, {"bias": 3.0})

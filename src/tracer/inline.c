@@ -68,6 +68,7 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
                                          nextra_kw, extra_vals) : NULL;
         if (locals[slot] != NULL) {
             locals[slot]->obj = Py_NewRef(keys);
+            locals[slot]->index = T->serial;  /* the callee's own dict */
         }
         Py_XDECREF(keys);
         rc = locals[slot] ? OK : ERROR;
@@ -118,6 +119,7 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     C->fn = fn;
     C->fn_source = fn_source;
     C->depth = T->depth + 1;
+    C->serial = ++T->sh->ntracers;
     C->grad_mode = T->grad_mode;
     C->nlocals = co->co_nlocalsplus;
     if (fn == NULL || fn->func_globals == T->globals) {

@@ -544,8 +544,151 @@ make_dict(tracer *T, PyObject *keys, tc_var **values)
     tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT, n, values);
     if (d != NULL) {
         d->obj = Py_NewRef(keys);
+        d->index = T->serial;
     }
     return d;
+}
+
+/* Give v (every alias of it) the contents of the new var n; the arena
+ * frees v's old contents through n. */
+static void
+replace_contents(tc_var *v, tc_var *n)
+{
+    tc_var old = *v;
+    v->obj = n->obj;
+    v->items = n->items;
+    v->nitems = n->nitems;
+    n->obj = old.obj;
+    n->items = old.items;
+    n->nitems = old.nitems;
+}
+
+#define MAX_FRAME_DICT 64
+
+/* A dict read from the frame (an exact dict with str keys) as a DICT var,
+ * in place, so every alias of v sees it: the keys guarded in order
+ * (TYPE_MATCH, and tuple(d) == keys through a TC_SRC_CALL source), each
+ * value a source of its own.  Its template stays the source (the real
+ * dict, which the trace never mutates).  NOT_HANDLED if v is no such
+ * dict. */
+int
+tc_tr_as_dict(tracer *T, tc_var *v)
+{
+    if (v->kind == TC_VAR_DICT) {
+        return OK;
+    }
+    if (v->kind != TC_VAR_UNKNOWN || v->source < 0
+        || !PyDict_CheckExact(v->obj)) {
+        return NOT_HANDLED;
+    }
+    tc_guard_set *gs = T->out->guards;
+    PyObject *d = v->obj, *k, *val;
+    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0;
+    if (n > MAX_FRAME_DICT) {
+        return tc_tr_unsupported(T, "a dict of %zd items", n);
+    }
+    tc_var *items[MAX_FRAME_DICT];
+    PyObject *keys = PyTuple_New(n);
+    int i = 0, rc = keys ? OK : ERROR;
+    while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
+        if (!PyUnicode_CheckExact(k)) {
+            rc = tc_tr_unsupported(T, "a dict with a key of type %s",
+                                   Py_TYPE(k)->tp_name);
+            break;
+        }
+        PyTuple_SET_ITEM(keys, i, Py_NewRef(k));
+        int src = tc_source_add(gs, TC_SRC_DICT_ITEM, v->source, 0, k);
+        items[i] = src < 0 ? NULL : tc_tr_wrap_value(T, val, src, &rc);
+        if (items[i++] == NULL) {
+            rc = rc != OK ? rc : ERROR;
+        }
+    }
+    int ksrc = rc == OK ? tc_source_add(gs, TC_SRC_CALL, v->source, 0,
+                                        (PyObject *)&PyTuple_Type) : -1;
+    if (rc == OK && (ksrc < 0 || tc_guard_type(gs, v->source, d) < 0
+                     || tc_guard_equals(gs, ksrc, keys) < 0)) {
+        rc = ERROR;
+    }
+    tc_var *nd = rc == OK ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL) {
+        return rc != OK ? rc : ERROR;
+    }
+    replace_contents(v, nd);
+    v->kind = TC_VAR_DICT;
+    v->index = -1;  /* the frame's dict: never mutated by the trace */
+    return OK;
+}
+
+/* Where key is among d's keys (hash, then identity or equality, as a
+ * real dict finds it): *at is its index or -1.  A key must be a
+ * constant; an unhashable one breaks (eager raises TypeError). */
+static int
+dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
+{
+    int rc = tc_tr_reify(T, key);
+    if (rc != OK) {
+        return rc;
+    }
+    if (key->kind != TC_VAR_CONST) {
+        return tc_tr_unsupported(T, "a dict key of type %s",
+                                 tc_var_kind_name(key));
+    }
+    PyObject *pos = PyDict_New();
+    for (int i = 0; pos && i < d->nitems; i++) {
+        PyObject *ix = PyLong_FromLong(i);
+        if (ix == NULL || PyDict_SetItem(pos, PyTuple_GET_ITEM(d->obj, i),
+                                         ix) < 0) {
+            Py_CLEAR(pos);
+        }
+        Py_XDECREF(ix);
+    }
+    PyObject *ix = pos ? PyDict_GetItemWithError(pos, key->obj) : NULL;
+    *at = ix ? (int)PyLong_AsLong(ix) : -1;
+    Py_XDECREF(pos);
+    if (PyErr_Occurred()) {
+        return tc_tr_unsupported_from_exception(T, "dict lookup");
+    }
+    return OK;
+}
+
+/* Whether the trace may change d in place: a dict built by the code
+ * being traced at this level (a dict of a caller, or one read from the
+ * frame, would be seen changed by Python if the call breaks). */
+static int
+check_mutable(tracer *T, tc_var *d, const char *what)
+{
+    if (d->source >= 0 || d->index != T->serial) {
+        return tc_tr_unsupported(T, "%s on a dict the traced function did "
+                                 "not build", what);
+    }
+    return OK;
+}
+
+/* d[key] = value, in place (the key's place kept, or appended). */
+static int
+dict_store(tracer *T, tc_var *d, PyObject *key, int at, tc_var *value)
+{
+    if (at >= 0) {
+        d->items[at] = value;
+        return OK;
+    }
+    if (d->nitems >= 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    memcpy(items, d->items, d->nitems * sizeof(tc_var *));
+    items[d->nitems] = value;
+    PyObject *one = PyTuple_Pack(1, key);
+    PyObject *keys = one ? PySequence_Concat(d->obj, one) : NULL;
+    Py_XDECREF(one);
+    tc_var *nd = keys ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL) {
+        return ERROR;
+    }
+    replace_contents(d, nd);
+    return OK;
 }
 
 /* The keys of a dict literal must be constants and distinct (a repeated
@@ -611,6 +754,10 @@ int
 tc_tr_op_dict_merge(tracer *T, int oparg, int merge)
 {
     tc_var *other = tc_tr_peek(T, 1), *d = tc_tr_peek(T, oparg + 1);
+    int as = other ? tc_tr_as_dict(T, other) : NOT_HANDLED;
+    if (as != OK && as != NOT_HANDLED) {
+        return as;
+    }
     if (other == NULL || d == NULL || other->kind != TC_VAR_DICT
         || d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "merging a dict that is not a literal or "
@@ -692,28 +839,160 @@ tc_tr_op_map_add(tracer *T, int oparg)
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
-    int rc = tc_tr_reify(T, key);
+    int at, rc = dict_index(T, d, key, &at);
     if (rc != OK) {
         return rc;
     }
-    if (key->kind != TC_VAR_CONST) {
-        return tc_tr_unsupported(T,
-                                 "a dict subscript with a non-constant key");
-    }
-    for (int i = 0; i < d->nitems; i++) {
-        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(d->obj, i),
-                                          key->obj, Py_EQ);
-        if (eq < 0) {
-            return tc_tr_unsupported_from_exception(T, "dict lookup");
-        }
-        if (eq) {
-            return tc_tr_push(T, d->items[i]);
-        }
+    if (at >= 0) {
+        return tc_tr_push(T, d->items[at]);
     }
     if (dflt != NULL) {
         return tc_tr_push(T, dflt);
     }
     return tc_tr_unsupported(T, "KeyError: %R", key->obj);
+}
+
+/* d.pop(key[, default]) */
+static int
+dict_pop(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    int at, rc = check_mutable(T, d, "pop");
+    if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
+        return rc;
+    }
+    if (at < 0) {
+        return dflt ? tc_tr_push(T, dflt)
+                    : tc_tr_unsupported(T, "KeyError: %R", key->obj);
+    }
+    tc_var *value = d->items[at];
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    if (d->nitems > 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    PyObject *keys = PyTuple_New(d->nitems - 1);
+    for (int i = 0, j = 0; keys && i < d->nitems; i++) {
+        if (i != at) {
+            PyTuple_SET_ITEM(keys, j, Py_NewRef(PyTuple_GET_ITEM(d->obj, i)));
+            items[j++] = d->items[i];
+        }
+    }
+    tc_var *nd = keys ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL || tc_tr_push(T, value) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    replace_contents(d, nd);
+    return OK;
+}
+
+/* d.setdefault(key[, default]) */
+static int
+dict_setdefault(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    int at, rc = dict_index(T, d, key, &at);
+    if (rc != OK) {
+        return rc;
+    }
+    if (at >= 0) {
+        return tc_tr_push(T, d->items[at]);
+    }
+    if ((rc = check_mutable(T, d, "setdefault")) != OK) {
+        return rc;
+    }
+    if (dflt == NULL && (dflt = tc_tr_const_var(T, Py_None)) == NULL) {
+        return ERROR;
+    }
+    if (tc_tr_push(T, dflt) != OK) {
+        return UNSUPPORTED;
+    }
+    return dict_store(T, d, key->obj, -1, dflt);
+}
+
+/* d.keys(), d.values(), d.items() iterated at once (`for k, v in
+ * d.items()`): a tuple of them.  As a value (a view that follows the
+ * dict) they are not modeled. */
+static int
+dict_view(tracer *T, tc_var *d, const char *which)
+{
+    if (next_opcode(T) != GET_ITER) {
+        return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
+    }
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    if (d->nitems > 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        tc_var *k = which[0] == 'v' ? NULL
+                  : tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(d->obj, i),
+                                 -1);
+        if (which[0] == 'k') {
+            items[i] = k;
+        }
+        else if (which[0] == 'v') {
+            items[i] = d->items[i];
+        }
+        else {
+            tc_var *kv[2] = {k, d->items[i]};
+            items[i] = k ? tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 2, kv)
+                         : NULL;
+        }
+        if (items[i] == NULL) {
+            return ERROR;
+        }
+    }
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, d->nitems,
+                                    items));
+}
+
+/* d.get / pop / setdefault / keys / values / items */
+static int
+call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
+                 int nargs, PyObject *kwnames)
+{
+    const char *m = PyUnicode_AsUTF8(name);
+    if (m == NULL) {
+        return ERROR;
+    }
+    if (kwnames != NULL) {
+        return tc_tr_unsupported(T, "dict.%s() with keywords", m);
+    }
+    tc_var *dflt = nargs == 2 ? args[1] : NULL;
+    if (strcmp(m, "get") == 0 && (nargs == 1 || nargs == 2)) {
+        if (dflt == NULL && (dflt = tc_tr_const_var(T, Py_None)) == NULL) {
+            return ERROR;
+        }
+        return tc_tr_dict_lookup(T, d, args[0], dflt);
+    }
+    if (strcmp(m, "pop") == 0 && (nargs == 1 || nargs == 2)) {
+        return dict_pop(T, d, args[0], dflt);
+    }
+    if (strcmp(m, "setdefault") == 0 && (nargs == 1 || nargs == 2)) {
+        return dict_setdefault(T, d, args[0], dflt);
+    }
+    if ((strcmp(m, "keys") == 0 || strcmp(m, "values") == 0
+         || strcmp(m, "items") == 0) && nargs == 0) {
+        return dict_view(T, d, m);
+    }
+    return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
+}
+
+/* STORE_SUBSCR d[key] = value on a dict the traced code built. */
+int
+tc_tr_op_store_subscr(tracer *T)
+{
+    tc_var *key = tc_tr_pop(T), *d = tc_tr_pop(T), *value = tc_tr_pop(T);
+    if (key == NULL || d == NULL || value == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (d->kind != TC_VAR_DICT) {
+        return tc_tr_unsupported(T, "item assignment on a %s",
+                                 tc_var_kind_name(d));
+    }
+    int at, rc = check_mutable(T, d, "item assignment");
+    if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
+        return rc;
+    }
+    return dict_store(T, d, key->obj, at, value);
 }
 
 /* f(*args, **kwargs): the call with its arguments spread out. */
@@ -728,6 +1007,10 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     }
     int rc = tc_tr_reify(T, a);
     if (rc != OK) {
+        return rc;
+    }
+    if (kw != NULL && (rc = tc_tr_as_dict(T, kw)) != OK
+        && rc != NOT_HANDLED) {
         return rc;
     }
     /* f(*x.max(1)) */
@@ -1038,6 +1321,9 @@ tc_tr_op_contains(tracer *T, int invert)
     if ((rc = tc_tr_reify(T, c)) != OK || (rc = tc_tr_reify(T, x)) != OK) {
         return rc;
     }
+    if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
+        return rc;
+    }
     if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
         if (x->kind != TC_VAR_CONST) {
             return tc_tr_unsupported(T, "'in' of a %s in a %s",
@@ -1130,6 +1416,7 @@ call_len(tracer *T, tc_var **args, int nargs)
 {
     tc_var *x = nargs == 1 ? args[0] : NULL;
     Py_ssize_t n = -1;
+    int rc = NOT_HANDLED;
     if (x == NULL) {
         return NOT_HANDLED;
     }
@@ -1148,8 +1435,11 @@ call_len(tracer *T, tc_var **args, int nargs)
         n = PyObject_Length(x->obj);
     }
     else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
-             || x->kind == TC_VAR_DICT) {
+             || (rc = tc_tr_as_dict(T, x)) == OK) {
         n = x->nitems;
+    }
+    else if (rc != NOT_HANDLED) {
+        return rc;
     }
     else {
         return NOT_HANDLED;  /* constants fold with the other builtins */
@@ -1509,11 +1799,12 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
-    if (self->kind == TC_VAR_DICT
-        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0
-        && kwnames == NULL && (nargs == 1 || nargs == 2)) {
-        return tc_tr_dict_lookup(T, self, args[0],
-                                 nargs == 2 ? args[1] : NULL);
+    int rc = tc_tr_as_dict(T, self);
+    if (rc == OK) {
+        return call_dict_method(T, self, m->obj, args, nargs, kwnames);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (self->kind != TC_VAR_UNKNOWN || self->source < 0
         || !is_plain_object(self->obj)) {
@@ -1523,7 +1814,7 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
     if (bound == NULL) {
         return tc_tr_unsupported_from_exception(T, "method");
     }
-    int rc = NOT_HANDLED;
+    rc = NOT_HANDLED;
     if (PyMethod_Check(bound) && PyMethod_GET_SELF(bound) == self->obj
         && PyFunction_Check(PyMethod_GET_FUNCTION(bound))) {
         int msrc = tc_source_add(T->out->guards, TC_SRC_ATTR, self->source,

@@ -1105,6 +1105,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_binary(T, oparg);
     case COMPARE_OP:
         return tc_tr_op_compare(T, TC_COMPARE_OP_ARG(oparg));
+    case STORE_SUBSCR:
+        return tc_tr_op_store_subscr(T);
     case IS_OP:
         return tc_tr_op_is(T, oparg);
     case CONTAINS_OP:

@@ -557,8 +557,11 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
-    if (seq->kind == TC_VAR_DICT) {
+    if ((rc = tc_tr_as_dict(T, seq)) == OK) {
         return tc_tr_dict_lookup(T, seq, idx, NULL);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
         return tc_tr_push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
