@@ -652,12 +652,33 @@ dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
     return OK;
 }
 
+/* Whether src is the frame's own **kwargs dict, read by a segment that
+ * starts at the frame's beginning. */
+static int
+is_own_varkw(tracer *T, int src)
+{
+    PyCodeObject *co = T->co;
+    const tc_source *s = &T->out->guards->sources[src];
+    return T->depth == 0 && T->start_pc == 0
+           && (co->co_flags & CO_VARKEYWORDS) && s->kind == TC_SRC_LOCAL
+           && s->index == co->co_argcount + co->co_kwonlyargcount
+                          + ((co->co_flags & CO_VARARGS) != 0);
+}
+
 /* Whether the trace may change d in place: a dict built by the code
  * being traced at this level (a dict of a caller, or one read from the
  * frame, would be seen changed by Python if the call breaks). */
 static int
 check_mutable(tracer *T, tc_var *d, const char *what)
 {
+    if (d->source >= 0 && is_own_varkw(T, d->source)) {
+        /* the frame's **kwargs from its first instruction: a dict made
+         * for this call that nothing else holds; the exit writes the
+         * changed one (a new dict) into its slot */
+        T->written[T->out->guards->sources[d->source].index] = 1;
+        d->source = -1;
+        d->index = T->serial;
+    }
     if (d->source >= 0 || d->index != T->serial) {
         return tc_tr_unsupported(T, "%s on a dict the traced function did "
                                  "not build", what);
