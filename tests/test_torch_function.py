@@ -413,3 +413,59 @@ def test_frames_own_kwargs_may_be_mutated():
     x = torch.randn(3)
     for kw in ({"scale": 2.0}, {}, {"b": 5, "scale": 3.0}, {"z": 1}):
         check_same(cf(x, **kw), f(x, **kw))
+
+
+# ---- attributes of objects with __getattribute__ / properties (configs) --------
+
+class Config:
+    """Like transformers' PretrainedConfig: an attribute map through
+    __getattribute__, a property, plain attributes."""
+    attribute_map = {"hidden": "n_embd"}
+
+    def __init__(self, n_embd, act, decoder):
+        self.n_embd = n_embd
+        self.act = act
+        self.decoder = decoder
+        self.reads = 0
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__(
+                "attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    @property
+    def scale(self):
+        return 1.0 / self.n_embd
+
+    def describe(self):
+        return self.act
+
+
+def test_config_attributes_are_read_and_guarded():
+    def f(x, cfg):
+        y = x * cfg.hidden * cfg.scale
+        if cfg.decoder:
+            y = y + 1
+        if cfg.act == "gelu":
+            y = F.gelu(y)
+        return y, cfg.describe()
+
+    x = torch.randn(4)
+    one_graph(f, x, Config(4, "gelu", True))
+    cf = tcjit.compile(f)
+    c = Config(4, "gelu", True)
+    check_same(cf(x, c), f(x, c))
+    c.decoder = False       # the same object, changed: the guard sees it
+    check_same(cf(x, c), f(x, c))
+    c.n_embd = 8
+    check_same(cf(x, c), f(x, c))
+    for other in (Config(2, "relu", True), Config(4, "gelu", False)):
+        check_same(cf(x, other), f(x, other))
+
+
+def test_config_attribute_errors_are_eagers():
+    def f(x, cfg):
+        return x * cfg.missing
+
+    same_outcome(f, torch.randn(3), Config(4, "gelu", True))

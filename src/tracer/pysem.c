@@ -1495,6 +1495,7 @@ call_getattr(tracer *T, tc_var **args, int nargs)
 }
 
 static int is_plain_object(PyObject *obj);
+static int is_user_object(PyObject *obj);
 
 /* hasattr(x, "name"): true through the type (a method, a class attribute)
  * when the type is guarded; constants answer for themselves. */
@@ -1760,30 +1761,37 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 static int
 is_plain_object(PyObject *obj)
 {
+    return is_user_object(obj)
+           && Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr;
+}
+
+/* An instance of a user class (a transformers config, a dataclass): not
+ * a type, module or tensor. */
+static int
+is_user_object(PyObject *obj)
+{
     PyTypeObject *tp = Py_TYPE(obj);
     return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-           && tp->tp_getattro == PyObject_GenericGetAttr
            && !PyType_Check(obj) && !PyModule_Check(obj)
            && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
 }
 
+/* obj.name of an object read from the frame: the type guarded, the value
+ * read now and a source of its own, whose guards read it again on every
+ * call -- through the class's own __getattribute__ / __getattr__ or
+ * property where it has one (a config's attribute_map), as Python
+ * would. */
 int
 tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
 {
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
-        || !is_plain_object(owner->obj)) {
+        || !is_user_object(owner->obj)) {
         return NOT_HANDLED;
     }
     PyTypeObject *tp = Py_TYPE(owner->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr != NULL && PyFunction_Check(descr) && method) {
         return NOT_HANDLED;  /* a method: inlined at the call */
-    }
-    if (descr != NULL && !PyFunction_Check(descr)
-        && Py_TYPE(descr)->tp_descr_get != NULL
-        && Py_TYPE(descr) != &PyMemberDescr_Type) {
-        return tc_tr_unsupported(T, "attribute '%U' of %s is a %s (runs code)",
-                                 name, tp->tp_name, Py_TYPE(descr)->tp_name);
     }
     if (tc_guard_type(T->out->guards, owner->source, owner->obj) < 0) {
         return ERROR;
@@ -1828,7 +1836,7 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
         return rc;
     }
     if (self->kind != TC_VAR_UNKNOWN || self->source < 0
-        || !is_plain_object(self->obj)) {
+        || !is_user_object(self->obj)) {
         return NOT_HANDLED;
     }
     PyObject *bound = PyObject_GetAttr(self->obj, m->obj);
