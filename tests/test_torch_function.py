@@ -469,3 +469,23 @@ def test_config_attribute_errors_are_eagers():
         return x * cfg.missing
 
     same_outcome(f, torch.randn(3), Config(4, "gelu", True))
+
+
+SUPPORTED = {"gelu", "relu"}
+
+
+def test_in_a_set_read_from_the_frame_is_guarded_by_value():
+    def f(x, act):
+        return F.gelu(x) if act in SUPPORTED else x
+
+    x = torch.randn(3)
+    one_graph(f, x, "gelu")
+    cf = tcjit.compile(f)
+    check_same(cf(x, "gelu"), f(x, "gelu"))
+    check_same(cf(x, "tanh"), f(x, "tanh"))
+    SUPPORTED.add("tanh")
+    try:
+        check_same(cf(x, "tanh"), f(x, "tanh"))
+    finally:
+        SUPPORTED.discard("tanh")
+    check_same(cf(x, "tanh"), f(x, "tanh"))

@@ -1329,6 +1329,25 @@ contains_item(tracer *T, tc_var *item, tc_var *x)
                              tc_var_kind_name(x), tc_var_kind_name(item));
 }
 
+#define MAX_GUARDED_SET 256
+
+static int
+scalar_set(PyObject *set)
+{
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    if (PySet_GET_SIZE(set) > MAX_GUARDED_SET) {
+        return 0;
+    }
+    while (_PySet_NextEntry(set, &pos, &k, &hash)) {
+        if (!tc_tr_is_python_scalar(k)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* CONTAINS_OP: `x in c` (oparg 0), `x not in c` (1), for the tuples,
  * lists and dicts the tracer knows item by item, and constants. */
 int
@@ -1344,6 +1363,25 @@ tc_tr_op_contains(tracer *T, int invert)
     }
     if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
         return rc;
+    }
+    if (c->kind == TC_VAR_UNKNOWN && c->source >= 0
+        && (PySet_CheckExact(c->obj) || PyFrozenSet_CheckExact(c->obj))) {
+        /* a set of constants read from the frame: guarded by value */
+        if (!scalar_set(c->obj)) {
+            return tc_tr_unsupported(T, "'in' of a set of %zd items that "
+                                     "are not all constants",
+                                     PySet_GET_SIZE(c->obj));
+        }
+        /* a set is mutable: the guard keeps a copy */
+        PyObject *copy = PySet_CheckExact(c->obj) ? PySet_New(c->obj)
+                                                  : Py_NewRef(c->obj);
+        if (copy == NULL
+            || tc_guard_equals(T->out->guards, c->source, copy) < 0) {
+            Py_XDECREF(copy);
+            return ERROR;
+        }
+        Py_DECREF(copy);
+        c->kind = TC_VAR_CONST;
     }
     if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
         if (x->kind != TC_VAR_CONST) {
