@@ -489,3 +489,21 @@ def test_in_a_set_read_from_the_frame_is_guarded_by_value():
     finally:
         SUPPORTED.discard("tanh")
     check_same(cf(x, "tanh"), f(x, "tanh"))
+
+
+def test_comparisons_of_tuples_and_lists_of_constants_fold():
+    def f(x, n, k):
+        a = (x.shape == (n, 4), (n, k) < (3, 1), [n, k] == [n, k],
+             x.shape[-1:] != (k,), (n,) >= (n, 0))
+        return x * code(a)
+
+    def bad(x, k):
+        return x + 1 if (1, 2) < (1, k) else x
+
+    x = torch.randn(3, 4)
+    one_graph(f, x, 3, 4)
+    cf = tcjit.compile(f)
+    for n, k in ((3, 4), (2, 1), (3, 0), (3, "s")):
+        same_outcome(f, x, n, k)
+    same_outcome(bad, x, "a")
+    same_outcome(bad, x, 3)
