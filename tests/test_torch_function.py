@@ -507,3 +507,49 @@ def test_comparisons_of_tuples_and_lists_of_constants_fold():
         same_outcome(f, x, n, k)
     same_outcome(bad, x, "a")
     same_outcome(bad, x, 3)
+
+
+def _canonical(dims, ndim):
+    out = []
+    for d in dims:
+        out.append(d % ndim)
+    out.extend((0,))
+    return out
+
+
+def test_list_append_and_extend_on_lists_the_trace_built():
+    def f(x):
+        dims = _canonical((-1, 1), x.ndim)
+        alias = dims
+        alias.append(1)
+        return x.sum(dims[0]) + len(dims), dims, alias is dims
+
+    x = torch.randn(3, 4)
+    one_graph(f, x)
+
+
+def _appends(lst):
+    lst.append(1)
+    print(end="")   # breaks after the mutation
+    return lst
+
+
+def test_callee_appending_to_a_callers_list_breaks_before_it():
+    def f(x):
+        lst = [0]
+        _appends(lst)
+        return x + len(lst), lst
+
+    same_outcome(f, torch.randn(3))
+    ex = tcjit.explain(f)(torch.randn(3))
+    assert any("did not build" in b.reason for b in ex.break_reasons)
+
+
+def test_list_extend_errors_are_eagers():
+    def f(x, k):
+        lst = []
+        lst.extend(k)
+        return x + len(lst)
+
+    same_outcome(f, torch.randn(3), (1, 2))
+    same_outcome(f, torch.randn(3), 3)

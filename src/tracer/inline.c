@@ -105,6 +105,23 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
     return OK;
 }
 
+/* The lists and dicts a callee built and returns become the caller's to
+ * mutate (pysem.c check_mutable): the callee can no longer break. */
+static void
+adopt(tc_var *v, int from, int to, int depth)
+{
+    if (depth > 4 || (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST
+                      && v->kind != TC_VAR_DICT)) {
+        return;
+    }
+    if (v->kind != TC_VAR_TUPLE && v->source < 0 && v->index == from) {
+        v->index = to;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        adopt(v->items[i], from, to, depth + 1);
+    }
+}
+
 /* A callee reads its own module's globals: the caller's, or (a function
  * of another module) fn.__globals__ through the function's source. */
 static int
@@ -247,6 +264,7 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     tc_var *result = C.inline_result;
     tc_tr_fini(&C);
     if (rc == DONE && result != NULL) {
+        adopt(result, C.serial, T->serial, 0);
         return tc_tr_push(T, result);
     }
     if (rc == UNSUPPORTED) {

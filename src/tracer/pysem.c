@@ -680,9 +680,46 @@ check_mutable(tracer *T, tc_var *d, const char *what)
         d->index = T->serial;
     }
     if (d->source >= 0 || d->index != T->serial) {
-        return tc_tr_unsupported(T, "%s on a dict the traced function did "
-                                 "not build", what);
+        return tc_tr_unsupported(T, "%s on a %s the traced function did "
+                                 "not build", what, tc_var_kind_name(d));
     }
+    return OK;
+}
+
+/* list.append(x) and list.extend(seq) on a list the traced code built,
+ * in place (every alias sees it). */
+static int
+call_list_method(tracer *T, tc_var *l, PyObject *name, tc_var **args,
+                 int nargs, PyObject *kwnames)
+{
+    int append = PyUnicode_CompareWithASCIIString(name, "append") == 0;
+    int extend = PyUnicode_CompareWithASCIIString(name, "extend") == 0;
+    if ((!append && !extend) || nargs != 1 || kwnames != NULL) {
+        return NOT_HANDLED;
+    }
+    int rc = check_mutable(T, l, append ? "append" : "extend");
+    if (rc != OK || (!append && (rc = tc_tr_reify(T, args[0])) != OK)) {
+        return rc;
+    }
+    tc_var *src = args[0];
+    if (extend && src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST) {
+        return tc_tr_unsupported(T, "list.extend of a %s",
+                                 tc_var_kind_name(src));
+    }
+    int add = append ? 1 : src->nitems;
+    tc_var *items[128];
+    if (l->nitems + add > 128) {
+        return tc_tr_unsupported(T, "list too long");
+    }
+    memcpy(items, l->items, l->nitems * sizeof(tc_var *));
+    memcpy(items + l->nitems, append ? args : src->items,
+           add * sizeof(tc_var *));
+    tc_var *n = tc_var_seq(&T->sh->arena, TC_VAR_LIST, l->nitems + add,
+                           items);
+    if (n == NULL || push_const(T, Py_NewRef(Py_None)) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    replace_contents(l, n);
     return OK;
 }
 
@@ -1866,6 +1903,9 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
+    if (self->kind == TC_VAR_LIST) {
+        return call_list_method(T, self, m->obj, args, nargs, kwnames);
+    }
     int rc = tc_tr_as_dict(T, self);
     if (rc == OK) {
         return call_dict_method(T, self, m->obj, args, nargs, kwnames);

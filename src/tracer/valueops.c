@@ -366,7 +366,11 @@ tc_tr_op_build(tracer *T, tc_var_kind kind, int n)
         return tc_tr_unsupported(T, "malformed build");
     }
     T->sp -= n;
-    return tc_tr_push(T, tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]));
+    tc_var *v = tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]);
+    if (v != NULL && kind == TC_VAR_LIST) {
+        v->index = T->serial;  /* who may mutate it (pysem.c) */
+    }
+    return tc_tr_push(T, v);
 }
 
 static int
@@ -445,6 +449,7 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (v == NULL) {
         return ERROR;
     }
+    v->index = list->index;
     T->stack[T->sp - oparg] = v;
     return OK;
 }
