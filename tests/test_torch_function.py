@@ -553,3 +553,20 @@ def test_list_extend_errors_are_eagers():
 
     same_outcome(f, torch.randn(3), (1, 2))
     same_outcome(f, torch.randn(3), 3)
+
+
+def test_loops_over_dicts():
+    def f(x, opts):
+        d = {"a": 1, "b": 2}
+        n = 0
+        for k in d:
+            n = n + d[k]
+        for k in opts:
+            n = n + len(k)
+        return x * n
+
+    x = torch.randn(3)
+    one_graph(f, x, {"xy": 1})
+    cf = tcjit.compile(f)
+    for opts in ({"xy": 1}, {}, {"a": 1, "bcd": 2}):
+        check_same(cf(x, opts), f(x, opts))

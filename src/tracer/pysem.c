@@ -305,6 +305,8 @@ iter_item(tracer *T, tc_var *it, Py_ssize_t k)
     return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
 }
 
+static int dict_view(tracer *T, tc_var *d, const char *which);
+
 int
 tc_tr_op_get_iter(tracer *T)
 {
@@ -321,6 +323,17 @@ tc_tr_op_get_iter(tracer *T)
                                                 Py_TYPE(v->obj)->tp_name);
         }
         T->stack[T->sp - 1] = v = items;
+    }
+    if ((rc = tc_tr_as_dict(T, v)) == OK) {
+        /* `for k in d`: over its keys, as d.keys() is */
+        if ((rc = dict_view(T, v, "keys")) != OK) {
+            return rc;
+        }
+        tc_var *keys = tc_tr_pop(T);
+        T->stack[T->sp - 1] = v = keys;
+    }
+    else if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (is_iterator(v)) {
         return is_aliased(T, v)
@@ -972,7 +985,8 @@ dict_setdefault(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 static int
 dict_view(tracer *T, tc_var *d, const char *which)
 {
-    if (next_opcode(T) != GET_ITER) {
+    int op = T->code[T->pc] & 0xff;
+    if (op != GET_ITER && next_opcode(T) != GET_ITER) {
         return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
     }
     tc_var *items[4 * TC_MAX_CALL_ARGS];
