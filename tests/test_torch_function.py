@@ -570,3 +570,37 @@ def test_loops_over_dicts():
     cf = tcjit.compile(f)
     for opts in ({"xy": 1}, {}, {"a": 1, "bcd": 2}):
         check_same(cf(x, opts), f(x, opts))
+
+
+# ---- imports inside functions -------------------------------------------------
+
+def test_imports_of_imported_modules_fold():
+    def f(x):
+        import math
+        import torch.nn.functional
+        from os import path as p
+        from torch.nn import functional as F2
+        import os.path
+        return F2.gelu(x) * math.pi + len(p.sep) + len(os.path.sep)
+
+    x = torch.randn(3)
+    one_graph(f, x)
+
+
+def test_imports_that_would_run_code_or_fail_are_eagers():
+    import sys
+
+    def missing(x):
+        from os import no_such_name  # noqa: F401
+        return x
+
+    def first_import(x):
+        import colorsys  # noqa: F401
+        return x + 1
+
+    same_outcome(missing, torch.randn(3))
+    sys.modules.pop("colorsys", None)
+    ex = tcjit.explain(first_import)(torch.randn(3))
+    assert any("may run code" in b.reason for b in ex.break_reasons)
+    assert "colorsys" in sys.modules
+    same_outcome(first_import, torch.randn(3))

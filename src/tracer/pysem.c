@@ -17,7 +17,7 @@ static struct {
         *has_torch_function, *has_torch_function_unary,
         *has_torch_function_variadic, *torch_function_mode_enabled,
         *get_tracing_state, *is_tracing, *deterministic,
-        *deterministic_warn_only, *get_default_dtype;
+        *deterministic_warn_only, *get_default_dtype, *import;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -58,8 +58,9 @@ tc_tracer_init(void)
         {"torch._C", "_get_deterministic_algorithms_warn_only",
          &K.deterministic_warn_only},
         {"torch", "get_default_dtype", &K.get_default_dtype},
+        {"builtins", "__import__", &K.import},
     };
-    if (K.get_default_dtype != NULL) {
+    if (K.import != NULL) {
         return OK;
     }
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -1245,6 +1246,139 @@ known_type(tracer *T, tc_var *v)
     default:
         return NULL;
     }
+}
+
+/* ---- imports inside functions ---- */
+
+/* The absolute name `from <level dots><name> import ...` means in the
+ * traced code's module, or NULL (not a package-relative import the
+ * globals explain). */
+static PyObject *
+absolute_name(tracer *T, PyObject *name, long level)
+{
+    if (level == 0) {
+        return Py_NewRef(name);
+    }
+    PyObject *pkg = PyDict_GetItemString(T->globals, "__package__");
+    if (pkg == NULL || !PyUnicode_Check(pkg)) {
+        return NULL;
+    }
+    PyObject *base = Py_NewRef(pkg);
+    for (long i = 1; base != NULL && i < level; i++) {
+        Py_ssize_t dot = PyUnicode_FindChar(base, '.', 0,
+                                            PyUnicode_GET_LENGTH(base), -1);
+        PyObject *up = dot < 0 ? NULL : PyUnicode_Substring(base, 0, dot);
+        Py_DECREF(base);
+        base = up;
+    }
+    if (base == NULL || PyUnicode_GET_LENGTH(name) == 0) {
+        return base;
+    }
+    PyObject *r = PyUnicode_FromFormat("%U.%U", base, name);
+    Py_DECREF(base);
+    return r;
+}
+
+/* A module already imported (and done initializing): importing it again
+ * runs no code.  A new reference or NULL (no exception). */
+static PyObject *
+imported_module(PyObject *absname)
+{
+    PyObject *m = PyImport_GetModule(absname);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *spec = PyObject_GetAttrString(m, "__spec__");
+    PyObject *init = spec && spec != Py_None
+                     ? PyObject_GetAttrString(spec, "_initializing") : NULL;
+    int busy = init != NULL && PyObject_IsTrue(init) == 1;
+    PyErr_Clear();
+    Py_XDECREF(spec);
+    Py_XDECREF(init);
+    if (busy) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* IMPORT_NAME of a module that is already imported: the module, as a
+ * constant (`import torch._dynamo`, `from ..utils import x` inside a
+ * function).  An import that would run code (a first import, a fromlist
+ * name that is a submodule not yet imported, a replaced __import__)
+ * breaks. */
+int
+tc_tr_op_import_name(tracer *T, int oparg)
+{
+    tc_var *fromlist = tc_tr_pop(T), *level = tc_tr_pop(T);
+    PyObject *name = PyTuple_GetItem(T->co->co_names, oparg);
+    if (fromlist == NULL || level == NULL || name == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "malformed import");
+    }
+    if (PyDict_GetItemString(T->builtins, "__import__") != K.import) {
+        return tc_tr_unsupported(T, "import with a replaced __import__");
+    }
+    /* the fromlist is None or a constant tuple of names (a TUPLE var) */
+    int plain = fromlist->kind == TC_VAR_CONST && fromlist->obj == Py_None;
+    long lvl = level->kind == TC_VAR_CONST && PyLong_CheckExact(level->obj)
+               ? PyLong_AsLong(level->obj) : -1;
+    if (lvl < 0 || (!plain && fromlist->kind != TC_VAR_TUPLE)
+        || (plain && lvl != 0)) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "an import of this form");
+    }
+    PyObject *absname = absolute_name(T, name, lvl);
+    PyObject *mod = absname ? imported_module(absname) : NULL;
+    Py_XDECREF(absname);
+    for (int i = 0; mod && !plain && i < fromlist->nitems; i++) {
+        tc_var *x = fromlist->items[i];
+        if (x->kind != TC_VAR_CONST || !PyUnicode_Check(x->obj)
+            || PyUnicode_CompareWithASCIIString(x->obj, "*") == 0
+            || !PyObject_HasAttr(mod, x->obj)) {
+            Py_CLEAR(mod);
+        }
+    }
+    if (mod != NULL && plain) {
+        /* `import a.b.c` binds the top package a */
+        Py_ssize_t dot = PyUnicode_FindChar(name, '.', 0,
+                                            PyUnicode_GET_LENGTH(name), 1);
+        PyObject *top = dot < 0 ? Py_NewRef(name)
+                                : PyUnicode_Substring(name, 0, dot);
+        Py_SETREF(mod, top ? imported_module(top) : NULL);
+        Py_XDECREF(top);
+    }
+    if (mod == NULL) {
+        return PyErr_Occurred() ? ERROR
+             : tc_tr_unsupported(T, "an import of %U that may run code "
+                                 "(not imported yet)", name);
+    }
+    /* a constant source: attributes of it are guarded like a global
+     * module's */
+    int src = tc_source_add(T->out->guards, TC_SRC_CONST, -1, 0, mod);
+    tc_var *v = src < 0 ? NULL : tc_var_new(&T->sh->arena, TC_VAR_OBJECT,
+                                             src);
+    if (v == NULL) {
+        Py_DECREF(mod);
+        return ERROR;
+    }
+    v->obj = mod;
+    return tc_tr_push(T, v);
+}
+
+/* IMPORT_FROM: the attribute of the module on the stack, which stays. */
+int
+tc_tr_op_import_from(tracer *T, int oparg)
+{
+    tc_var *mod = tc_tr_peek(T, 1);
+    PyObject *name = PyTuple_GetItem(T->co->co_names, oparg);
+    if (mod == NULL || name == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "malformed import");
+    }
+    int rc = tc_tr_push(T, mod);
+    return rc != OK ? rc : tc_tr_op_load_attr(T, name, 0);
 }
 
 /* ---- `is` and `in` ---- */

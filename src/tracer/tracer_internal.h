@@ -136,6 +136,8 @@ int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
 int tc_tr_as_dict(tracer *T, tc_var *v);
 int tc_tr_op_store_subscr(tracer *T);
 int tc_tr_op_is(tracer *T, int invert);
+int tc_tr_op_import_name(tracer *T, int oparg);
+int tc_tr_op_import_from(tracer *T, int oparg);
 int tc_tr_op_contains(tracer *T, int invert);
 int tc_tr_op_call_ex(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
