@@ -177,6 +177,8 @@ tc_source_add(tc_guard_set *gs, tc_source_kind kind, int parent,
     return gs->nsources++;
 }
 
+static PyObject *call_repr(const tc_guard_set *gs, const tc_source *s);
+
 PyObject *
 tc_source_repr(const tc_guard_set *gs, int src)
 {
@@ -194,6 +196,8 @@ tc_source_repr(const tc_guard_set *gs, int src)
         return PyUnicode_FromFormat("S[%zd]", s->index);
     case TC_SRC_CONST:
         return PyUnicode_FromFormat("%R", s->name);
+    case TC_SRC_CALL:
+        return call_repr(gs, s);
     case TC_SRC_ITEM:
     case TC_SRC_ATTR:
     case TC_SRC_FUNC_GLOBAL:
@@ -223,6 +227,28 @@ tc_source_repr(const tc_guard_set *gs, int src)
         return r;
     }
     Py_UNREACHABLE();
+}
+
+/* torch._C._is_torch_function_mode_enabled(), tuple(L['kw']) */
+static PyObject *
+call_repr(const tc_guard_set *gs, const tc_source *s)
+{
+    PyObject *mod = PyObject_GetAttrString(s->name, "__module__");
+    PyObject *name = mod ? PyObject_GetAttrString(s->name, "__qualname__")
+                         : NULL;
+    PyObject *arg = s->parent < 0 || name == NULL
+                    ? PyUnicode_FromString("")
+                    : tc_source_repr(gs, s->parent);
+    PyObject *r = NULL;
+    if (arg != NULL) {
+        r = mod != Py_None && PyUnicode_Check(mod)
+            ? PyUnicode_FromFormat("%U.%U(%U)", mod, name, arg)
+            : PyUnicode_FromFormat("%U(%U)", name, arg);
+    }
+    Py_XDECREF(mod);
+    Py_XDECREF(name);
+    Py_XDECREF(arg);
+    return r;
 }
 
 /* The name a TENSOR_MATCH message uses: the bare local name, as Dynamo
@@ -285,6 +311,14 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
         return Py_XNewRef(fv->stack[s->index]);
     case TC_SRC_CONST:
         return Py_NewRef(s->name);
+    case TC_SRC_CALL:
+        if (s->parent >= 0 && vals[s->parent] == NULL) {
+            return NULL;
+        }
+        v = s->parent < 0 ? PyObject_CallNoArgs(s->name)
+                          : PyObject_CallOneArg(s->name, vals[s->parent]);
+        PyErr_Clear();
+        return v;
     case TC_SRC_ITEM:
         parent = vals[s->parent];
         if (parent == NULL) {

@@ -26,9 +26,13 @@ typedef enum {
                             a global read by a function of another module */
     TC_SRC_FUNC_CLOSURE, /* parent.__closure__[index].cell_contents */
     TC_SRC_DICT_ITEM,    /* parent[name] of a dict (str keys) */
-    TC_SRC_CONST         /* the object `name` itself: a function another
+    TC_SRC_CONST,        /* the object `name` itself: a function another
                             guard pins (a method of a type-guarded class),
                             the root of its globals and cells */
+    TC_SRC_CALL          /* name() (parent -1) or name(parent): a pure
+                            builtin the tracer folded, such as a query of
+                            torch's global state; a call that raises reads
+                            as missing */
 } tc_source_kind;
 
 typedef struct {

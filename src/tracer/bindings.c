@@ -438,6 +438,9 @@ tc_binding_nn(const char *cls)
     return NULL;
 }
 
+/* The listed modules, and every module of torch (torch.jit, torch._C,
+ * torch._C._nn, torch._VF, torch.nn._reduction, ...): what
+ * torch.nn.functional's wrappers read on their way to the op. */
 int
 tc_is_trusted_module(PyObject *obj)
 {
@@ -446,7 +449,20 @@ tc_is_trusted_module(PyObject *obj)
             return 1;
         }
     }
-    return 0;
+    if (!PyModule_Check(obj)) {
+        return 0;
+    }
+    PyObject *name = PyModule_GetNameObject(obj);
+    if (name == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *s = PyUnicode_AsUTF8(name);
+    int torch = s != NULL && (strcmp(s, "torch") == 0
+                              || strncmp(s, "torch.", 6) == 0);
+    PyErr_Clear();
+    Py_DECREF(name);
+    return torch;
 }
 
 /* Appends (a, b) to list; NULL on error (list released). */

@@ -68,6 +68,7 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
                                          nextra_kw, extra_vals) : NULL;
         if (locals[slot] != NULL) {
             locals[slot]->obj = Py_NewRef(keys);
+            locals[slot]->index = T->serial;  /* the callee's own dict */
         }
         Py_XDECREF(keys);
         rc = locals[slot] ? OK : ERROR;
@@ -104,6 +105,23 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
     return OK;
 }
 
+/* The lists and dicts a callee built and returns become the caller's to
+ * mutate (pysem.c check_mutable): the callee can no longer break. */
+static void
+adopt(tc_var *v, int from, int to, int depth)
+{
+    if (depth > 4 || (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST
+                      && v->kind != TC_VAR_DICT)) {
+        return;
+    }
+    if (v->kind != TC_VAR_TUPLE && v->source < 0 && v->index == from) {
+        v->index = to;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        adopt(v->items[i], from, to, depth + 1);
+    }
+}
+
 /* A callee reads its own module's globals: the caller's, or (a function
  * of another module) fn.__globals__ through the function's source. */
 static int
@@ -118,6 +136,7 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     C->fn = fn;
     C->fn_source = fn_source;
     C->depth = T->depth + 1;
+    C->serial = ++T->sh->ntracers;
     C->grad_mode = T->grad_mode;
     C->nlocals = co->co_nlocalsplus;
     if (fn == NULL || fn->func_globals == T->globals) {
@@ -245,6 +264,7 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     tc_var *result = C.inline_result;
     tc_tr_fini(&C);
     if (rc == DONE && result != NULL) {
+        adopt(result, C.serial, T->serial, 0);
         return tc_tr_push(T, result);
     }
     if (rc == UNSUPPORTED) {

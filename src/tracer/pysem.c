@@ -14,7 +14,11 @@
 static struct {
     PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
         *getattr, *hasattr, *partial, *no_grad, *enable_grad,
-        *inference_mode, *set_grad_enabled;
+        *inference_mode, *set_grad_enabled, *is_grad_enabled,
+        *has_torch_function, *has_torch_function_unary,
+        *has_torch_function_variadic, *torch_function_mode_enabled,
+        *get_tracing_state, *is_tracing, *deterministic,
+        *deterministic_warn_only, *get_default_dtype, *import;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -41,8 +45,23 @@ tc_tracer_init(void)
         {"torch", "enable_grad", &K.enable_grad},
         {"torch", "inference_mode", &K.inference_mode},
         {"torch", "set_grad_enabled", &K.set_grad_enabled},
+        {"torch", "is_grad_enabled", &K.is_grad_enabled},
+        {"torch._C", "_has_torch_function", &K.has_torch_function},
+        {"torch._C", "_has_torch_function_unary",
+         &K.has_torch_function_unary},
+        {"torch._C", "_has_torch_function_variadic",
+         &K.has_torch_function_variadic},
+        {"torch._C", "_is_torch_function_mode_enabled",
+         &K.torch_function_mode_enabled},
+        {"torch._C", "_get_tracing_state", &K.get_tracing_state},
+        {"torch._C", "_is_tracing", &K.is_tracing},
+        {"torch._C", "_get_deterministic_algorithms", &K.deterministic},
+        {"torch._C", "_get_deterministic_algorithms_warn_only",
+         &K.deterministic_warn_only},
+        {"torch", "get_default_dtype", &K.get_default_dtype},
+        {"builtins", "__import__", &K.import},
     };
-    if (K.set_grad_enabled != NULL) {
+    if (K.import != NULL) {
         return OK;
     }
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -288,6 +307,8 @@ iter_item(tracer *T, tc_var *it, Py_ssize_t k)
     return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
 }
 
+static int dict_view(tracer *T, tc_var *d, const char *which);
+
 int
 tc_tr_op_get_iter(tracer *T)
 {
@@ -304,6 +325,17 @@ tc_tr_op_get_iter(tracer *T)
                                                 Py_TYPE(v->obj)->tp_name);
         }
         T->stack[T->sp - 1] = v = items;
+    }
+    if ((rc = tc_tr_as_dict(T, v)) == OK) {
+        /* `for k in d`: over its keys, as d.keys() is */
+        if ((rc = dict_view(T, v, "keys")) != OK) {
+            return rc;
+        }
+        tc_var *keys = tc_tr_pop(T);
+        T->stack[T->sp - 1] = v = keys;
+    }
+    else if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (is_iterator(v)) {
         return is_aliased(T, v)
@@ -527,8 +559,209 @@ make_dict(tracer *T, PyObject *keys, tc_var **values)
     tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT, n, values);
     if (d != NULL) {
         d->obj = Py_NewRef(keys);
+        d->index = T->serial;
     }
     return d;
+}
+
+/* Give v (every alias of it) the contents of the new var n; the arena
+ * frees v's old contents through n. */
+static void
+replace_contents(tc_var *v, tc_var *n)
+{
+    tc_var old = *v;
+    v->obj = n->obj;
+    v->items = n->items;
+    v->nitems = n->nitems;
+    n->obj = old.obj;
+    n->items = old.items;
+    n->nitems = old.nitems;
+}
+
+#define MAX_FRAME_DICT 64
+
+/* A dict read from the frame (an exact dict with str keys) as a DICT var,
+ * in place, so every alias of v sees it: the keys guarded in order
+ * (TYPE_MATCH, and tuple(d) == keys through a TC_SRC_CALL source), each
+ * value a source of its own.  Its template stays the source (the real
+ * dict, which the trace never mutates).  NOT_HANDLED if v is no such
+ * dict. */
+int
+tc_tr_as_dict(tracer *T, tc_var *v)
+{
+    if (v->kind == TC_VAR_DICT) {
+        return OK;
+    }
+    if (v->kind != TC_VAR_UNKNOWN || v->source < 0
+        || !PyDict_CheckExact(v->obj)) {
+        return NOT_HANDLED;
+    }
+    tc_guard_set *gs = T->out->guards;
+    PyObject *d = v->obj, *k, *val;
+    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0;
+    if (n > MAX_FRAME_DICT) {
+        return tc_tr_unsupported(T, "a dict of %zd items", n);
+    }
+    tc_var *items[MAX_FRAME_DICT];
+    PyObject *keys = PyTuple_New(n);
+    int i = 0, rc = keys ? OK : ERROR;
+    while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
+        if (!PyUnicode_CheckExact(k)) {
+            rc = tc_tr_unsupported(T, "a dict with a key of type %s",
+                                   Py_TYPE(k)->tp_name);
+            break;
+        }
+        PyTuple_SET_ITEM(keys, i, Py_NewRef(k));
+        int src = tc_source_add(gs, TC_SRC_DICT_ITEM, v->source, 0, k);
+        items[i] = src < 0 ? NULL : tc_tr_wrap_value(T, val, src, &rc);
+        if (items[i++] == NULL) {
+            rc = rc != OK ? rc : ERROR;
+        }
+    }
+    int ksrc = rc == OK ? tc_source_add(gs, TC_SRC_CALL, v->source, 0,
+                                        (PyObject *)&PyTuple_Type) : -1;
+    if (rc == OK && (ksrc < 0 || tc_guard_type(gs, v->source, d) < 0
+                     || tc_guard_equals(gs, ksrc, keys) < 0)) {
+        rc = ERROR;
+    }
+    tc_var *nd = rc == OK ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL) {
+        return rc != OK ? rc : ERROR;
+    }
+    replace_contents(v, nd);
+    v->kind = TC_VAR_DICT;
+    v->index = -1;  /* the frame's dict: never mutated by the trace */
+    return OK;
+}
+
+/* Where key is among d's keys (hash, then identity or equality, as a
+ * real dict finds it): *at is its index or -1.  A key must be a
+ * constant; an unhashable one breaks (eager raises TypeError). */
+static int
+dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
+{
+    int rc = tc_tr_reify(T, key);
+    if (rc != OK) {
+        return rc;
+    }
+    if (key->kind != TC_VAR_CONST) {
+        return tc_tr_unsupported(T, "a dict key of type %s",
+                                 tc_var_kind_name(key));
+    }
+    PyObject *pos = PyDict_New();
+    for (int i = 0; pos && i < d->nitems; i++) {
+        PyObject *ix = PyLong_FromLong(i);
+        if (ix == NULL || PyDict_SetItem(pos, PyTuple_GET_ITEM(d->obj, i),
+                                         ix) < 0) {
+            Py_CLEAR(pos);
+        }
+        Py_XDECREF(ix);
+    }
+    PyObject *ix = pos ? PyDict_GetItemWithError(pos, key->obj) : NULL;
+    *at = ix ? (int)PyLong_AsLong(ix) : -1;
+    Py_XDECREF(pos);
+    if (PyErr_Occurred()) {
+        return tc_tr_unsupported_from_exception(T, "dict lookup");
+    }
+    return OK;
+}
+
+/* Whether src is the frame's own **kwargs dict, read by a segment that
+ * starts at the frame's beginning. */
+static int
+is_own_varkw(tracer *T, int src)
+{
+    PyCodeObject *co = T->co;
+    const tc_source *s = &T->out->guards->sources[src];
+    return T->depth == 0 && T->start_pc == 0
+           && (co->co_flags & CO_VARKEYWORDS) && s->kind == TC_SRC_LOCAL
+           && s->index == co->co_argcount + co->co_kwonlyargcount
+                          + ((co->co_flags & CO_VARARGS) != 0);
+}
+
+/* Whether the trace may change d in place: a dict built by the code
+ * being traced at this level (a dict of a caller, or one read from the
+ * frame, would be seen changed by Python if the call breaks). */
+static int
+check_mutable(tracer *T, tc_var *d, const char *what)
+{
+    if (d->source >= 0 && is_own_varkw(T, d->source)) {
+        /* the frame's **kwargs from its first instruction: a dict made
+         * for this call that nothing else holds; the exit writes the
+         * changed one (a new dict) into its slot */
+        T->written[T->out->guards->sources[d->source].index] = 1;
+        d->source = -1;
+        d->index = T->serial;
+    }
+    if (d->source >= 0 || d->index != T->serial) {
+        return tc_tr_unsupported(T, "%s on a %s the traced function did "
+                                 "not build", what, tc_var_kind_name(d));
+    }
+    return OK;
+}
+
+/* list.append(x) and list.extend(seq) on a list the traced code built,
+ * in place (every alias sees it). */
+static int
+call_list_method(tracer *T, tc_var *l, PyObject *name, tc_var **args,
+                 int nargs, PyObject *kwnames)
+{
+    int append = PyUnicode_CompareWithASCIIString(name, "append") == 0;
+    int extend = PyUnicode_CompareWithASCIIString(name, "extend") == 0;
+    if ((!append && !extend) || nargs != 1 || kwnames != NULL) {
+        return NOT_HANDLED;
+    }
+    int rc = check_mutable(T, l, append ? "append" : "extend");
+    if (rc != OK || (!append && (rc = tc_tr_reify(T, args[0])) != OK)) {
+        return rc;
+    }
+    tc_var *src = args[0];
+    if (extend && src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST) {
+        return tc_tr_unsupported(T, "list.extend of a %s",
+                                 tc_var_kind_name(src));
+    }
+    int add = append ? 1 : src->nitems;
+    tc_var *items[128];
+    if (l->nitems + add > 128) {
+        return tc_tr_unsupported(T, "list too long");
+    }
+    memcpy(items, l->items, l->nitems * sizeof(tc_var *));
+    memcpy(items + l->nitems, append ? args : src->items,
+           add * sizeof(tc_var *));
+    tc_var *n = tc_var_seq(&T->sh->arena, TC_VAR_LIST, l->nitems + add,
+                           items);
+    if (n == NULL || push_const(T, Py_NewRef(Py_None)) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    replace_contents(l, n);
+    return OK;
+}
+
+/* d[key] = value, in place (the key's place kept, or appended). */
+static int
+dict_store(tracer *T, tc_var *d, PyObject *key, int at, tc_var *value)
+{
+    if (at >= 0) {
+        d->items[at] = value;
+        return OK;
+    }
+    if (d->nitems >= 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    memcpy(items, d->items, d->nitems * sizeof(tc_var *));
+    items[d->nitems] = value;
+    PyObject *one = PyTuple_Pack(1, key);
+    PyObject *keys = one ? PySequence_Concat(d->obj, one) : NULL;
+    Py_XDECREF(one);
+    tc_var *nd = keys ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL) {
+        return ERROR;
+    }
+    replace_contents(d, nd);
+    return OK;
 }
 
 /* The keys of a dict literal must be constants and distinct (a repeated
@@ -594,6 +827,10 @@ int
 tc_tr_op_dict_merge(tracer *T, int oparg, int merge)
 {
     tc_var *other = tc_tr_peek(T, 1), *d = tc_tr_peek(T, oparg + 1);
+    int as = other ? tc_tr_as_dict(T, other) : NOT_HANDLED;
+    if (as != OK && as != NOT_HANDLED) {
+        return as;
+    }
     if (other == NULL || d == NULL || other->kind != TC_VAR_DICT
         || d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "merging a dict that is not a literal or "
@@ -675,28 +912,161 @@ tc_tr_op_map_add(tracer *T, int oparg)
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
-    int rc = tc_tr_reify(T, key);
+    int at, rc = dict_index(T, d, key, &at);
     if (rc != OK) {
         return rc;
     }
-    if (key->kind != TC_VAR_CONST) {
-        return tc_tr_unsupported(T,
-                                 "a dict subscript with a non-constant key");
-    }
-    for (int i = 0; i < d->nitems; i++) {
-        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(d->obj, i),
-                                          key->obj, Py_EQ);
-        if (eq < 0) {
-            return tc_tr_unsupported_from_exception(T, "dict lookup");
-        }
-        if (eq) {
-            return tc_tr_push(T, d->items[i]);
-        }
+    if (at >= 0) {
+        return tc_tr_push(T, d->items[at]);
     }
     if (dflt != NULL) {
         return tc_tr_push(T, dflt);
     }
     return tc_tr_unsupported(T, "KeyError: %R", key->obj);
+}
+
+/* d.pop(key[, default]) */
+static int
+dict_pop(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    int at, rc = check_mutable(T, d, "pop");
+    if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
+        return rc;
+    }
+    if (at < 0) {
+        return dflt ? tc_tr_push(T, dflt)
+                    : tc_tr_unsupported(T, "KeyError: %R", key->obj);
+    }
+    tc_var *value = d->items[at];
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    if (d->nitems > 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    PyObject *keys = PyTuple_New(d->nitems - 1);
+    for (int i = 0, j = 0; keys && i < d->nitems; i++) {
+        if (i != at) {
+            PyTuple_SET_ITEM(keys, j, Py_NewRef(PyTuple_GET_ITEM(d->obj, i)));
+            items[j++] = d->items[i];
+        }
+    }
+    tc_var *nd = keys ? make_dict(T, keys, items) : NULL;
+    Py_XDECREF(keys);
+    if (nd == NULL || tc_tr_push(T, value) != OK) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
+    replace_contents(d, nd);
+    return OK;
+}
+
+/* d.setdefault(key[, default]) */
+static int
+dict_setdefault(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    int at, rc = dict_index(T, d, key, &at);
+    if (rc != OK) {
+        return rc;
+    }
+    if (at >= 0) {
+        return tc_tr_push(T, d->items[at]);
+    }
+    if ((rc = check_mutable(T, d, "setdefault")) != OK) {
+        return rc;
+    }
+    if (dflt == NULL && (dflt = tc_tr_const_var(T, Py_None)) == NULL) {
+        return ERROR;
+    }
+    if (tc_tr_push(T, dflt) != OK) {
+        return UNSUPPORTED;
+    }
+    return dict_store(T, d, key->obj, -1, dflt);
+}
+
+/* d.keys(), d.values(), d.items() iterated at once (`for k, v in
+ * d.items()`): a tuple of them.  As a value (a view that follows the
+ * dict) they are not modeled. */
+static int
+dict_view(tracer *T, tc_var *d, const char *which)
+{
+    int op = T->code[T->pc] & 0xff;
+    if (op != GET_ITER && next_opcode(T) != GET_ITER) {
+        return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
+    }
+    tc_var *items[4 * TC_MAX_CALL_ARGS];
+    if (d->nitems > 4 * TC_MAX_CALL_ARGS) {
+        return tc_tr_unsupported(T, "dict too long");
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        tc_var *k = which[0] == 'v' ? NULL
+                  : tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(d->obj, i),
+                                 -1);
+        if (which[0] == 'k') {
+            items[i] = k;
+        }
+        else if (which[0] == 'v') {
+            items[i] = d->items[i];
+        }
+        else {
+            tc_var *kv[2] = {k, d->items[i]};
+            items[i] = k ? tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 2, kv)
+                         : NULL;
+        }
+        if (items[i] == NULL) {
+            return ERROR;
+        }
+    }
+    return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, d->nitems,
+                                    items));
+}
+
+/* d.get / pop / setdefault / keys / values / items */
+static int
+call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
+                 int nargs, PyObject *kwnames)
+{
+    const char *m = PyUnicode_AsUTF8(name);
+    if (m == NULL) {
+        return ERROR;
+    }
+    if (kwnames != NULL) {
+        return tc_tr_unsupported(T, "dict.%s() with keywords", m);
+    }
+    tc_var *dflt = nargs == 2 ? args[1] : NULL;
+    if (strcmp(m, "get") == 0 && (nargs == 1 || nargs == 2)) {
+        if (dflt == NULL && (dflt = tc_tr_const_var(T, Py_None)) == NULL) {
+            return ERROR;
+        }
+        return tc_tr_dict_lookup(T, d, args[0], dflt);
+    }
+    if (strcmp(m, "pop") == 0 && (nargs == 1 || nargs == 2)) {
+        return dict_pop(T, d, args[0], dflt);
+    }
+    if (strcmp(m, "setdefault") == 0 && (nargs == 1 || nargs == 2)) {
+        return dict_setdefault(T, d, args[0], dflt);
+    }
+    if ((strcmp(m, "keys") == 0 || strcmp(m, "values") == 0
+         || strcmp(m, "items") == 0) && nargs == 0) {
+        return dict_view(T, d, m);
+    }
+    return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
+}
+
+/* STORE_SUBSCR d[key] = value on a dict the traced code built. */
+int
+tc_tr_op_store_subscr(tracer *T)
+{
+    tc_var *key = tc_tr_pop(T), *d = tc_tr_pop(T), *value = tc_tr_pop(T);
+    if (key == NULL || d == NULL || value == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (d->kind != TC_VAR_DICT) {
+        return tc_tr_unsupported(T, "item assignment on a %s",
+                                 tc_var_kind_name(d));
+    }
+    int at, rc = check_mutable(T, d, "item assignment");
+    if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
+        return rc;
+    }
+    return dict_store(T, d, key->obj, at, value);
 }
 
 /* f(*args, **kwargs): the call with its arguments spread out. */
@@ -711,6 +1081,10 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     }
     int rc = tc_tr_reify(T, a);
     if (rc != OK) {
+        return rc;
+    }
+    if (kw != NULL && (rc = tc_tr_as_dict(T, kw)) != OK
+        && rc != NOT_HANDLED) {
         return rc;
     }
     /* f(*x.max(1)) */
@@ -875,6 +1249,363 @@ known_type(tracer *T, tc_var *v)
     }
 }
 
+/* ---- imports inside functions ---- */
+
+/* The absolute name `from <level dots><name> import ...` means in the
+ * traced code's module, or NULL (not a package-relative import the
+ * globals explain). */
+static PyObject *
+absolute_name(tracer *T, PyObject *name, long level)
+{
+    if (level == 0) {
+        return Py_NewRef(name);
+    }
+    PyObject *pkg = PyDict_GetItemString(T->globals, "__package__");
+    if (pkg == NULL || !PyUnicode_Check(pkg)) {
+        return NULL;
+    }
+    PyObject *base = Py_NewRef(pkg);
+    for (long i = 1; base != NULL && i < level; i++) {
+        Py_ssize_t dot = PyUnicode_FindChar(base, '.', 0,
+                                            PyUnicode_GET_LENGTH(base), -1);
+        PyObject *up = dot < 0 ? NULL : PyUnicode_Substring(base, 0, dot);
+        Py_DECREF(base);
+        base = up;
+    }
+    if (base == NULL || PyUnicode_GET_LENGTH(name) == 0) {
+        return base;
+    }
+    PyObject *r = PyUnicode_FromFormat("%U.%U", base, name);
+    Py_DECREF(base);
+    return r;
+}
+
+/* A module already imported (and done initializing): importing it again
+ * runs no code.  A new reference or NULL (no exception). */
+static PyObject *
+imported_module(PyObject *absname)
+{
+    PyObject *m = PyImport_GetModule(absname);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *spec = PyObject_GetAttrString(m, "__spec__");
+    PyObject *init = spec && spec != Py_None
+                     ? PyObject_GetAttrString(spec, "_initializing") : NULL;
+    int busy = init != NULL && PyObject_IsTrue(init) == 1;
+    PyErr_Clear();
+    Py_XDECREF(spec);
+    Py_XDECREF(init);
+    if (busy) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* IMPORT_NAME of a module that is already imported: the module, as a
+ * constant (`import torch._dynamo`, `from ..utils import x` inside a
+ * function).  An import that would run code (a first import, a fromlist
+ * name that is a submodule not yet imported, a replaced __import__)
+ * breaks. */
+int
+tc_tr_op_import_name(tracer *T, int oparg)
+{
+    tc_var *fromlist = tc_tr_pop(T), *level = tc_tr_pop(T);
+    PyObject *name = PyTuple_GetItem(T->co->co_names, oparg);
+    if (fromlist == NULL || level == NULL || name == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "malformed import");
+    }
+    if (PyDict_GetItemString(T->builtins, "__import__") != K.import) {
+        return tc_tr_unsupported(T, "import with a replaced __import__");
+    }
+    /* the fromlist is None or a constant tuple of names (a TUPLE var) */
+    int plain = fromlist->kind == TC_VAR_CONST && fromlist->obj == Py_None;
+    long lvl = level->kind == TC_VAR_CONST && PyLong_CheckExact(level->obj)
+               ? PyLong_AsLong(level->obj) : -1;
+    if (lvl < 0 || (!plain && fromlist->kind != TC_VAR_TUPLE)
+        || (plain && lvl != 0)) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "an import of this form");
+    }
+    PyObject *absname = absolute_name(T, name, lvl);
+    PyObject *mod = absname ? imported_module(absname) : NULL;
+    Py_XDECREF(absname);
+    for (int i = 0; mod && !plain && i < fromlist->nitems; i++) {
+        tc_var *x = fromlist->items[i];
+        if (x->kind != TC_VAR_CONST || !PyUnicode_Check(x->obj)
+            || PyUnicode_CompareWithASCIIString(x->obj, "*") == 0
+            || !PyObject_HasAttr(mod, x->obj)) {
+            Py_CLEAR(mod);
+        }
+    }
+    if (mod != NULL && plain) {
+        /* `import a.b.c` binds the top package a */
+        Py_ssize_t dot = PyUnicode_FindChar(name, '.', 0,
+                                            PyUnicode_GET_LENGTH(name), 1);
+        PyObject *top = dot < 0 ? Py_NewRef(name)
+                                : PyUnicode_Substring(name, 0, dot);
+        Py_SETREF(mod, top ? imported_module(top) : NULL);
+        Py_XDECREF(top);
+    }
+    if (mod == NULL) {
+        return PyErr_Occurred() ? ERROR
+             : tc_tr_unsupported(T, "an import of %U that may run code "
+                                 "(not imported yet)", name);
+    }
+    /* a constant source: attributes of it are guarded like a global
+     * module's */
+    int src = tc_source_add(T->out->guards, TC_SRC_CONST, -1, 0, mod);
+    tc_var *v = src < 0 ? NULL : tc_var_new(&T->sh->arena, TC_VAR_OBJECT,
+                                             src);
+    if (v == NULL) {
+        Py_DECREF(mod);
+        return ERROR;
+    }
+    v->obj = mod;
+    return tc_tr_push(T, v);
+}
+
+/* IMPORT_FROM: the attribute of the module on the stack, which stays. */
+int
+tc_tr_op_import_from(tracer *T, int oparg)
+{
+    tc_var *mod = tc_tr_peek(T, 1);
+    PyObject *name = PyTuple_GetItem(T->co->co_names, oparg);
+    if (mod == NULL || name == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "malformed import");
+    }
+    int rc = tc_tr_push(T, mod);
+    return rc != OK ? rc : tc_tr_op_load_attr(T, name, 0);
+}
+
+/* ---- `is` and `in` ---- */
+
+/* Whether v stands for one object whatever the call: singletons, types
+ * and dtypes (EQUALS on them is identity), objects the guards pin or that
+ * torch's modules hold (OBJECT), and objects read from the frame, pinned
+ * here by ID_MATCH.  1, 0, or ERROR. */
+static int
+fixed_identity(tracer *T, tc_var *v)
+{
+    PyObject *o = v->obj;
+    switch (v->kind) {
+    case TC_VAR_CONST:
+        return o == Py_None || o == Py_True || o == Py_False
+               || o == Py_Ellipsis || o == Py_NotImplemented
+               || PyType_CheckExact(o) || tc_dtype_from_torch(o) >= 0;
+    case TC_VAR_OBJECT:
+        return 1;
+    case TC_VAR_UNKNOWN:
+    case TC_VAR_NN_MODULE:
+        if (v->source < 0) {
+            return 0;
+        }
+        return tc_guard_id(T->out->guards, v->source, o) < 0 ? ERROR : 1;
+    default:
+        return 0;
+    }
+}
+
+/* `a is b`: 1, 0, ERROR, or UNSUPPORTED where the trace cannot know
+ * (two tensors: views and aliases are separate objects or not). */
+static int
+same_object(tracer *T, tc_var *a, tc_var *b)
+{
+    int rc;
+    if (a == b) {
+        return 1;
+    }
+    if ((rc = tc_tr_reify(T, a)) != OK || (rc = tc_tr_reify(T, b)) != OK) {
+        return rc;
+    }
+    if (a->kind == TC_VAR_TENSOR && b->kind == TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "'is' between two tensors");
+    }
+    /* objects of different types are different objects */
+    PyObject *ta = a->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(a->obj)
+                                               : known_type(T, a);
+    PyObject *tb = ta == NULL ? NULL
+                 : b->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(b->obj)
+                 : known_type(T, b);
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
+    if (ta != NULL && tb != NULL && ta != tb) {
+        return 0;
+    }
+    /* a list or dict the trace built is a new object */
+    if ((a->kind == TC_VAR_LIST || a->kind == TC_VAR_DICT)
+        && a->kind == b->kind && (a->source < 0 || b->source < 0)) {
+        return 0;
+    }
+    int fa = fixed_identity(T, a);
+    int fb = fa == 1 ? fixed_identity(T, b) : 0;
+    if (fa < 0 || fb < 0) {
+        return ERROR;
+    }
+    if (fa && fb) {
+        return a->obj == b->obj;
+    }
+    return tc_tr_unsupported(T, "'is' between a %s and a %s",
+                             tc_var_kind_name(a), tc_var_kind_name(b));
+}
+
+/* IS_OP: `a is b` (oparg 0), `a is not b` (1). */
+int
+tc_tr_op_is(tracer *T, int invert)
+{
+    tc_var *b = tc_tr_pop(T), *a = tc_tr_pop(T);
+    if (a == NULL || b == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int r = same_object(T, a, b);
+    if (r != 0 && r != 1) {
+        return r;
+    }
+    return push_const(T, PyBool_FromLong(r != invert));
+}
+
+/* `item == x` as `in` asks it of a list or tuple item (identity first):
+ * 1, 0, ERROR, or UNSUPPORTED. */
+static int
+contains_item(tracer *T, tc_var *item, tc_var *x)
+{
+    int rc = tc_tr_reify(T, item);
+    if (rc != OK) {
+        return rc;
+    }
+    if (item->kind == TC_VAR_TENSOR || x->kind == TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "'in' comparing a tensor (Tensor.__eq__ "
+                                 "is elementwise)");
+    }
+    if ((item->kind == TC_VAR_CONST || item->kind == TC_VAR_OBJECT)
+        && (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT)) {
+        /* values the guards fix (EQUALS, ID_MATCH) or torch's modules
+         * hold; constants may be other objects at run time: equality
+         * must decide, as it does unless an object is unequal to itself
+         * (nan) */
+        PyObject *r = PyObject_RichCompare(item->obj, x->obj, Py_EQ);
+        int eq = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (eq < 0) {
+            return tc_tr_unsupported_from_exception(T, "'in'");
+        }
+        if (!eq && item->obj == x->obj) {
+            return tc_tr_unsupported(T, "'in' of an object unequal to "
+                                     "itself");
+        }
+        return eq;
+    }
+    int fi = fixed_identity(T, item);
+    int fx = fi == 1 ? fixed_identity(T, x) : 0;
+    if (fi < 0 || fx < 0) {
+        return ERROR;
+    }
+    /* pinned objects whose equality is identity */
+    richcmpfunc id_eq = PyBaseObject_Type.tp_richcompare;
+    if (fi && fx && Py_TYPE(item->obj)->tp_richcompare == id_eq
+        && Py_TYPE(x->obj)->tp_richcompare == id_eq) {
+        return item->obj == x->obj;
+    }
+    return tc_tr_unsupported(T, "'in' comparing a %s with a %s",
+                             tc_var_kind_name(x), tc_var_kind_name(item));
+}
+
+#define MAX_GUARDED_SET 256
+
+static int
+scalar_set(PyObject *set)
+{
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    if (PySet_GET_SIZE(set) > MAX_GUARDED_SET) {
+        return 0;
+    }
+    while (_PySet_NextEntry(set, &pos, &k, &hash)) {
+        if (!tc_tr_is_python_scalar(k)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* CONTAINS_OP: `x in c` (oparg 0), `x not in c` (1), for the tuples,
+ * lists and dicts the tracer knows item by item, and constants. */
+int
+tc_tr_op_contains(tracer *T, int invert)
+{
+    tc_var *c = tc_tr_pop(T), *x = tc_tr_pop(T);
+    if (c == NULL || x == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int rc, found = 0;
+    if ((rc = tc_tr_reify(T, c)) != OK || (rc = tc_tr_reify(T, x)) != OK) {
+        return rc;
+    }
+    if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
+        return rc;
+    }
+    if (c->kind == TC_VAR_UNKNOWN && c->source >= 0
+        && (PySet_CheckExact(c->obj) || PyFrozenSet_CheckExact(c->obj))) {
+        /* a set of constants read from the frame: guarded by value */
+        if (!scalar_set(c->obj)) {
+            return tc_tr_unsupported(T, "'in' of a set of %zd items that "
+                                     "are not all constants",
+                                     PySet_GET_SIZE(c->obj));
+        }
+        /* a set is mutable: the guard keeps a copy */
+        PyObject *copy = PySet_CheckExact(c->obj) ? PySet_New(c->obj)
+                                                  : Py_NewRef(c->obj);
+        if (copy == NULL
+            || tc_guard_equals(T->out->guards, c->source, copy) < 0) {
+            Py_XDECREF(copy);
+            return ERROR;
+        }
+        Py_DECREF(copy);
+        c->kind = TC_VAR_CONST;
+    }
+    if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
+        if (x->kind != TC_VAR_CONST) {
+            return tc_tr_unsupported(T, "'in' of a %s in a %s",
+                                     tc_var_kind_name(x),
+                                     tc_var_kind_name(c));
+        }
+        /* a dict's keys are constants: ask a dict of them (hash, then
+         * identity or equality, as the real one does) */
+        PyObject *keys = c->kind == TC_VAR_DICT ? PyDict_New()
+                                                : Py_NewRef(c->obj);
+        for (int i = 0; keys && c->kind == TC_VAR_DICT && i < c->nitems;
+             i++) {
+            if (PyDict_SetItem(keys, PyTuple_GET_ITEM(c->obj, i),
+                               Py_None) < 0) {
+                Py_CLEAR(keys);
+            }
+        }
+        found = keys ? PySequence_Contains(keys, x->obj) : -1;
+        Py_XDECREF(keys);
+        if (found < 0) {
+            return tc_tr_unsupported_from_exception(T, "'in'");
+        }
+    }
+    else if (c->kind == TC_VAR_TUPLE || c->kind == TC_VAR_LIST) {
+        for (int i = 0; !found && i < c->nitems; i++) {
+            found = contains_item(T, c->items[i], x);
+            if (found != 0 && found != 1) {
+                return found;
+            }
+        }
+    }
+    else {
+        return tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c));
+    }
+    return push_const(T, PyBool_FromLong(found != invert));
+}
+
 /* The classinfo argument of isinstance: a class or a tuple of them. */
 static PyObject *
 classinfo_of(tracer *T, tc_var *v)
@@ -930,6 +1661,7 @@ call_len(tracer *T, tc_var **args, int nargs)
 {
     tc_var *x = nargs == 1 ? args[0] : NULL;
     Py_ssize_t n = -1;
+    int rc = NOT_HANDLED;
     if (x == NULL) {
         return NOT_HANDLED;
     }
@@ -948,8 +1680,11 @@ call_len(tracer *T, tc_var **args, int nargs)
         n = PyObject_Length(x->obj);
     }
     else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
-             || x->kind == TC_VAR_DICT) {
+             || (rc = tc_tr_as_dict(T, x)) == OK) {
         n = x->nitems;
+    }
+    else if (rc != NOT_HANDLED) {
+        return rc;
     }
     else {
         return NOT_HANDLED;  /* constants fold with the other builtins */
@@ -984,6 +1719,7 @@ call_getattr(tracer *T, tc_var **args, int nargs)
 }
 
 static int is_plain_object(PyObject *obj);
+static int is_user_object(PyObject *obj);
 
 /* hasattr(x, "name"): true through the type (a method, a class attribute)
  * when the type is guarded; constants answer for themselves. */
@@ -1045,6 +1781,148 @@ call_range(tracer *T, tc_var **args, int nargs)
     return tc_tr_push_folded(T, r, "range");
 }
 
+/* ---- torch's global state and __torch_function__ ---- */
+
+/* A query of torch's global state (no arguments, no side effects) that
+ * traced code cannot change: its value now, guarded as `fn() == value`
+ * (a TC_SRC_CALL source).  NULL with *rc set if the value is not one the
+ * trace can take as a constant. */
+static PyObject *
+guarded_state(tracer *T, PyObject *fn, int *rc)
+{
+    PyObject *r = PyObject_CallNoArgs(fn);
+    int src = r ? tc_source_add(T->out->guards, TC_SRC_CALL, -1, 0, fn) : -1;
+    if (src < 0 || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        *rc = ERROR;
+        return NULL;
+    }
+    *rc = OK;
+    return r;
+}
+
+static int
+is_state_query(PyObject *fn)
+{
+    return fn == K.torch_function_mode_enabled || fn == K.get_tracing_state
+           || fn == K.is_tracing || fn == K.deterministic
+           || fn == K.deterministic_warn_only || fn == K.get_default_dtype;
+}
+
+/* torch.is_grad_enabled() is the mode the trace is in (a with block of
+ * no_grad changes it; GLOBAL_STATE guards the mode at entry); the other
+ * queries are guarded on their value. */
+static int
+call_state_query(tracer *T, PyObject *fn, int nargs)
+{
+    if (nargs != 0) {
+        return NOT_HANDLED;
+    }
+    if (fn == K.is_grad_enabled) {
+        return push_const(T, PyBool_FromLong(T->grad_mode));
+    }
+    int rc;
+    PyObject *r = guarded_state(T, fn, &rc);
+    if (r == NULL) {
+        return rc;
+    }
+    if (fn == K.get_tracing_state && r != Py_None) {
+        Py_DECREF(r);
+        return tc_tr_unsupported(T, "torch.jit.trace is running");
+    }
+    return push_const(T, r);
+}
+
+/* Whether v overrides torch functions as torch's check_has_torch_function
+ * decides it: 0 no, 1 yes (or not known), ERROR.  Tensors the tracer
+ * holds are torch.Tensor or nn.Parameter exactly (TENSOR_MATCH; a
+ * subclass stays opaque), whose __torch_function__ is the default;
+ * containers are not looked into, as torch does not; anything else is
+ * asked, with its type guarded. */
+static int
+overrides_torch(tracer *T, tc_var *v)
+{
+    switch (v->kind) {
+    case TC_VAR_TENSOR:
+    case TC_VAR_TUPLE:
+    case TC_VAR_LIST:
+    case TC_VAR_DICT:
+    case TC_VAR_METHOD:
+    case TC_VAR_CELL:
+        return 0;
+    case TC_VAR_DEFERRED:
+        /* iterators, functions, grad-mode contexts, strings; an
+         * attribute read at the exit could be anything */
+        return v->node == TC_TMPL_ATTR;
+    default:
+        break;
+    }
+    if (v->obj == NULL) {
+        return 1;
+    }
+    PyObject *r = PyObject_CallOneArg(K.has_torch_function_unary, v->obj);
+    if (r == NULL) {
+        return ERROR;
+    }
+    int yes = r == Py_True;
+    Py_DECREF(r);
+    if (!yes && v->source >= 0 && v->kind != TC_VAR_NN_MODULE
+        && tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+        return ERROR;
+    }
+    return yes;
+}
+
+/* torch.overrides.has_torch_function(args), _unary(x), _variadic(*args):
+ * False when no argument overrides torch functions and no
+ * TorchFunctionMode is active, so torch.nn.functional's wrappers inline
+ * down to the ops they call.  An argument that does override breaks: its
+ * __torch_function__ decides what the call means. */
+static int
+call_has_torch_function(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    if (fn == K.has_torch_function) {
+        if (nargs != 1) {
+            return NOT_HANDLED;
+        }
+        int rc = tc_tr_reify(T, args[0]);
+        if (rc != OK) {
+            return rc;
+        }
+        if (args[0]->kind != TC_VAR_TUPLE && args[0]->kind != TC_VAR_LIST) {
+            return tc_tr_unsupported(T, "has_torch_function() of a %s",
+                                     tc_var_kind_name(args[0]));
+        }
+        nargs = args[0]->nitems;
+        args = args[0]->items;
+    }
+    else if (fn == K.has_torch_function_unary && nargs != 1) {
+        return NOT_HANDLED;
+    }
+    int rc;
+    PyObject *mode = guarded_state(T, K.torch_function_mode_enabled, &rc);
+    if (mode == NULL) {
+        return rc;
+    }
+    Py_DECREF(mode);
+    if (mode != Py_False) {
+        return tc_tr_unsupported(T, "has_torch_function under a "
+                                 "TorchFunctionMode");
+    }
+    for (int i = 0; i < nargs; i++) {
+        int yes = overrides_torch(T, args[i]);
+        if (yes != 0) {
+            return yes < 0 ? ERROR
+                : tc_tr_unsupported(T, "an argument of type %s overrides "
+                                    "torch functions (__torch_function__)",
+                                    args[i]->obj
+                                    ? Py_TYPE(args[i]->obj)->tp_name
+                                    : tc_var_kind_name(args[i]));
+        }
+    }
+    return push_const(T, Py_NewRef(Py_False));
+}
+
 static int
 call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
                        int nargs, PyObject *kwnames)
@@ -1086,6 +1964,13 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.hasattr) {
         rc = call_hasattr(T, args, nargs);
     }
+    else if (fn == K.has_torch_function || fn == K.has_torch_function_unary
+             || fn == K.has_torch_function_variadic) {
+        rc = call_has_torch_function(T, fn, args, nargs);
+    }
+    else if (fn == K.is_grad_enabled || is_state_query(fn)) {
+        rc = call_state_query(T, fn, nargs);
+    }
     if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
         return ERROR;
     }
@@ -1100,30 +1985,37 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 static int
 is_plain_object(PyObject *obj)
 {
+    return is_user_object(obj)
+           && Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr;
+}
+
+/* An instance of a user class (a transformers config, a dataclass): not
+ * a type, module or tensor. */
+static int
+is_user_object(PyObject *obj)
+{
     PyTypeObject *tp = Py_TYPE(obj);
     return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
-           && tp->tp_getattro == PyObject_GenericGetAttr
            && !PyType_Check(obj) && !PyModule_Check(obj)
            && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
 }
 
+/* obj.name of an object read from the frame: the type guarded, the value
+ * read now and a source of its own, whose guards read it again on every
+ * call -- through the class's own __getattribute__ / __getattr__ or
+ * property where it has one (a config's attribute_map), as Python
+ * would. */
 int
 tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
 {
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
-        || !is_plain_object(owner->obj)) {
+        || !is_user_object(owner->obj)) {
         return NOT_HANDLED;
     }
     PyTypeObject *tp = Py_TYPE(owner->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (descr != NULL && PyFunction_Check(descr) && method) {
         return NOT_HANDLED;  /* a method: inlined at the call */
-    }
-    if (descr != NULL && !PyFunction_Check(descr)
-        && Py_TYPE(descr)->tp_descr_get != NULL
-        && Py_TYPE(descr) != &PyMemberDescr_Type) {
-        return tc_tr_unsupported(T, "attribute '%U' of %s is a %s (runs code)",
-                                 name, tp->tp_name, Py_TYPE(descr)->tp_name);
     }
     if (tc_guard_type(T->out->guards, owner->source, owner->obj) < 0) {
         return ERROR;
@@ -1160,21 +2052,25 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
-    if (self->kind == TC_VAR_DICT
-        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0
-        && kwnames == NULL && (nargs == 1 || nargs == 2)) {
-        return tc_tr_dict_lookup(T, self, args[0],
-                                 nargs == 2 ? args[1] : NULL);
+    if (self->kind == TC_VAR_LIST) {
+        return call_list_method(T, self, m->obj, args, nargs, kwnames);
+    }
+    int rc = tc_tr_as_dict(T, self);
+    if (rc == OK) {
+        return call_dict_method(T, self, m->obj, args, nargs, kwnames);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (self->kind != TC_VAR_UNKNOWN || self->source < 0
-        || !is_plain_object(self->obj)) {
+        || !is_user_object(self->obj)) {
         return NOT_HANDLED;
     }
     PyObject *bound = PyObject_GetAttr(self->obj, m->obj);
     if (bound == NULL) {
         return tc_tr_unsupported_from_exception(T, "method");
     }
-    int rc = NOT_HANDLED;
+    rc = NOT_HANDLED;
     if (PyMethod_Check(bound) && PyMethod_GET_SELF(bound) == self->obj
         && PyFunction_Check(PyMethod_GET_FUNCTION(bound))) {
         int msrc = tc_source_add(T->out->guards, TC_SRC_ATTR, self->source,

@@ -1106,6 +1106,16 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_binary(T, oparg);
     case COMPARE_OP:
         return tc_tr_op_compare(T, TC_COMPARE_OP_ARG(oparg));
+    case STORE_SUBSCR:
+        return tc_tr_op_store_subscr(T);
+    case IS_OP:
+        return tc_tr_op_is(T, oparg);
+    case IMPORT_NAME:
+        return tc_tr_op_import_name(T, oparg);
+    case IMPORT_FROM:
+        return tc_tr_op_import_from(T, oparg);
+    case CONTAINS_OP:
+        return tc_tr_op_contains(T, oparg);
     case UNARY_NEGATIVE:
     case UNARY_INVERT:
     case UNARY_NOT:

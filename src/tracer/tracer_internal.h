@@ -39,6 +39,7 @@ typedef struct {
     int grad_cap;
     int grad_synced;          /* nodes whose grad flag is computed */
     void *root;               /* the frame's tracer (TC_VAR_CELL values) */
+    int ntracers;             /* inlined calls traced so far (serials) */
 } trace_shared;
 
 typedef struct {
@@ -69,6 +70,8 @@ typedef struct {
     int grad_mode;
     int start_pc;
     int depth;                /* inlined calls between here and the frame */
+    int serial;               /* 0: the frame's; an inlined call's own
+                                 number (the dicts it may mutate) */
     tc_var *inline_result;    /* an inlined callee's return value */
     char *written;            /* locals stored to by this segment */
     tc_var **saved_stack;     /* the stack before the current instruction */
@@ -130,6 +133,12 @@ int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
 int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
+int tc_tr_as_dict(tracer *T, tc_var *v);
+int tc_tr_op_store_subscr(tracer *T);
+int tc_tr_op_is(tracer *T, int invert);
+int tc_tr_op_import_name(tracer *T, int oparg);
+int tc_tr_op_import_from(tracer *T, int oparg);
+int tc_tr_op_contains(tracer *T, int invert);
 int tc_tr_op_call_ex(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);

@@ -286,6 +286,40 @@ tc_tr_op_binary(tracer *T, int nb)
     return tc_tr_emit_op(T, op, 2, args, TC_F32);
 }
 
+/* The Python value of a constant, or of a tuple or list of them (items
+ * reified): a new reference, or NULL (no exception) if some part is not
+ * a constant, NULL with an exception on error. */
+static PyObject *
+const_value(tracer *T, tc_var *v)
+{
+    if (tc_tr_reify(T, v) != OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (v->kind == TC_VAR_CONST) {
+        return Py_NewRef(v->obj);
+    }
+    if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST) {
+        return NULL;
+    }
+    PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
+                                          : PyList_New(v->nitems);
+    for (int i = 0; r != NULL && i < v->nitems; i++) {
+        PyObject *item = const_value(T, v->items[i]);
+        if (item == NULL) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (v->kind == TC_VAR_TUPLE) {
+            PyTuple_SET_ITEM(r, i, item);
+        }
+        else {
+            PyList_SET_ITEM(r, i, item);
+        }
+    }
+    return r;
+}
+
 int
 tc_tr_op_compare(tracer *T, int cmp)
 {
@@ -303,6 +337,19 @@ tc_tr_op_compare(tracer *T, int cmp)
                                  "comparison");
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        /* tuples and lists of constants (size == (2, 3), dims != []) */
+        PyObject *x = const_value(T, a);
+        PyObject *y = x ? const_value(T, b) : NULL;
+        if (y != NULL) {
+            PyObject *r = PyObject_RichCompare(x, y, cmp);
+            Py_DECREF(x);
+            Py_DECREF(y);
+            return tc_tr_push_folded(T, r, "comparison");
+        }
+        Py_XDECREF(x);
+        if (PyErr_Occurred()) {
+            return ERROR;
+        }
         return tc_tr_unsupported(T, "comparison of %s and %s",
                                  tc_var_kind_name(a), tc_var_kind_name(b));
     }
@@ -347,7 +394,11 @@ tc_tr_op_build(tracer *T, tc_var_kind kind, int n)
         return tc_tr_unsupported(T, "malformed build");
     }
     T->sp -= n;
-    return tc_tr_push(T, tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]));
+    tc_var *v = tc_var_seq(&T->sh->arena, kind, n, &T->stack[T->sp]);
+    if (v != NULL && kind == TC_VAR_LIST) {
+        v->index = T->serial;  /* who may mutate it (pysem.c) */
+    }
+    return tc_tr_push(T, v);
 }
 
 static int
@@ -426,6 +477,7 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (v == NULL) {
         return ERROR;
     }
+    v->index = list->index;
     T->stack[T->sp - oparg] = v;
     return OK;
 }
@@ -585,8 +637,11 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
-    if (seq->kind == TC_VAR_DICT) {
+    if ((rc = tc_tr_as_dict(T, seq)) == OK) {
         return tc_tr_dict_lookup(T, seq, idx, NULL);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
         return tc_tr_push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
