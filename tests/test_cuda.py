@@ -373,6 +373,36 @@ def test_rms_norm_infinite_rows_cuda(dtype, n):
 
 
 @cuda_only
+@pytest.mark.parametrize("offset", [0, 1, 2, 4])
+def test_rms_norm_infinite_rows_of_a_view_cuda(offset):
+    """A view of a fresh tensor at an offset that is not a multiple of 4:
+    torch's CUDA kernel cannot vectorize it (fuzz seed 14448)."""
+    x = torch.rand(40, device="cuda") + 0.5
+    x[offset + 5] = float("inf")
+    f = lambda x: torch.nn.functional.rms_norm(
+        (x * 2)[offset:offset + 16].view(4, 4), (4,))
+    for backend in ("auto", "eager"):
+        torch.testing.assert_close(tcjit.compile(f, backend=backend)(x), f(x),
+                                   equal_nan=True)
+
+
+@cuda_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_half_in_float32_cuda(dtype, dim):
+    """torch's CUDA softmax / log_softmax of float16 / bfloat16 compute in
+    float32 and round once (fuzz seed 14324: a bfloat16 log(sum) of 1.0036
+    was 0 in the eager replay); its CPU kernels keep the sum in bfloat16."""
+    x = torch.tensor([[0.0, -5.625, -7.0, -6.5]] * 4, device="cuda")
+    x = (x + torch.arange(4.0, device="cuda")[:, None] / 8).to(dtype)
+    for fn in (lambda a: a.log_softmax(dim), lambda a: a.softmax(dim)):
+        for backend in ("auto", "eager"):
+            tcjit.reset()
+            got = tcjit.compile(fn, backend=backend)(x)
+            torch.testing.assert_close(got, fn(x))
+
+
+@cuda_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_sin_of_tiny_half_cuda(dtype):
     """A half-result kernel's sin keeps its relative accuracy for tiny

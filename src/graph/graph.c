@@ -2362,14 +2362,25 @@ tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
     if (tc_layout_numel(l) == 0) {
         return PW1("contiguous", x);
     }
-    int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
+    /* eager on CUDA: float16 / bfloat16 in float32, rounded once (a
+     * bfloat16 log(sum) of 1.0036 would be 0); the eager replay of this
+     * graph (backend="eager") runs each node in its own dtype.  ATen's CPU
+     * kernels keep the row sum in the input's dtype. */
+    tc_dtype ct = g->cuda ? tc_dtype_opmath(dt) : dt;
+    if (ct != dt) {
+        x = cast_node(g, x, ct, err, errlen);
+    }
+    int m = x < 0 ? -1 : reduce_node(g, "amax", x, mask, 1, ct, err, errlen);
     int sh = PW2("sub", x, m);
     int e = PW1("exp", sh);
-    int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, 1, dt, err, errlen);
+    int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, 1, ct, err, errlen);
     /* eager multiplies by the reciprocal of the row sum (ATen's
      * _vec_softmax): one division per row, not per element */
     int r = log ? PW2("sub", sh, PW1("log", s))
                 : PW2("mul", e, PW1("reciprocal", s));
+    if (r >= 0 && ct != dt) {
+        r = cast_node(g, r, dt, err, errlen);
+    }
     if (r >= 0 && !layout_is_canonical(&g->nodes[r].layout)) {
         r = PW1("contiguous", r); /* eager: at::empty of the sizes */
     }
@@ -2472,6 +2483,21 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
     return y;
 }
 
+/* Whether torch 2.11's CUDA rms_norm takes its scalar (not vectorized)
+ * path for x: a double, a row length not a multiple of 4, or rows that do
+ * not start 4-element aligned -- x is used as is when contiguous, so a
+ * view at an odd offset of a fresh tensor is misaligned.  A graph input's
+ * own data pointer is taken to be aligned (fresh tensors are; its offset
+ * is not guarded). */
+static int
+cuda_norm_is_scalar(const tc_graph *g, int x, unsigned mask)
+{
+    const tc_node *n = &g->nodes[x];
+    return n->dtype == TC_F64 || reduced_numel(&n->layout, mask) % 4 != 0
+           || (n->view_base >= 0 && layout_is_contiguous(&n->layout)
+               && n->offset % 4 != 0);
+}
+
 int
 tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
                   int weight, int has_eps, double eps, char *err,
@@ -2491,6 +2517,7 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         return -1;
     }
     tc_dtype dt = g->nodes[x].dtype;
+    int scalar_path = g->cuda && cuda_norm_is_scalar(g, x, mask);
     if (!tc_dtype_is_float(dt)) {
         tc_set_err(err, errlen, "\"rms_norm\" not implemented for '%s'",
                 tc_dtype_scalar_type_name(dt));
@@ -2504,12 +2531,11 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     int ms = x < 0 ? -1 : reduce_mean(g, PW2("mul", x, x), mask, 1, err,
                                       errlen);
-    if (ms >= 0 && g->cuda
-        && (dt == TC_F64 || reduced_numel(&g->nodes[x].layout, mask) % 4)) {
+    if (ms >= 0 && scalar_path) {
         /* torch 2.11's CUDA kernel accumulates rows it cannot vectorize
-         * (double, or a length not a multiple of 4) with Welford's update,
-         * so an infinite element makes its whole row NaN; an overflowing
-         * square does not.  0 * amax(|x|) is NaN exactly then. */
+         * with Welford's update, so an infinite element makes its whole
+         * row NaN; an overflowing square does not.  0 * amax(|x|) is NaN
+         * exactly then. */
         int big = reduce_node(g, "amax", PW1("abs", x), mask, 1,
                               g->nodes[x].dtype, err, errlen);
         ms = PW2("add", ms, PW2("mul", big, tc_graph_scalar_float(g, 0.0)));
