@@ -341,17 +341,21 @@ def test_sdpa_result_strides_cuda(dtype, shape, causal, backend):
 
 
 @cuda_only
-@pytest.mark.parametrize("weight", [False, True])
+@pytest.mark.parametrize("weight", [None, torch.float32, torch.float64])
 def test_rms_norm_result_strides_cuda(weight):
     """CUDA's fused rms_norm allocates its result: fresh contiguous strides
     even for a (1, 3) input with strides (1, 1), where the CPU's composite
-    keeps (1, 1) (fuzzer class)."""
+    keeps (1, 1) (fuzzer class).  A weight of another dtype takes the
+    composite on CUDA too (fuzz seeds 19325, 19452)."""
     x = torch.randn(3, 1, device="cuda").t()
-    w = torch.randn(3, device="cuda") if weight else None
+    w = None if weight is None else torch.randn(3, device="cuda",
+                                                dtype=weight)
     f = lambda x, w: torch.nn.functional.rms_norm(x, (3,), w)
     for backend in ("auto", "eager"):
         got, expected = tcjit.compile(f, backend=backend)(x, w), f(x, w)
-        assert got.stride() == expected.stride() == (3, 1)
+        assert got.stride() == expected.stride()
+        assert expected.stride() == ((1, 1) if weight == torch.float64
+                                     else (3, 1))
         torch.testing.assert_close(got, expected)
 
 

@@ -2362,11 +2362,13 @@ tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
     if (tc_layout_numel(l) == 0) {
         return PW1("contiguous", x);
     }
-    /* eager on CUDA: float16 / bfloat16 in float32, rounded once (a
-     * bfloat16 log(sum) of 1.0036 would be 0); the eager replay of this
-     * graph (backend="eager") runs each node in its own dtype.  ATen's CPU
-     * kernels keep the row sum in the input's dtype. */
-    tc_dtype ct = g->cuda ? tc_dtype_opmath(dt) : dt;
+    /* eager: float16 / bfloat16 in float32, rounded once (a bfloat16
+     * log(sum) of 1.0036 would be 0), as the eager replay of this graph
+     * (backend="eager") must, which runs each node in its own dtype --
+     * except ATen's CPU log_softmax over the last dim, which keeps the row
+     * sum and its log in the input's dtype (_vec_log_softmax_lastdim). */
+    int lastdim = l->ndim == 0 || d == l->ndim - 1;
+    tc_dtype ct = !g->cuda && log && lastdim ? dt : tc_dtype_opmath(dt);
     if (ct != dt) {
         x = cast_node(g, x, ct, err, errlen);
     }
@@ -2517,7 +2519,10 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         return -1;
     }
     tc_dtype dt = g->nodes[x].dtype;
-    int scalar_path = g->cuda && cuda_norm_is_scalar(g, x, mask);
+    /* torch 2.11 on CUDA: a fused kernel where the weight (if any) has
+     * x's dtype, else the composite decomposition (as on the CPU) */
+    int fused = g->cuda && (weight < 0 || g->nodes[weight].dtype == dt);
+    int scalar_path = fused && cuda_norm_is_scalar(g, x, mask);
     if (!tc_dtype_is_float(dt)) {
         tc_set_err(err, errlen, "\"rms_norm\" not implemented for '%s'",
                 tc_dtype_scalar_type_name(dt));
@@ -2550,8 +2555,8 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     /* eager's output is contiguous; on CUDA the fused kernel allocates it
      * (torch 2.11), so even the strides of its size-1 dims are fresh */
-    if (y >= 0 && (g->cuda ? !layout_is_canonical(&g->nodes[y].layout)
-                           : !layout_is_contiguous(&g->nodes[y].layout))) {
+    if (y >= 0 && (fused ? !layout_is_canonical(&g->nodes[y].layout)
+                         : !layout_is_contiguous(&g->nodes[y].layout))) {
         y = PW1("contiguous", y);
     }
     return y;
