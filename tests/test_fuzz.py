@@ -72,3 +72,39 @@ def test_oracle_eager_nan_bounds_nothing():
     assert check.value_mismatch(torch.tensor([0.0, 1.0]), e, ref) is None
     assert check.value_mismatch(torch.tensor([0.0, 2.0]), e, ref) is not None
     assert check.value_mismatch(torch.tensor([float("inf"), 1.0]), e, ref) is not None
+
+
+def _eager_run(src):
+    ns = {}
+    exec(src, ns)
+    prog = type("P", (), {"load": lambda self, float64=False: (ns["f"], ns["mk"]),
+                          "func_source": lambda self: src})()
+    return check.Eager(prog, ns["f"], ns["mk"], 0, "cpu")
+
+
+def test_oracle_spread_of_amplified_ulps_and_precision_floor():
+    # fuzz seed 21865: exp(exp(int64)) in float32: the inner exp one ulp
+    # apart (tcjit's vs Sleef's) is 55 ulps after the outer one; the
+    # reference perturbs each float32 op by an ulp (_Perturb), so that
+    # spread is accepted, while an error far beyond it is not
+    ev = _eager_run("import torch\n"
+                    "def mk(v, d): return [torch.tensor([4, 3, 2])]\n"
+                    "def f(a): return torch.exp(torch.exp(a))\n")
+    e = ev.out
+    ref = ev.ref()[0][0]
+    assert ref[1] is not None and float(ref[1][0]) > 0
+    one_ulp = torch.exp(torch.nextafter(torch.exp(torch.tensor([4.0, 3, 2])),
+                                        torch.tensor(100.0)))
+    assert check.value_mismatch(one_ulp, e, ref) is None
+    assert check.value_mismatch(e * (1 + 1e-4), e, ref) is not None
+    # fuzz seed 23640: a float64 result of a float32 layer_norm is compared
+    # with float32's tolerance (Eager.floors), a float64 chain with float64's
+    ev = _eager_run("import torch\n"
+                    "def mk(v, d): return [torch.arange(5.0)]\n"
+                    "def f(a): return (torch.nn.functional.layer_norm(a, (5,))"
+                    ".double(), a.double().exp(), a[1:].double())\n")
+    floors = ev.floors()[0]
+    assert floors == [torch.float32, torch.float64, torch.float64]
+    out = ev.out[0]
+    assert check.value_mismatch(out * (1 + 3e-7), out, None, floors[0]) is None
+    assert check.value_mismatch(out * (1 + 3e-7), out) is not None

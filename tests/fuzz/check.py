@@ -84,6 +84,92 @@ def _leaves(out, path, acc):
     return acc
 
 
+# dtypes by precision, most precise first
+_BY_PRECISION = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _least_precise(dts):
+    dts = [d for d in dts if d in _BY_PRECISION]
+    return max(dts, key=_BY_PRECISION.index) if dts else None
+
+
+class _Floors(torch.overrides.TorchFunctionMode):
+    """Records, for every float tensor a torch function returns, the least
+    precise float dtype its value was computed in: a float64 result of a
+    float32 layer_norm is only as accurate as float32, and is compared with
+    float32's tolerance.  Inputs and integers are exact (None); a view
+    inherits its base's floor."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}    # id -> (tensor, floor); the tensor keeps the id
+
+    def floor(self, t):
+        hit = self.seen.get(id(t))
+        return hit[1] if hit is not None and hit[0] is t else None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        lows = [self.floor(t) for _, t in _leaves(list(args) + list(kwargs.values()), "", [])]
+        fresh = {id(t) for t in _fresh_floats(out, args, kwargs)}
+        for _, t in _leaves(out if isinstance(out, (tuple, list)) else (out,), "", []):
+            if t.dtype.is_floating_point:
+                own = [t.dtype] if id(t) in fresh else []
+                self.seen[id(t)] = (t, _least_precise(lows + own + [self.floor(t)]))
+        return out
+
+
+def _fresh_floats(out, args, kwargs):
+    """The float tensors among out that are new (no view, no argument)."""
+    ins = {id(t) for _, t in _leaves(list(args) + list(kwargs.values()), "", [])}
+    return [t for _, t in _leaves(out if isinstance(out, (tuple, list)) else (out,), "", [])
+            if t.dtype.is_floating_point and t._base is None and id(t) not in ins]
+
+
+class _ResultDtypes(torch.overrides.TorchFunctionMode):
+    """The dtype of each torch function call's fresh float results, in call
+    order (None: no such result)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        fresh = _fresh_floats(out, args, kwargs)
+        self.dtypes.append(fresh[0].dtype if fresh else None)
+        return out
+
+
+class _Perturb(torch.overrides.TorchFunctionMode):
+    """In the float64 reference, multiplies the fresh float results of each
+    torch function call whose result is float32 or narrower in the program
+    itself (dtypes: _ResultDtypes of the program, in call order) by
+    1 +- u (random signs), u float32's unit roundoff: eager and tcjit may each
+    compute an op a float32 ulp differently (their exp, fused or not), and
+    what a later op makes of that (exp(exp(x)) multiplies a relative error
+    by exp(x)) belongs in the reference's spread.  float64 ops are not
+    perturbed: their accuracy is checked at float64's."""
+
+    def __init__(self, dtypes, g):
+        super().__init__()
+        self.dtypes, self.g, self.i = dtypes, g, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        i, self.i = self.i, self.i + 1
+        if i >= len(self.dtypes) or self.dtypes[i] in (None, torch.float64):
+            return out
+        for t in _fresh_floats(out, args, kwargs):
+            if t.numel():
+                sign = torch.randint(0, 2, t.shape, generator=self.g).double() * 2 - 1
+                t.mul_((1 + 2.0 ** -24 * sign).to(t.device, t.dtype))
+        return out
+
+
 class Eager:
     """Eager results of one variant: output, inputs after the call, or the
     exception; on demand, the reference (see ref())."""
@@ -94,15 +180,34 @@ class Eager:
         self.out, self.exc = _call(f, self.inputs)
         self._ref = None
 
+    def floors(self):
+        """(output leaves, input tensors after the call): each value's
+        least precise float dtype on its way (_Floors), from a second run
+        of the program on fresh inputs."""
+        f = self.prog.load()[0]
+        inputs = self.make_inputs(self.variant, self.device)
+        mode = _Floors()
+        with mode:
+            out, exc = _call(f, inputs)
+        if exc:
+            return None, None
+        return ([mode.floor(t) for _, t in _leaves(out, "", [])],
+                [mode.floor(x) for x in inputs if isinstance(x, torch.Tensor)])
+
     def ref(self):
         """(output leaves, input tensors after the call), each a list of
         (value, spread) pairs or None: the program computed with every float
         in float64 (inputs upcast; casts and dtype arguments too), and how
         far that moves when the float inputs are perturbed by the rounding
-        error of the least precise float dtype the program uses (how much
-        rounding differences between eager and tcjit can change a value)."""
+        error of the least precise float dtype the program uses and each
+        float32-or-narrower op's result by a float32 ulp (_Perturb): how
+        much rounding differences between eager and tcjit can change a
+        value."""
         if self._ref is None:
             f64 = self.prog.load(float64=True)[0]
+            mode = _ResultDtypes()
+            with mode:
+                _call(self.prog.load()[0], self.make_inputs(self.variant, self.device))
             runs = []
             for perturb in (0, 1, 2):
                 inputs = [_upcast(x) for x in self.make_inputs(self.variant, self.device)]
@@ -113,7 +218,17 @@ class Eager:
                                             .to(x.device) - 1))
                               if isinstance(x, torch.Tensor) and x.dtype.is_floating_point
                               else x for x in inputs]
-                out, exc = _call(f64, inputs)
+                # ints promoted to float (exp of an int64) too
+                default = torch.get_default_dtype()
+                torch.set_default_dtype(torch.float64)
+                try:
+                    if perturb:
+                        with _Perturb(mode.dtypes, g):
+                            out, exc = _call(f64, inputs)
+                    else:
+                        out, exc = _call(f64, inputs)
+                finally:
+                    torch.set_default_dtype(default)
                 if exc:
                     break
                 runs.append(([t for _, t in _leaves(out, "", [])],
@@ -146,9 +261,10 @@ def _spread(r, others):
     return s
 
 
-def value_mismatch(a, e, ref=None):
+def value_mismatch(a, e, ref=None, floor=None):
     """None if tensor a matches eager's e, else a description.  ref: the
-    reference (value, spread) for a, or None."""
+    reference (value, spread) for a, or None; floor: the least precise
+    float dtype e's value went through (Eager.floors), or None."""
     if not e.dtype.is_floating_point:
         if torch.equal(a, e):
             return None
@@ -156,7 +272,7 @@ def value_mismatch(a, e, ref=None):
         i = tuple(bad[0].tolist())
         return (f"{int(bad.shape[0])} of {e.numel()} differ, first at {i}: "
                 f"{a[i].item()} != eager {e[i].item()}")
-    rtol, atol = TOL.get(e.dtype, (1e-5, 1e-8))
+    rtol, atol = TOL.get(_least_precise([e.dtype, floor]) or e.dtype, (1e-5, 1e-8))
     ad, ed = a.detach().double(), e.detach().double()
     ok = torch.isclose(ad, ed, rtol, atol, equal_nan=True)
     if bool(ok.all()):
@@ -224,7 +340,7 @@ class Checker:
             return False
         return True
 
-    def tensor(self, path, a, e, r):
+    def tensor(self, path, a, e, r, floor=None):
         where = {"a": f"actual{path}", "e": f"expected{path}"}
         op = self.op(path)
         if a.dtype != e.dtype:
@@ -241,7 +357,7 @@ class Checker:
                                    zip(e.shape, a.stride(), e.stride())) else "stride1"
             self.fail(kind, op, f"actual{path}: strides {a.stride()} != eager {e.stride()} "
                       f"(shape {tuple(e.shape)})", where)
-        msg = value_mismatch(a, e, r)
+        msg = value_mismatch(a, e, r, floor)
         if msg:
             self.fail("value", op, f"actual{path} ({e.dtype}, shape {tuple(e.shape)}): {msg}",
                       where)
@@ -279,16 +395,16 @@ class Checker:
                                "expected": f"{ne}.storage_offset()",
                                "show": "view offset"})
 
-    def mutation(self, Ia, Ie, Ir):
+    def mutation(self, Ia, Ie, Ir, Fl):
         ops = "+".join(sorted({s.op for s in self.prog.stmts if s.inplace})) or "none"
-        for (k, a), (_, e), r in zip(Ia, Ie, Ir):
+        for (k, a), (_, e), r, fl in zip(Ia, Ie, Ir, Fl):
             where = {"a": f"inputs[{k}]", "e": f"eager_inputs[{k}]"}
             if (a.shape, a.stride(), a.dtype) != (e.shape, e.stride(), e.dtype):
                 self.fail("mutation", ops, f"input {k} metadata {tuple(a.shape)} "
                           f"{a.stride()} {a.dtype} != eager {tuple(e.shape)} {e.stride()} "
                           f"{e.dtype}", where)
                 continue
-            msg = value_mismatch(a, e, r)
+            msg = value_mismatch(a, e, r, fl)
             if msg:
                 self.fail("mutation", ops, f"input {k} after the call: {msg}", where)
 
@@ -313,18 +429,20 @@ def check_call(prog, backend, call, actual, exc, inputs, eager):
     A, E = _leaves(actual, "", []), _leaves(eager.out, "", [])
     Ia = [(k, x) for k, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
     Ie = [(k, x) for k, x in enumerate(eager.inputs) if isinstance(x, torch.Tensor)]
-    R = [None] * len(E)
+    R, F = [None] * len(E), [None] * len(E)
     if any((a.dtype, a.shape) == (e.dtype, e.shape) and a.dtype.is_floating_point
            and value_mismatch(a, e) for (_, a), (_, e) in zip(A, E)):
         R = eager.ref()[0] or R
-    for ((path, a), (_, e)), r in zip(zip(A, E), R):
-        c.tensor(path, a, e, r)
+        F = eager.floors()[0] or F
+    for ((path, a), (_, e)), r, fl in zip(zip(A, E), R, F):
+        c.tensor(path, a, e, r, fl)
     c.aliasing(A, E, Ia, Ie)
-    Ir = [None] * len(Ia)
+    Ir, Fi = [None] * len(Ia), [None] * len(Ia)
     if any(value_mismatch(a, e) for (_, a), (_, e) in zip(Ia, Ie)
            if (a.shape, a.dtype) == (e.shape, e.dtype)):
         Ir = eager.ref()[1] or Ir
-    c.mutation(Ia, Ie, Ir)
+        Fi = eager.floors()[1] or Fi
+    c.mutation(Ia, Ie, Ir, Fi)
     return c.failures
 
 
