@@ -378,3 +378,26 @@ def test_ptx_of_new_ops_assembles(tmp_path):
     text = "".join(open(f).read() for f in files)
     assert "cvt.s64.s32" in text or "mov.s64" in text   # positions (KOP_INDEX)
     assert_ptxas_accepts(files)
+
+
+ADD_NUMBER_ALPHA = {
+    "add_int": lambda x: torch.add(x, 5, alpha=2),
+    "sub_float": lambda x: torch.sub(x, 0.1, alpha=3),
+    "method_add": lambda x: x.add(3, alpha=0.5),
+    "int_tensor_float_number": lambda x: torch.add(x.int(), 2.5, alpha=2),
+    "double": lambda x: torch.add(x.double(), 0.1, alpha=0.3),
+    "bool_sub_raises": lambda x: torch.sub(x > 0, 1.5, alpha=2),
+    # fuzz seed 7835: as a generic extern, the result's size-1 strides came
+    # from torch's meta kernel, which differs from the CPU's there
+    "rms_norm_of_it": lambda x: F.rms_norm(torch.add(x, 5, alpha=2), (2, 1)),
+}
+
+
+@pytest.mark.parametrize("name", ADD_NUMBER_ALPHA)
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_add_sub_number_with_alpha(name, backend):
+    """add / sub of a Python number with alpha: a fused op adding
+    alpha * other, with eager's dtype and strides (size-1 dims too)."""
+    x = torch.randn(1, 2).permute(1, 0)
+    run_both(ADD_NUMBER_ALPHA[name], x, backend=backend,
+             expect_compiled=not name.endswith("raises"))

@@ -194,6 +194,20 @@ def test_layer_norm_half_in_float32(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_layer_norm_zero_times_negative_weight(n, backend):
+    # fuzz seed 30435: a row of equal values times a negative weight and no
+    # bias is +0 in eager (it adds a zero bias), not -0; rsqrt of it +inf
+    x = torch.full((2, n), 0.7)
+    w = torch.full((n,), -1.3)
+    fn = lambda a, w: torch.nn.functional.layer_norm(a, (n,), w, eps=1e-3)
+    run_both(fn, x, w, backend=backend)
+    _same_bits(tcjit.compile(fn, backend=backend)(x, w), fn(x, w))
+    g = lambda a, w: fn(a, w).rsqrt()
+    _same_bits(tcjit.compile(g, backend=backend)(x, w), g(x, w))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_layer_norm_of_one_element(backend):
     x = torch.tensor([[1.3], [-2.0e10], [7.0e18]], dtype=torch.float64)
     fn = lambda a: torch.nn.functional.layer_norm(a ** 3, (1,))

@@ -2474,6 +2474,9 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     if (bias >= 0) {
         y = PW2("add", y, bias);
+    } else if (weight >= 0) {
+        /* eager adds a zero bias: 0 * a negative weight is +0, not -0 */
+        y = PW2("add", y, tc_graph_scalar_float(g, 0.0));
     }
     if (y >= 0 && g->nodes[y].dtype != dt) {
         /* float32 weight/bias of a half x: eager's result keeps x's dtype */

@@ -110,6 +110,28 @@ is_const(tc_var *v, PyObject *value)
  * dtype.  Integral and bool results have extra rules (and errors) for
  * alpha: leave those to eager. */
 static int
+add_scaled_number(tracer *T, const tc_binding *b, tc_var *x, PyObject *other,
+                  PyObject *alpha)
+{
+    double a = PyFloat_AsDouble(alpha), o = PyFloat_AsDouble(other);
+    PyObject *prod = a == -1.0 && PyErr_Occurred() ? NULL
+                   : o == -1.0 && PyErr_Occurred() ? NULL
+                   : PyFloat_FromDouble(a * o);
+    if (prod == NULL) {
+        PyErr_Clear();    /* an int beyond a double: torch's verdict */
+        return tc_tr_unsupported(T, "%s() with alpha and a huge number",
+                                 b->def->path);
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, prod, -1);
+    Py_DECREF(prod);
+    if (v == NULL) {
+        return ERROR;
+    }
+    tc_var *args[2] = {x, v};
+    return tc_tr_emit_op(T, b->def->op, 2, args, TC_F32);
+}
+
+static int
 call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
 {
     tc_var *other = p[1], *alpha = p[2];
@@ -133,6 +155,12 @@ call_add_sub(tracer *T, const tc_binding *b, tc_var **p)
         }
     }
     tc_dtype rt = tc_promote_nodes(T->out->graph, 2, nodes);
+    if (tc_dtype_is_float(rt) && other->kind == TC_VAR_CONST
+        && (PyLong_CheckExact(other->obj) || PyFloat_CheckExact(other->obj))) {
+        /* a number: eager adds alpha * other, both in the result's opmath
+         * (the product of two Python numbers, rounded once) */
+        return add_scaled_number(T, b, p[0], other->obj, alpha->obj);
+    }
     if (!tc_dtype_is_float(rt) || other->kind != TC_VAR_TENSOR) {
         return tc_tr_unsupported(T, "%s() with alpha on a non-float result",
                                  b->def->path);

@@ -839,6 +839,8 @@ class Gen:
                 or self.new_input(self.rand_shape(r.randint(1, 3)))
             t = self.env[x]
             s0 = t.shape[0]
+            if s0 == 0:    # a new input of a random shape may be empty
+                return False
             hi = s0 + (1 if self.oob_index and r.random() < 0.03 else 0)
             idx = self.new_input(self.rand_shape(r.randint(1, 2)), r.choice(["int64", "int32"]),
                                  kind="index", hi=hi, layout=False)

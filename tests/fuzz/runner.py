@@ -23,8 +23,16 @@ FUZZ = os.path.dirname(os.path.abspath(__file__))     # python3 FUZZ runs __main
 ROOT = os.path.dirname(os.path.dirname(FUZZ))
 
 
-def worker_env():
+def worker_env(jobs=1):
+    """A worker's environment.  With several workers each gets its share of
+    the cores for torch's and tcjit's threads: 15 workers of 16 threads
+    each, all spinning between parallel regions, stalled some seeds past
+    the hang timeout."""
     env = dict(os.environ)
+    if jobs > 1:
+        share = str(max(1, (os.cpu_count() or 1) // jobs))
+        env.setdefault("OMP_NUM_THREADS", share)
+        env.setdefault("TCJIT_FUZZ_THREADS", share)
     env["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(ROOT, "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONFAULTHANDLER"] = "1"
@@ -43,6 +51,13 @@ def worker_main():
 
     faulthandler.enable()
     warnings.simplefilter("ignore")
+    if os.environ.get("TCJIT_FUZZ_THREADS"):
+        import torch
+
+        import tcjit
+        n = int(os.environ["TCJIT_FUZZ_THREADS"])
+        torch.set_num_threads(n)
+        tcjit.config.num_threads = n
     out = sys.stdout
 
     def emit(obj):
@@ -79,10 +94,10 @@ def worker_main():
 # ------------------------------------------------------------------ parent
 
 class Worker:
-    def __init__(self):
+    def __init__(self, jobs=1):
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, FUZZ, "--worker"], cwd=ROOT, env=worker_env(),
+            [sys.executable, FUZZ, "--worker"], cwd=ROOT, env=worker_env(jobs),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
         self.buf = b""
 
@@ -166,7 +181,7 @@ def fuzz(count, seed=0, jobs=1, profile="small", device="cpu", backends=("auto",
                 end = start + n
                 while start < end:
                     if w is None:
-                        w = Worker()
+                        w = Worker(jobs)
                     w.send(dict(start=start, count=end - start, profile=profile,
                                 device=device, backends=list(backends)))
                     cur, phase = start, "gen"
