@@ -15,6 +15,7 @@ how its kernels compute, not by a tolerance.
   in float64, so a row of equal values has exactly that mean.
 * The norm of one element is its abs (no overflow of x * x), as eager's;
   float16 / bfloat16 norms are computed in float32.
+* logsumexp of float16 / bfloat16 rounds every step, as ATen's composite.
 * layer_norm / rms_norm of float16 / bfloat16 compute in float32 (rms_norm
   with float32's eps) and round once, as eager; so does the eager replay.
 * softmax / log_softmax / layer_norm / triu / tril results have
@@ -205,6 +206,21 @@ def test_layer_norm_zero_times_negative_weight(n, backend):
     _same_bits(tcjit.compile(fn, backend=backend)(x, w), fn(x, w))
     g = lambda a, w: fn(a, w).rsqrt()
     _same_bits(tcjit.compile(g, backend=backend)(x, w), g(x, w))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_logsumexp_half_rounds_every_step(dtype, backend):
+    # fuzz seed 32229: at::logsumexp of float16 is composite (amax, sub,
+    # exp, sum, log_, add_), each step rounded; a fused kernel kept float32
+    # and the logsumexp of log_softmax's output was 1e-4 where eager's is 0
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(5, 4, 3, generator=g) * 3).to(dtype)
+    for fn in (lambda a: a.logsumexp(1), lambda a: a.logsumexp((0, 2), True),
+               lambda a: torch.logsumexp(a.log_softmax(0), 0).std(),
+               lambda a: torch.logsumexp(a, (0, 1, 2))):
+        tcjit.reset()
+        _same_bits(tcjit.compile(fn, backend=backend)(x), fn(x))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -2121,6 +2121,42 @@ reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
     return dt == TC_F64 ? v : cast_node(g, v, dt, err, errlen);
 }
 
+/* v (float32) rounded to dt and back: the value eager's op of dt stores
+ * (a fused kernel would keep float32 otherwise) */
+static int
+rounded(tc_graph *g, int v, tc_dtype dt, char *err, size_t errlen)
+{
+    return cast_node(g, cast_node(g, v, dt, err, errlen), TC_F32, err,
+                     errlen);
+}
+
+/* at::logsumexp of float16 / bfloat16 is composite: amax, sub, exp, sum
+ * (float32 accumulation), log_ and add_, each rounded to the input's
+ * dtype; so is this (a float16 logsumexp of log_softmax's output is then
+ * eager's 0, not 1e-4). */
+static int
+reduce_logsumexp_half(tc_graph *g, int x, unsigned mask, int keepdim,
+                      char *err, size_t errlen)
+{
+    tc_dtype dt = g->nodes[x].dtype;
+    int ndim = g->nodes[x].layout.ndim;
+    int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
+    int inf = PW2("eq", PW1("abs", m), tc_graph_scalar_float(g, INFINITY));
+    int in[3] = {inf, tc_graph_scalar_float(g, 0.0), m};
+    int mz = inf < 0 ? -1 : tc_graph_op(g, "where", 3, in, TC_F32, err,
+                                        errlen);
+    int d = cast_node(g, PW2("sub", x, mz), TC_F32, err, errlen);
+    int e = rounded(g, PW1("exp", d), dt, err, errlen);
+    int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, keepdim, TC_F32,
+                                     err, errlen);
+    int l = rounded(g, PW1("log", rounded(g, s, dt, err, errlen)), dt, err,
+                    errlen);
+    int ms = keepdim || mz < 0 ? mz : squeeze_mask(g, mz, mask, ndim, err,
+                                                   errlen);
+    return cast_node(g, PW2("add", l, cast_node(g, ms, TC_F32, err, errlen)),
+                     dt, err, errlen);
+}
+
 static int
 reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
                  size_t errlen)
@@ -2137,6 +2173,9 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
         int s = reduce_node(g, "sum", PW1("exp", x), mask, keepdim, dt, err,
                             errlen);
         return PW1("log", s);
+    }
+    if (tc_dtype_is_reduced_float(dt)) {
+        return reduce_logsumexp_half(g, x, mask, keepdim, err, errlen);
     }
     /* at::logsumexp: maxes with +-inf replaced by 0 */
     int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
