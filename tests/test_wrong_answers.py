@@ -428,3 +428,20 @@ def test_sdpa_result_layout_follows_q(perm, ev, dtype):
     k, v = torch.randn(2, 3, 6, 4, dtype=dtype), torch.randn(2, 3, 6, ev, dtype=dtype)
     fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
     check_same(tcjit.compile(fn)(q, k, v), fn(q, k, v))
+
+
+@pytest.mark.parametrize("which", ["k", "v", "mask"])
+def test_sdpa_takes_math_for_expanded_operands(which):
+    # fuzz seed 16510: an expanded k (stride 0) makes torch take the math
+    # kernel (contiguous result) although q would suit the flash kernel
+    q = torch.randn(2, 3, 4, 8).transpose(0, 1)
+    k, v = torch.randn(3, 2, 4, 8), torch.randn(3, 2, 4, 8)
+    mask = None
+    if which == "k":
+        k = torch.randn(3, 1, 1, 1).expand(3, 2, 4, 8)
+    elif which == "v":
+        v = torch.randn(3, 1, 4, 8).expand(3, 2, 4, 8)
+    else:
+        mask = torch.randn(1, 1, 4, 4).expand(3, 2, 4, 4)
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m)  # noqa: E731
+    check_same(tcjit.compile(fn)(q, k, v, mask), fn(q, k, v, mask))

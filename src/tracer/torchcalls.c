@@ -743,24 +743,24 @@ operand_meta(tracer *T, int id)
  * k, v with one head dim, writes into empty_like(q) when q's last dim is
  * dense ([B, L, H, E] when heads were split off a projection, as in every
  * transformer), else into a contiguous tensor; the math fallback's is
- * contiguous.  On CUDA it depends on the kernel torch picks from the
- * operands' metadata: python/tcjit/_sdpa.py asks torch.  -1 with an
- * exception. */
+ * contiguous.  Which kernel torch picks depends on the operands' metadata
+ * on both devices (an expanded k takes math on the CPU):
+ * python/tcjit/_sdpa.py asks torch.  -1 with an exception. */
 static int
 sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
             PyObject *scale)
 {
     const tc_layout *ql = &T->out->graph->nodes[in[0]].layout;
     const tc_layout *vl = &T->out->graph->nodes[in[2]].layout;
-    if (T->out->device < 0) {
-        return ql->ndim == 4 && vl->ndim == 4 && ql->strides[3] == 1
-               && ql->sizes[3] == vl->sizes[3] ? TC_SDPA_LIKE_Q
-                                               : TC_SDPA_CONTIG;
+    if (T->out->device < 0
+        && !(ql->ndim == 4 && vl->ndim == 4 && ql->strides[3] == 1
+             && ql->sizes[3] == vl->sizes[3])) {
+        return TC_SDPA_CONTIG;   /* math, whatever torch chooses */
     }
     static PyObject *fn;
     if (fn == NULL) {
         PyObject *m = PyImport_ImportModule("tcjit._sdpa");
-        fn = m ? PyObject_GetAttrString(m, "cuda_layout") : NULL;
+        fn = m ? PyObject_GetAttrString(m, "layout") : NULL;
         Py_XDECREF(m);
         if (fn == NULL) {
             return -1;
@@ -775,7 +775,9 @@ sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
         }
         PyTuple_SET_ITEM(ops, i, o);
     }
-    PyObject *dev = PyUnicode_FromFormat("cuda:%d", T->out->device);
+    PyObject *dev = T->out->device < 0
+                    ? PyUnicode_FromString("cpu")
+                    : PyUnicode_FromFormat("cuda:%d", T->out->device);
     PyObject *r = ops && dev ? PyObject_CallFunctionObjArgs(fn, ops, dev, causal,
                                                             scale, NULL)
                              : NULL;
