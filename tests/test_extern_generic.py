@@ -195,20 +195,131 @@ def test_list_of_tensors_argument():
     run_both(f, torch.randn(2, 2), torch.randn(3, 3), expect_compiled=True)
 
 
-def test_device_argument_breaks_without_drawing_randoms():
-    # a meta run of rand_like(x, device="cpu") would make a real CPU tensor
-    # and draw from the random stream while tracing: refused, eager's stream
-    # intact
+CPU = torch.device("cpu")
+
+
+def _same_random_stream(f, *args):
+    """f compiled gives eager's values, and leaves the random stream where
+    eager leaves it (its meta run at trace time draws nothing)."""
+    torch.manual_seed(3)
+    expected, after = f(*args), torch.rand(3)
+    tcjit.reset()
+    torch.manual_seed(3)
+    got, got_after = tcjit.compile(f)(*args), torch.rand(3)
+    check_same(got, expected)
+    check_same(got_after, after)
+
+
+def test_device_argument_stays_in_graph_without_drawing_randoms():
+    # the meta run of rand_like(x, device="cpu") gets "meta" for the device:
+    # it makes no CPU tensor and draws nothing while tracing
     def f(x):
         return torch.rand_like(x, device="cpu") + x
 
+    def g(x):
+        return x.to("cpu", torch.float64) * 2, x.to(CPU)
+
     x = torch.randn(4, 4)
-    assert any("device" in r for r in reasons(f, x))
-    torch.manual_seed(3)
+    whole(f, x)
+    _same_random_stream(f, x)
+    whole(g, x)
+    run_both(g, x, expect_compiled=True)
+
+
+def test_device_argument_of_another_device_breaks():
+    # (a CUDA device on a CPU graph: tests/gpu)
+    def f(x):
+        return torch.rand_like(x, device="meta"), torch.rand_like(x)
+
+    x = torch.randn(4)
+    assert any("rand_like with an argument it cannot take: a device other "
+               "than 'cpu' or 'cuda:N'" in r
+               for r in reasons(f, x))
+    tcjit.reset()
+    torch.manual_seed(0)
+    got = tcjit.compile(f)(x)
+    torch.manual_seed(0)
+    expected = f(x)
+    assert got[0].device.type == "meta" and got[0].shape == x.shape
+    check_same(got[1], expected[1])
+
+
+def test_factories_without_tensor_arguments():
+    # tensor factories are extern nodes even with no tensor argument: the
+    # frame is one graph (no eager fallback), RNG factories keep eager's
+    # random stream
+    def rnd():
+        return torch.randn(3, 4) * 2, torch.randint(0, 5, (6,))
+
+    def lin():
+        return torch.linspace(0, 1, 5, device="cpu"), torch.eye(3)
+
+    def window():
+        return torch.signal.windows.gaussian(6, device=CPU)
+
+    for f in (rnd, lin, window):
+        tcjit.reset()
+        ex = explain(f)
+        assert ex.graph_count == 1 and ex.graph_break_count == 0, f
+        assert tcjit.counters()["eager_fallbacks"] == 0, f
+        _same_random_stream(f)
+
+
+def test_no_tensor_call_that_is_not_a_factory_is_not_run_while_tracing():
+    # torch.manual_seed has no tensor argument and is no factory: never run
+    # by a meta run (it would reseed at trace time)
+    def f(x):
+        torch.manual_seed(7)
+        return x + torch.rand(2)
+
+    x = torch.zeros(2)
+    torch.manual_seed(0)
     expected = f(x)
     tcjit.reset()
-    torch.manual_seed(3)
+    torch.manual_seed(0)
     check_same(tcjit.compile(f)(x), expected)
+
+
+def test_factory_requiring_grad_breaks():
+    def f(x):
+        return torch.ones(3, requires_grad=True) * 0 + torch.arange(
+            3.0, requires_grad=True) + x
+
+    x = torch.zeros(3)
+    assert any("requires grad" in r or "requires_grad" in r
+               for r in reasons(f, x))
+    run_both(f, x)
+
+
+def test_memory_format_argument_of_the_frame():
+    # a memory format the frame was given (a lambda's **kwargs, as OpInfo
+    # passes it) is a guarded constant of the extern call
+    def f(x, **kw):
+        return x.bfloat16(**kw) * 2
+
+    x = torch.randn(3, 4)
+    for mf in (torch.contiguous_format, torch.preserve_format):
+        tcjit.reset()
+        ex = tcjit.explain(f)(x, memory_format=mf)
+        assert ex.graph_break_count == 0, ex.break_reasons
+        check_same(tcjit.compile(f)(x, memory_format=mf),
+                   f(x, memory_format=mf))
+    # another memory format: the guard fails, a recompile, eager's answer
+    cf = tcjit.compile(f)
+    y = torch.randn(2, 3, 4, 5)
+    check_same(cf(y, memory_format=torch.channels_last),
+               f(y, memory_format=torch.channels_last))
+
+
+def test_layout_identity_check_folds():
+    # `layout is not torch.strided` (torch.signal.windows' argument checks):
+    # torch.layout objects are singletons, so `is` folds
+    def f(x, layout=torch.strided):
+        if layout is not torch.strided:
+            raise ValueError("strided only")
+        return x + 1
+
+    whole(f, torch.randn(3))
 
 
 def test_registry_op_with_other_arguments_is_extern():

@@ -24,6 +24,7 @@ typedef struct {
     int pack;            /* argv index of the sequence holding operands
                             (a template with placeholders), or -1 */
     PyObject *kwnames;   /* or NULL */
+    uint32_t devices;    /* argv indices holding a device (bit i) */
     char *name;
 } xentry;
 
@@ -32,6 +33,8 @@ static int nentries, cap_entries;
 static PyObject *intern_map;      /* key -> index */
 static PyObject *meta_cache;      /* bytes key -> bytes tc_xresult | str */
 static PyObject *placeholders[TC_MAX_OP_INPUTS];
+static PyObject *meta_device;     /* torch.device("meta"), a context */
+static PyObject *strided;         /* torch.strided */
 static PyObject *tensor_type, *str_meta, *str_shape, *str_stride,
     *str_dtype, *str_version, *str_storage_offset, *str_untyped_storage,
     *str_cdata, *str_is_meta, *str_hex;
@@ -49,6 +52,9 @@ init_once(void)
     }
     PyObject *torch = PyImport_ImportModule("torch");
     tensor_type = torch ? PyObject_GetAttrString(torch, "Tensor") : NULL;
+    meta_device = torch ? PyObject_CallMethod(torch, "device", "s", "meta")
+                        : NULL;
+    strided = torch ? PyObject_GetAttrString(torch, "strided") : NULL;
     Py_XDECREF(torch);
     intern_map = PyDict_New();
     meta_cache = PyDict_New();
@@ -67,7 +73,7 @@ init_once(void)
     str_untyped_storage = PyUnicode_InternFromString("untyped_storage");
     str_cdata = PyUnicode_InternFromString("_cdata");
     str_is_meta = PyUnicode_InternFromString("is_meta");
-    if (!tensor_type || !intern_map || !meta_cache || !str_meta
+    if (!tensor_type || !meta_device || !strided || !intern_map || !meta_cache || !str_meta
         || !str_shape || !str_stride || !str_dtype || !str_version
         || !str_storage_offset || !str_untyped_storage || !str_cdata
         || !str_is_meta) {
@@ -95,6 +101,24 @@ operand_index(PyObject *v)
         }
     }
     return -1;
+}
+
+int
+tc_xtable_is_device(PyObject *v)
+{
+    static const char *const prefixes[] = {"cpu", "cuda", "meta", "mps",
+                                           "xpu", "hip", NULL};
+    if (!strcmp(Py_TYPE(v)->tp_name, "torch.device")) {
+        return 1;
+    }
+    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+    for (int i = 0; s != NULL && prefixes[i] != NULL; i++) {
+        if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) {
+            return 1;
+        }
+    }
+    PyErr_Clear();
+    return 0;
 }
 
 /* ---- interning ------------------------------------------------------------ */
@@ -223,7 +247,7 @@ entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
 {
     memset(e, 0, sizeof(*e));
     e->pack = -1;
-    if (nargv > MAX_ARGV) {
+    if (nargv > MAX_ARGV || nargv > 32) {
         snprintf(err, errlen, "more than %d arguments", MAX_ARGV);
         return -2;
     }
@@ -242,6 +266,9 @@ entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
         if (k >= 0) {
             e->opk[i] = k;
             continue;
+        }
+        if (tc_xtable_is_device(argv[i])) {
+            e->devices |= 1u << i;
         }
         if (holds_operand(argv[i])) {
             if (e->pack >= 0 || operands_too_deep(argv[i])
@@ -353,14 +380,19 @@ fill_sequence(PyObject *t, PyObject *const *ops)
     return r;
 }
 
-PyObject *
-tc_xtable_invoke(int id, PyObject *const *ops)
+/* The call of entry id over ops; on_meta: with its device arguments
+ * "meta" (the meta run). */
+static PyObject *
+invoke(int id, PyObject *const *ops, int on_meta)
 {
     const xentry *e = &entries[id];
     PyObject *argv[MAX_ARGV];
     PyObject *seq = NULL;
     for (int i = 0; i < e->nargv; i++) {
         argv[i] = e->argv[i] ? e->argv[i] : ops[e->opk[i]];
+        if (on_meta && (e->devices >> i & 1)) {
+            argv[i] = str_meta;
+        }
     }
     if (e->pack >= 0) {
         seq = fill_sequence(e->argv[e->pack], ops);
@@ -374,6 +406,12 @@ tc_xtable_invoke(int id, PyObject *const *ops)
                                       e->kwnames);
     Py_XDECREF(seq);
     return r;
+}
+
+PyObject *
+tc_xtable_invoke(int id, PyObject *const *ops)
+{
+    return invoke(id, ops, 0);
 }
 
 /* ---- meta runs ------------------------------------------------------------ */
@@ -471,6 +509,25 @@ describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
         snprintf(err, errlen, "returns a tensor on another device");
         return 1;
     }
+    PyObject *layout = PyObject_GetAttrString(r, "layout");
+    if (layout == NULL) {
+        return -1;
+    }
+    Py_DECREF(layout);
+    if (layout != strided) {
+        snprintf(err, errlen, "returns a tensor of another layout than "
+                 "torch.strided");
+        return 1;
+    }
+    PyObject *rg = PyObject_GetAttrString(r, "requires_grad");
+    if (rg == NULL) {
+        return -1;
+    }
+    Py_DECREF(rg);
+    if (rg != Py_False) {
+        snprintf(err, errlen, "returns a tensor that requires grad");
+        return 1;
+    }
     int nd = 0, ns = 0;
     int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
     if (int_seq(r, str_shape, 0, sizes, &nd) < 0
@@ -563,7 +620,26 @@ run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
             goto done;
         }
     }
-    r = tc_xtable_invoke(id, m);
+    /* meta the default device too: a factory without device= (torch.randn
+     * (3)) makes a meta tensor, and draws nothing from the random stream */
+    PyObject *ctx = PyObject_CallMethod(meta_device, "__enter__", NULL);
+    if (ctx == NULL) {
+        goto done;
+    }
+    Py_DECREF(ctx);
+    r = invoke(id, m, 1);
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    ctx = PyObject_CallMethod(meta_device, "__exit__", "OOO", Py_None,
+                              Py_None, Py_None);
+    if (ctx == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        goto done;
+    }
+    Py_DECREF(ctx);
+    PyErr_Restore(et, ev, etb);
     if (r == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) {
             goto done;

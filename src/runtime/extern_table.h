@@ -28,6 +28,11 @@
  * with an exception. */
 PyObject *tc_xtable_operand(int k);
 
+/* 1 if v is a device argument: a torch.device, or a string naming one
+ * ("cpu", "cuda:0").  The meta run passes "meta" in its place (and makes
+ * "meta" the default device, for factories without device=). */
+int tc_xtable_is_device(PyObject *v);
+
 /* Interns the call fn(*argv[:nargv - nkw], **dict(zip(kwnames,
  * argv[nargv - nkw:]))) whose argv holds the placeholders of operands
  * 0..nin-1.  Returns the entry's index, -1 with an exception, or -2 with

@@ -1392,6 +1392,11 @@ static int
 fixed_identity(tracer *T, tc_var *v)
 {
     PyObject *o = v->obj;
+    /* torch.strided, torch.contiguous_format: Python cannot make others */
+    if (o != NULL && (!strcmp(Py_TYPE(o)->tp_name, "torch.layout")
+                      || !strcmp(Py_TYPE(o)->tp_name, "torch.memory_format"))) {
+        return 1;
+    }
     switch (v->kind) {
     case TC_VAR_CONST:
         return o == Py_None || o == Py_True || o == Py_False

@@ -9,7 +9,9 @@ parameters are the sample's tensors (every other argument is a constant of
 the function), run eagerly and through tcjit.compile (first call under
 explain(), second call from the cache), and are sorted into:
 
-  whole      right values, 1+ graph, 0 breaks, no eager fallback
+  whole      right values, 0 breaks, no eager fallback: 1+ graph, or none
+             where the frame has no op to compile (it returns an input:
+             x.contiguous(), x.conj() of a real x), counted apart
   break      right values, but a graph break or an eager fallback
   wrong      a value, dtype, shape or exception type differs from eager
   crash      the worker process died (segfault, abort)
@@ -167,11 +169,14 @@ def run_sample(op, sample):
     if diff is not None:
         return "wrong", diff
     fallbacks = tcjit.counters().get("eager_fallbacks", 0) - before
-    if ex.graph_break_count or fallbacks or ex.graph_count == 0:
+    if ex.graph_break_count or fallbacks:
         reason = (ex.break_reasons[0].reason if ex.break_reasons
-                  else "eager fallback" if fallbacks else "no graph")
+                  else "eager fallback")
         return "break", reason
-    return "whole", ""
+    # no graph, no break, no fallback: the compiled frame computes nothing
+    # (x.contiguous() of a contiguous x returns x), and a cache hit returns
+    # it without running the frame
+    return "whole", "no op" if ex.graph_count == 0 else ""
 
 
 def run_entry(op, dtype, device, nsamples):
@@ -187,8 +192,9 @@ def run_entry(op, dtype, device, nsamples):
     worst = ("skip", "eager raised on every sample")
     for s in samples:
         cls, reason = run_sample(op, s)
-        if ORDER.index(cls) < ORDER.index(worst[0]):
-            worst = (cls, reason)
+        if ORDER.index(cls) < ORDER.index(worst[0]) \
+                or (cls == worst[0] == "whole" and not reason):
+            worst = (cls, reason)   # "no op" only if no sample has one
     return worst
 
 
@@ -276,8 +282,11 @@ def report(results, out=sys.stdout):
           f"(of {len(results)} entries)", file=out)
     tested = sum(tally[c] for c in ("whole", "break", "wrong", "crash"))
     if tested:
+        noop = sum(r["class"] == "whole" and r["reason"] == "no op"
+                   for r in results)
         print(f"captured whole: {tally['whole'] / tested:.1%} of the "
-              f"{tested} entries with samples", file=out)
+              f"{tested} entries with samples ({noop} of them with no op "
+              "to compile)", file=out)
     for cls in ("wrong", "crash", "break", "skip"):
         for r in results:
             if r["class"] == cls:
