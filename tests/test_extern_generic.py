@@ -355,12 +355,31 @@ def test_aten_overloads():
     whole(f, x)
 
 
+SOFTMAX_BACKWARD = torch.ops.aten._softmax_backward_data
+
+
+def test_aten_packets():
+    # an OpOverloadPacket (no .default), called directly or through a
+    # global, as OpInfo's entries call them
+    def f(g, y):
+        return SOFTMAX_BACKWARD(g * 2, y, 0, torch.float32) + 1, \
+            torch.ops.aten.cumsum(y, 1)
+
+    g, y = torch.randn(4, 5), torch.randn(4, 5).softmax(0)
+    run_both(f, g, y, expect_compiled=True)
+    whole(f, g, y)
+
+
 def test_aten_inplace_overload_breaks():
     def f(x):
         return torch.ops.aten.add_.Tensor(x, x)
 
+    def g(x):
+        return torch.ops.aten.add_(x, x)
+
     x = torch.randn(3)
     assert any("mutates an input: see issue 12" in r for r in reasons(f, x))
+    assert any("mutates an input: see issue 12" in r for r in reasons(g, x))
 
 
 def test_structseq_fields_by_name():
@@ -397,3 +416,35 @@ def test_unused_extern_in_a_graph_without_outputs_still_runs():
     torch.manual_seed(0)
     tcjit.compile(g)(x)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_native_layer_norm_reduced_float_on_cpu_breaks():
+    # the CPU kernel returns mean and rstd as bfloat16, the meta function
+    # as float32: a graph built from the meta run would expect float32
+    def f(x):
+        return torch.native_layer_norm(x * 2, [4], None, None, 1e-5)
+
+    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    assert any("differs from the CPU kernel's for float16 / bfloat16" in r
+               for r in reasons(f, x))
+    run_both(f, x)
+    whole(f, x.float())
+
+
+GETITEM = torch.Tensor.__getitem__
+SLICE = slice(1, None, 2)
+ALL = slice(None)
+
+
+def test_tensor_getitem_called_as_a_function():
+    # Tensor.__getitem__ (a slot wrapper) with slices and lists: basic
+    # indexing is a view of the operand, as in eager
+    def f(x):
+        return GETITEM(x, SLICE), GETITEM(x * 2, [0, 2]), \
+            GETITEM(x, (ALL, 1))
+
+    x = torch.randn(4, 5)
+    run_both(f, x, expect_compiled=True)
+    whole(f, x)
+    r = tcjit.compile(f)(x)
+    assert r[0]._base is x and r[2]._base is x

@@ -73,7 +73,8 @@ init_once(void)
     str_untyped_storage = PyUnicode_InternFromString("untyped_storage");
     str_cdata = PyUnicode_InternFromString("_cdata");
     str_is_meta = PyUnicode_InternFromString("is_meta");
-    if (!tensor_type || !meta_device || !strided || !intern_map || !meta_cache || !str_meta
+    if (!tensor_type || !meta_device || !strided || !intern_map
+        || !meta_cache || !str_meta
         || !str_shape || !str_stride || !str_dtype || !str_version
         || !str_storage_offset || !str_untyped_storage || !str_cdata
         || !str_is_meta) {
@@ -210,7 +211,8 @@ callable_name(PyObject *fn)
     else if (PyCFunction_Check(fn)) {
         s = PyUnicode_FromFormat("torch.%U", name);
     }
-    else if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+    else if (Py_IS_TYPE(fn, &PyMethodDescr_Type)
+             || Py_IS_TYPE(fn, &PyWrapperDescr_Type)) {
         s = PyUnicode_FromFormat("Tensor.%U", name);
     }
     else {

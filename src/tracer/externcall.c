@@ -103,7 +103,9 @@ is_torch_op(PyObject *fn)
             return 0;
         }
     }
-    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)
+        || Py_IS_TYPE(fn, &PyWrapperDescr_Type)) {
+        /* x.cumsum; Tensor.__getitem__ called as a function */
         return PyDescr_TYPE(fn) == (PyTypeObject *)tensor_base;
     }
     const char *tn = Py_TYPE(fn)->tp_name;
@@ -111,8 +113,14 @@ is_torch_op(PyObject *fn)
         /* torch.ops.aten.* (an op that mutates is caught by the meta run's
          * version counters) */
         PyObject *ns = PyObject_GetAttrString(fn, "namespace");
-        int aten = ns && PyUnicode_Check(ns)
-                   && PyUnicode_CompareWithASCIIString(ns, "aten") == 0;
+        if (ns == NULL) {  /* a packet: "aten::cumsum" */
+            PyErr_Clear();
+            ns = PyObject_GetAttrString(fn, "_qualified_op_name");
+        }
+        const char *s = ns && PyUnicode_Check(ns) ? PyUnicode_AsUTF8(ns)
+                                                  : NULL;
+        int aten = s != NULL && !strncmp(s, "aten", 4)
+                   && (s[4] == '\0' || s[4] == ':');
         Py_XDECREF(ns);
         PyErr_Clear();
         return aten;
@@ -145,6 +153,11 @@ plain_constant(PyObject *v)
         || PyLong_CheckExact(v) || PyFloat_CheckExact(v)
         || PyComplex_CheckExact(v) || PyUnicode_CheckExact(v)) {
         return 1;
+    }
+    if (PySlice_Check(v)) {
+        PySliceObject *sl = (PySliceObject *)v;
+        return plain_constant(sl->start) && plain_constant(sl->stop)
+               && plain_constant(sl->step);
     }
     const char *tn = Py_TYPE(v)->tp_name;
     /* torch.dtype, torch.memory_format, torch.layout */
@@ -383,6 +396,22 @@ static const char *const meta_differs[] = {
     "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
     NULL};
 
+/* ... and on the CPU with float16 / bfloat16 operands: native_layer_norm
+ * returns mean and rstd in the input's dtype there, float32 on meta. */
+static const char *const meta_differs_reduced_cpu[] = {
+    "native_layer_norm", NULL};
+
+static int
+any_reduced_operand(tracer *T, const args_ctx *X)
+{
+    for (int k = 0; k < X->nin; k++) {
+        if (tc_dtype_is_reduced_float(T->out->graph->nodes[X->in[k]].dtype)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 is_mutating_name(const char *name, PyObject *kwnames)
 {
@@ -449,6 +478,12 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                                     "take: %s", bare, X.why);
             break;
         }
+    }
+    if (rc == OK && T->out->device < 0
+        && in_list(bare, meta_differs_reduced_cpu)
+        && any_reduced_operand(T, &X)) {
+        rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
+                               "kernel's for float16 / bfloat16", bare);
     }
     if (rc == OK && (X.device != -3 || !any_tensor)) {
         /* the result is on that device (a factory without device=: the

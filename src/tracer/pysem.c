@@ -1393,8 +1393,8 @@ fixed_identity(tracer *T, tc_var *v)
 {
     PyObject *o = v->obj;
     /* torch.strided, torch.contiguous_format: Python cannot make others */
-    if (o != NULL && (!strcmp(Py_TYPE(o)->tp_name, "torch.layout")
-                      || !strcmp(Py_TYPE(o)->tp_name, "torch.memory_format"))) {
+    const char *tn = o != NULL ? Py_TYPE(o)->tp_name : "";
+    if (!strcmp(tn, "torch.layout") || !strcmp(tn, "torch.memory_format")) {
         return 1;
     }
     switch (v->kind) {
