@@ -448,3 +448,32 @@ def test_tensor_getitem_called_as_a_function():
     whole(f, x)
     r = tcjit.compile(f)(x)
     assert r[0]._base is x and r[2]._base is x
+
+
+def test_layout_and_conjugate_transpose_attributes():
+    # a graph's tensors are dense and real: x.layout is torch.strided
+    # (torch.masked's checks compare it), x.H / x.mH are x.T / x.mT
+    def f(x, y):
+        dense = x.layout == torch.strided and x.layout is torch.strided
+        return x.H * 2, y.mH + 1, dense
+
+    def h(y):
+        return y.H  # eager raises: H is for matrices only
+
+    x, y = torch.randn(3, 4), torch.randn(2, 3, 4)
+    run_both(f, x, y, expect_compiled=True)
+    whole(f, x, y)
+    with pytest.raises(RuntimeError):
+        tcjit.compile(h)(y)
+
+
+def test_layout_argument_of_the_frame_is_guarded():
+    def f(x, layout):
+        if layout is torch.strided:
+            return x + 1
+        return x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, torch.strided), x + 1)
+    check_same(cf(x, torch.sparse_coo), x - 1)
