@@ -215,9 +215,13 @@ def run_entry(op, dtype, device, nsamples):
         return "skip", f"sample_inputs raised {type(e).__name__}"
     if not samples:
         return "skip", "no samples"
-    worst = ("skip", "eager raised on every sample")
+    worst = None
     for s in samples:
         cls, reason = run_sample(op, s)
+        if worst is None:
+            worst = (cls, "eager raised on every sample (" + reason + ")"
+                     if cls == "skip" else reason)
+            continue
         if ORDER.index(cls) < ORDER.index(worst[0]) \
                 or (cls == worst[0] == "whole" and not reason):
             worst = (cls, reason)   # "no op" only if no sample has one
