@@ -175,7 +175,7 @@ def run_sample(op, sample):
     if eexc is not None:
         return "skip", f"eager raised {type(eexc).__name__}"
     tcjit.reset()
-    before = tcjit.counters().get("eager_fallbacks", 0)
+    c0 = tcjit.counters()
     torch.manual_seed(0)
     try:
         ex = tcjit.explain(fn)(*_clone(tensors))
@@ -194,9 +194,15 @@ def run_sample(op, sample):
             diff = _compare(got, exp, values, _upcast(fn, tensors))
     if diff is not None:
         return "wrong", diff
-    fallbacks = tcjit.counters().get("eager_fallbacks", 0) - before
+    c = tcjit.counters()
+    fallbacks = c["eager_fallbacks"] - c0["eager_fallbacks"]
     if ex.graph_break_count or fallbacks:
+        # (a frame that breaks before it touched a tensor -- its tensors
+        # made inside by a call the tracer cannot keep -- is skipped
+        # whole, without a reason of its own)
         reason = (ex.break_reasons[0].reason if ex.break_reasons
+                  else "frame skipped: no tensor traced before a break"
+                  if c["frames_skipped"] > c0["frames_skipped"]
                   else "eager fallback")
         return "break", reason
     # no graph, no break, no fallback: the compiled frame computes nothing
