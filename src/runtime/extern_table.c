@@ -37,7 +37,7 @@ static PyObject *meta_device;     /* torch.device("meta"), a context */
 static PyObject *strided;         /* torch.strided */
 static PyObject *tensor_type, *str_meta, *str_shape, *str_stride,
     *str_dtype, *str_version, *str_storage_offset, *str_untyped_storage,
-    *str_cdata, *str_is_meta, *str_hex;
+    *str_cdata, *str_is_meta, *str_layout, *str_requires_grad, *str_hex;
 static long n_runs, n_hits;
 static double run_seconds;
 
@@ -73,11 +73,13 @@ init_once(void)
     str_untyped_storage = PyUnicode_InternFromString("untyped_storage");
     str_cdata = PyUnicode_InternFromString("_cdata");
     str_is_meta = PyUnicode_InternFromString("is_meta");
+    str_layout = PyUnicode_InternFromString("layout");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
     if (!tensor_type || !meta_device || !strided || !intern_map
         || !meta_cache || !str_meta
         || !str_shape || !str_stride || !str_dtype || !str_version
         || !str_storage_offset || !str_untyped_storage || !str_cdata
-        || !str_is_meta) {
+        || !str_is_meta || !str_layout || !str_requires_grad) {
         return -1;
     }
     str_hex = PyUnicode_InternFromString("hex");  /* last: marks init */
@@ -471,6 +473,23 @@ storage_id(PyObject *t)
     return id;
 }
 
+/* 0 if r.name is `want`, else 1 with "returns a tensor <why>", or -1. */
+static int
+attr_is(PyObject *r, PyObject *name, PyObject *want, const char *why,
+        char *err, size_t errlen)
+{
+    PyObject *v = PyObject_GetAttr(r, name);
+    if (v == NULL) {
+        return -1;
+    }
+    Py_DECREF(v);
+    if (v != want) {
+        snprintf(err, errlen, "returns a tensor %s", why);
+        return 1;
+    }
+    return 0;
+}
+
 /* One output tensor r of the meta run over operands m[0..nin-1]. 0, 1
  * with a reason, -1. */
 static int
@@ -502,33 +521,18 @@ describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
     }
     Py_DECREF(dt);
     o->dtype = (tc_dtype)code;
-    PyObject *is_meta = PyObject_GetAttr(r, str_is_meta);
-    if (is_meta == NULL) {
-        return -1;
+    int rc = attr_is(r, str_is_meta, Py_True, "on another device", err,
+                     errlen);
+    if (rc == 0) {
+        rc = attr_is(r, str_layout, strided, "of another layout than "
+                     "torch.strided", err, errlen);
     }
-    Py_DECREF(is_meta);
-    if (is_meta != Py_True) {
-        snprintf(err, errlen, "returns a tensor on another device");
-        return 1;
+    if (rc == 0) {
+        rc = attr_is(r, str_requires_grad, Py_False, "that requires grad",
+                     err, errlen);
     }
-    PyObject *layout = PyObject_GetAttrString(r, "layout");
-    if (layout == NULL) {
-        return -1;
-    }
-    Py_DECREF(layout);
-    if (layout != strided) {
-        snprintf(err, errlen, "returns a tensor of another layout than "
-                 "torch.strided");
-        return 1;
-    }
-    PyObject *rg = PyObject_GetAttrString(r, "requires_grad");
-    if (rg == NULL) {
-        return -1;
-    }
-    Py_DECREF(rg);
-    if (rg != Py_False) {
-        snprintf(err, errlen, "returns a tensor that requires grad");
-        return 1;
+    if (rc != 0) {
+        return rc;
     }
     int nd = 0, ns = 0;
     int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
