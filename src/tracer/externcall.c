@@ -3,10 +3,13 @@
  *
  * A call of a torch callable that no registry entry binds (torch.*
  * builtins, Tensor methods, torch._C._nn / _special / _linalg / _fft,
- * torch.ops.aten overloads)
- * whose arguments are tensors of the graph and constants becomes one node
- * that calls torch at run time.  What the call returns is learnt from one
- * run on meta tensors (../runtime/extern_table.h, cached per signature):
+ * torch.ops.aten packets and overloads) whose arguments are tensors of the
+ * graph and constants becomes one node that calls torch at run time; a
+ * tensor factory (torch.randn) needs no tensor argument, and a device
+ * argument must be the graph's device.  What the call returns is learnt
+ * from one run on meta tensors, with "meta" for its device arguments and
+ * as the default device (../runtime/extern_table.h, cached per
+ * signature):
  *   - a new tensor (or a tuple of them: torch.sort) -> an extern node
  *     (and extern_item nodes), laid out as the meta result;
  *   - an operand itself or a view of one (Tensor.diagonal, unfold) -> a
