@@ -477,3 +477,13 @@ def test_layout_argument_of_the_frame_is_guarded():
     x = torch.randn(3)
     check_same(cf(x, torch.strided), x + 1)
     check_same(cf(x, torch.sparse_coo), x - 1)
+
+
+def test_string_that_only_starts_like_a_device_is_a_constant():
+    # "hip..." is an einsum equation here, not the device "hip"
+    def f(a, b):
+        return torch.einsum("hip,pj->hij", a * 2, b)
+
+    a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
+    run_both(f, a, b, expect_compiled=True)
+    whole(f, a, b)

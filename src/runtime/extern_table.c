@@ -114,9 +114,15 @@ tc_xtable_is_device(PyObject *v)
     if (!strcmp(Py_TYPE(v)->tp_name, "torch.device")) {
         return 1;
     }
+    /* "cuda", "cuda:1" (not an einsum equation "hip,pj->hij") */
     const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
     for (int i = 0; s != NULL && prefixes[i] != NULL; i++) {
-        if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) {
+        size_t n = strlen(prefixes[i]);
+        const char *index = s + n + 1;
+        if (!strncmp(s, prefixes[i], n)
+            && (s[n] == '\0'
+                || (s[n] == ':' && index[0] != '\0'
+                    && strspn(index, "0123456789") == strlen(index)))) {
             return 1;
         }
     }
@@ -251,7 +257,8 @@ entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
 {
     memset(e, 0, sizeof(*e));
     e->pack = -1;
-    if (nargv > MAX_ARGV || nargv > 32) {
+    _Static_assert(MAX_ARGV <= 32, "e->devices has a bit per argument");
+    if (nargv > MAX_ARGV) {
         snprintf(err, errlen, "more than %d arguments", MAX_ARGV);
         return -2;
     }
