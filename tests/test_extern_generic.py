@@ -487,3 +487,25 @@ def test_string_that_only_starts_like_a_device_is_a_constant():
     a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
     run_both(f, a, b, expect_compiled=True)
     whole(f, a, b)
+
+
+def test_op_without_meta_kernel_runs_on_fake_tensors():
+    # geqrf and histogram have no meta kernel: their metadata comes from
+    # torch's FakeTensorMode (the kernel on zeros of the operands' sizes);
+    # nonzero's output shape depends on the data (torch's tag): a break;
+    # nothing draws from the random stream while tracing
+    def f(x):
+        a, tau = torch.geqrf(x * 2)
+        hist, edges = torch.histogram(x.flatten() + 1, 5)
+        return a + 1, tau, hist, edges
+
+    def g(x):
+        return torch.nonzero(x > 0)
+
+    x = torch.randn(5, 3)
+    whole(f, x)
+    run_both(f, x, expect_compiled=True)
+    _same_random_stream(f, x)
+    assert any("no meta kernel (output shape may depend on data): "
+               "DynamicOutputShapeException" in r for r in reasons(g, x))
+    run_both(g, x)

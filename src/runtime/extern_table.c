@@ -497,11 +497,24 @@ attr_is(PyObject *r, PyObject *name, PyObject *want, const char *why,
     return 0;
 }
 
-/* One output tensor r of the meta run over operands m[0..nin-1]. 0, 1
- * with a reason, -1. */
+/* 0 if r is on device dev, else 1 with a reason, or -1. */
+static int
+same_device(PyObject *r, PyObject *dev, char *err, size_t errlen)
+{
+    PyObject *d = PyObject_GetAttrString(r, "device");
+    int eq = d ? PyObject_RichCompareBool(d, dev, Py_EQ) : -1;
+    Py_XDECREF(d);
+    if (eq == 0) {
+        snprintf(err, errlen, "returns a tensor on another device");
+    }
+    return eq < 0 ? -1 : !eq;
+}
+
+/* One output tensor r of the meta run over operands m[0..nin-1] (fake:
+ * the fake run's, on device `fake`). 0, 1 with a reason, -1. */
 static int
 describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
-         tc_xout *o, char *err, size_t errlen)
+         PyObject *fake, tc_xout *o, char *err, size_t errlen)
 {
     int isinst = PyObject_IsInstance(r, tensor_type);
     if (isinst <= 0) {
@@ -528,8 +541,9 @@ describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
     }
     Py_DECREF(dt);
     o->dtype = (tc_dtype)code;
-    int rc = attr_is(r, str_is_meta, Py_True, "on another device", err,
-                     errlen);
+    int rc = fake != NULL ? same_device(r, fake, err, errlen)
+             : attr_is(r, str_is_meta, Py_True, "on another device", err,
+                       errlen);
     if (rc == 0) {
         rc = attr_is(r, str_layout, strided, "of another layout than "
                      "torch.strided", err, errlen);
@@ -585,8 +599,9 @@ describe(PyObject *r, PyObject *const *m, PyObject *const *mstore, int nin,
     return 0;
 }
 
-/* A reason for an exception the meta run raised (cleared). */
-static void
+/* A reason for an exception the meta run raised (cleared); 1 if it says
+ * that the op has no meta kernel. */
+static int
 meta_reason(char *err, size_t errlen)
 {
     PyObject *type = NULL, *exc = NULL, *tb = NULL;
@@ -605,27 +620,106 @@ meta_reason(char *err, size_t errlen)
     if (nl != NULL) {
         *nl = '\0';
     }
-    snprintf(err, errlen, no_kernel || strstr(tn, "DynamicOutputShape")
+    int data = strstr(tn, "DynamicOutputShape") || strstr(tn, "DataDependent");
+    snprintf(err, errlen, no_kernel || data
              ? "no meta kernel (output shape may depend on data): %s: %s"
              : "meta run raised %s: %s", tn, first);
     PyErr_Clear();
     Py_XDECREF(s);
     Py_XDECREF(exc);
+    return no_kernel;
 }
 
-/* The meta run itself (not cached).  0, 1 with a reason, -1. */
+/* fn(arg) inside the context ctx (its __enter__ / __exit__ around the
+ * call).  New reference, or NULL with fn's exception. */
+static PyObject *
+call_in(PyObject *ctx, PyObject *(*fn)(void *), void *arg)
+{
+    PyObject *c = PyObject_CallMethod(ctx, "__enter__", NULL);
+    if (c == NULL) {
+        return NULL;
+    }
+    Py_DECREF(c);
+    PyObject *r = fn(arg);
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    c = PyObject_CallMethod(ctx, "__exit__", "OOO", Py_None, Py_None,
+                            Py_None);
+    if (c == NULL) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        Py_XDECREF(r);
+        return NULL;
+    }
+    Py_DECREF(c);
+    PyErr_Restore(et, ev, etb);
+    return r;
+}
+
+typedef struct {
+    int id;
+    PyObject *const *ops;
+    int on_meta;
+} invocation;
+
+static PyObject *
+invoke_cb(void *arg)
+{
+    const invocation *a = arg;
+    return invoke(a->id, a->ops, a->on_meta);
+}
+
+static PyObject *
+empty_strided_cb(void *arg)
+{
+    PyObject *const *a = arg;   /* torch.empty_strided, args, kwargs */
+    return PyObject_Call(a[0], a[1], a[2]);
+}
+
+/* A fake tensor of mode on dev (torch.empty_strided under the mode). */
+static PyObject *
+fake_operand(PyObject *mode, PyObject *dev, tc_dtype dt, const tc_layout *l)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *fn = torch ? PyObject_GetAttrString(torch, "empty_strided")
+                         : NULL;
+    PyObject *sz = tc_int_tuple(l->ndim, l->sizes);
+    PyObject *st = tc_int_tuple(l->ndim, l->strides);
+    PyObject *kw = fn && sz && st
+        ? Py_BuildValue("{sOsO}", "dtype", tc_alloc_dtype_object(dt),
+                        "device", dev)
+        : NULL;
+    PyObject *args = kw ? PyTuple_Pack(2, sz, st) : NULL;
+    PyObject *call[3] = {fn, args, kw};
+    PyObject *r = args ? call_in(mode, empty_strided_cb, call) : NULL;
+    Py_XDECREF(torch);
+    Py_XDECREF(fn);
+    Py_XDECREF(sz);
+    Py_XDECREF(st);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    return r;
+}
+
+/* The meta run itself (not cached).  fake: NULL for the meta run, else a
+ * FakeTensorMode whose operands live on device fake_dev.  0, 1 with a
+ * reason (*no_kernel: the op has no meta kernel), -1. */
 static int
 run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
-         tc_xresult *res, char *err, size_t errlen)
+         PyObject *fake, PyObject *fake_dev, tc_xresult *res, int *no_kernel,
+         char *err, size_t errlen)
 {
     PyObject *m[TC_MAX_OP_INPUTS] = {NULL}, *mstore[TC_MAX_OP_INPUTS] = {NULL};
     PyObject *r = NULL, *seq = NULL;
     int rc = -1;
+    *no_kernel = 0;
     for (int k = 0; k < nin; k++) {
         PyObject *argv[4] = {tc_int_tuple(ls[k]->ndim, ls[k]->sizes),
                              tc_int_tuple(ls[k]->ndim, ls[k]->strides),
                              tc_alloc_dtype_object(dts[k]), str_meta};
-        m[k] = argv[0] && argv[1] ? tc_alloc_empty(argv) : NULL;
+        m[k] = fake ? fake_operand(fake, fake_dev, dts[k], ls[k])
+             : argv[0] && argv[1] ? tc_alloc_empty(argv) : NULL;
         Py_XDECREF(argv[0]);
         Py_XDECREF(argv[1]);
         mstore[k] = m[k] ? storage_id(m[k]) : NULL;
@@ -635,29 +729,13 @@ run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
     }
     /* meta the default device too: a factory without device= (torch.randn
      * (3)) makes a meta tensor, and draws nothing from the random stream */
-    PyObject *ctx = PyObject_CallMethod(meta_device, "__enter__", NULL);
-    if (ctx == NULL) {
-        goto done;
-    }
-    Py_DECREF(ctx);
-    r = invoke(id, m, 1);
-    PyObject *et, *ev, *etb;
-    PyErr_Fetch(&et, &ev, &etb);
-    ctx = PyObject_CallMethod(meta_device, "__exit__", "OOO", Py_None,
-                              Py_None, Py_None);
-    if (ctx == NULL) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(etb);
-        goto done;
-    }
-    Py_DECREF(ctx);
-    PyErr_Restore(et, ev, etb);
+    invocation call = {id, m, fake == NULL};
+    r = call_in(fake ? fake : meta_device, invoke_cb, &call);
     if (r == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) {
             goto done;
         }
-        meta_reason(err, errlen);
+        *no_kernel = meta_reason(err, errlen);
         rc = 1;
         goto done;
     }
@@ -690,7 +768,8 @@ run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
     }
     for (int j = 0; j < res->nout; j++) {
         PyObject *item = seq ? PySequence_Fast_GET_ITEM(seq, j) : r;
-        rc = describe(item, m, mstore, nin, &res->out[j], err, errlen);
+        rc = describe(item, m, mstore, nin, fake_dev, &res->out[j], err,
+                      errlen);
         if (rc != 0) {
             goto done;
         }
@@ -706,14 +785,92 @@ done:
     return rc;
 }
 
+/* The random states run_fake keeps: (CPU's, CUDA device dev's or None).
+ * New reference, or NULL with an exception. */
+static PyObject *
+rng_states(PyObject *torch, int dev)
+{
+    PyObject *cuda = dev >= 0 ? PyObject_GetAttrString(torch, "cuda") : NULL;
+    PyObject *cpu = dev < 0 || cuda
+        ? PyObject_CallMethod(torch, "get_rng_state", NULL) : NULL;
+    PyObject *gpu = cpu && cuda
+        ? PyObject_CallMethod(cuda, "get_rng_state", "i", dev)
+        : Py_XNewRef(cpu ? Py_None : NULL);
+    PyObject *r = gpu ? PyTuple_Pack(2, cpu, gpu) : NULL;
+    Py_XDECREF(cuda);
+    Py_XDECREF(cpu);
+    Py_XDECREF(gpu);
+    return r;
+}
+
+static int
+set_rng_states(PyObject *torch, int dev, PyObject *states)
+{
+    PyObject *r = PyObject_CallMethod(torch, "set_rng_state", "O",
+                                      PyTuple_GET_ITEM(states, 0));
+    if (r != NULL && dev >= 0) {
+        PyObject *cuda = PyObject_GetAttrString(torch, "cuda");
+        Py_SETREF(r, cuda ? PyObject_CallMethod(
+                                cuda, "set_rng_state", "Oi",
+                                PyTuple_GET_ITEM(states, 1), dev)
+                          : NULL);
+        Py_XDECREF(cuda);
+    }
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* The call on fake tensors (torch._subclasses.fake_tensor): an op without
+ * a meta kernel whose output shape does not depend on the data (torch
+ * tags those that do: DynamicOutputShape / DataDependentOutput) runs
+ * there on zeros of the operands' sizes, on the graph's device, as under
+ * torch.compile.  The random state is kept: a kernel run here must not
+ * draw from the random stream. */
+static int
+run_fake(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
+         int device, tc_xresult *res, char *err, size_t errlen)
+{
+    PyObject *mod = PyImport_ImportModule("torch._subclasses.fake_tensor");
+    PyObject *mode = mod ? PyObject_CallMethod(mod, "FakeTensorMode", NULL)
+                         : NULL;
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *dev = !torch ? NULL
+        : device < 0 ? PyObject_CallMethod(torch, "device", "s", "cpu")
+        : PyObject_CallMethod(torch, "device", "si", "cuda", device);
+    PyObject *rng = mode && dev ? rng_states(torch, device) : NULL;
+    int rc = -1, no_kernel = 0;
+    if (rng != NULL) {
+        rc = run_meta(id, nin, dts, ls, mode, dev, res, &no_kernel, err,
+                      errlen);
+        PyObject *et, *ev, *etb;
+        PyErr_Fetch(&et, &ev, &etb);
+        if (set_rng_states(torch, device, rng) < 0) {
+            rc = -1;
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(etb);
+        }
+        else {
+            PyErr_Restore(et, ev, etb);
+        }
+    }
+    Py_XDECREF(mod);
+    Py_XDECREF(mode);
+    Py_XDECREF(torch);
+    Py_XDECREF(dev);
+    Py_XDECREF(rng);
+    return rc;
+}
+
 int
 tc_xtable_meta(int id, int nin, const tc_dtype *dts,
-               const tc_layout *const *ls, tc_xresult *res, char *err,
-               size_t errlen)
+               const tc_layout *const *ls, int device, tc_xresult *res,
+               char *err, size_t errlen)
 {
-    int64_t key[1 + TC_MAX_OP_INPUTS * (2 + 2 * TC_MAX_DIMS)];
+    int64_t key[2 + TC_MAX_OP_INPUTS * (2 + 2 * TC_MAX_DIMS)];
     int n = 0;
     key[n++] = id;
+    key[n++] = device;
     for (int k = 0; k < nin; k++) {
         key[n++] = (int64_t)dts[k] << 8 | ls[k]->ndim;
         for (int d = 0; d < ls[k]->ndim; d++) {
@@ -743,7 +900,19 @@ tc_xtable_meta(int id, int nin, const tc_dtype *dts,
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = run_meta(id, nin, dts, ls, res, err, errlen);
+    int no_kernel;
+    int rc = run_meta(id, nin, dts, ls, NULL, NULL, res, &no_kernel, err,
+                      errlen);
+    if (rc == 1 && no_kernel && device >= -1) {
+        char ferr[512];
+        int f = run_fake(id, nin, dts, ls, device, res, ferr, sizeof(ferr));
+        if (f != 1) {
+            rc = f;     /* a node, or an error */
+        }
+        else if (strstr(ferr, "output shape may depend on data")) {
+            snprintf(err, errlen, "%s", ferr);  /* torch's own verdict */
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     n_runs++;
     run_seconds += (double)(t1.tv_sec - t0.tv_sec)

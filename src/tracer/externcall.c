@@ -513,7 +513,8 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
             dts[k] = T->out->graph->nodes[X.in[k]].dtype;
             ls[k] = &T->out->graph->nodes[X.in[k]].layout;
         }
-        int m = tc_xtable_meta(call, X.nin, dts, ls, &res, err, sizeof(err));
+        int m = tc_xtable_meta(call, X.nin, dts, ls, T->out->device, &res,
+                               err, sizeof(err));
         rc = m < 0 ? ERROR
            : m > 0 ? tc_tr_unsupported(T, "%s: %s", name, err) : OK;
     }
