@@ -68,10 +68,10 @@ tolerances and below the rounding eager applies after each op.
 BREAKS = """## What still breaks, and why
 
 PyTorch's OpInfo database (`tests/test_opinfo.py`, 2 samples an entry, on
-the CPU) when this was written: float32, 569 of the 672 entries with
-samples captured whole (84.7%; 11 of them have no op to compile: the frame
+the CPU) when this was written: float32, 571 of the 672 entries with
+samples captured whole (85.0%; 11 of them have no op to compile: the frame
 returns its input, `x.contiguous()`); bfloat16 470 of 546 (86.1%); int64
-413 of 463 (89.2%); no wrong answer, no crash.  The 103 float32 entries
+413 of 463 (89.2%); no wrong answer, no crash.  The 101 float32 entries
 that break, by reason (`make sweep-opinfo` prints today's list):
 
 * complex results (21): `fft.*` (12), `view_as_complex`, `complex`,
@@ -93,11 +93,13 @@ that break, by reason (`make sweep-opinfo` prints today's list):
   run generator-based context managers ("call to _GeneratorContextManager").
   The ops themselves are generic extern nodes and keep eager's random
   stream (`tests/test_extern_generic.py`);
-* output shape depends on the data, or no meta kernel (16): `nonzero`,
+* output shape (or a Python result) depends on the data (14): `nonzero`,
   `argwhere`, `masked_select`, `unique`, `unique_consecutive`,
   `combinations`, `equal`, `corrcoef` / `cov` (which call `aten::equal`),
-  `histogram`, `histogramdd`, `geqrf`, `ctc_loss`, `linalg.lstsq` (2),
-  `to_sparse`: "no meta kernel (output shape may depend on data)";
+  `ctc_loss`, `linalg.lstsq` (2) -- torch's own verdict
+  (`DynamicOutputShapeException`, `DataDependentOutputException`) -- and
+  `histogramdd`, `to_sparse` (no meta kernel, and the fake run fails too):
+  "no meta kernel (output shape may depend on data)";
 * mutation (10): the in-place random ops `Tensor.cauchy_`, `exponential_`,
   `geometric_`, `log_normal_`, `normal_`, `uniform_`, and `resize_`,
   `resize_as_`, `zero_`, `instance_norm` with running statistics: "mutates
@@ -117,7 +119,13 @@ graph (with this reason in `tcjit.explain()` and
   version counter the meta run moved): "mutates an input: see issue 12";
 * its output shape depends on the data (`nonzero`, `unique`,
   `masked_select`, boolean-mask indexing, `torch.equal`): torch has no meta
-  kernel for it, "no meta kernel (output shape may depend on data)";
+  kernel for it, and its fake-tensor run raises torch's
+  `DynamicOutputShapeException` or `DataDependentOutputException`, "no
+  meta kernel (output shape may depend on data)" (an op without a meta
+  kernel whose output shape does not depend on the data, `geqrf`,
+  `histogram`, gets its metadata from that fake run: torch's kernel on
+  zeros of the operands' sizes, on the graph's device, the random state
+  kept);
 * the meta run raises: either torch would raise the same error eagerly (the
   frame then runs in Python and raises it), or the op has no meta kernel;
   the reason quotes torch's message;
