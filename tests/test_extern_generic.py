@@ -195,20 +195,131 @@ def test_list_of_tensors_argument():
     run_both(f, torch.randn(2, 2), torch.randn(3, 3), expect_compiled=True)
 
 
-def test_device_argument_breaks_without_drawing_randoms():
-    # a meta run of rand_like(x, device="cpu") would make a real CPU tensor
-    # and draw from the random stream while tracing: refused, eager's stream
-    # intact
+CPU = torch.device("cpu")
+
+
+def _same_random_stream(f, *args):
+    """f compiled gives eager's values, and leaves the random stream where
+    eager leaves it (its meta run at trace time draws nothing)."""
+    torch.manual_seed(3)
+    expected, after = f(*args), torch.rand(3)
+    tcjit.reset()
+    torch.manual_seed(3)
+    got, got_after = tcjit.compile(f)(*args), torch.rand(3)
+    check_same(got, expected)
+    check_same(got_after, after)
+
+
+def test_device_argument_stays_in_graph_without_drawing_randoms():
+    # the meta run of rand_like(x, device="cpu") gets "meta" for the device:
+    # it makes no CPU tensor and draws nothing while tracing
     def f(x):
         return torch.rand_like(x, device="cpu") + x
 
+    def g(x):
+        return x.to("cpu", torch.float64) * 2, x.to(CPU)
+
     x = torch.randn(4, 4)
-    assert any("device" in r for r in reasons(f, x))
-    torch.manual_seed(3)
+    whole(f, x)
+    _same_random_stream(f, x)
+    whole(g, x)
+    run_both(g, x, expect_compiled=True)
+
+
+def test_device_argument_of_another_device_breaks():
+    # (a CUDA device on a CPU graph: tests/gpu)
+    def f(x):
+        return torch.rand_like(x, device="meta"), torch.rand_like(x)
+
+    x = torch.randn(4)
+    assert any("rand_like with an argument it cannot take: a device other "
+               "than 'cpu' or 'cuda:N'" in r
+               for r in reasons(f, x))
+    tcjit.reset()
+    torch.manual_seed(0)
+    got = tcjit.compile(f)(x)
+    torch.manual_seed(0)
+    expected = f(x)
+    assert got[0].device.type == "meta" and got[0].shape == x.shape
+    check_same(got[1], expected[1])
+
+
+def test_factories_without_tensor_arguments():
+    # tensor factories are extern nodes even with no tensor argument: the
+    # frame is one graph (no eager fallback), RNG factories keep eager's
+    # random stream
+    def rnd():
+        return torch.randn(3, 4) * 2, torch.randint(0, 5, (6,))
+
+    def lin():
+        return torch.linspace(0, 1, 5, device="cpu"), torch.eye(3)
+
+    def window():
+        return torch.signal.windows.gaussian(6, device=CPU)
+
+    for f in (rnd, lin, window):
+        tcjit.reset()
+        ex = explain(f)
+        assert ex.graph_count == 1 and ex.graph_break_count == 0, f
+        assert tcjit.counters()["eager_fallbacks"] == 0, f
+        _same_random_stream(f)
+
+
+def test_no_tensor_call_that_is_not_a_factory_is_not_run_while_tracing():
+    # torch.manual_seed has no tensor argument and is no factory: never run
+    # by a meta run (it would reseed at trace time)
+    def f(x):
+        torch.manual_seed(7)
+        return x + torch.rand(2)
+
+    x = torch.zeros(2)
+    torch.manual_seed(0)
     expected = f(x)
     tcjit.reset()
-    torch.manual_seed(3)
+    torch.manual_seed(0)
     check_same(tcjit.compile(f)(x), expected)
+
+
+def test_factory_requiring_grad_breaks():
+    def f(x):
+        return torch.ones(3, requires_grad=True) * 0 + torch.arange(
+            3.0, requires_grad=True) + x
+
+    x = torch.zeros(3)
+    assert any("requires grad" in r or "requires_grad" in r
+               for r in reasons(f, x))
+    run_both(f, x)
+
+
+def test_memory_format_argument_of_the_frame():
+    # a memory format the frame was given (a lambda's **kwargs, as OpInfo
+    # passes it) is a guarded constant of the extern call
+    def f(x, **kw):
+        return x.bfloat16(**kw) * 2
+
+    x = torch.randn(3, 4)
+    for mf in (torch.contiguous_format, torch.preserve_format):
+        tcjit.reset()
+        ex = tcjit.explain(f)(x, memory_format=mf)
+        assert ex.graph_break_count == 0, ex.break_reasons
+        check_same(tcjit.compile(f)(x, memory_format=mf),
+                   f(x, memory_format=mf))
+    # another memory format: the guard fails, a recompile, eager's answer
+    cf = tcjit.compile(f)
+    y = torch.randn(2, 3, 4, 5)
+    check_same(cf(y, memory_format=torch.channels_last),
+               f(y, memory_format=torch.channels_last))
+
+
+def test_layout_identity_check_folds():
+    # `layout is not torch.strided` (torch.signal.windows' argument checks):
+    # torch.layout objects are singletons, so `is` folds
+    def f(x, layout=torch.strided):
+        if layout is not torch.strided:
+            raise ValueError("strided only")
+        return x + 1
+
+    whole(f, torch.randn(3))
 
 
 def test_registry_op_with_other_arguments_is_extern():
@@ -244,12 +355,31 @@ def test_aten_overloads():
     whole(f, x)
 
 
+SOFTMAX_BACKWARD = torch.ops.aten._softmax_backward_data
+
+
+def test_aten_packets():
+    # an OpOverloadPacket (no .default), called directly or through a
+    # global, as OpInfo's entries call them
+    def f(g, y):
+        return SOFTMAX_BACKWARD(g * 2, y, 0, torch.float32) + 1, \
+            torch.ops.aten.cumsum(y, 1)
+
+    g, y = torch.randn(4, 5), torch.randn(4, 5).softmax(0)
+    run_both(f, g, y, expect_compiled=True)
+    whole(f, g, y)
+
+
 def test_aten_inplace_overload_breaks():
     def f(x):
         return torch.ops.aten.add_.Tensor(x, x)
 
+    def g(x):
+        return torch.ops.aten.add_(x, x)
+
     x = torch.randn(3)
     assert any("mutates an input: see issue 12" in r for r in reasons(f, x))
+    assert any("mutates an input: see issue 12" in r for r in reasons(g, x))
 
 
 def test_structseq_fields_by_name():
@@ -286,3 +416,96 @@ def test_unused_extern_in_a_graph_without_outputs_still_runs():
     torch.manual_seed(0)
     tcjit.compile(g)(x)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_native_layer_norm_reduced_float_on_cpu_breaks():
+    # the CPU kernel returns mean and rstd as bfloat16, the meta function
+    # as float32: a graph built from the meta run would expect float32
+    def f(x):
+        return torch.native_layer_norm(x * 2, [4], None, None, 1e-5)
+
+    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    assert any("differs from the CPU kernel's for float16 / bfloat16" in r
+               for r in reasons(f, x))
+    run_both(f, x)
+    whole(f, x.float())
+
+
+GETITEM = torch.Tensor.__getitem__
+SLICE = slice(1, None, 2)
+ALL = slice(None)
+
+
+def test_tensor_getitem_called_as_a_function():
+    # Tensor.__getitem__ (a slot wrapper) with slices and lists: basic
+    # indexing is a view of the operand, as in eager
+    def f(x):
+        return GETITEM(x, SLICE), GETITEM(x * 2, [0, 2]), \
+            GETITEM(x, (ALL, 1))
+
+    x = torch.randn(4, 5)
+    run_both(f, x, expect_compiled=True)
+    whole(f, x)
+    r = tcjit.compile(f)(x)
+    assert r[0]._base is x and r[2]._base is x
+
+
+def test_layout_and_conjugate_transpose_attributes():
+    # a graph's tensors are dense and real: x.layout is torch.strided
+    # (torch.masked's checks compare it), x.H / x.mH are x.T / x.mT
+    def f(x, y):
+        dense = x.layout == torch.strided and x.layout is torch.strided
+        return x.H * 2, y.mH + 1, dense
+
+    def h(y):
+        return y.H  # eager raises: H is for matrices only
+
+    x, y = torch.randn(3, 4), torch.randn(2, 3, 4)
+    run_both(f, x, y, expect_compiled=True)
+    whole(f, x, y)
+    with pytest.raises(RuntimeError):
+        tcjit.compile(h)(y)
+
+
+def test_layout_argument_of_the_frame_is_guarded():
+    def f(x, layout):
+        if layout is torch.strided:
+            return x + 1
+        return x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, torch.strided), x + 1)
+    check_same(cf(x, torch.sparse_coo), x - 1)
+
+
+def test_string_that_only_starts_like_a_device_is_a_constant():
+    # "hip..." is an einsum equation here, not the device "hip"
+    def f(a, b):
+        return torch.einsum("hip,pj->hij", a * 2, b)
+
+    a, b = torch.randn(2, 3, 4), torch.randn(4, 5)
+    run_both(f, a, b, expect_compiled=True)
+    whole(f, a, b)
+
+
+def test_op_without_meta_kernel_runs_on_fake_tensors():
+    # geqrf and histogram have no meta kernel: their metadata comes from
+    # torch's FakeTensorMode (the kernel on zeros of the operands' sizes);
+    # nonzero's output shape depends on the data (torch's tag): a break;
+    # nothing draws from the random stream while tracing
+    def f(x):
+        a, tau = torch.geqrf(x * 2)
+        hist, edges = torch.histogram(x.flatten() + 1, 5)
+        return a + 1, tau, hist, edges
+
+    def g(x):
+        return torch.nonzero(x > 0)
+
+    x = torch.randn(5, 3)
+    whole(f, x)
+    run_both(f, x, expect_compiled=True)
+    _same_random_stream(f, x)
+    assert any("no meta kernel (output shape may depend on data): "
+               "DynamicOutputShapeException" in r for r in reasons(g, x))
+    run_both(g, x)

@@ -3,10 +3,13 @@
  *
  * A call of a torch callable that no registry entry binds (torch.*
  * builtins, Tensor methods, torch._C._nn / _special / _linalg / _fft,
- * torch.ops.aten overloads)
- * whose arguments are tensors of the graph and constants becomes one node
- * that calls torch at run time.  What the call returns is learnt from one
- * run on meta tensors (../runtime/extern_table.h, cached per signature):
+ * torch.ops.aten packets and overloads) whose arguments are tensors of the
+ * graph and constants becomes one node that calls torch at run time; a
+ * tensor factory (torch.randn) needs no tensor argument, and a device
+ * argument must be the graph's device.  What the call returns is learnt
+ * from one run on meta tensors, with "meta" for its device arguments and
+ * as the default device (../runtime/extern_table.h, cached per
+ * signature):
  *   - a new tensor (or a tuple of them: torch.sort) -> an extern node
  *     (and extern_item nodes), laid out as the meta result;
  *   - an operand itself or a view of one (Tensor.diagonal, unfold) -> a
@@ -23,7 +26,7 @@
 #include "../graph/extern.h"
 #include "../runtime/extern_table.h"
 
-static PyObject *vf_class, *tensor_base;
+static PyObject *vf_class, *tensor_base, *factories;
 
 /* 1 if name (NULL: an error, cleared) is one of the NULL-terminated
  * names. */
@@ -55,6 +58,35 @@ is_torch_python_op(PyObject *fn)
                                                : NULL, modules);
 }
 
+/* 1 if fn makes a tensor from constants alone (torch.randn, linspace,
+ * eye: torch.utils._device's list of what a device context changes).
+ * These are the only calls without a tensor argument the tracer makes
+ * extern nodes of: their meta run runs them for real at trace time, which
+ * a call such as torch.manual_seed must not. */
+static int
+is_factory(PyObject *fn)
+{
+    if (factories == NULL) {
+        PyObject *m = PyImport_ImportModule("torch.utils._device");
+        factories = m ? PyObject_CallMethod(m, "_device_constructors", NULL)
+                      : NULL;
+        Py_XDECREF(m);
+        if (factories == NULL || !PyAnySet_Check(factories)) {
+            PyErr_Clear();
+            Py_XSETREF(factories, PySet_New(NULL));
+            if (factories == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    int r = PySet_Contains(factories, fn);
+    if (r < 0) {
+        PyErr_Clear();   /* unhashable */
+    }
+    return r > 0;
+}
+
 /* 1 if fn is a torch op callable the generic extern may call. */
 static int
 is_torch_op(PyObject *fn)
@@ -74,7 +106,9 @@ is_torch_op(PyObject *fn)
             return 0;
         }
     }
-    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)) {
+    if (Py_IS_TYPE(fn, &PyMethodDescr_Type)
+        || Py_IS_TYPE(fn, &PyWrapperDescr_Type)) {
+        /* x.cumsum; Tensor.__getitem__ called as a function */
         return PyDescr_TYPE(fn) == (PyTypeObject *)tensor_base;
     }
     const char *tn = Py_TYPE(fn)->tp_name;
@@ -82,8 +116,14 @@ is_torch_op(PyObject *fn)
         /* torch.ops.aten.* (an op that mutates is caught by the meta run's
          * version counters) */
         PyObject *ns = PyObject_GetAttrString(fn, "namespace");
-        int aten = ns && PyUnicode_Check(ns)
-                   && PyUnicode_CompareWithASCIIString(ns, "aten") == 0;
+        if (ns == NULL) {  /* a packet: "aten::cumsum" */
+            PyErr_Clear();
+            ns = PyObject_GetAttrString(fn, "_qualified_op_name");
+        }
+        const char *s = ns && PyUnicode_Check(ns) ? PyUnicode_AsUTF8(ns)
+                                                  : NULL;
+        int aten = s != NULL && !strncmp(s, "aten", 4)
+                   && (s[4] == '\0' || s[4] == ':');
         Py_XDECREF(ns);
         PyErr_Clear();
         return aten;
@@ -104,37 +144,23 @@ is_torch_op(PyObject *fn)
     return in_list(PyModule_GetName(self), modules);
 }
 
-/* A device argument ("cpu", torch.device("cuda:0")) is refused: the meta
- * run would make its result on that device for real (a factory with a
- * device= would even draw from the real random stream at trace time). */
-static int
-is_device(PyObject *v)
-{
-    static const char *const prefixes[] = {"cpu", "cuda", "meta", "mps",
-                                           "xpu", "hip", NULL};
-    if (!strcmp(Py_TYPE(v)->tp_name, "torch.device")) {
-        return 1;
-    }
-    const char *s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
-    for (int i = 0; s != NULL && prefixes[i] != NULL; i++) {
-        if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) {
-            return 1;
-        }
-    }
-    PyErr_Clear();
-    return 0;
-}
-
+/* A constant an extern call may take as it is (a device: see
+ * device_arg). */
 static int
 plain_constant(PyObject *v)
 {
-    if (is_device(v)) {
+    if (tc_xtable_is_device(v)) {
         return 0;
     }
     if (v == Py_None || v == Py_Ellipsis || PyBool_Check(v)
         || PyLong_CheckExact(v) || PyFloat_CheckExact(v)
         || PyComplex_CheckExact(v) || PyUnicode_CheckExact(v)) {
         return 1;
+    }
+    if (PySlice_Check(v)) {
+        PySliceObject *sl = (PySliceObject *)v;
+        return plain_constant(sl->start) && plain_constant(sl->stop)
+               && plain_constant(sl->step);
     }
     const char *tn = Py_TYPE(v)->tp_name;
     /* torch.dtype, torch.memory_format, torch.layout */
@@ -146,8 +172,30 @@ typedef struct {
     tracer *T;
     int in[TC_MAX_OP_INPUTS];
     int nin;
+    int device;               /* a device argument's: -1 the CPU, N cuda:N,
+                                 -3 none given */
     const char *why;          /* an argument the call cannot take */
 } args_ctx;
+
+/* A device argument ("cpu", torch.device("cuda:0")): the call stays in the
+ * graph if the device is the graph's (the meta run puts "meta" in its
+ * place).  New reference, or NULL with X->why set. */
+static PyObject *
+device_arg(args_ctx *X, tc_var *v)
+{
+    int dev = tc_tr_device_param(v, -2);
+    if (dev == -2) {
+        X->why = "a device other than 'cpu' or 'cuda:N' (a bare 'cuda' "
+                 "means the current device, which tcjit does not guard)";
+        return NULL;
+    }
+    if (X->device != -3 && X->device != dev) {
+        X->why = "two devices";
+        return NULL;
+    }
+    X->device = dev;
+    return Py_NewRef(v->obj);
+}
 
 /* The template value of argument v (operands as placeholders): a new
  * reference, NULL with X->why set (not an error) or with an exception. */
@@ -189,16 +237,29 @@ template_of(args_ctx *X, tc_var *v, int depth)
         }
         return t;
     }
-    case TC_VAR_UNKNOWN:  /* torch.preserve_format read from torch */
-        if (v->source >= 0 || v->obj == NULL || !plain_constant(v->obj)) {
+    case TC_VAR_UNKNOWN:
+        /* torch.preserve_format read from torch; a memory format or device
+         * the frame was given (guarded: the graph bakes it in) */
+        if (v->obj == NULL || !(plain_constant(v->obj)
+                                || tc_xtable_is_device(v->obj))) {
             X->why = tc_var_kind_name(v);
             return NULL;
         }
-        return Py_NewRef(v->obj);
+        if (v->source >= 0) {
+            if (tc_guard_equals(X->T->out->guards, v->source, v->obj) < 0) {
+                return NULL;
+            }
+            v->kind = TC_VAR_CONST;
+        }
+        return tc_xtable_is_device(v->obj) ? device_arg(X, v)
+                                           : Py_NewRef(v->obj);
     case TC_VAR_OBJECT:   /* torch.float64 read from the torch module */
     case TC_VAR_CONST:
         if (plain_constant(v->obj)) {
             return Py_NewRef(v->obj);
+        }
+        if (tc_xtable_is_device(v->obj)) {
+            return device_arg(X, v);
         }
         if (PyTuple_Check(v->obj) || PyList_Check(v->obj)) {
             /* torch.Size, a tuple of ints: copied, so that a list the
@@ -214,8 +275,7 @@ template_of(args_ctx *X, tc_var *v, int depth)
                    : PyTuple_CheckExact(v->obj) ? Py_NewRef(v->obj)
                    : PySequence_Tuple(v->obj);
         }
-        X->why = is_device(v->obj) ? "a device (not traced)"
-                                   : Py_TYPE(v->obj)->tp_name;
+        X->why = Py_TYPE(v->obj)->tp_name;
         return NULL;
     default:
         X->why = tc_var_kind_name(v);
@@ -339,6 +399,22 @@ static const char *const meta_differs[] = {
     "_native_batch_norm_legit_no_training", "_batch_norm_with_update",
     NULL};
 
+/* ... and on the CPU with float16 / bfloat16 operands: native_layer_norm
+ * returns mean and rstd in the input's dtype there, float32 on meta. */
+static const char *const meta_differs_reduced_cpu[] = {
+    "native_layer_norm", NULL};
+
+static int
+any_reduced_operand(tracer *T, const args_ctx *X)
+{
+    for (int k = 0; k < X->nin; k++) {
+        if (tc_dtype_is_reduced_float(T->out->graph->nodes[X->in[k]].dtype)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 is_mutating_name(const char *name, PyObject *kwnames)
 {
@@ -372,8 +448,8 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         collect_operand_vars(args[i], tmp, &n);
         any_tensor |= n > 0;
     }
-    if (!any_tensor) {
-        return NOT_HANDLED;   /* factories: the usual reason */
+    if (!any_tensor && !is_factory(fn)) {
+        return NOT_HANDLED;   /* torch.manual_seed(0): the usual reason */
     }
     PyObject *pyname = PyObject_GetAttrString(fn, "__name__");
     const char *bare = pyname ? PyUnicode_AsUTF8(pyname) : NULL;
@@ -393,7 +469,7 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         Py_DECREF(pyname);
         return rc;
     }
-    args_ctx X = {.T = T};
+    args_ctx X = {.T = T, .device = -3};
     PyObject *argv[TC_MAX_CALL_ARGS];
     int n = 0;
     rc = OK;
@@ -401,10 +477,21 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         argv[n] = template_of(&X, args[n], 0);
         if (argv[n] == NULL) {
             rc = PyErr_Occurred() ? ERROR
-                : tc_tr_unsupported(T, "%s with an argument of type %s",
-                                    bare, X.why);
+                : tc_tr_unsupported(T, "%s with an argument it cannot "
+                                    "take: %s", bare, X.why);
             break;
         }
+    }
+    if (rc == OK && T->out->device < 0
+        && in_list(bare, meta_differs_reduced_cpu)
+        && any_reduced_operand(T, &X)) {
+        rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
+                               "kernel's for float16 / bfloat16", bare);
+    }
+    if (rc == OK && (X.device != -3 || !any_tensor)) {
+        /* the result is on that device (a factory without device=: the
+         * default device, the CPU, as for the registry's torch.zeros) */
+        rc = tc_tr_use_device(T, bare, X.device == -3 ? -1 : X.device);
     }
     char err[512];
     int call = -1;
@@ -426,7 +513,8 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
             dts[k] = T->out->graph->nodes[X.in[k]].dtype;
             ls[k] = &T->out->graph->nodes[X.in[k]].layout;
         }
-        int m = tc_xtable_meta(call, X.nin, dts, ls, &res, err, sizeof(err));
+        int m = tc_xtable_meta(call, X.nin, dts, ls, T->out->device, &res,
+                               err, sizeof(err));
         rc = m < 0 ? ERROR
            : m > 0 ? tc_tr_unsupported(T, "%s: %s", name, err) : OK;
     }

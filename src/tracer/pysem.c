@@ -1392,6 +1392,13 @@ static int
 fixed_identity(tracer *T, tc_var *v)
 {
     PyObject *o = v->obj;
+    /* torch.strided, torch.contiguous_format: Python cannot make others
+     * (one the frame gave is guarded below) */
+    const char *tn = o != NULL ? Py_TYPE(o)->tp_name : "";
+    if ((!strcmp(tn, "torch.layout") || !strcmp(tn, "torch.memory_format"))
+        && v->source < 0) {
+        return 1;
+    }
     switch (v->kind) {
     case TC_VAR_CONST:
         return o == Py_None || o == Py_True || o == Py_False

@@ -1226,8 +1226,8 @@ named_param(const tc_binding *b, tc_var **p, const char *name)
 /* device=: None (dflt), "cpu", "cuda", "cuda:N", or a known torch.device
  * (x.device of a traced tensor); -1 is the CPU, -2 not understood (a
  * torch.device read from the frame is not guarded here: eager). */
-static int
-device_param(tc_var *v, int dflt)
+int
+tc_tr_device_param(tc_var *v, int dflt)
 {
     if (v == NULL || tc_tr_is_none(v)) {
         return dflt;
@@ -1270,8 +1270,8 @@ device_name(char *buf, size_t n, int dev)
 }
 
 /* A graph runs on one device: the creation op's must be the graph's. */
-static int
-use_device(tracer *T, const char *what, int dev)
+int
+tc_tr_use_device(tracer *T, const char *what, int dev)
 {
     if ((T->sh->ninputs > 0 || T->sh->device_fixed)
         && dev != T->out->device) {
@@ -1372,7 +1372,7 @@ call_new(tracer *T, const tc_binding *b, tc_var **p)
                                  "layout, memory_format, dtype)", what);
     }
     const tc_node *ln = like ? tc_tr_tensor_node(T, like) : NULL;
-    int dev = device_param(named_param(b, p, "device"),
+    int dev = tc_tr_device_param(named_param(b, p, "device"),
                            like ? T->out->device : -1);
     if (dev == -2) {
         return tc_tr_unsupported(T, "%s() with a device other than None, "
@@ -1431,7 +1431,7 @@ call_new(tracer *T, const tc_binding *b, tc_var **p)
     if (size != NULL || ln == NULL) {
         tc_layout_contiguous(&l);
     }
-    if ((rc = use_device(T, what, dev)) != OK) {
+    if ((rc = tc_tr_use_device(T, what, dev)) != OK) {
         return rc;
     }
     char err[256];

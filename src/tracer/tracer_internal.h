@@ -144,10 +144,17 @@ int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
 int tc_tr_op_call(tracer *T, int argc);
+/* torchcalls.c: a device= argument (None: dflt; "cpu", "cuda:N", a
+ * torch.device constant) as -1 for the CPU or the CUDA index, -2 when not
+ * understood; and the graph's device set to (or checked against) dev, a
+ * graph break naming `what` when they differ. */
+int tc_tr_device_param(tc_var *v, int dflt);
+int tc_tr_use_device(tracer *T, const char *what, int dev);
 /* externcall.c: any other torch op as a generic extern node; NOT_HANDLED
- * when fn is not a torch op or no argument is a tensor.  python_ok: fn may
- * also be a Python function of torch's functional modules (one the tracer
- * could not inline, or whose registry entry refused the arguments). */
+ * when fn is not a torch op, or no argument is a tensor and fn is no
+ * tensor factory.  python_ok: fn may also be a Python function of torch's
+ * functional modules (one the tracer could not inline, or whose registry
+ * entry refused the arguments). */
 int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                        PyObject *kwnames, int python_ok);
 

@@ -19,7 +19,8 @@ tensor_transpose_attr(tracer *T, tc_var *self, PyObject *name, int method)
     int64_t dims[TC_MAX_DIMS];
     char err[256] = "";
     int node;
-    if (PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+    if (PyUnicode_CompareWithASCIIString(name, "mT") == 0
+        || PyUnicode_CompareWithASCIIString(name, "mH") == 0) {
         node = tc_graph_transpose(T->out->graph, self->node, -2, -1, err,
                                   sizeof(err));
     }
@@ -109,8 +110,16 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         r = PyBool_FromLong(T->out->device >= 0);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "T") == 0
-             || PyUnicode_CompareWithASCIIString(name, "mT") == 0) {
+             || PyUnicode_CompareWithASCIIString(name, "mT") == 0
+             || PyUnicode_CompareWithASCIIString(name, "mH") == 0
+             || (PyUnicode_CompareWithASCIIString(name, "H") == 0
+                 && n->layout.ndim == 2)) {
+        /* (H, mH: a graph's tensors are real, conjugation changes
+         * nothing; eager raises for H of other than 2 dims) */
         return tensor_transpose_attr(T, self, name, method);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "layout") == 0) {
+        r = PyObject_GetAttrString(tc_torch_module, "strided");  /* dense */
     }
     else {
         return tc_tr_unsupported(T, "Tensor.%U", name);
@@ -296,7 +305,11 @@ const_value(tracer *T, tc_var *v)
         PyErr_Clear();
         return NULL;
     }
-    if (v->kind == TC_VAR_CONST) {
+    const char *tn = v->obj != NULL ? Py_TYPE(v->obj)->tp_name : "";
+    if (v->kind == TC_VAR_CONST
+        || (v->source < 0 && (!strcmp(tn, "torch.layout")
+                              || !strcmp(tn, "torch.memory_format")))) {
+        /* (torch.strided read from torch: one of torch's singletons) */
         return Py_NewRef(v->obj);
     }
     if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST) {
