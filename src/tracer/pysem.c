@@ -18,7 +18,8 @@ static struct {
         *has_torch_function, *has_torch_function_unary,
         *has_torch_function_variadic, *torch_function_mode_enabled,
         *get_tracing_state, *is_tracing, *deterministic,
-        *deterministic_warn_only, *get_default_dtype, *import;
+        *deterministic_warn_only, *get_default_dtype, *import, *type,
+        *is_compiling, *is_dynamo_compiling, *utils_is_compiling;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -59,6 +60,10 @@ tc_tracer_init(void)
         {"torch._C", "_get_deterministic_algorithms_warn_only",
          &K.deterministic_warn_only},
         {"torch", "get_default_dtype", &K.get_default_dtype},
+        {"builtins", "type", &K.type},
+        {"torch.compiler", "is_compiling", &K.is_compiling},
+        {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
+        {"torch._utils", "is_compiling", &K.utils_is_compiling},
         {"builtins", "__import__", &K.import},
     };
     if (K.import != NULL) {
@@ -1243,10 +1248,39 @@ known_type(tracer *T, tc_var *v)
         return (PyObject *)Py_TYPE(v->obj);
     case TC_VAR_CONST:
     case TC_VAR_OBJECT:
+    case TC_VAR_NN_MODULE:  /* type-guarded when read */
         return (PyObject *)Py_TYPE(v->obj);
     default:
         return NULL;
     }
+}
+
+/* type(x): its exact type, guarded where x came from the frame. */
+static int
+call_type(tracer *T, tc_var *x)
+{
+    if (tc_tr_reify(T, x) != OK) {
+        return ERROR;
+    }
+    PyObject *t = known_type(T, x);
+    if (t == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (x->source >= 0 && x->kind != TC_VAR_TENSOR
+        && (((PyTypeObject *)t)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        /* a user class: its attributes are read through type(x), a
+         * source of its own (they may change between calls) */
+        int rc, src = tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0,
+                                    K.type);
+        tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, t, src, &rc);
+        return v == NULL ? (src < 0 ? ERROR : rc) : tc_tr_push(T, v);
+    }
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+    if (v == NULL) {
+        return ERROR;
+    }
+    v->obj = Py_NewRef(t);
+    return tc_tr_push(T, v);
 }
 
 /* ---- imports inside functions ---- */
@@ -1396,7 +1430,9 @@ fixed_identity(tracer *T, tc_var *v)
     case TC_VAR_CONST:
         return o == Py_None || o == Py_True || o == Py_False
                || o == Py_Ellipsis || o == Py_NotImplemented
-               || PyType_CheckExact(o) || tc_dtype_from_torch(o) >= 0;
+               || (PyType_Check(o) && Py_TYPE(o)->tp_richcompare
+                                      == PyType_Type.tp_richcompare)
+               || tc_dtype_from_torch(o) >= 0;
     case TC_VAR_OBJECT:
         return 1;
     case TC_VAR_UNKNOWN:
@@ -1971,6 +2007,15 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.is_grad_enabled || is_state_query(fn)) {
         rc = call_state_query(T, fn, nargs);
     }
+    else if ((fn == K.is_compiling || fn == K.is_dynamo_compiling
+              || fn == K.utils_is_compiling) && nargs == 0) {
+        /* True in what is compiled, as under Dynamo: libraries take their
+         * compile-friendly paths there (what runs eagerly sees False) */
+        rc = push_const(T, Py_NewRef(Py_True));
+    }
+    else if (fn == K.type && nargs == 1) {
+        rc = call_type(T, args[0]);
+    }
     if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
         return ERROR;
     }
@@ -2008,6 +2053,20 @@ is_user_object(PyObject *obj)
 int
 tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
 {
+    if (owner->kind == TC_VAR_UNKNOWN && owner->source >= 0
+        && PyType_Check(owner->obj)
+        && (((PyTypeObject *)owner->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        && Py_TYPE(owner->obj)->tp_getattro == PyType_Type.tp_getattro) {
+        /* cls.attr of a user class read from the frame (type(self).forward,
+         * a class constant): pinned by identity, the attribute a source of
+         * its own */
+        if (tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return tc_tr_push_attr(T, owner->source, name,
+                               PyObject_GetAttr(owner->obj, name), method,
+                               "class attribute");
+    }
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
         || !is_user_object(owner->obj)) {
         return NOT_HANDLED;

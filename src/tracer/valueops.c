@@ -144,7 +144,9 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
         /* (an owner without a source was itself read from a trusted
          * module: torch.ops.aten.cumsum) */
         v = tc_tr_const_var(T, value);
-        if (v && v->kind == TC_VAR_CONST && !tc_tr_is_python_scalar(value)) {
+        if (v && (v->kind == TC_VAR_CONST || v->kind == TC_VAR_UNKNOWN)
+            && !tc_tr_is_python_scalar(value)) {
+            /* (torch.Tensor, torch.Size: fixed objects, `is` knows them) */
             v->kind = TC_VAR_OBJECT;
         }
         if (v == NULL) {
