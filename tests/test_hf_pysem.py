@@ -15,6 +15,7 @@ import tcjit
 from conftest import check_same
 
 
+@torch.no_grad()
 def one_graph(fn, *args):
     expected = fn(*args)
     tcjit.reset()
@@ -99,3 +100,51 @@ def test_is_compiling_is_true_while_tracing():
     assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
     check_same(tcjit.compile(f)(x), x + 1)
     check_same(f(x), x - 1)
+
+
+# ---- sequences of sizes -----------------------------------------------------
+
+class Conv1D(torch.nn.Module):
+    """transformers' GPT-2 Conv1D: torch.Size + a tuple of an attribute."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = torch.nn.Parameter(torch.randn(nx, nf))
+        self.bias = torch.nn.Parameter(torch.randn(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def test_size_plus_tuple_of_attribute():
+    one_graph(Conv1D(6, 4), torch.randn(2, 3, 4))
+
+
+def test_star_unpacking_a_size_into_a_shape():
+    def f(x, d):
+        shape = (*x.shape[:-1], -1, d)
+        return x.view(*shape).transpose(1, 2)
+    one_graph(f, torch.randn(2, 3, 8), 4)
+
+
+def test_tuple_and_list_concatenation_of_tensors():
+    def f(x, y):
+        a = (x,) + (y, x * 2)
+        b = [x] + [y] * 2
+        c = list(a[:1]) * 2
+        return torch.cat(a + tuple(b), 0), len(c), b
+    one_graph(f, torch.randn(2), torch.randn(2))
+
+
+def test_concatenated_list_is_new_on_every_call():
+    def f(x):
+        return [1, 2] + [3], x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x)
+    a.append(4)
+    b, _ = cf(x)
+    assert b == [1, 2, 3]

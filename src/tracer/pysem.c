@@ -164,7 +164,8 @@ seq_length(tracer *T, tc_var *v, int *rc)
         return n < 0 ? n : n - v->index;
     }
     if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
-                                    || PyUnicode_CheckExact(v->obj))) {
+                                    || PyUnicode_CheckExact(v->obj)
+                                    || PyTuple_Check(v->obj))) {
         Py_ssize_t n = PyObject_Length(v->obj);
         *rc = n < 0 ? ERROR : OK;
         return n;
@@ -257,6 +258,46 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return PyErr_Occurred() ? ERROR : NOT_HANDLED;
     }
     return tc_tr_push(T, make_iter(T, fn, args, nargs));
+}
+
+/* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
+ * item: a new tuple or list var (a list is the caller's to mutate). */
+static int
+call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    tc_var_kind kind = fn == (PyObject *)&PyTuple_Type ? TC_VAR_TUPLE
+                                                      : TC_VAR_LIST;
+    tc_var *items[128];
+    Py_ssize_t n = 0;
+    int rc = OK;
+    if (nargs > 1) {
+        return NOT_HANDLED;
+    }
+    if (nargs == 1) {
+        if (is_iterator(args[0]) && is_aliased(T, args[0])) {
+            return NOT_HANDLED;  /* it is consumed: others would see it */
+        }
+        if (args[0]->kind == TC_VAR_DICT) {
+            return NOT_HANDLED;
+        }
+        n = seq_length(T, args[0], &rc);
+        if (n < 0 || n > 128) {
+            return rc != OK ? rc : NOT_HANDLED;
+        }
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if ((items[k] = seq_item(T, args[0], k)) == NULL) {
+            return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+        }
+    }
+    if (nargs == 1 && is_iterator(args[0])) {
+        args[0]->index += (int)n;   /* exhausted */
+    }
+    tc_var *v = tc_var_seq(&T->sh->arena, kind, (int)n, items);
+    if (v != NULL && kind == TC_VAR_LIST) {
+        v->index = T->serial;
+    }
+    return tc_tr_push(T, v);
 }
 
 /* How many items an unrolled iterator yields from its start. */
@@ -1987,6 +2028,10 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.range) {
         rc = call_range(T, args, nargs);
+    }
+    else if (fn == (PyObject *)&PyTuple_Type
+             || fn == (PyObject *)&PyList_Type) {
+        rc = call_seq_ctor(T, fn, args, nargs);
     }
     else if (fn == K.len) {
         rc = call_len(T, args, nargs);

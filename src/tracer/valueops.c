@@ -239,6 +239,61 @@ tc_tr_push_folded(tracer *T, PyObject *r, const char *what)
     return tc_tr_push(T, v);
 }
 
+static PyObject *const_value(tracer *T, tc_var *v);
+static int seq_items(tracer *T, tc_var *v, tc_var **items, int cap);
+
+/* a + b and a * n of tuples and lists the tracer knows item by item: a
+ * new one of a's kind (tuples of tensors, shapes with symbolic items). */
+static int
+sequence_op(tracer *T, int nb, tc_var *a, tc_var *b)
+{
+    tc_var *items[128];
+    int op = nb % NB_INPLACE_ADD;
+    int seq_a = a->kind == TC_VAR_TUPLE || a->kind == TC_VAR_LIST;
+    if (!seq_a || (op != NB_ADD && op != NB_MULTIPLY)
+        || (nb >= NB_INPLACE_ADD && a->kind == TC_VAR_LIST)) {
+        /* (list += mutates the list in place) */
+        return NOT_HANDLED;
+    }
+    int n = seq_items(T, a, items, 128), m;
+    if (n < 0) {
+        return n == ERROR ? ERROR : NOT_HANDLED;
+    }
+    if (op == NB_ADD) {
+        tc_var_kind kb = b->kind == TC_VAR_CONST
+            ? (PyTuple_Check(b->obj) ? TC_VAR_TUPLE
+               : PyList_Check(b->obj) ? TC_VAR_LIST : TC_VAR_NULL)
+            : b->kind;
+        if (kb != a->kind) {
+            return NOT_HANDLED;   /* tuple + list raises */
+        }
+        m = seq_items(T, b, items + n, 128 - n);
+        if (m < 0) {
+            return m == ERROR ? ERROR : NOT_HANDLED;
+        }
+        n += m;
+    }
+    else {
+        if (b->kind != TC_VAR_CONST || !PyLong_CheckExact(b->obj)) {
+            return NOT_HANDLED;
+        }
+        long k = PyLong_AsLong(b->obj);
+        k = k < 0 ? 0 : k;
+        if (n * k > 128) {
+            return tc_tr_unsupported(T, "a sequence of more than 128 items");
+        }
+        for (long r = 1; r < k; r++) {
+            memcpy(items + r * n, items, n * sizeof(tc_var *));
+        }
+        n = (int)(n * k);
+    }
+    tc_var *v = tc_var_seq(&T->sh->arena, a->kind, n, items);
+    if (v != NULL && a->kind == TC_VAR_LIST) {
+        v->index = T->serial;
+    }
+    return tc_tr_push(T, v);
+}
+
 int
 tc_tr_op_binary(tracer *T, int nb)
 {
@@ -256,6 +311,26 @@ tc_tr_op_binary(tracer *T, int nb)
         return tc_tr_push_folded(T, r, "operator");
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        /* x.size()[:-1] + (self.nf,): constants once their items are
+         * (not lists: a constant list would be one object for every
+         * call) */
+        PyObject *x = a->kind == TC_VAR_LIST || b->kind == TC_VAR_LIST
+                      ? NULL : const_value(T, a);
+        PyObject *y = x ? const_value(T, b) : NULL;
+        if (y != NULL) {
+            PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, x, y);
+            Py_DECREF(x);
+            Py_DECREF(y);
+            return tc_tr_push_folded(T, r, "operator");
+        }
+        Py_XDECREF(x);
+        if (PyErr_Occurred()) {
+            return ERROR;
+        }
+        rc = sequence_op(T, nb, a, b);
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
         return tc_tr_unsupported(T, "operator on %s and %s",
                                  tc_var_kind_name(a), tc_var_kind_name(b));
     }
@@ -320,6 +395,39 @@ const_value(tracer *T, tc_var *v)
         }
     }
     return r;
+}
+
+/* The items of a tuple or list var, or of a constant tuple, list or
+ * torch.Size (as constants), into items[0..cap): their count, or
+ * UNSUPPORTED (not such a sequence, or too long), or ERROR. */
+static int
+seq_items(tracer *T, tc_var *v, tc_var **items, int cap)
+{
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        if (v->nitems > cap) {
+            return UNSUPPORTED;
+        }
+        memcpy(items, v->items, v->nitems * sizeof(tc_var *));
+        return v->nitems;
+    }
+    if (v->kind != TC_VAR_CONST
+        || !(PyTuple_Check(v->obj) || PyList_CheckExact(v->obj))) {
+        return UNSUPPORTED;
+    }
+    PyObject *seq = PySequence_Fast(v->obj, "");
+    if (seq == NULL) {
+        return ERROR;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = n > cap ? UNSUPPORTED : (int)n;
+    for (Py_ssize_t i = 0; rc >= 0 && i < n; i++) {
+        items[i] = tc_tr_const_var(T, PySequence_Fast_GET_ITEM(seq, i));
+        if (items[i] == NULL) {
+            rc = ERROR;
+        }
+    }
+    Py_DECREF(seq);
+    return rc;
 }
 
 int
@@ -462,20 +570,23 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (rc != OK) {
         return rc;
     }
-    if (list->kind != TC_VAR_LIST
-        || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
-        return tc_tr_unsupported(T, "list.extend of a non-sequence");
-    }
     tc_var *items[128];
-    if (list->nitems + src->nitems > 128) {
-        return tc_tr_unsupported(T, "list too long");
+    int n = list->kind == TC_VAR_LIST && list->nitems <= 128
+            ? seq_items(T, src, items + list->nitems, 128 - list->nitems)
+            : UNSUPPORTED;
+    if (n == ERROR) {
+        return ERROR;
+    }
+    if (n < 0) {
+        /* (*x.shape[:-1], -1): a torch.Size is a constant tuple */
+        return tc_tr_unsupported(T, "list.extend of a %s",
+                                 tc_var_kind_name(src));
     }
     memcpy(items, list->items, list->nitems * sizeof(tc_var *));
-    memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
     /* a list under construction on the stack is no one else's (a list
      * comprehension's, a [*a, b] literal's): a new value replaces it */
-    tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST,
-                           list->nitems + src->nitems, items);
+    tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST, list->nitems + n,
+                           items);
     if (v == NULL) {
         return ERROR;
     }
