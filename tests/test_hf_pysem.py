@@ -148,3 +148,84 @@ def test_concatenated_list_is_new_on_every_call():
     a.append(4)
     b, _ = cf(x)
     assert b == [1, 2, 3]
+
+
+# ---- methods of known values, function and code attributes -------------------
+
+def test_methods_of_strings_sizes_and_constant_lists_fold():
+    def f(x, impl, flags):
+        a = impl.startswith("sdpa") and not impl.removeprefix("s").endswith("x")
+        i = flags.index(True) if True in flags else 0
+        d = x.shape.index(3) + x.shape.count(2)
+        parts = impl.split("_")
+        parts.append("z")
+        return x * (i + d + len(parts)) if a else x
+    one_graph(f, torch.randn(2, 3), "sdpa_paged", [False, False, True])
+
+
+def test_split_gives_a_new_list_every_call():
+    def f(x, s):
+        return s.split(","), x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x, "a,b")
+    a.append("c")
+    b, _ = cf(x, "a,b")
+    assert b == ["a", "b"]
+
+
+def _defaults_from(func):
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        # transformers' merge_with_config_defaults
+        for name in ("scale", "bias"):
+            if name in func.__code__.co_varnames:
+                index = func.__code__.co_varnames.index(name) - 1
+                if len(args) <= index and name not in kwargs:
+                    kwargs[name] = getattr(self, "default_" + name)
+        return func(self, *args, **kwargs)
+    return wrapper
+
+
+class WithDefaults(torch.nn.Module):
+    default_scale = 2.0
+
+    @_defaults_from
+    def forward(self, x, scale=None):
+        return x * scale
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = WithDefaults()
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
+def test_function_code_attributes_in_a_decorator():
+    one_graph(WithDefaults(), torch.randn(3))
+    one_graph(Outer(), torch.randn(3))
+
+
+def test_slice_and_str_builtins_fold():
+    def f(x, n):
+        s = slice(-n, None)
+        return x[s], str(n) + "!"
+    one_graph(f, torch.randn(5), 2)
+
+
+def test_size_read_after_a_break_is_a_constant():
+    def f(x):
+        shape = x.shape
+        print("break")
+        return x.view(shape[:-1] + (-1,)), (*shape, 1)
+    x = torch.randn(2, 3)
+    cf = tcjit.compile(f)
+    check_same(cf(x), f(x))
+    ex = tcjit.explain(f)(x)
+    assert [b.reason for b in ex.break_reasons] == [
+        "call to print (not a traceable torch op)"]
+    y = torch.randn(3, 3)
+    check_same(cf(y), f(y))

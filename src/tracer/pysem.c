@@ -1192,7 +1192,8 @@ is_pure_builtin(PyObject *fn)
     static const char *const pure[] = {"abs", "min", "max", "round", "len",
                                        "pow", NULL};
     if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
-        || fn == (PyObject *)&PyBool_Type) {
+        || fn == (PyObject *)&PyBool_Type || fn == (PyObject *)&PySlice_Type
+        || fn == (PyObject *)&PyUnicode_Type) {
         return 1;
     }
     if (!PyCFunction_Check(fn)) {
@@ -1797,6 +1798,7 @@ call_getattr(tracer *T, tc_var **args, int nargs)
 
 static int is_plain_object(PyObject *obj);
 static int is_user_object(PyObject *obj);
+static int push_method_result(tracer *T, PyObject *r, PyObject *name);
 
 /* hasattr(x, "name"): true through the type (a method, a class attribute)
  * when the type is guarded; constants answer for themselves. */
@@ -2112,6 +2114,25 @@ tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
                                PyObject_GetAttr(owner->obj, name), method,
                                "class attribute");
     }
+    if ((owner->kind == TC_VAR_UNKNOWN || owner->kind == TC_VAR_OBJECT)
+        && owner->obj != NULL && PyCode_Check(owner->obj) && !method) {
+        /* func.__code__.co_varnames: a code object is immutable, so its
+         * attributes fold once its identity is pinned */
+        if (owner->source >= 0 && owner->kind == TC_VAR_UNKNOWN
+            && tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return push_method_result(T, PyObject_GetAttr(owner->obj, name),
+                                  name);
+    }
+    if (owner->kind == TC_VAR_UNKNOWN && owner->source >= 0
+        && PyFunction_Check(owner->obj)) {
+        /* func.__code__, func.__name__: sources of their own (a function's
+         * attributes may be assigned) */
+        return tc_tr_push_attr(T, owner->source, name,
+                               PyObject_GetAttr(owner->obj, name), method,
+                               "function attribute");
+    }
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
         || !is_user_object(owner->obj)) {
         return NOT_HANDLED;
@@ -2148,6 +2169,100 @@ inline_method(tracer *T, PyObject *func, int fsrc, tc_var *self,
     return tc_tr_inline_call(T, f, all, nargs + 1, kwnames);
 }
 
+/* Whether obj's type has no mutating methods and its methods run no
+ * user code: str, bytes, numbers, tuples (torch.Size), frozensets. */
+static int
+is_immutable_value(PyObject *obj)
+{
+    return PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj)
+           || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)
+           || PyBool_Check(obj) || PyComplex_CheckExact(obj)
+           || PyFrozenSet_CheckExact(obj) || PyRange_Check(obj)
+           || PySlice_Check(obj) || obj == Py_None
+           || (PyTuple_Check(obj) && !(Py_TYPE(obj)->tp_flags
+                                       & Py_TPFLAGS_HEAPTYPE))
+           || (PyTuple_Check(obj)
+               && strcmp(Py_TYPE(obj)->tp_name, "torch.Size") == 0);
+}
+
+/* A var of r, a method's result on constants: constants, and a list as a
+ * list var of them (each call gets a new list). */
+static int
+push_method_result(tracer *T, PyObject *r, PyObject *name)
+{
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "method");
+    }
+    if (PyList_CheckExact(r) && PyList_GET_SIZE(r) <= 128) {
+        tc_var *items[128];
+        int n = (int)PyList_GET_SIZE(r);
+        for (int i = 0; i < n; i++) {
+            items[i] = tc_tr_const_var(T, PyList_GET_ITEM(r, i));
+            if (items[i] == NULL) {
+                Py_DECREF(r);
+                return ERROR;
+            }
+        }
+        Py_DECREF(r);
+        tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST, n, items);
+        if (v != NULL) {
+            v->index = T->serial;
+        }
+        return tc_tr_push(T, v);
+    }
+    if (!is_immutable_value(r)) {
+        int rc = tc_tr_unsupported(T, "%U() returned a %s", name,
+                                   Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return rc;
+    }
+    return push_const(T, r);
+}
+
+/* s.startswith(p), shape.index(d), names.count(x), xs.copy(): methods that
+ * do not mutate their object, of a value the trace knows completely (a
+ * str, a tuple or torch.Size, a list or tuple of constants), folded by
+ * calling them now (a list's on a copy). */
+static int
+call_const_method(tracer *T, tc_var *self, PyObject *name, tc_var **args,
+                  int nargs, PyObject *kwnames)
+{
+    int seq = self->kind == TC_VAR_LIST || self->kind == TC_VAR_TUPLE;
+    if (seq && PyUnicode_CompareWithASCIIString(name, "index")
+        && PyUnicode_CompareWithASCIIString(name, "count")) {
+        return NOT_HANDLED;   /* a list's other methods may mutate it */
+    }
+    int rc = tc_tr_reify(T, self);
+    if (rc != OK || (rc = tc_tr_reify_all(T, args, nargs)) != OK) {
+        return rc;
+    }
+    if (!seq && (self->kind != TC_VAR_CONST
+                 || !is_immutable_value(self->obj))) {
+        return NOT_HANDLED;
+    }
+    if (!tc_tr_all_const(args, nargs) || nargs > 8) {
+        return NOT_HANDLED;
+    }
+    PyObject *obj = tc_tr_const_value(T, self);
+    if (obj == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    PyObject *argv[9];
+    argv[0] = obj;
+    for (int i = 0; i < nargs; i++) {
+        argv[i + 1] = args[i]->obj;
+    }
+    if (kwnames != NULL) {
+        nargs -= (int)PyTuple_GET_SIZE(kwnames);
+    }
+    PyObject *r = PyObject_VectorcallMethod(name, argv,
+                                            (nargs + 1)
+                                            | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            kwnames);
+    Py_DECREF(obj);
+    return push_method_result(T, r, name);
+}
+
 /* obj.method(...) on a plain object: type(obj).method inlined with
  * self = obj.  The guard is on obj.method.__func__, the function Python
  * itself would call (an instance attribute shadowing it fails it). */
@@ -2156,10 +2271,14 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
+    int rc = call_const_method(T, self, m->obj, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (self->kind == TC_VAR_LIST) {
         return call_list_method(T, self, m->obj, args, nargs, kwnames);
     }
-    int rc = tc_tr_as_dict(T, self);
+    rc = tc_tr_as_dict(T, self);
     if (rc == OK) {
         return call_dict_method(T, self, m->obj, args, nargs, kwnames);
     }

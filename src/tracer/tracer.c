@@ -319,8 +319,11 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
             v->kind = TC_VAR_LAZY;
         }
     }
-    else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
-        /* guarded (length, items) only if the code looks inside it */
+    else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)
+             || (PyTuple_Check(value)
+                 && strcmp(Py_TYPE(value)->tp_name, "torch.Size") == 0)) {
+        /* guarded (length, items; a torch.Size by value) only if the code
+         * looks inside it */
         v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;

@@ -155,6 +155,9 @@ int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
 
 int tc_tr_op_load_attr(tracer *T, PyObject *name, int method);
 int tc_tr_push_folded(tracer *T, PyObject *r, const char *what);
+/* The Python value of a constant, or of a tuple or list of them: a new
+ * reference, or NULL (an exception only on error). */
+PyObject *tc_tr_const_value(tracer *T, tc_var *v);
 int tc_tr_op_binary(tracer *T, int nb);
 int tc_tr_op_compare(tracer *T, int cmp);
 int tc_tr_op_unary(tracer *T, int opcode);

@@ -239,7 +239,6 @@ tc_tr_push_folded(tracer *T, PyObject *r, const char *what)
     return tc_tr_push(T, v);
 }
 
-static PyObject *const_value(tracer *T, tc_var *v);
 static int seq_items(tracer *T, tc_var *v, tc_var **items, int cap);
 
 /* a + b and a * n of tuples and lists the tracer knows item by item: a
@@ -315,8 +314,8 @@ tc_tr_op_binary(tracer *T, int nb)
          * (not lists: a constant list would be one object for every
          * call) */
         PyObject *x = a->kind == TC_VAR_LIST || b->kind == TC_VAR_LIST
-                      ? NULL : const_value(T, a);
-        PyObject *y = x ? const_value(T, b) : NULL;
+                      ? NULL : tc_tr_const_value(T, a);
+        PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
         if (y != NULL) {
             PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, x, y);
             Py_DECREF(x);
@@ -366,8 +365,8 @@ tc_tr_op_binary(tracer *T, int nb)
 /* The Python value of a constant, or of a tuple or list of them (items
  * reified): a new reference, or NULL (no exception) if some part is not
  * a constant, NULL with an exception on error. */
-static PyObject *
-const_value(tracer *T, tc_var *v)
+PyObject *
+tc_tr_const_value(tracer *T, tc_var *v)
 {
     if (tc_tr_reify(T, v) != OK) {
         PyErr_Clear();
@@ -382,7 +381,7 @@ const_value(tracer *T, tc_var *v)
     PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
                                           : PyList_New(v->nitems);
     for (int i = 0; r != NULL && i < v->nitems; i++) {
-        PyObject *item = const_value(T, v->items[i]);
+        PyObject *item = tc_tr_const_value(T, v->items[i]);
         if (item == NULL) {
             Py_CLEAR(r);
             break;
@@ -448,8 +447,8 @@ tc_tr_op_compare(tracer *T, int cmp)
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
         /* tuples and lists of constants (size == (2, 3), dims != []) */
-        PyObject *x = const_value(T, a);
-        PyObject *y = x ? const_value(T, b) : NULL;
+        PyObject *x = tc_tr_const_value(T, a);
+        PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
         if (y != NULL) {
             PyObject *r = PyObject_RichCompare(x, y, cmp);
             Py_DECREF(x);
