@@ -229,3 +229,51 @@ def test_size_read_after_a_break_is_a_constant():
         "call to print (not a traceable torch op)"]
     y = torch.randn(3, 3)
     check_same(cf(y), f(y))
+
+
+# ---- getattr with a default, hasattr ------------------------------------------
+
+class Config:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class UsesConfig(torch.nn.Module):
+    def __init__(self, config, buffer=False):
+        super().__init__()
+        self.config = config
+        if buffer:
+            self.register_buffer("ids", torch.arange(3.0))
+
+    def forward(self, x):
+        causal = getattr(self.config, "is_causal", True)
+        y = x + self.ids if hasattr(self, "ids") else x
+        if hasattr(self.config, "scale") and not hasattr(x, "jax"):
+            y = y * self.config.scale
+        return y + 1 if causal else y - 1
+
+
+def test_getattr_default_and_hasattr_guard_presence():
+    x = torch.randn(3)
+    models = [UsesConfig(Config()), UsesConfig(Config(is_causal=False)),
+              UsesConfig(Config(scale=3.0), buffer=True)]
+    for m in models:
+        one_graph(m, x)
+    # one compiled forward, one cache entry per kind of config
+    cf = [tcjit.compile(m) for m in models]
+    for _ in range(2):
+        for m, f in zip(models, cf):
+            check_same(f(x), m(x))
+
+
+def test_attribute_added_later_is_seen():
+    cfg = Config()
+    m = UsesConfig(cfg)
+    x = torch.randn(3)
+    cf = tcjit.compile(m)
+    check_same(cf(x), x + 1)
+    cfg.is_causal = False
+    check_same(cf(x), x - 1)
+    del cfg.is_causal
+    cfg.scale = 2.0
+    check_same(cf(x), x * 2 + 1)

@@ -1781,34 +1781,51 @@ const_str(tracer *T, tc_var *v)
                                                                    : NULL;
 }
 
-/* getattr(x, "name") is the attribute load x.name; with a default, a
- * missing attribute is left to eager. */
-static int
-call_getattr(tracer *T, tc_var **args, int nargs)
-{
-    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
-    if (name == NULL) {
-        return NOT_HANDLED;
-    }
-    if (tc_tr_push(T, args[0]) != OK) {
-        return UNSUPPORTED;
-    }
-    return tc_tr_op_load_attr(T, name, 0);
-}
-
 static int is_plain_object(PyObject *obj);
 static int is_user_object(PyObject *obj);
 static int push_method_result(tracer *T, PyObject *r, PyObject *name);
 
-/* hasattr(x, "name"): true through the type (a method, a class attribute)
- * when the type is guarded; constants answer for themselves. */
-static int
-call_hasattr(tracer *T, tc_var **args, int nargs)
+/* The guard source callable f(obj) = hasattr(obj, name), one per name
+ * for the process (sources are interned by the callable's identity). */
+static PyObject *
+has_attr_fn(PyObject *name, PyObject *obj)
 {
-    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
-    tc_var *x = nargs == 2 ? args[0] : NULL;
-    if (name == NULL || tc_tr_reify(T, x) != OK) {
-        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    return PyBool_FromLong(PyObject_HasAttr(obj, name));
+}
+
+static PyMethodDef has_attr_def = {"hasattr", has_attr_fn, METH_O, NULL};
+
+static PyObject *
+has_attr_callable(PyObject *name)
+{
+    static PyObject *by_name;
+    if (by_name == NULL && (by_name = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    PyObject *f = PyDict_GetItemWithError(by_name, name);
+    if (f != NULL || PyErr_Occurred()) {
+        return f;
+    }
+    f = PyCFunction_New(&has_attr_def, name);
+    if (f == NULL || PyDict_SetItem(by_name, name, f) < 0) {
+        Py_XDECREF(f);
+        return NULL;
+    }
+    Py_DECREF(f);
+    return f;
+}
+
+/* Whether x (a var the trace knows by type, or read from the frame) has
+ * attribute name: 1, 0, ERROR, or UNSUPPORTED.  What the type holds
+ * (methods, class attributes) is fixed by the type's guard; an instance
+ * attribute of an object read from the frame is guarded on its presence
+ * (hasattr(x, name) as a source of its own), so a config without
+ * `is_causal` and one with it get entries of their own. */
+static int
+has_attr(tracer *T, tc_var *x, PyObject *name)
+{
+    if (tc_tr_reify(T, x) != OK) {
+        return ERROR;
     }
     if (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT) {
         PyObject *a = PyObject_GetAttr(x->obj, name);
@@ -1817,20 +1834,82 @@ call_hasattr(tracer *T, tc_var **args, int nargs)
         }
         PyErr_Clear();
         Py_XDECREF(a);
-        return push_const(T, PyBool_FromLong(a != NULL));
+        return a != NULL;
     }
-    int plain = x->kind == TC_VAR_TENSOR
-                || (x->kind == TC_VAR_UNKNOWN && x->source >= 0
-                    && is_plain_object(x->obj));
-    PyObject *type = plain ? known_type(T, x) : NULL;
+    PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
+                     || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
+                     ? known_type(T, x) : NULL;
     if (type == NULL) {
-        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+        return PyErr_Occurred() ? ERROR
+             : tc_tr_unsupported(T, "hasattr() of a %s",
+                                 tc_var_kind_name(x));
     }
-    if (_PyType_Lookup((PyTypeObject *)type, name) == NULL) {
-        return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute)",
+    if (_PyType_Lookup((PyTypeObject *)type, name) != NULL) {
+        return 1;
+    }
+    if (x->source < 0) {
+        /* a tensor the graph computes has no instance attributes */
+        return x->kind == TC_VAR_TENSOR ? 0
+             : tc_tr_unsupported(T, "hasattr() of a %s",
+                                 tc_var_kind_name(x));
+    }
+    int plain = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
+                || is_plain_object(x->obj)
+                || PyFunction_Check(x->obj) || PyType_Check(x->obj);
+    if (!plain || x->obj == NULL) {
+        return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute "
+                                 "of an object with its own __getattr__)",
                                  ((PyTypeObject *)type)->tp_name, name);
     }
-    return push_const(T, Py_NewRef(Py_True));
+    PyObject *f = has_attr_callable(name);
+    int src = f ? tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0, f)
+                : -1;
+    PyObject *r = src >= 0 ? PyObject_CallOneArg(f, x->obj) : NULL;
+    if (r == NULL || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        return ERROR;
+    }
+    Py_DECREF(r);
+    return r == Py_True;
+}
+
+/* getattr(x, "name") is the attribute load x.name; with a default, the
+ * default where x has no such attribute (has_attr guards which). */
+static int
+call_getattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return NOT_HANDLED;
+    }
+    if (nargs == 3) {
+        int has = has_attr(T, args[0], name);
+        if (has != 0 && has != 1) {
+            return has;
+        }
+        if (!has) {
+            return tc_tr_push(T, args[2]);
+        }
+    }
+    if (tc_tr_push(T, args[0]) != OK) {
+        return UNSUPPORTED;
+    }
+    return tc_tr_op_load_attr(T, name, 0);
+}
+
+/* hasattr(x, "name") (has_attr). */
+static int
+call_hasattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    int has = has_attr(T, args[0], name);
+    if (has != 0 && has != 1) {
+        return has;
+    }
+    return push_const(T, PyBool_FromLong(has));
 }
 
 static int

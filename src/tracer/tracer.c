@@ -188,6 +188,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
+    v->obj = Py_NewRef(value);  /* the tensor seen (hasattr asks it) */
     v->node = tc_graph_input(T->out->graph, dt, &l);
     if (v->node < 0) {
         *rc = tc_tr_unsupported(T, "graph input");
