@@ -277,3 +277,26 @@ def test_attribute_added_later_is_seen():
     del cfg.is_causal
     cfg.scale = 2.0
     check_same(cf(x), x * 2 + 1)
+
+
+class MappedConfig(Config):
+    """transformers' PretrainedConfig: attribute_map through
+    __getattribute__."""
+    attribute_map = {"hidden": "d_model"}
+
+    def __getattribute__(self, name):
+        if name != "attribute_map" and name in super().__getattribute__(
+                "attribute_map"):
+            name = super().__getattribute__("attribute_map")[name]
+        return super().__getattribute__(name)
+
+
+def test_getattr_default_on_a_config_with_getattribute():
+    def f(x, cfg):
+        h = getattr(cfg, "hidden", 1)
+        c = getattr(cfg, "is_causal", None)
+        return x * h if c is None and hasattr(cfg, "d_model") else x
+    one_graph(f, torch.randn(3), MappedConfig(d_model=4))
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, MappedConfig(d_model=5, is_causal=True)), x)

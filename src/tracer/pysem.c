@@ -1781,7 +1781,6 @@ const_str(tracer *T, tc_var *v)
                                                                    : NULL;
 }
 
-static int is_plain_object(PyObject *obj);
 static int is_user_object(PyObject *obj);
 static int push_method_result(tracer *T, PyObject *r, PyObject *name);
 
@@ -1853,12 +1852,13 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
              : tc_tr_unsupported(T, "hasattr() of a %s",
                                  tc_var_kind_name(x));
     }
-    int plain = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
-                || is_plain_object(x->obj)
+    /* (a class's own __getattr__, a config's attribute_map, runs again
+     * in the guard, as attribute reads of such objects do) */
+    int known = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
+                || is_user_object(x->obj)
                 || PyFunction_Check(x->obj) || PyType_Check(x->obj);
-    if (!plain || x->obj == NULL) {
-        return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute "
-                                 "of an object with its own __getattr__)",
+    if (!known || x->obj == NULL) {
+        return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute)",
                                  ((PyTypeObject *)type)->tp_name, name);
     }
     PyObject *f = has_attr_callable(name);
@@ -2149,16 +2149,6 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 }
 
 /* ---- plain Python objects, bound methods, functools.partial ---- */
-
-/* An instance of a user class without __getattr__/__getattribute__:
- * reading its attributes runs no code (properties aside), so they are
- * guarded values like locals. */
-static int
-is_plain_object(PyObject *obj)
-{
-    return is_user_object(obj)
-           && Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr;
-}
 
 /* An instance of a user class (a transformers config, a dataclass): not
  * a type, module or tensor. */
