@@ -110,11 +110,14 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
 static void
 adopt(tc_var *v, int from, int to, int depth)
 {
+    tc_tr_adopt_object(v, from, to);
     if (depth > 4 || (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST
-                      && v->kind != TC_VAR_DICT)) {
+                      && v->kind != TC_VAR_DICT
+                      && !tc_tr_is_new_object(v))) {
         return;
     }
-    if (v->kind != TC_VAR_TUPLE && v->source < 0 && v->index == from) {
+    if (v->kind != TC_VAR_TUPLE && !tc_tr_is_new_object(v) && v->source < 0
+        && v->index == from) {
         v->index = to;
     }
     for (int i = 0; i < v->nitems; i++) {
@@ -251,6 +254,7 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         }
     }
     tracer C;
+    int undo_mark = T->sh->nundo;
     int rc = tracer_init_inline(&C, T, co, fn, fn_source);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
@@ -265,8 +269,14 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     tc_tr_fini(&C);
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
+        if (T->depth == 0) {
+            tc_tr_undo_to(T->sh, -undo_mark - 1);  /* kept: forget them */
+        }
         return tc_tr_push(T, result);
     }
+    /* the call runs in Python (or as an extern): the objects it changed
+     * are as they were */
+    tc_tr_undo_to(T->sh, undo_mark);
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;

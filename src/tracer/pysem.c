@@ -19,7 +19,7 @@ static struct {
         *has_torch_function_variadic, *torch_function_mode_enabled,
         *get_tracing_state, *is_tracing, *deterministic,
         *deterministic_warn_only, *get_default_dtype, *import, *type,
-        *is_compiling, *is_dynamo_compiling, *utils_is_compiling;
+        *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -61,6 +61,7 @@ tc_tracer_init(void)
          &K.deterministic_warn_only},
         {"torch", "get_default_dtype", &K.get_default_dtype},
         {"builtins", "type", &K.type},
+        {"builtins", "super", &K.super},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -566,7 +567,8 @@ tc_tr_op_before_with(tracer *T)
 {
     tc_var *ctx = tc_tr_peek(T, 1);
     if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
-        || ctx->node != TC_TMPL_CALL) {
+        || ctx->node != TC_TMPL_CALL || tc_tr_is_new_object(ctx)
+        || tc_tr_is_super(ctx) || tc_tr_structseq_items(ctx) != NULL) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
                                  "context managers are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
@@ -1096,6 +1098,34 @@ call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
     return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
 }
 
+/* o[key] = value on an object the traced code made: its class's Python
+ * __setitem__ inlined, or dict's (objects.c). */
+static int
+store_item_of_object(tracer *T, tc_var *o, tc_var *key, tc_var *value)
+{
+    static PyObject *str_setitem;
+    if (str_setitem == NULL
+        && (str_setitem = PyUnicode_InternFromString("__setitem__")) == NULL) {
+        return ERROR;
+    }
+    PyObject *f = _PyType_Lookup(tc_tr_new_object_class(o), str_setitem);
+    if (f != NULL && PyFunction_Check(f)) {
+        tc_var *fv = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+        if (fv == NULL) {
+            return ERROR;
+        }
+        fv->obj = Py_NewRef(f);
+        tc_var *args[3] = {o, key, value};
+        int rc = tc_tr_inline_call(T, fv, args, 3, NULL);
+        return rc == OK ? (tc_tr_pop(T) ? OK : ERROR) : rc;
+    }
+    if (f == NULL || tc_tr_new_object_items(T, o) == NULL) {
+        return tc_tr_unsupported(T, "item assignment on a %s",
+                                 tc_var_kind_name(o));
+    }
+    return tc_tr_new_object_store_item(T, o, key, value);
+}
+
 /* STORE_SUBSCR d[key] = value on a dict the traced code built. */
 int
 tc_tr_op_store_subscr(tracer *T)
@@ -1103,6 +1133,9 @@ tc_tr_op_store_subscr(tracer *T)
     tc_var *key = tc_tr_pop(T), *d = tc_tr_pop(T), *value = tc_tr_pop(T);
     if (key == NULL || d == NULL || value == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (tc_tr_is_new_object(d)) {
+        return store_item_of_object(T, d, key, value);
     }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
@@ -1292,6 +1325,8 @@ known_type(tracer *T, tc_var *v)
     case TC_VAR_OBJECT:
     case TC_VAR_NN_MODULE:  /* type-guarded when read */
         return (PyObject *)Py_TYPE(v->obj);
+    case TC_VAR_DEFERRED:
+        return (PyObject *)tc_tr_new_object_class(v);
     default:
         return NULL;
     }
@@ -1515,7 +1550,10 @@ same_object(tracer *T, tc_var *a, tc_var *b)
     if (ta != NULL && tb != NULL && ta != tb) {
         return 0;
     }
-    /* a list or dict the trace built is a new object */
+    /* a list, dict or object the trace built is a new object */
+    if (tc_tr_is_new_object(a) || tc_tr_is_new_object(b)) {
+        return 0;
+    }
     if ((a->kind == TC_VAR_LIST || a->kind == TC_VAR_DICT)
         && a->kind == b->kind && (a->source < 0 || b->source < 0)) {
         return 0;
@@ -1612,6 +1650,17 @@ scalar_set(PyObject *set)
     return 1;
 }
 
+/* Whether the class of an object made here defines `name` in Python. */
+static int
+has_python_slot(tc_var *o, const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    PyObject *f = n ? _PyType_Lookup(tc_tr_new_object_class(o), n) : NULL;
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return f != NULL && PyFunction_Check(f);
+}
+
 /* CONTAINS_OP: `x in c` (oparg 0), `x not in c` (1), for the tuples,
  * lists and dicts the tracer knows item by item, and constants. */
 int
@@ -1627,6 +1676,10 @@ tc_tr_op_contains(tracer *T, int invert)
     }
     if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
         return rc;
+    }
+    if (tc_tr_new_object_items(T, c) != NULL && !has_python_slot(c,
+                                                                "__contains__")) {
+        c = tc_tr_new_object_items(T, c);
     }
     if (c->kind == TC_VAR_UNKNOWN && c->source >= 0
         && (PySet_CheckExact(c->obj) || PyFrozenSet_CheckExact(c->obj))) {
@@ -2510,6 +2563,36 @@ done:
     return rc;
 }
 
+/* super(), Cls(...) of a plain class, and builtin slots (object.__setattr__,
+ * dict.keys) called on an object the traced code made (objects.c). */
+static int
+call_object_semantics(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    int rc;
+    if (fn == K.super && kwnames == NULL) {
+        rc = tc_tr_call_super(T, args, nargs);
+        return rc == OK && guard_callable(T, callable) < 0 ? ERROR : rc;
+    }
+    if (PyType_Check(fn)) {
+        return tc_tr_call_class(T, callable, args, nargs, kwnames);
+    }
+    rc = tc_tr_call_slot(T, fn, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    tc_var *d = nargs >= 1 && Py_IS_TYPE(fn, &PyMethodDescr_Type)
+                ? tc_tr_new_object_items(T, args[0]) : NULL;
+    if (d != NULL) {
+        /* OrderedDict.keys(self), dict.get(self, k): on its items
+         * (read-only: a mutating method refuses the view) */
+        return call_dict_method(T, d, PyDescr_NAME(fn), args + 1, nargs - 1,
+                                kwnames);
+    }
+    return NOT_HANDLED;
+}
+
 /* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
  * lets op_call go on with torch bindings and inlining. */
 static int
@@ -2537,6 +2620,10 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     if (mode != -1) {
         return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
                                                mode);
+    }
+    int rc = call_object_semantics(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (PyMethod_Check(fn) && is_grad_ctx_object(PyMethod_GET_SELF(fn))) {
         /* __exit__ of a with block entered before this segment: it

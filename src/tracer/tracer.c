@@ -1112,6 +1112,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_compare(T, TC_COMPARE_OP_ARG(oparg));
     case STORE_SUBSCR:
         return tc_tr_op_store_subscr(T);
+    case STORE_ATTR:
+        return tc_tr_op_store_attr(T, PyTuple_GET_ITEM(co->co_names, oparg));
     case IS_OP:
         return tc_tr_op_is(T, oparg);
     case IMPORT_NAME:
@@ -1361,6 +1363,7 @@ tc_tr_fini(tracer *T)
 static void
 shared_fini(trace_shared *sh)
 {
+    tc_tr_undo_to(sh, 0);  /* (releases what the undo log holds) */
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);

@@ -40,6 +40,9 @@ typedef struct {
     int grad_synced;          /* nodes whose grad flag is computed */
     void *root;               /* the frame's tracer (TC_VAR_CELL values) */
     int ntracers;             /* inlined calls traced so far (serials) */
+    struct tc_undo *undo;     /* objects.c: states of objects before an
+                                 inlined call changed them */
+    int nundo, undo_cap;
 } trace_shared;
 
 typedef struct {
@@ -150,6 +153,27 @@ int tc_tr_op_call(tracer *T, int argc);
  * could not inline, or whose registry entry refused the arguments). */
 int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                        PyObject *kwnames, int python_ok);
+
+/* objects.c: objects the traced code makes, super() */
+
+int tc_tr_is_new_object(const tc_var *v);
+PyTypeObject *tc_tr_new_object_class(const tc_var *v);
+void tc_tr_adopt_object(tc_var *v, int from, int to);
+/* Undo what inlined calls did to objects since the log had `mark`
+ * records (a call that failed: its caller runs it in Python instead);
+ * tc_tr_undo_to(sh, 0) after a trace also frees the log. */
+void tc_tr_undo_to(trace_shared *sh, int mark);
+int tc_tr_call_class(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames);
+int tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method);
+int tc_tr_op_store_attr(tracer *T, PyObject *name);
+int tc_tr_call_super(tracer *T, tc_var **args, int nargs);
+int tc_tr_is_super(const tc_var *v);
+int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
+                    PyObject *kwnames);
+tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
+int tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key,
+                                tc_var *value);
 
 /* valueops.c: attributes, operators, sequences, subscripts, f-strings */
 

@@ -173,6 +173,9 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     if (owner->kind == TC_VAR_NN_MODULE) {
         return tc_tr_nn_module_attr(T, owner, name, method);
     }
+    if (tc_tr_is_new_object(owner) || tc_tr_is_super(owner)) {
+        return tc_tr_new_object_attr(T, owner, name, method);
+    }
     int field = !method && tc_tr_structseq_items(owner) != NULL
                 ? structseq_field(owner->obj, name) : -1;
     if (field >= 0 && field < tc_tr_structseq_items(owner)->nitems) {

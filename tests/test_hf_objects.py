@@ -1,0 +1,218 @@
+"""Objects the traced code makes (issue 18): instances of plain classes,
+dataclasses and ModelOutput-style OrderedDict subclasses built in the
+frame, their attributes set and read (STORE_ATTR, __setattr__,
+super().__setattr__ / __setitem__), returned from the compiled code; and
+zero-argument super().
+
+Every result is compared with eager (type, fields, items, values);
+explain() shows one graph and no break.
+"""
+import collections
+import dataclasses
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same
+
+
+@torch.no_grad()
+def one_graph(fn, *args):
+    expected = fn(*args)
+    tcjit.reset()
+    ex = tcjit.explain(fn)(*args)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert ex.graph_count == 1
+    cf = tcjit.compile(fn)
+    got = [cf(*args), cf(*args)]
+    for g in got:
+        same_object_state(g, expected)
+    assert tcjit.counters().get("recompiles", 0) == 0
+    return got
+
+
+def same_object_state(got, expected):
+    assert type(got) is type(expected)
+    if isinstance(expected, dict):
+        assert list(got.keys()) == list(expected.keys())
+        for k in expected:
+            check_same(got[k], expected[k])
+    if hasattr(expected, "__dict__"):
+        assert list(vars(got)) == list(vars(expected))
+        for k, v in vars(expected).items():
+            if isinstance(v, torch.Tensor) or not hasattr(v, "__dict__"):
+                check_same(getattr(got, k), v)
+            else:
+                same_object_state(getattr(got, k), v)
+
+
+class Pair:
+    def __init__(self, a, b=None):
+        self.a = a
+        self.b = b if b is not None else a * 2
+        self.n = 1
+
+    @property
+    def total(self):
+        return self.a + self.b
+
+    def scaled(self, k):
+        return Pair(self.a * k, self.b * k)
+
+
+def test_plain_object_made_read_and_returned():
+    def f(x):
+        p = Pair(x)
+        p.n += 1
+        q = p.scaled(3)
+        q.extra = p.total
+        return q
+    one_graph(f, torch.randn(3))
+
+
+def test_objects_are_new_on_every_call():
+    def f(x):
+        return Pair(x + 1)
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, b = cf(x), cf(x)
+    assert a is not b
+    a.n = 5
+    assert b.n == 1
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    loss: torch.Tensor = None
+    hidden: tuple = None
+
+
+def test_dataclass_made_and_returned():
+    def f(x):
+        out = Output(logits=x * 2, hidden=(x, x + 1))
+        out.loss = out.logits.sum()
+        return out
+    one_graph(f, torch.randn(3))
+
+
+class ModelOutputLike(collections.OrderedDict):
+    """transformers' ModelOutput: fields kept both as attributes and as
+    items, through super().__setitem__ / super().__setattr__."""
+
+    def __setattr__(self, name, value):
+        if value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class LMOutput(ModelOutputLike):
+    logits: torch.Tensor = None
+    past: tuple = None
+    attentions: tuple = None
+
+
+def test_ordered_dict_dataclass_output():
+    def f(x):
+        out = LMOutput(logits=x.softmax(-1), past=(x,))
+        out["extra"] = x + 1
+        return out
+    got = one_graph(f, torch.randn(2, 3))
+    assert list(got[0].keys()) == ["logits", "past", "extra"]
+    assert got[0].attentions is None
+
+
+class Base(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class GrandChild(Child):
+    def forward(self, x):
+        return super(Child, self).forward(x) - super().forward(x)
+
+
+def test_zero_argument_super_in_module_forward():
+    one_graph(Child(), torch.randn(3))
+    one_graph(GrandChild(), torch.randn(3))
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+
+def test_setting_an_attribute_of_a_frame_object_breaks_with_a_reason():
+    c = Counter()
+
+    def f(x):
+        c.calls = c.calls + 1
+        return x + 1
+    with torch.no_grad():
+        ex = tcjit.explain(f)(torch.randn(2))
+    assert any("setting attribute 'calls'" in b.reason
+               for b in ex.break_reasons), ex.break_reasons
+    cf = tcjit.compile(f)
+    cf(torch.randn(2))
+    cf(torch.randn(2))
+    assert c.calls == 3
+
+
+def test_object_escaping_at_a_break_keeps_its_state():
+    def f(x):
+        p = Pair(x)
+        p.tag = "t"
+        print("break")
+        p.n = p.n + 10
+        return p
+    x = torch.randn(2)
+    same_object_state(tcjit.compile(f)(x), f(x))
+
+
+def _bump(p, x):
+    p.n = p.n + 1
+    p.seen = True
+    print("runs in Python")
+    return x * 2
+
+
+def test_a_call_that_breaks_leaves_the_object_as_it_was():
+    """The callee changes the object, then breaks: Python runs the whole
+    call on the object as it was before it (not changed twice)."""
+    def f(x):
+        p = Pair(x)
+        y = _bump(p, x)
+        return p, y
+    x = torch.randn(2)
+    got = tcjit.compile(f)(x)
+    exp = f(x)
+    same_object_state(got[0], exp[0])
+    assert got[0].n == 2
+    check_same(got[1], exp[1])
+
+
+def test_isinstance_and_identity_of_made_objects():
+    def f(x):
+        p, q = Pair(x), Pair(x)
+        ok = isinstance(p, Pair) and p is not q and type(q) is Pair
+        return x + 1 if ok else x - 1
+    one_graph(f, torch.randn(2))
