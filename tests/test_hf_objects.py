@@ -216,3 +216,33 @@ def test_isinstance_and_identity_of_made_objects():
         ok = isinstance(p, Pair) and p is not q and type(q) is Pair
         return x + 1 if ok else x - 1
     one_graph(f, torch.randn(2))
+
+
+class Registry(dict):
+    """transformers' _CanRecordRegistry: a dict subclass keyed by class
+    name, read through super().get()."""
+
+    def get(self, model):
+        return super().get(str(model.__class__)) or {}
+
+
+REGISTRY = Registry()
+
+
+class Recorded(torch.nn.Module):
+    def forward(self, x):
+        flags = REGISTRY.get(self)
+        return x * 2 if flags.get("double", False) else x + 1
+
+
+def test_super_get_of_a_dict_subclass_read_from_globals():
+    m = Recorded()
+    x = torch.randn(3)
+    one_graph(m, x)
+    cf = tcjit.compile(m)
+    REGISTRY[str(Recorded)] = {"double": True}
+    try:
+        check_same(cf(x), x * 2)
+    finally:
+        REGISTRY.clear()
+    check_same(cf(x), x + 1)

@@ -300,3 +300,43 @@ def test_getattr_default_on_a_config_with_getattribute():
     cf = tcjit.compile(f)
     x = torch.randn(3)
     check_same(cf(x, MappedConfig(d_model=5, is_causal=True)), x)
+
+
+# ---- comprehensions and generator expressions in library code ----------------
+
+import types
+
+_LIB = types.ModuleType("fake_library")
+exec('''
+import torch
+
+SCALE = 3.0
+
+def names(d):
+    return [k for k in d if not k.startswith("_")]
+
+def total(xs):
+    return sum(x * SCALE for x in xs) if all(x is not None for x in xs) else None
+
+def heads(x, n):
+    return tuple(t.sum(-1) for t in x.chunk(n, -1))
+
+def keyed(xs):
+    return {i: x + 1 for i, x in enumerate(xs)}
+''', _LIB.__dict__)
+
+
+def test_comprehensions_in_another_modules_function():
+    def f(x):
+        ks = _LIB.names({"a": 1, "_b": 2, "c": 3})
+        return x * len(ks), _LIB.keyed([x, x * 2])
+    one_graph(f, torch.randn(3))
+
+
+def test_generator_expressions_run_where_they_are_made():
+    def f(x):
+        a = _LIB.total([x, x + 1])
+        b = _LIB.heads(x, 2)
+        c = any(t is None for t in (x, None))
+        return a, b, c, all(n > 0 for n in x.shape)
+    one_graph(f, torch.randn(2, 4))

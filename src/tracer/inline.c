@@ -231,7 +231,12 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                                  "not inlined", co->co_qualname,
                                  MAX_INLINE_DEPTH);
     }
-    if ((co->co_flags & unsupported_flags)) {
+    /* a generator expression is run to its end where it is made (what
+     * consumes it, tuple(), all(), a loop, gets an iterator over what it
+     * yielded); other generators are not inlined */
+    int genexpr = (co->co_flags & CO_GENERATOR)
+        && PyUnicode_CompareWithASCIIString(co->co_name, "<genexpr>") == 0;
+    if ((co->co_flags & unsupported_flags) && !genexpr) {
         return tc_tr_unsupported(T,
                                  "call to %U (not inlined: generators are not "
                                  "inlined)", co->co_qualname);
@@ -262,10 +267,18 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     if (rc == OK && callable->kind == TC_VAR_DEFERRED && co->co_nfreevars) {
         rc = bind_closure(&C, T, callable, co);
     }
+    if (rc == OK && genexpr) {
+        C.yielded = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 0, NULL);
+        rc = C.yielded ? OK : ERROR;
+    }
     if (rc == OK) {
         rc = tc_tr_run(&C);
     }
     tc_var *result = C.inline_result;
+    if (rc == DONE && genexpr) {
+        result = tc_tr_iter_of(T, C.yielded);
+        rc = result ? DONE : ERROR;
+    }
     tc_tr_fini(&C);
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
@@ -285,6 +298,32 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         Py_DECREF(why);
     }
     return rc == DONE ? tc_tr_unsupported(T, "inlining failed") : rc;
+}
+
+/* RETURN_GENERATOR and YIELD_VALUE of a generator expression being run to
+ * its end (tc_tr_inline_call): what it yields is collected, and the value
+ * sent back into it is None, as next() sends. */
+int
+tc_tr_op_generator(tracer *T, int opcode)
+{
+    if (T->yielded == NULL) {
+        return tc_tr_unsupported(T, "a generator");
+    }
+    if (opcode == YIELD_VALUE) {
+        tc_var *v = tc_tr_pop(T), *items[128];
+        int n = T->yielded->nitems;
+        if (v == NULL || n >= 128) {
+            return tc_tr_unsupported(T, v ? "a generator of more than 128 "
+                                     "items" : "malformed stack");
+        }
+        memcpy(items, T->yielded->items, n * sizeof(tc_var *));
+        items[n] = v;
+        T->yielded = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n + 1, items);
+        if (T->yielded == NULL) {
+            return ERROR;
+        }
+    }
+    return tc_tr_push(T, tc_tr_const_var(T, Py_None));
 }
 
 /* ---- nn.Module ------------------------------------------------------------ */

@@ -19,7 +19,8 @@ static struct {
         *has_torch_function_variadic, *torch_function_mode_enabled,
         *get_tracing_state, *is_tracing, *deterministic,
         *deterministic_warn_only, *get_default_dtype, *import, *type,
-        *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super;
+        *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
+        *all, *any, *sum;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -62,6 +63,9 @@ tc_tracer_init(void)
         {"torch", "get_default_dtype", &K.get_default_dtype},
         {"builtins", "type", &K.type},
         {"builtins", "super", &K.super},
+        {"builtins", "all", &K.all},
+        {"builtins", "any", &K.any},
+        {"builtins", "sum", &K.sum},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -199,6 +203,12 @@ make_iter(tracer *T, PyObject *factory, tc_var **args, int n)
     return it;
 }
 
+tc_var *
+tc_tr_iter_of(tracer *T, tc_var *seq)
+{
+    return make_iter(T, K.iter, &seq, 1);
+}
+
 /* Iterators are mutable objects but vars are values: an iterator is only
  * advanced in place when nothing else (a local, the stack below it, a
  * container on it) can see it. */
@@ -299,6 +309,91 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
         v->index = T->serial;
     }
     return tc_tr_push(T, v);
+}
+
+/* all(seq) / any(seq) of a sequence or unrolled iterator whose items'
+ * truth is known (constants, containers), stopping where Python stops. */
+static int
+call_all_any(tracer *T, int all, tc_var *seq)
+{
+    int rc;
+    if (is_iterator(seq) && is_aliased(T, seq)) {
+        return NOT_HANDLED;
+    }
+    Py_ssize_t n = seq_length(T, seq, &rc), k;
+    if (n < 0) {
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    int result = all;
+    for (k = 0; k < n; k++) {
+        tc_var *item = seq_item(T, seq, k);
+        if (item == NULL || (rc = tc_tr_reify(T, item)) != OK) {
+            return item == NULL ? ERROR : rc;
+        }
+        int truth;
+        if (item->kind == TC_VAR_CONST || item->kind == TC_VAR_OBJECT) {
+            truth = PyObject_IsTrue(item->obj);
+            if (truth < 0) {
+                return tc_tr_unsupported_from_exception(T, "truth value");
+            }
+        }
+        else if (item->kind == TC_VAR_TUPLE || item->kind == TC_VAR_LIST
+                 || item->kind == TC_VAR_DICT) {
+            truth = item->nitems > 0;
+        }
+        else {
+            return tc_tr_unsupported(T, "%s() of a %s (data-dependent)",
+                                     all ? "all" : "any",
+                                     tc_var_kind_name(item));
+        }
+        if (truth != all) {
+            result = !all;
+            k++;
+            break;
+        }
+    }
+    if (is_iterator(seq)) {
+        seq->index += (int)k;   /* consumed as far as Python would */
+    }
+    return push_const(T, PyBool_FromLong(result));
+}
+
+/* sum(seq, start=0): start + seq[0] + seq[1] + ..., each + traced as
+ * the operator is (tensors, numbers, sequences). */
+static int
+call_sum(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *seq = args[0];
+    int rc;
+    if (is_iterator(seq) && is_aliased(T, seq)) {
+        return NOT_HANDLED;
+    }
+    Py_ssize_t n = seq_length(T, seq, &rc);
+    if (n < 0) {
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    tc_var *acc = nargs == 2 ? args[1] : new_const(T, zero);
+    if (acc == NULL) {
+        return ERROR;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        tc_var *item = seq_item(T, seq, k);
+        if (item == NULL) {
+            return ERROR;
+        }
+        if (tc_tr_push(T, acc) != OK || tc_tr_push(T, item) != OK) {
+            return ERROR;
+        }
+        if ((rc = tc_tr_op_binary(T, NB_ADD)) != OK) {
+            return rc;
+        }
+        acc = tc_tr_pop(T);
+    }
+    if (is_iterator(seq)) {
+        seq->index += (int)n;
+    }
+    return tc_tr_push(T, acc);
 }
 
 /* How many items an unrolled iterator yields from its start. */
@@ -1837,34 +1932,116 @@ const_str(tracer *T, tc_var *v)
 static int is_user_object(PyObject *obj);
 static int push_method_result(tracer *T, PyObject *r, PyObject *name);
 
-/* The guard source callable f(obj) = hasattr(obj, name), one per name
- * for the process (sources are interned by the callable's identity). */
+/* Guard source callables f(obj) = fn(obj, *args) (hasattr(obj, name),
+ * dict.get(obj, key)): self = (fn, args); one per (fn, args) for the
+ * process, since sources are interned by the callable's identity.
+ * Borrowed, or NULL with an exception. */
 static PyObject *
-has_attr_fn(PyObject *name, PyObject *obj)
+bound_call_fn(PyObject *self, PyObject *obj)
 {
-    return PyBool_FromLong(PyObject_HasAttr(obj, name));
+    PyObject *fn = PyTuple_GET_ITEM(self, 0), *args = PyTuple_GET_ITEM(self, 1);
+    PyObject *argv[8];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    argv[0] = obj;
+    for (Py_ssize_t i = 0; i < n && i < 7; i++) {
+        argv[i + 1] = PyTuple_GET_ITEM(args, i);
+    }
+    return PyObject_Vectorcall(fn, argv, n + 1, NULL);
 }
 
-static PyMethodDef has_attr_def = {"hasattr", has_attr_fn, METH_O, NULL};
+static PyMethodDef bound_call_def = {"call", bound_call_fn, METH_O, NULL};
+
+static PyObject *
+bound_call(PyObject *fn, PyObject *args)
+{
+    static PyObject *cache;
+    if (cache == NULL && (cache = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(args) > 7) {
+        PyErr_SetString(PyExc_ValueError, "tcjit: too many arguments");
+        return NULL;
+    }
+    PyObject *key = PyTuple_Pack(2, fn, args);
+    PyObject *f = key ? PyDict_GetItemWithError(cache, key) : NULL;
+    if (f != NULL || key == NULL || PyErr_Occurred()) {
+        Py_XDECREF(key);
+        return f;
+    }
+    f = PyCFunction_New(&bound_call_def, key);
+    if (f == NULL || PyDict_SetItem(cache, key, f) < 0) {
+        Py_XDECREF(f);
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_DECREF(key);
+    Py_DECREF(f);
+    return f;
+}
 
 static PyObject *
 has_attr_callable(PyObject *name)
 {
-    static PyObject *by_name;
-    if (by_name == NULL && (by_name = PyDict_New()) == NULL) {
-        return NULL;
-    }
-    PyObject *f = PyDict_GetItemWithError(by_name, name);
-    if (f != NULL || PyErr_Occurred()) {
-        return f;
-    }
-    f = PyCFunction_New(&has_attr_def, name);
-    if (f == NULL || PyDict_SetItem(by_name, name, f) < 0) {
-        Py_XDECREF(f);
-        return NULL;
-    }
-    Py_DECREF(f);
+    PyObject *args = PyTuple_Pack(1, name);
+    PyObject *f = args ? bound_call(K.hasattr, args) : NULL;
+    Py_XDECREF(args);
     return f;
+}
+
+/* descr(obj, *args) of a read-only method of a builtin container class
+ * (dict.get, dict.__getitem__, __contains__, __len__) on an object read
+ * from the frame (a dict subclass a library keeps, reached by super()):
+ * the result is a source of its own, f(obj) = descr(obj, *args) with the
+ * arguments constants.  NOT_HANDLED if that does not apply. */
+static int
+call_read_only_method(tracer *T, PyObject *descr, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    static const char *const read_only[] = {"get", "__getitem__",
+                                            "__contains__", "__len__", NULL};
+    if (!(Py_IS_TYPE(descr, &PyMethodDescr_Type)
+          || Py_IS_TYPE(descr, &PyWrapperDescr_Type))
+        || kwnames != NULL || nargs < 1 || nargs > 4
+        || args[0]->kind != TC_VAR_UNKNOWN || args[0]->source < 0) {
+        return NOT_HANDLED;
+    }
+    PyTypeObject *owner = PyDescr_TYPE(descr);
+    const char *name = PyUnicode_AsUTF8(PyDescr_NAME(descr));
+    int ok = 0;
+    for (int i = 0; name && read_only[i]; i++) {
+        ok |= strcmp(read_only[i], name) == 0;
+    }
+    if (!ok || (owner != &PyDict_Type && owner != &PyList_Type
+                && owner != &PyTuple_Type)
+        || !PyObject_TypeCheck(args[0]->obj, owner)) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify_all(T, args + 1, nargs - 1);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args + 1, nargs - 1)) {
+        return NOT_HANDLED;
+    }
+    PyObject *rest = PyTuple_New(nargs - 1);
+    for (int i = 1; rest && i < nargs; i++) {
+        PyTuple_SET_ITEM(rest, i - 1, Py_NewRef(args[i]->obj));
+    }
+    PyObject *f = rest ? bound_call(descr, rest) : NULL;
+    Py_XDECREF(rest);
+    int src = f ? tc_source_add(T->out->guards, TC_SRC_CALL, args[0]->source,
+                                0, f) : -1;
+    if (src < 0 || tc_guard_type(T->out->guards, args[0]->source,
+                                 args[0]->obj) < 0) {
+        return ERROR;
+    }
+    PyObject *r = PyObject_CallOneArg(f, args[0]->obj);
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, name);
+    }
+    tc_var *v = tc_tr_wrap_value(T, r, src, &rc);
+    Py_DECREF(r);
+    return v == NULL ? rc : tc_tr_push(T, v);
 }
 
 /* Whether x (a var the trace knows by type, or read from the frame) has
@@ -2167,6 +2344,20 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
              || fn == (PyObject *)&PyList_Type) {
         rc = call_seq_ctor(T, fn, args, nargs);
     }
+    else if ((fn == K.all || fn == K.any) && nargs == 1) {
+        rc = call_all_any(T, fn == K.all, args[0]);
+    }
+    else if (fn == K.sum && (nargs == 1 || nargs == 2)) {
+        rc = call_sum(T, args, nargs);
+    }
+    else if (fn == (PyObject *)&PyUnicode_Type && nargs == 1
+             && args[0]->obj != NULL && PyType_Check(args[0]->obj)
+             && Py_TYPE(args[0]->obj)->tp_repr == PyType_Type.tp_repr) {
+        /* str(model.__class__): its name, once its identity is pinned */
+        int fixed = fixed_identity(T, args[0]);
+        rc = fixed < 0 ? ERROR
+           : fixed ? push_const(T, PyObject_Str(args[0]->obj)) : NOT_HANDLED;
+    }
     else if (fn == K.len) {
         rc = call_len(T, args, nargs);
     }
@@ -2212,6 +2403,46 @@ is_user_object(PyObject *obj)
     return (tp->tp_flags & Py_TPFLAGS_HEAPTYPE)
            && !PyType_Check(obj) && !PyModule_Check(obj)
            && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
+}
+
+int
+tc_tr_object_truth(tracer *T, tc_var *v)
+{
+    static PyObject *str_bool, *str_len;
+    if (str_bool == NULL) {
+        str_bool = PyUnicode_InternFromString("__bool__");
+        str_len = PyUnicode_InternFromString("__len__");
+        if (str_bool == NULL || str_len == NULL) {
+            PyErr_Clear();
+            return -2;
+        }
+    }
+    int rc = tc_tr_as_dict(T, v);
+    if (rc == OK) {
+        return v->nitems > 0;   /* keys guarded */
+    }
+    if (rc != NOT_HANDLED) {
+        PyErr_Clear();
+        return -2;
+    }
+    tc_var *items = tc_tr_new_object_items(T, v);
+    if (items != NULL) {
+        return items->nitems > 0;
+    }
+    PyTypeObject *tp = tc_tr_new_object_class(v);
+    if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
+        && is_user_object(v->obj)) {
+        if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            PyErr_Clear();
+            return -2;
+        }
+        tp = Py_TYPE(v->obj);
+    }
+    if (tp == NULL || _PyType_Lookup(tp, str_bool) != NULL
+        || _PyType_Lookup(tp, str_len) != NULL) {
+        return -2;
+    }
+    return 1;   /* an object is true unless its class says otherwise */
 }
 
 /* obj.name of an object read from the frame: the type guarded, the value
@@ -2579,6 +2810,10 @@ call_object_semantics(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return tc_tr_call_class(T, callable, args, nargs, kwnames);
     }
     rc = tc_tr_call_slot(T, fn, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = call_read_only_method(T, fn, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }

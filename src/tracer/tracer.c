@@ -772,8 +772,7 @@ static_truth(tracer *T, tc_var *v)
         || v->kind == TC_VAR_DICT) {
         return v->nitems > 0;
     }
-    (void)T;
-    return -2;
+    return tc_tr_object_truth(T, v);
 }
 
 static int
@@ -1114,6 +1113,9 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_store_subscr(T);
     case STORE_ATTR:
         return tc_tr_op_store_attr(T, PyTuple_GET_ITEM(co->co_names, oparg));
+    case RETURN_GENERATOR:
+    case YIELD_VALUE:
+        return tc_tr_op_generator(T, opcode);
     case IS_OP:
         return tc_tr_op_is(T, oparg);
     case IMPORT_NAME:

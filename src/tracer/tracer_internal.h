@@ -81,6 +81,8 @@ typedef struct {
     int *outs, nouts;         /* graph outputs the exit templates use */
     tc_var **memo;            /* containers given a memo slot, by slot */
     int nmemo, memo_cap;
+    tc_var *yielded;          /* a generator expression run to its end:
+                                 the tuple of what it yielded so far */
 } tracer;
 
 /* tracer.c: errors, stack, values wrapped, graph nodes, run */
@@ -127,10 +129,13 @@ int tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
                          PyObject *kwnames);
 tc_var *tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc);
 int tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx);
+int tc_tr_op_generator(tracer *T, int opcode);
 
 /* pysem.c: Python semantics, CALL */
 
 int tc_tr_op_get_iter(tracer *T);
+/* iter(seq) of a sequence known item by item, unrolled by FOR_ITER. */
+tc_var *tc_tr_iter_of(tracer *T, tc_var *seq);
 int tc_tr_op_for_iter(tracer *T, int oparg, int *next);
 int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
@@ -146,6 +151,9 @@ int tc_tr_op_call_ex(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
+/* bool(v) of a dict read from the frame or an object without __bool__ /
+ * __len__: 1/0, or -2 if not known at trace time. */
+int tc_tr_object_truth(tracer *T, tc_var *v);
 int tc_tr_op_call(tracer *T, int argc);
 /* externcall.c: any other torch op as a generic extern node; NOT_HANDLED
  * when fn is not a torch op or no argument is a tensor.  python_ok: fn may

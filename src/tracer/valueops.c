@@ -864,10 +864,27 @@ tc_tr_op_make_function(tracer *T, int oparg)
         }
     }
     if (T->globals != T->frame->f_globals) {
-        /* the exit would make it with the frame's globals */
-        return tc_tr_unsupported(T,
-                                 "a nested function in a function of another "
-                                 "module");
+        if (closure != NULL) {
+            /* the exit would make it with the frame's globals */
+            return tc_tr_unsupported(T, "a closure in a function of another "
+                                     "module");
+        }
+        /* a comprehension or lambda of a library function: made now with
+         * that module's globals (nothing of this call is in it), so it is
+         * inlined like any function, and left as that object if it
+         * escapes */
+        PyObject *f = PyFunction_New(code->obj, T->globals);
+        if (f == NULL) {
+            return ERROR;
+        }
+        tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
+        if (v == NULL) {
+            Py_DECREF(f);
+            return ERROR;
+        }
+        v->obj = f;
+        tc_tr_pop(T);
+        return tc_tr_push(T, v);
     }
     tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
     if (d == NULL) {
