@@ -340,3 +340,50 @@ def test_generator_expressions_run_where_they_are_made():
         c = any(t is None for t in (x, None))
         return a, b, c, all(n > 0 for n in x.shape)
     one_graph(f, torch.randn(2, 4))
+
+
+# ---- sets ---------------------------------------------------------------------
+
+def test_sets_of_constants():
+    def f(x, name):
+        fields = {n for n in ("a", "b", "a", "c")}
+        fields.add("d")
+        both = {*fields, "e"} | set()
+        k = len(fields) + len(both)
+        if name in fields and "z" not in fields:
+            k += 10
+        return x * k, sorted(fields), fields
+    got = one_graph(f, torch.randn(2), "b")
+
+
+def test_set_returned_is_new_on_every_call():
+    def f(x):
+        return {1, 2}, x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x)
+    a.add(3)
+    b, _ = cf(x)
+    assert b == {1, 2}
+
+
+class Fields:
+    names = ("loss", "logits")
+
+    def __setattr__(self, name, value):
+        # transformers' ModelOutput.__setattr__ asks a set of field names
+        field_names = {n for n in type(self).names}
+        if name in field_names and value is not None:
+            object.__setattr__(self, "_" + name, value)
+        object.__setattr__(self, name, value)
+
+
+def test_set_comprehension_in_setattr():
+    def f(x):
+        o = Fields()
+        o.logits = x * 2
+        o.other = 1
+        return o
+    expected = f(torch.randn(2))
+    got = tcjit.compile(f)(torch.randn(2))
+    assert sorted(vars(got)) == sorted(vars(expected))

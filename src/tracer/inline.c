@@ -111,6 +111,9 @@ static void
 adopt(tc_var *v, int from, int to, int depth)
 {
     tc_tr_adopt_object(v, from, to);
+    if (tc_tr_is_set_var(v) && v->index == from) {
+        v->index = to;
+    }
     if (depth > 4 || (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST
                       && v->kind != TC_VAR_DICT
                       && !tc_tr_is_new_object(v))) {

@@ -20,7 +20,7 @@ static struct {
         *get_tracing_state, *is_tracing, *deterministic,
         *deterministic_warn_only, *get_default_dtype, *import, *type,
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
-        *all, *any, *sum;
+        *all, *any, *sum, *sorted;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -66,6 +66,7 @@ tc_tracer_init(void)
         {"builtins", "all", &K.all},
         {"builtins", "any", &K.any},
         {"builtins", "sum", &K.sum},
+        {"builtins", "sorted", &K.sorted},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -151,6 +152,242 @@ is_iterator(tc_var *v)
 static Py_ssize_t iter_length(tracer *T, tc_var *it, int *rc);
 static tc_var *iter_item(tracer *T, tc_var *it, Py_ssize_t k);
 
+/* ---- sets of constants ----
+ *
+ * A set the traced code builds ({a, b}, a set comprehension, set(seq)) is
+ * a DEFERRED var made at the exit as set(items[0]), items[0] a tuple of
+ * its (constant, distinct) items in insertion order; SET_ADD and s.add
+ * change it in place (a set this code built). */
+
+int
+tc_tr_is_set_var(const tc_var *v)
+{
+    return v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj == (PyObject *)&PySet_Type && v->nitems == 1
+           && v->items[0]->kind == TC_VAR_TUPLE;
+}
+
+/* A real set of the items of tuple var t (all constants): a new
+ * reference, or NULL with *rc set. */
+static PyObject *
+real_set(tracer *T, tc_var *t, int *rc)
+{
+    PyObject *set = PySet_New(NULL);
+    *rc = set ? OK : ERROR;
+    for (int i = 0; set && i < t->nitems; i++) {
+        tc_var *x = t->items[i];
+        if ((*rc = tc_tr_reify(T, x)) != OK) {
+            Py_CLEAR(set);
+            break;
+        }
+        if (x->kind != TC_VAR_CONST) {
+            *rc = tc_tr_unsupported(T, "a set of a %s", tc_var_kind_name(x));
+            Py_CLEAR(set);
+            break;
+        }
+        if (PySet_Add(set, x->obj) < 0) {
+            Py_CLEAR(set);
+            *rc = tc_tr_unsupported_from_exception(T, "set");
+        }
+    }
+    return set;
+}
+
+/* The set var of the distinct items of `items` (constants). */
+static tc_var *
+make_set(tracer *T, tc_var **items, int n, int *rc)
+{
+    tc_var *uniq[128];
+    int m = 0;
+    PyObject *seen = PySet_New(NULL);
+    *rc = seen ? OK : ERROR;
+    for (int i = 0; seen && i < n; i++) {
+        if ((*rc = tc_tr_reify(T, items[i])) != OK) {
+            break;
+        }
+        if (items[i]->kind != TC_VAR_CONST) {
+            *rc = tc_tr_unsupported(T, "a set of a %s",
+                                    tc_var_kind_name(items[i]));
+            break;
+        }
+        int has = PySet_Contains(seen, items[i]->obj);
+        if (has < 0 || PySet_Add(seen, items[i]->obj) < 0) {
+            *rc = tc_tr_unsupported_from_exception(T, "set");
+            break;
+        }
+        if (!has) {
+            if (m == 128) {
+                *rc = tc_tr_unsupported(T, "a set of more than 128 items");
+                break;
+            }
+            uniq[m++] = items[i];
+        }
+    }
+    Py_XDECREF(seen);
+    if (*rc != OK) {
+        return NULL;
+    }
+    tc_var *t = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, m, uniq);
+    tc_var *s = t ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &t) : NULL;
+    if (s == NULL) {
+        *rc = ERROR;
+        return NULL;
+    }
+    s->node = TC_TMPL_CALL;
+    s->obj = Py_NewRef((PyObject *)&PySet_Type);
+    s->index = T->serial;
+    return s;
+}
+
+/* Add items to set var s in place. */
+static int
+set_add_items(tracer *T, tc_var *s, tc_var **items, int n)
+{
+    tc_var *all[256];
+    int have = s->items[0]->nitems, rc;
+    if (s->source >= 0 || s->index != T->serial) {
+        return tc_tr_unsupported(T, "adding to a set the traced function did "
+                                 "not build");
+    }
+    if (have + n > 256) {
+        return tc_tr_unsupported(T, "a set of more than 128 items");
+    }
+    memcpy(all, s->items[0]->items, have * sizeof(tc_var *));
+    memcpy(all + have, items, n * sizeof(tc_var *));
+    tc_var *ns = make_set(T, all, have + n, &rc);
+    if (ns == NULL) {
+        return rc;
+    }
+    s->items[0] = ns->items[0];
+    return OK;
+}
+
+/* The items of set var s in the order Python iterates the real set. */
+static tc_var *
+set_in_order(tracer *T, tc_var *s, int *rc)
+{
+    tc_var *t = s->items[0], *items[128];
+    PyObject *set = real_set(T, t, rc);
+    if (set == NULL) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    int n = 0;
+    while (_PySet_NextEntry(set, &pos, &k, &hash) && n < 128) {
+        for (int i = 0; i < t->nitems; i++) {
+            if (t->items[i]->obj == k) {
+                items[n++] = t->items[i];
+                break;
+            }
+        }
+    }
+    Py_DECREF(set);
+    tc_var *r = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items);
+    *rc = r ? OK : ERROR;
+    return r;
+}
+
+int
+tc_tr_op_build_set(tracer *T, int n)
+{
+    if (T->sp < n) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int rc;
+    tc_var *s = make_set(T, &T->stack[T->sp - n], n, &rc);
+    if (s == NULL) {
+        return rc;
+    }
+    T->sp -= n;
+    return tc_tr_push(T, s);
+}
+
+static Py_ssize_t seq_length(tracer *T, tc_var *v, int *rc);
+static tc_var *seq_item(tracer *T, tc_var *v, Py_ssize_t k);
+
+/* A set var of the items of real set r (a new reference, consumed). */
+static int
+push_real_set(tracer *T, PyObject *r)
+{
+    tc_var *items[128];
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    int n = 0, rc = OK;
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "set operator");
+    }
+    while (rc == OK && _PySet_NextEntry(r, &pos, &k, &hash)) {
+        if (n == 128) {
+            rc = tc_tr_unsupported(T, "a set of more than 128 items");
+            break;
+        }
+        items[n] = tc_tr_const_var(T, k);
+        rc = items[n++] ? OK : ERROR;
+    }
+    Py_DECREF(r);
+    tc_var *s = rc == OK ? make_set(T, items, n, &rc) : NULL;
+    return s ? tc_tr_push(T, s) : rc;
+}
+
+/* a | b, a & b, a - b, a ^ b of sets this code built (or frozensets). */
+int
+tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b)
+{
+    if (!tc_tr_is_set_var(a) && !tc_tr_is_set_var(b)) {
+        return NOT_HANDLED;
+    }
+    if (nb >= NB_INPLACE_ADD && tc_tr_is_set_var(a)) {
+        return tc_tr_unsupported(T, "an in-place operator on a set (it "
+                                 "changes the set its aliases see)");
+    }
+    int rc = OK;
+    PyObject *x = tc_tr_is_set_var(a) ? real_set(T, a->items[0], &rc)
+                : a->kind == TC_VAR_CONST ? Py_NewRef(a->obj) : NULL;
+    PyObject *y = x == NULL ? NULL
+                : tc_tr_is_set_var(b) ? real_set(T, b->items[0], &rc)
+                : b->kind == TC_VAR_CONST ? Py_NewRef(b->obj) : NULL;
+    if (y == NULL) {
+        Py_XDECREF(x);
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, x, y);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    if (r != NULL && !PySet_Check(r)) {
+        return tc_tr_push_folded(T, r, "set operator");
+    }
+    return push_real_set(T, r);
+}
+
+/* SET_ADD (a set comprehension) and SET_UPDATE ({*a, *b}). */
+int
+tc_tr_op_set_add(tracer *T, int oparg, int update)
+{
+    tc_var *v = tc_tr_pop(T), *items[128];
+    tc_var *s = oparg >= 1 && T->sp >= oparg ? T->stack[T->sp - oparg] : NULL;
+    if (v == NULL || s == NULL || !tc_tr_is_set_var(s)) {
+        return tc_tr_unsupported(T, "malformed set");
+    }
+    if (!update) {
+        return set_add_items(T, s, &v, 1);
+    }
+    int rc;
+    Py_ssize_t n = seq_length(T, v, &rc);
+    if (n < 0 || n > 128) {
+        return rc != OK ? rc : tc_tr_unsupported(T, "a set update of a %s",
+                                                 tc_var_kind_name(v));
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if ((items[k] = seq_item(T, v, k)) == NULL) {
+            return ERROR;
+        }
+    }
+    return set_add_items(T, s, items, (int)n);
+}
+
 /* How many items a tuple, list, range, string or unrolled iterator still
  * yields; -1 if v is none of them (*rc says whether that is an error). */
 static Py_ssize_t
@@ -163,6 +400,9 @@ seq_length(tracer *T, tc_var *v, int *rc)
     v = tc_tr_structseq_items(v) ? tc_tr_structseq_items(v) : v;
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->nitems;
+    }
+    if (tc_tr_is_set_var(v)) {
+        return v->items[0]->nitems;
     }
     if (is_iterator(v)) {
         Py_ssize_t n = iter_length(T, v, rc);
@@ -185,6 +425,11 @@ seq_item(tracer *T, tc_var *v, Py_ssize_t k)
     v = tc_tr_structseq_items(v) ? tc_tr_structseq_items(v) : v;
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->items[k];
+    }
+    if (tc_tr_is_set_var(v)) {
+        int rc;
+        tc_var *ordered = set_in_order(T, v, &rc);
+        return ordered && k < ordered->nitems ? ordered->items[k] : NULL;
     }
     if (is_iterator(v)) {
         return iter_item(T, v, v->index + k);
@@ -303,6 +548,10 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
     }
     if (nargs == 1 && is_iterator(args[0])) {
         args[0]->index += (int)n;   /* exhausted */
+    }
+    if (fn == (PyObject *)&PySet_Type) {
+        tc_var *s = make_set(T, items, (int)n, &rc);
+        return s ? tc_tr_push(T, s) : rc;
     }
     tc_var *v = tc_var_seq(&T->sh->arena, kind, (int)n, items);
     if (v != NULL && kind == TC_VAR_LIST) {
@@ -1421,7 +1670,8 @@ known_type(tracer *T, tc_var *v)
     case TC_VAR_NN_MODULE:  /* type-guarded when read */
         return (PyObject *)Py_TYPE(v->obj);
     case TC_VAR_DEFERRED:
-        return (PyObject *)tc_tr_new_object_class(v);
+        return tc_tr_is_set_var(v) ? (PyObject *)&PySet_Type
+                             : (PyObject *)tc_tr_new_object_class(v);
     default:
         return NULL;
     }
@@ -1795,6 +2045,17 @@ tc_tr_op_contains(tracer *T, int invert)
         Py_DECREF(copy);
         c->kind = TC_VAR_CONST;
     }
+    PyObject *tmpset = NULL;
+    if (tc_tr_is_set_var(c)) {
+        /* a set this code built: ask the real set of its items */
+        if ((tmpset = real_set(T, c->items[0], &rc)) == NULL) {
+            return rc;
+        }
+        c = new_const(T, tmpset);
+        if (c == NULL) {
+            return ERROR;
+        }
+    }
     if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
         if (x->kind != TC_VAR_CONST) {
             return tc_tr_unsupported(T, "'in' of a %s in a %s",
@@ -1904,6 +2165,9 @@ call_len(tracer *T, tc_var **args, int nargs)
             return ERROR;
         }
         n = PyObject_Length(x->obj);
+    }
+    else if (tc_tr_is_set_var(x)) {
+        n = x->items[0]->nitems;
     }
     else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
              || (rc = tc_tr_as_dict(T, x)) == OK) {
@@ -2341,7 +2605,8 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
         rc = call_range(T, args, nargs);
     }
     else if (fn == (PyObject *)&PyTuple_Type
-             || fn == (PyObject *)&PyList_Type) {
+             || fn == (PyObject *)&PyList_Type
+             || fn == (PyObject *)&PySet_Type) {
         rc = call_seq_ctor(T, fn, args, nargs);
     }
     else if ((fn == K.all || fn == K.any) && nargs == 1) {
@@ -2349,6 +2614,25 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.sum && (nargs == 1 || nargs == 2)) {
         rc = call_sum(T, args, nargs);
+    }
+    else if (fn == K.sorted && nargs == 1) {
+        /* of constants: a new list in their order */
+        rc = call_seq_ctor(T, (PyObject *)&PyList_Type, args, nargs);
+        tc_var *l = rc == OK ? tc_tr_peek(T, 1) : NULL;
+        PyObject *c = l ? tc_tr_const_value(T, l) : NULL;
+        if (l != NULL && c == NULL) {
+            T->sp--;
+            rc = PyErr_Occurred() ? ERROR
+               : tc_tr_unsupported(T, "sorted() of values that are not "
+                                   "constants");
+        }
+        else if (c != NULL) {
+            T->sp--;
+            rc = PyList_Sort(c) < 0
+                ? tc_tr_unsupported_from_exception(T, "sorted")
+                : push_method_result(T, Py_NewRef(c), K.sorted);
+            Py_DECREF(c);
+        }
     }
     else if (fn == (PyObject *)&PyUnicode_Type && nargs == 1
              && args[0]->obj != NULL && PyType_Check(args[0]->obj)
@@ -2624,6 +2908,11 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
+    if (tc_tr_is_set_var(self) && kwnames == NULL && nargs == 1
+        && PyUnicode_CompareWithASCIIString(m->obj, "add") == 0) {
+        int rc = set_add_items(T, self, args, 1);
+        return rc == OK ? push_const(T, Py_NewRef(Py_None)) : rc;
+    }
     int rc = call_const_method(T, self, m->obj, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;

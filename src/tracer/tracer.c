@@ -1116,6 +1116,11 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case RETURN_GENERATOR:
     case YIELD_VALUE:
         return tc_tr_op_generator(T, opcode);
+    case BUILD_SET:
+        return tc_tr_op_build_set(T, oparg);
+    case SET_ADD:
+    case SET_UPDATE:
+        return tc_tr_op_set_add(T, oparg, opcode == SET_UPDATE);
     case IS_OP:
         return tc_tr_op_is(T, oparg);
     case IMPORT_NAME:

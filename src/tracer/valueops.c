@@ -330,6 +330,9 @@ tc_tr_op_binary(tracer *T, int nb)
             return ERROR;
         }
         rc = sequence_op(T, nb, a, b);
+        if (rc == NOT_HANDLED) {
+            rc = tc_tr_set_binary(T, nb, a, b);
+        }
         if (rc != NOT_HANDLED) {
             return rc;
         }
