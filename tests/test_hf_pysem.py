@@ -387,3 +387,42 @@ def test_set_comprehension_in_setattr():
     expected = f(torch.randn(2))
     got = tcjit.compile(f)(torch.randn(2))
     assert sorted(vars(got)) == sorted(vars(expected))
+
+
+# ---- closures in inlined functions ---------------------------------------------
+
+exec('''
+def present(obj, names):
+    # transformers' ModelOutput.__post_init__: a generator over `obj`
+    return all(getattr(obj, n, None) is not None for n in names)
+
+def scaled(xs, k):
+    return [x * k for x in xs if x is not None]
+
+def make_adder(k):
+    return lambda x: x + k
+''', _LIB.__dict__)
+
+
+class _Holder:
+    def __init__(self, a, b=None):
+        self.a, self.b = a, b
+
+
+def test_closures_over_an_inlined_functions_variables():
+    def f(x):
+        h = _Holder(x)
+        ys = _LIB.scaled([x, None, x + 1], 3)
+        both = _LIB.present(h, ("a", "b"))
+        return ys, both, torch.stack(ys).sum() if not both else x
+    one_graph(f, torch.randn(2))
+
+
+def test_a_returned_closure_of_an_inlined_call_breaks():
+    def f(x):
+        add = _LIB.make_adder(2)
+        return add(x)
+    x = torch.randn(2)
+    check_same(tcjit.compile(f)(x), f(x))
+    reasons = [b.reason for b in tcjit.explain(f)(x).break_reasons]
+    assert any("closure" in r for r in reasons), reasons

@@ -132,9 +132,10 @@ adopt(tc_var *v, int from, int to, int depth)
  * of another module) fn.__globals__ through the function's source. */
 static int
 tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
-                   PyFunctionObject *fn, int fn_source)
+                   PyFunctionObject *fn, int fn_source, tracer *owner)
 {
     memset(C, 0, sizeof(*C));
+    C->parent = T;
     C->sh = T->sh;
     C->out = T->out;
     C->frame = T->frame;
@@ -145,6 +146,12 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     C->serial = ++T->sh->ntracers;
     C->grad_mode = T->grad_mode;
     C->nlocals = co->co_nlocalsplus;
+    if (fn == NULL && owner != NULL) {
+        /* a function the traced code made: it runs with the globals of
+         * the code that made it (the frame, or an inlined call whose
+         * variables it closes over) */
+        T = owner;
+    }
     if (fn == NULL || fn->func_globals == T->globals) {
         C->globals = T->globals;
         C->builtins = T->builtins;
@@ -176,6 +183,43 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     return OK;
 }
 
+/* The tracer whose variables the cells of a closure the traced code made
+ * are (the frame's: the root; an inlined call's: that call, if it is
+ * still being traced), or NULL. */
+static tracer *
+closure_owner(tracer *T, tc_var *callable)
+{
+    if (callable->kind != TC_VAR_DEFERRED) {
+        return NULL;
+    }
+    int serial = callable->nitems > 0 && callable->items[0]->kind
+                 == TC_VAR_CELL ? callable->items[0]->index - 1 : -1;
+    if (serial < 0) {
+        return (tracer *)T->sh->root;
+    }
+    for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+        if (t->serial == serial && t->depth > 0) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+int
+tc_tr_holds_inlined_cell(const tc_var *v, int depth)
+{
+    if (v->kind == TC_VAR_CELL) {
+        return v->index > 0;
+    }
+    for (int i = 0; depth < 6 && i < v->nitems; i++) {
+        if (v->items[i] != NULL && tc_tr_holds_inlined_cell(v->items[i],
+                                                            depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The free variables of a closure the traced frame made (MAKE_FUNCTION
  * over LOAD_CLOSURE cells): the current values of the frame's variables,
  * which the callee can read but not assign (STORE_DEREF of a free slot is
@@ -194,10 +238,20 @@ bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
                                      "code did not make");
         }
     }
+    tracer *owner = closure_owner(T, callable);
+    if (owner == NULL) {
+        return tc_tr_unsupported(T, "a closure of a call that has returned");
+    }
     for (int j = 0; j < nfree; j++) {
-        tc_var *v;
-        int rc = tc_tr_local_value((tracer *)T->sh->root,
-                                   callable->items[j]->node, &v);
+        tc_var *v = NULL;
+        int slot = callable->items[j]->node, rc = OK;
+        if (owner->depth == 0) {
+            rc = tc_tr_local_value(owner, slot, &v);
+        }
+        else if ((v = owner->locals[slot]) == NULL) {
+            rc = tc_tr_unsupported(T, "a closure over a variable not set "
+                                   "yet");
+        }
         if (rc != OK) {
             return rc;
         }
@@ -263,7 +317,12 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     }
     tracer C;
     int undo_mark = T->sh->nundo;
-    int rc = tracer_init_inline(&C, T, co, fn, fn_source);
+    tracer *owner = fn == NULL ? closure_owner(T, callable) : NULL;
+    if (fn == NULL && owner == NULL) {
+        return tc_tr_unsupported(T, "call to %U (a closure of a call that "
+                                 "has returned)", co->co_qualname);
+    }
+    int rc = tracer_init_inline(&C, T, co, fn, fn_source, owner);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
     }
@@ -283,6 +342,13 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = result ? DONE : ERROR;
     }
     tc_tr_fini(&C);
+    if (rc == DONE && result != NULL
+        && tc_tr_holds_inlined_cell(result, 0)) {
+        /* (a closure over the callee's variables, or one it was given:
+         * which variables it sees after the call is not modeled) */
+        rc = tc_tr_unsupported(T, "returning a closure over the "
+                               "variables of an inlined call");
+    }
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
         if (T->depth == 0) {

@@ -224,6 +224,10 @@ may_mutate(tracer *T, const tc_var *o)
 static int
 state_set(tracer *T, tc_var *o, int where, PyObject *name, tc_var *value)
 {
+    if (tc_tr_holds_inlined_cell(value, 0)) {
+        return tc_tr_unsupported(T, "storing a closure over the variables of "
+                                 "an inlined call in an object");
+    }
     if (!may_mutate(T, o)) {
         return tc_tr_unsupported(T, "setting %R on a %s made outside the "
                                  "traced call", name,
@@ -778,4 +782,16 @@ tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key, tc_var *value)
                                  tc_var_kind_name(key), class_of(o)->tp_name);
     }
     return state_set(T, o, 2, key->obj, value);
+}
+
+/* hasattr(o, name) of an object made here: 1, 0, or -1 (its class has a
+ * __getattr__ / __getattribute__ of its own). */
+int
+tc_tr_new_object_has_attr(const tc_var *o, PyObject *name)
+{
+    PyTypeObject *tp = class_of(o);
+    if (tp->tp_getattro != PyObject_GenericGetAttr) {
+        return -1;
+    }
+    return state_get(o, 1, name) != NULL || _PyType_Lookup(tp, name) != NULL;
 }

@@ -2329,6 +2329,12 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
         Py_XDECREF(a);
         return a != NULL;
     }
+    if (tc_tr_is_new_object(x)) {
+        int has = tc_tr_new_object_has_attr(x, name);
+        return has >= 0 ? has
+             : tc_tr_unsupported(T, "hasattr() of a %s (its own __getattr__)",
+                                 tc_tr_new_object_class(x)->tp_name);
+    }
     PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
                      || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
                      ? known_type(T, x) : NULL;

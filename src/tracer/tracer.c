@@ -575,15 +575,13 @@ load_closure(tracer *T, int i)
         return tc_tr_push(T, T->frame_cells[i - (T->nlocals
                                                  - T->co->co_nfreevars)]);
     }
-    if (T->depth > 0) {
-        return tc_tr_unsupported(T, "a closure over a variable of an "
-                                 "inlined function");
-    }
     tc_var *c = tc_var_new(&T->sh->arena, TC_VAR_CELL, -1);
     if (c == NULL) {
         return ERROR;
     }
     c->node = i;
+    c->index = T->depth > 0 ? T->serial + 1 : 0;  /* an inlined call's
+                                                     (inline.c) */
     return tc_tr_push(T, c);
 }
 

@@ -83,6 +83,7 @@ typedef struct {
     int nmemo, memo_cap;
     tc_var *yielded;          /* a generator expression run to its end:
                                  the tuple of what it yielded so far */
+    void *parent;             /* the tracer of the caller (inlined calls) */
 } tracer;
 
 /* tracer.c: errors, stack, values wrapped, graph nodes, run */
@@ -130,6 +131,9 @@ int tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
 tc_var *tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc);
 int tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx);
 int tc_tr_op_generator(tracer *T, int opcode);
+/* Whether v is or holds a closure over a variable of an inlined call
+ * (such a closure lives only as long as that call is traced). */
+int tc_tr_holds_inlined_cell(const tc_var *v, int depth);
 
 /* pysem.c: Python semantics, CALL */
 
@@ -184,6 +188,7 @@ int tc_tr_is_super(const tc_var *v);
 int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
                     PyObject *kwnames);
 tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
+int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
 int tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key,
                                 tc_var *value);
 

@@ -866,12 +866,15 @@ tc_tr_op_make_function(tracer *T, int oparg)
                                      "code did not make");
         }
     }
-    if (T->globals != T->frame->f_globals) {
-        if (closure != NULL) {
-            /* the exit would make it with the frame's globals */
-            return tc_tr_unsupported(T, "a closure in a function of another "
-                                     "module");
-        }
+    /* a closure over an inlined call's variables (cells of index > 0) is
+     * traced with that call's globals while the call is traced
+     * (inline.c); one over the frame's cells has the frame's */
+    if (T->globals != T->frame->f_globals && closure != NULL
+        && (closure->nitems == 0 || closure->items[0]->index == 0)) {
+        return tc_tr_unsupported(T, "a closure in a function of another "
+                                 "module");
+    }
+    if (T->globals != T->frame->f_globals && closure == NULL) {
         /* a comprehension or lambda of a library function: made now with
          * that module's globals (nothing of this call is in it), so it is
          * inlined like any function, and left as that object if it
