@@ -246,3 +246,28 @@ def test_super_get_of_a_dict_subclass_read_from_globals():
     finally:
         REGISTRY.clear()
     check_same(cf(x), x + 1)
+
+
+@dataclasses.dataclass
+class PostInit(ModelOutputLike):
+    """ModelOutput.__post_init__: fields(), self.__dict__.get, all() over
+    a generator, self[name] = value."""
+    first: torch.Tensor = None
+    second: torch.Tensor = None
+
+    def __post_init__(self):
+        names = [f.name for f in dataclasses.fields(self)]
+        if all(self.__dict__.get(n) is None for n in names[1:]):
+            self["only_first"] = True
+        for n in names:
+            v = self.__dict__.get(n)
+            if v is not None:
+                self[n] = v
+
+
+def test_post_init_reading_dunder_dict():
+    def f(x):
+        a = PostInit(first=x + 1)
+        b = PostInit(first=x, second=x * 2)
+        return a, b
+    one_graph(f, torch.randn(2))

@@ -576,6 +576,18 @@ tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
                                  tp->tp_name);
     }
     PyObject *descr = _PyType_Lookup(tp, name);
+    if (PyUnicode_CompareWithASCIIString(name, "__dict__") == 0) {
+        /* self.__dict__.get(name): its attributes as a read-only dict */
+        PyObject *names = PyTuple_GET_ITEM(spec_of(o), 1);
+        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT,
+                               (int)PyTuple_GET_SIZE(names), o->items);
+        if (d == NULL) {
+            return ERROR;
+        }
+        d->obj = Py_NewRef(names);
+        d->index = -1;
+        return tc_tr_push_loaded_attr(T, d, method);
+    }
     if (PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
         tc_var *c = class_function(T, (PyObject *)tp);
         return c == NULL ? ERROR : tc_tr_push_loaded_attr(T, c, method);
