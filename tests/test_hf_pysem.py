@@ -426,3 +426,19 @@ def test_a_returned_closure_of_an_inlined_call_breaks():
     check_same(tcjit.compile(f)(x), f(x))
     reasons = [b.reason for b in tcjit.explain(f)(x).break_reasons]
     assert any("closure" in r for r in reasons), reasons
+
+
+def test_membership_of_a_frame_value_guards_membership_not_the_value():
+    """transformers' ModelOutput.__setattr__ runs once per field name:
+    `name in field_names` depends on membership only, so every name in
+    the set shares one compiled entry (it used to hit the recompile limit
+    with a guard on the value)."""
+    def f(x, name):
+        field_names = {n for n in ("loss", "logits", "hidden", "attn")}
+        return x + 1 if name in field_names else x - 1
+    x = torch.randn(2)
+    cf = tcjit.compile(f)
+    with torch.no_grad():
+        for name in ("loss", "logits", "hidden", "attn", "other", "more"):
+            check_same(cf(x, name), f(x, name))
+    assert tcjit.counters().get("recompiles", 0) <= 1

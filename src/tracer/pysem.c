@@ -1995,6 +1995,64 @@ scalar_set(PyObject *set)
     return 1;
 }
 
+static PyObject *bound_call(PyObject *fn, PyObject *args);
+
+/* `x in c` of a value x read from the frame (a str, an int: not yet
+ * specialized) and a collection of constants c the trace knows (a set it
+ * built, a tuple or frozenset constant, a dict's keys): what the code
+ * depends on is whether x is among them, so that is guarded, as
+ * frozenset(c).__contains__(x) of x's source, not x's value (a
+ * ModelOutput.__setattr__ called with each field name is one entry). */
+static int
+contains_lazy(tracer *T, tc_var *x, tc_var *c, int invert)
+{
+    if (x->kind != TC_VAR_LAZY || x->source < 0
+        || !(PyUnicode_CheckExact(x->obj) || PyLong_CheckExact(x->obj))) {
+        return NOT_HANDLED;
+    }
+    PyObject *items = NULL;
+    int rc = OK;
+    if (tc_tr_is_set_var(c)) {
+        items = real_set(T, c->items[0], &rc);
+    }
+    else if (c->kind == TC_VAR_DICT) {
+        items = Py_NewRef(c->obj);   /* its keys */
+    }
+    else if (c->kind == TC_VAR_TUPLE) {
+        items = tc_tr_const_value(T, c);
+    }
+    else if (c->kind == TC_VAR_CONST && (PyFrozenSet_CheckExact(c->obj)
+                                         || PyTuple_CheckExact(c->obj))) {
+        items = Py_NewRef(c->obj);
+    }
+    if (items == NULL) {
+        return rc != OK ? rc : (PyErr_Occurred() ? ERROR : NOT_HANDLED);
+    }
+    PyObject *fs = PyFrozenSet_New(items);
+    Py_DECREF(items);
+    PyObject *contains = fs ? PyObject_GetAttrString(fs, "__contains__")
+                            : NULL;
+    Py_XDECREF(fs);
+    PyObject *none = PyTuple_New(0);
+    PyObject *f = contains && none ? bound_call(contains, none) : NULL;
+    Py_XDECREF(contains);
+    Py_XDECREF(none);
+    if (f == NULL) {
+        /* an unhashable item: as before, on x's value */
+        PyErr_Clear();
+        return NOT_HANDLED;
+    }
+    int src = tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0, f);
+    PyObject *r = src >= 0 ? PyObject_CallOneArg(f, x->obj) : NULL;
+    if (r == NULL || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        return ERROR;
+    }
+    int found = r == Py_True;
+    Py_DECREF(r);
+    return push_const(T, PyBool_FromLong(found != invert));
+}
+
 /* Whether the class of an object made here defines `name` in Python. */
 static int
 has_python_slot(tc_var *o, const char *name)
@@ -2016,7 +2074,14 @@ tc_tr_op_contains(tracer *T, int invert)
         return tc_tr_unsupported(T, "malformed stack");
     }
     int rc, found = 0;
-    if ((rc = tc_tr_reify(T, c)) != OK || (rc = tc_tr_reify(T, x)) != OK) {
+    if ((rc = tc_tr_reify(T, c)) != OK) {
+        return rc;
+    }
+    rc = contains_lazy(T, x, c, invert);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    if ((rc = tc_tr_reify(T, x)) != OK) {
         return rc;
     }
     if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
