@@ -271,3 +271,47 @@ def test_post_init_reading_dunder_dict():
         b = PostInit(first=x, second=x * 2)
         return a, b
     one_graph(f, torch.randn(2))
+
+
+class Interface(collections.abc.MutableMapping):
+    """transformers' GeneralInterface (ALL_MASK_ATTENTION_FUNCTIONS): a
+    mapping with a Python __getitem__ over a class-level dict."""
+    _global_mapping = {"double": lambda x: x * 2, "inc": lambda x: x + 1}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping[key] = value
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+
+FUNCTIONS = Interface()
+
+
+def test_python_getitem_and_contains_of_a_global_mapping():
+    def f(x, impl):
+        fn = FUNCTIONS[impl]
+        return fn(x) if "inc" in FUNCTIONS else x
+    one_graph(f, torch.randn(3), "double")
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    FUNCTIONS["double"] = lambda x: x * 3
+    try:
+        check_same(cf(x, "double"), x * 3)
+    finally:
+        del FUNCTIONS["double"]
+    check_same(cf(x, "double"), x * 2)

@@ -807,3 +807,33 @@ tc_tr_new_object_has_attr(const tc_var *o, PyObject *name)
     }
     return state_get(o, 1, name) != NULL || _PyType_Lookup(tp, name) != NULL;
 }
+
+/* self.<name>(*args) for an operator whose method the class of self
+ * defines in Python (__getitem__ of a transformers AttentionInterface, a
+ * ModelOutput's; __contains__, __len__ of a Mapping): inlined, for an
+ * object made here or one read from the frame (its type guarded).
+ * NOT_HANDLED if the class has no such Python method. */
+int
+tc_tr_call_python_dunder(tracer *T, tc_var *self, const char *name,
+                         tc_var **args, int nargs)
+{
+    PyTypeObject *tp = tc_tr_is_new_object(self) ? class_of(self)
+        : self->kind == TC_VAR_UNKNOWN && self->source >= 0
+          && self->obj != NULL && !PyType_Check(self->obj)
+          && (Py_TYPE(self->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        ? Py_TYPE(self->obj) : NULL;
+    if (tp == NULL) {
+        return NOT_HANDLED;
+    }
+    PyObject *n = PyUnicode_InternFromString(name);
+    PyObject *f = n ? _PyType_Lookup(tp, n) : NULL;
+    Py_XDECREF(n);
+    if (f == NULL || !PyFunction_Check(f)) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (!tc_tr_is_new_object(self)
+        && tc_guard_type(T->out->guards, self->source, self->obj) < 0) {
+        return ERROR;
+    }
+    return inline_on(T, f, self, args, nargs, NULL);
+}

@@ -2153,7 +2153,23 @@ tc_tr_op_contains(tracer *T, int invert)
         }
     }
     else {
-        return tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c));
+        /* a class's own __contains__ (a Mapping's, through __getitem__) */
+        rc = tc_tr_call_python_dunder(T, c, "__contains__", &x, 1);
+        if (rc != OK) {
+            return rc == NOT_HANDLED
+                ? tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c))
+                : rc;
+        }
+        tc_var *r = tc_tr_pop(T);
+        int truth = -1;
+        if (r != NULL && const_truth(T, r, &truth) != OK) {
+            return ERROR;
+        }
+        if (truth < 0) {
+            return tc_tr_unsupported(T, "'in' of a %s that is not a bool",
+                                     tc_var_kind_name(c));
+        }
+        found = truth;
     }
     return push_const(T, PyBool_FromLong(found != invert));
 }

@@ -189,6 +189,8 @@ int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
                     PyObject *kwnames);
 tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
 int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
+int tc_tr_call_python_dunder(tracer *T, tc_var *self, const char *name,
+                             tc_var **args, int nargs);
 int tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key,
                                 tc_var *value);
 

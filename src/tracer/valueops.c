@@ -793,6 +793,14 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_NN_MODULE) {
         return tc_tr_index_nn_module(T, seq, idx);
     }
+    rc = tc_tr_call_python_dunder(T, seq, "__getitem__", &idx, 1);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    tc_var *items = tc_tr_new_object_items(T, seq);
+    if (items != NULL) {
+        return tc_tr_dict_lookup(T, items, idx, NULL);
+    }
     return tc_tr_unsupported(T, "subscript of a %s with a %s",
                              tc_var_kind_name(seq), tc_var_kind_name(idx));
 }
