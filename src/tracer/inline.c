@@ -183,6 +183,126 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     return OK;
 }
 
+/* ---- closures over an inlined call's variables ----
+ *
+ * A nested function made by an inlined call over its variables is a
+ * DEFERRED var (TC_TMPL_CALL of make_closure, spec = (code, globals,
+ * defaults, kwdefaults, annotations)): its items are the cells (TC_VAR_CELL
+ * of index = owner serial + 1) while the call is traced, so it sees their
+ * current values; when the call returns them, its variables are final and
+ * the items become their values.  The exit makes it with fresh cells
+ * holding those values. */
+
+static PyObject *
+make_closure(PyObject *spec, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *cells = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; cells && i < nargs; i++) {
+        /* (a cell of the frame's is passed on: the closure reads the
+         * frame's variable when it runs) */
+        PyObject *c = PyCell_Check(args[i]) ? Py_NewRef(args[i])
+                                            : PyCell_New(args[i]);
+        if (c == NULL) {
+            Py_CLEAR(cells);
+            break;
+        }
+        PyTuple_SET_ITEM(cells, i, c);
+    }
+    if (cells == NULL) {
+        return NULL;
+    }
+    PyObject *parts[TC_FN_NPARTS];
+    for (int i = 0; i < TC_FN_CLOSURE; i++) {
+        PyObject *p = PyTuple_GET_ITEM(spec, 2 + i);
+        parts[i] = p == Py_None ? NULL : p;
+    }
+    parts[TC_FN_CLOSURE] = cells;
+    PyObject *f = pyframe_make_function(PyTuple_GET_ITEM(spec, 0),
+                                        PyTuple_GET_ITEM(spec, 1), parts);
+    Py_DECREF(cells);
+    return f;
+}
+
+static PyMethodDef make_closure_def = {
+    "make_closure", (PyCFunction)(void (*)(void))make_closure, METH_FASTCALL,
+    NULL};
+
+int
+tc_tr_is_closure(const tc_var *v)
+{
+    return v != NULL && v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj != NULL && PyCFunction_Check(v->obj)
+           && ((PyCFunctionObject *)v->obj)->m_ml == &make_closure_def;
+}
+
+tc_var *
+tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
+                   tc_var *cells)
+{
+    PyObject *spec = PyTuple_Pack(5, code, T->globals,
+                                  parts[0] ? parts[0] : Py_None,
+                                  parts[1] ? parts[1] : Py_None,
+                                  parts[2] ? parts[2] : Py_None);
+    PyObject *fn = spec ? PyCFunction_New(&make_closure_def, spec) : NULL;
+    Py_XDECREF(spec);
+    tc_var *v = fn ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, cells->nitems,
+                                cells->items) : NULL;
+    if (v == NULL) {
+        Py_XDECREF(fn);
+        return NULL;
+    }
+    v->node = TC_TMPL_CALL;
+    v->obj = fn;
+    return v;
+}
+
+/* A function with the closure's code, globals and defaults (for binding
+ * arguments and reading globals; never run). */
+static PyObject *
+closure_function(tc_var *v)
+{
+    PyObject *spec = PyCFunction_GET_SELF(v->obj);
+    PyObject *parts[TC_FN_NPARTS] = {NULL};
+    for (int i = 0; i < TC_FN_CLOSURE; i++) {
+        PyObject *p = PyTuple_GET_ITEM(spec, 2 + i);
+        parts[i] = p == Py_None ? NULL : p;
+    }
+    return pyframe_make_function(PyTuple_GET_ITEM(spec, 0),
+                                 PyTuple_GET_ITEM(spec, 1), parts);
+}
+
+/* The items of the closures in v (a returned value) that are cells of
+ * call C become the cells' values: C's variables are final now. */
+static int
+freeze_closures(tracer *C, tc_var *v, int depth)
+{
+    if (depth > 6) {
+        return OK;
+    }
+    if (tc_tr_is_closure(v)) {
+        for (int i = 0; i < v->nitems; i++) {
+            tc_var *c = v->items[i];
+            if (c->kind != TC_VAR_CELL || c->index != C->serial + 1) {
+                continue;
+            }
+            if (C->locals[c->node] == NULL) {
+                return tc_tr_unsupported(C, "a closure over a variable that "
+                                         "is not set");
+            }
+            v->items[i] = C->locals[c->node];
+        }
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        if (v->items[i] != NULL && v->items[i]->kind != TC_VAR_CELL) {
+            int rc = freeze_closures(C, v->items[i], depth + 1);
+            if (rc != OK) {
+                return rc;
+            }
+        }
+    }
+    return OK;
+}
+
 /* The tracer whose variables the cells of a closure the traced code made
  * are (the frame's: the root; an inlined call's: that call, if it is
  * still being traced), or NULL. */
@@ -192,8 +312,12 @@ closure_owner(tracer *T, tc_var *callable)
     if (callable->kind != TC_VAR_DEFERRED) {
         return NULL;
     }
-    int serial = callable->nitems > 0 && callable->items[0]->kind
-                 == TC_VAR_CELL ? callable->items[0]->index - 1 : -1;
+    int serial = -1;
+    for (int i = 0; i < callable->nitems; i++) {
+        if (callable->items[i]->kind == TC_VAR_CELL) {
+            serial = callable->items[i]->index - 1;
+        }
+    }
     if (serial < 0) {
         return (tracer *)T->sh->root;
     }
@@ -203,6 +327,31 @@ closure_owner(tracer *T, tc_var *callable)
         }
     }
     return NULL;
+}
+
+/* Whether every inlined cell v holds belongs to T or a caller of T
+ * (still traced: the closure stays valid). */
+static int
+holds_live_cells_of_caller(tracer *T, const tc_var *v)
+{
+    if (v->kind == TC_VAR_CELL) {
+        if (v->index <= 0) {
+            return 1;
+        }
+        for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+            if (t->depth > 0 && t->serial == v->index - 1) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        if (v->items[i] != NULL && !holds_live_cells_of_caller(T,
+                                                               v->items[i])) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 int
@@ -218,6 +367,42 @@ tc_tr_holds_inlined_cell(const tc_var *v, int depth)
         }
     }
     return 0;
+}
+
+/* The free variables of a make_closure closure: its owner's current
+ * values, or the values it was frozen with. */
+static int
+bind_closure_values(tracer *C, tracer *T, tc_var *closure, PyCodeObject *co)
+{
+    int nfree = co->co_nfreevars;
+    if (closure->nitems != nfree) {
+        return tc_tr_unsupported(T, "a closure of %d cells for %d free "
+                                 "variables", closure->nitems, nfree);
+    }
+    for (int j = 0; j < nfree; j++) {
+        tc_var *c = closure->items[j], *v = c;
+        int rc = OK;
+        if (c->kind == TC_VAR_CELL && c->index == 0) {
+            rc = tc_tr_local_value((tracer *)T->sh->root, c->node, &v);
+        }
+        else if (c->kind == TC_VAR_CELL) {
+            tracer *owner = NULL;
+            for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+                if (t->depth > 0 && t->serial == c->index - 1) {
+                    owner = t;
+                }
+            }
+            if (owner == NULL || (v = owner->locals[c->node]) == NULL) {
+                rc = tc_tr_unsupported(T, "a closure over a variable that is "
+                                       "not set");
+            }
+        }
+        if (rc != OK) {
+            return rc;
+        }
+        C->locals[C->nlocals - nfree + j] = v;
+    }
+    return OK;
 }
 
 /* The free variables of a closure the traced frame made (MAKE_FUNCTION
@@ -261,6 +446,26 @@ bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
     return OK;
 }
 
+static int inline_call(tracer *T, tc_var *callable, tc_var **args,
+                       int nargs, PyObject *kwnames, tc_var *closure);
+
+/* A closure of an inlined call (make_closure): traced as a function with
+ * its code, globals and defaults, its free variables bound to the
+ * owner's current values (while the owner is traced) or the final ones. */
+static int
+call_closure(tracer *T, tc_var *callable, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    PyObject *f = closure_function(callable);
+    tc_var *fv = f ? tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1) : NULL;
+    if (fv == NULL) {
+        Py_XDECREF(f);
+        return ERROR;
+    }
+    fv->obj = f;
+    return inline_call(T, fv, args, nargs, kwnames, callable);
+}
+
 /* Calls of Python functions are traced into the caller's graph: functions
  * read from the frame (guarded by identity, so their code, defaults,
  * globals and closure cells are those traced), and lambdas made by the
@@ -271,8 +476,18 @@ int
 tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                   PyObject *kwnames)
 {
+    return inline_call(T, callable, args, nargs, kwnames, NULL);
+}
+
+static int
+inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
+            PyObject *kwnames, tc_var *closure)
+{
     PyFunctionObject *fn = NULL;
     PyCodeObject *co;
+    if (tc_tr_is_closure(callable)) {
+        return call_closure(T, callable, args, nargs, kwnames);
+    }
     if (callable->kind == TC_VAR_DEFERRED) {
         co = (PyCodeObject *)callable->obj;
     }
@@ -329,6 +544,9 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     if (rc == OK && callable->kind == TC_VAR_DEFERRED && co->co_nfreevars) {
         rc = bind_closure(&C, T, callable, co);
     }
+    if (rc == OK && closure != NULL) {
+        rc = bind_closure_values(&C, T, closure, co);
+    }
     if (rc == OK && genexpr) {
         C.yielded = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 0, NULL);
         rc = C.yielded ? OK : ERROR;
@@ -341,11 +559,15 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         result = tc_tr_iter_of(T, C.yielded);
         rc = result ? DONE : ERROR;
     }
+    if (rc == DONE && result != NULL) {
+        /* closures over the callee's variables keep their final values */
+        rc = freeze_closures(&C, result, 0);
+        rc = rc == OK ? DONE : rc;
+    }
     tc_tr_fini(&C);
     if (rc == DONE && result != NULL
-        && tc_tr_holds_inlined_cell(result, 0)) {
-        /* (a closure over the callee's variables, or one it was given:
-         * which variables it sees after the call is not modeled) */
+        && tc_tr_holds_inlined_cell(result, 0)
+        && !holds_live_cells_of_caller(T, result)) {
         rc = tc_tr_unsupported(T, "returning a closure over the "
                                "variables of an inlined call");
     }

@@ -3214,7 +3214,7 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
         if (callable->node == TC_TMPL_ENTER) {
             return call_with_exit(T, callable, nargs);
         }
-        if (callable->node == TC_TMPL_FUNCTION) {
+        if (callable->node == TC_TMPL_FUNCTION || tc_tr_is_closure(callable)) {
             return tc_tr_inline_call(T, callable, args, nargs, kwnames);
         }
         return NOT_HANDLED;

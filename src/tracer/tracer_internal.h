@@ -134,6 +134,11 @@ int tc_tr_op_generator(tracer *T, int opcode);
 /* Whether v is or holds a closure over a variable of an inlined call
  * (such a closure lives only as long as that call is traced). */
 int tc_tr_holds_inlined_cell(const tc_var *v, int depth);
+int tc_tr_is_closure(const tc_var *v);
+/* A closure over the cells (a tuple var of TC_VAR_CELLs of this inlined
+ * call) with code and MAKE_FUNCTION's other parts (constants or NULL). */
+tc_var *tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
+                           tc_var *cells);
 
 /* pysem.c: Python semantics, CALL */
 

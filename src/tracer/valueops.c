@@ -853,72 +853,137 @@ tc_tr_op_binary_slice(tracer *T)
 }
 #endif
 
-/* A lambda or nested function without closure or defaults: made when the
- * segment exits (it is only passed along, e.g. as a sort key). */
+/* The Python value of a MAKE_FUNCTION part (defaults, keyword defaults,
+ * annotations): constants, classes and functions the trace pins, and
+ * tuples and dicts of them; a new reference, or NULL (no exception) if
+ * some part is not known. */
+static PyObject *
+part_value(tracer *T, tc_var *v)
+{
+    if (tc_tr_reify(T, v) != OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT) {
+        return Py_NewRef(v->obj);
+    }
+    if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_DICT) {
+        return NULL;
+    }
+    PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
+                                          : PyDict_New();
+    for (int i = 0; r != NULL && i < v->nitems; i++) {
+        PyObject *item = part_value(T, v->items[i]);
+        if (item == NULL) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (v->kind == TC_VAR_TUPLE) {
+            PyTuple_SET_ITEM(r, i, item);
+        }
+        else {
+            int e = PyDict_SetItem(r, PyTuple_GET_ITEM(v->obj, i), item);
+            Py_DECREF(item);
+            if (e < 0) {
+                Py_CLEAR(r);
+            }
+        }
+    }
+    return r;
+}
+
+/* MAKE_FUNCTION.  A function without defaults or annotations over the
+ * frame's own cells (or none) is made when the segment exits (a lambda
+ * passed along, a comprehension on 3.11).  One over an inlined call's
+ * variables is a closure of that call (inline.c, make_closure).  One
+ * without a closure whose parts are constants (a function of another
+ * module, defaults, annotations) is made now, as the object it then is. */
 int
 tc_tr_op_make_function(tracer *T, int oparg)
 {
     tc_var *code = tc_tr_peek(T, 1);
-    tc_var *closure = oparg == 8 ? tc_tr_peek(T, 2) : NULL;
-    if ((oparg != 0 && oparg != 8) || code == NULL
-        || code->kind != TC_VAR_UNKNOWN || !PyCode_Check(code->obj)) {
-        return tc_tr_unsupported(T, "a nested function with defaults or "
-                                 "annotations");
+    if ((oparg & ~15) || code == NULL || code->kind != TC_VAR_UNKNOWN
+        || !PyCode_Check(code->obj)) {
+        return tc_tr_unsupported(T, "malformed MAKE_FUNCTION");
     }
-    /* a closure over the frame's own variables (a comprehension on 3.11,
-     * a lambda using a local): its cells come from LOAD_CLOSURE */
+    tc_var *part_vars[TC_FN_NPARTS] = {NULL};
+    int depth = 2;
+    for (int bit = TC_FN_CLOSURE; bit >= 0; bit--) {
+        if (oparg & (1 << bit)) {
+            part_vars[bit] = tc_tr_peek(T, depth++);
+        }
+    }
+    tc_var *closure = part_vars[TC_FN_CLOSURE];
+    int inlined_cells = 0;
     for (int i = 0; closure && i < closure->nitems; i++) {
         if (closure->kind != TC_VAR_TUPLE
             || closure->items[i]->kind != TC_VAR_CELL) {
             return tc_tr_unsupported(T, "a closure over cells the traced "
                                      "code did not make");
         }
+        inlined_cells |= closure->items[i]->index > 0;
     }
-    /* a closure over an inlined call's variables (cells of index > 0) is
-     * traced with that call's globals while the call is traced
-     * (inline.c); one over the frame's cells has the frame's */
-    if (T->globals != T->frame->f_globals && closure != NULL
-        && (closure->nitems == 0 || closure->items[0]->index == 0)) {
-        return tc_tr_unsupported(T, "a closure in a function of another "
-                                 "module");
+    PyObject *parts[TC_FN_NPARTS] = {NULL};
+    int rc = OK, has_parts = 0;
+    for (int bit = 0; bit < TC_FN_CLOSURE; bit++) {
+        if (part_vars[bit] != NULL) {
+            has_parts = 1;
+            parts[bit] = part_value(T, part_vars[bit]);
+            if (parts[bit] == NULL && rc == OK) {
+                rc = PyErr_Occurred() ? ERROR
+                   : tc_tr_unsupported(T, "a nested function whose defaults "
+                                       "or annotations are not constants");
+            }
+        }
     }
-    if (T->globals != T->frame->f_globals && closure == NULL) {
-        /* a comprehension or lambda of a library function: made now with
-         * that module's globals (nothing of this call is in it), so it is
-         * inlined like any function, and left as that object if it
+    tc_var *v = NULL;
+    int foreign = T->globals != T->frame->f_globals;
+    if (rc == OK && closure != NULL && inlined_cells) {
+        v = tc_tr_make_closure(T, code->obj, parts, closure);
+        rc = v ? OK : ERROR;
+    }
+    else if (rc == OK && closure != NULL && (foreign || has_parts)) {
+        /* the exit would make it with the frame's globals, no defaults */
+        rc = tc_tr_unsupported(T, "a closure over the frame's variables "
+                               "with defaults or annotations, or in a "
+                               "function of another module");
+    }
+    else if (rc == OK && (foreign || has_parts)) {
+        /* a comprehension or lambda of a library function, a function
+         * with constant defaults: made now (nothing of this call is in
+         * it), inlined like any function, left as that object if it
          * escapes */
-        PyObject *f = PyFunction_New(code->obj, T->globals);
-        if (f == NULL) {
-            return ERROR;
-        }
-        tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
+        PyObject *f = pyframe_make_function(code->obj, T->globals, parts);
+        v = f ? tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1) : NULL;
         if (v == NULL) {
-            Py_DECREF(f);
-            return ERROR;
+            Py_XDECREF(f);
+            rc = ERROR;
         }
-        v->obj = f;
-        tc_tr_pop(T);
-        return tc_tr_push(T, v);
-    }
-    tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
-    if (d == NULL) {
-        return ERROR;
-    }
-    if (closure != NULL) {
-        tc_var *c = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED,
-                               closure->nitems, closure->items);
-        if (c == NULL) {
-            return ERROR;
+        else {
+            v->obj = f;
         }
-        d = c;
     }
-    d->node = TC_TMPL_FUNCTION;
-    d->obj = Py_NewRef(code->obj);
-    tc_tr_pop(T);
-    if (closure != NULL) {
-        tc_tr_pop(T);
+    else if (rc == OK) {
+        v = closure != NULL
+            ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, closure->nitems,
+                         closure->items)
+            : tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
+        if (v == NULL) {
+            rc = ERROR;
+        }
+        else {
+            v->node = TC_TMPL_FUNCTION;
+            v->obj = Py_NewRef(code->obj);
+        }
     }
-    return tc_tr_push(T, d);
+    for (int bit = 0; bit < TC_FN_CLOSURE; bit++) {
+        Py_XDECREF(parts[bit]);
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    T->sp -= depth - 1;
+    return tc_tr_push(T, v);
 }
 
 /* f-strings of Python values fold; of tensors they are deferred. */
