@@ -434,3 +434,34 @@ def test_a_closure_returned_by_an_inlined_call_keeps_final_values():
     g2 = tcjit.compile(f)(x * 3)[1]
     check_same(g(x), eg(x))
     check_same(g2(x), x + x * 3)
+
+
+exec('''
+def and_masks(*mask_functions):
+    # transformers.masking_utils.and_masks
+    if not all(callable(arg) for arg in mask_functions):
+        raise RuntimeError("All inputs should be callable")
+
+    def and_mask(batch_idx: int, q_idx: int) -> bool:
+        result = q_idx.new_ones((), dtype=torch.bool)
+        for mask in mask_functions:
+            result = result & mask(batch_idx, q_idx)
+        return result
+    return and_mask
+
+def causal(batch_idx, q_idx):
+    return q_idx >= batch_idx
+
+def padding(mask):
+    def inner(batch_idx: int, q_idx: int) -> bool:
+        return mask[q_idx] > 0
+    return inner
+''', _LIB.__dict__)
+
+
+def test_mask_function_factories():
+    def f(q, kv, mask):
+        fn = _LIB.and_masks(_LIB.causal, _LIB.padding(mask))
+        return fn(kv, q), callable(fn), callable(q)
+    one_graph(f, torch.arange(4), torch.tensor([1, 2, 0, 3]),
+              torch.tensor([1, 0, 1, 1]))

@@ -20,7 +20,7 @@ static struct {
         *get_tracing_state, *is_tracing, *deterministic,
         *deterministic_warn_only, *get_default_dtype, *import, *type,
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
-        *all, *any, *sum, *sorted;
+        *all, *any, *sum, *sorted, *callable;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -67,6 +67,7 @@ tc_tracer_init(void)
         {"builtins", "any", &K.any},
         {"builtins", "sum", &K.sum},
         {"builtins", "sorted", &K.sorted},
+        {"builtins", "callable", &K.callable},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -2695,6 +2696,16 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
              || fn == (PyObject *)&PyList_Type
              || fn == (PyObject *)&PySet_Type) {
         rc = call_seq_ctor(T, fn, args, nargs);
+    }
+    else if (fn == K.callable && nargs == 1) {
+        /* by type: functions the trace made, modules, classes, ... */
+        tc_var *x = args[0];
+        PyObject *tp = x->kind == TC_VAR_DEFERRED
+            && (x->node == TC_TMPL_FUNCTION || tc_tr_is_closure(x))
+            ? (PyObject *)&PyFunction_Type : known_type(T, x);
+        rc = tp == NULL ? (PyErr_Occurred() ? ERROR : NOT_HANDLED)
+           : push_const(T, PyBool_FromLong(
+                 ((PyTypeObject *)tp)->tp_call != NULL));
     }
     else if ((fn == K.all || fn == K.any) && nargs == 1) {
         rc = call_all_any(T, fn == K.all, args[0]);

@@ -858,13 +858,15 @@ tc_tr_op_binary_slice(tracer *T)
  * tuples and dicts of them; a new reference, or NULL (no exception) if
  * some part is not known. */
 static PyObject *
-part_value(tracer *T, tc_var *v)
+part_value(tracer *T, tc_var *v, int annotation)
 {
     if (tc_tr_reify(T, v) != OK) {
         PyErr_Clear();
         return NULL;
     }
-    if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT) {
+    if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT
+        || (annotation && v->kind == TC_VAR_UNKNOWN)) {
+        /* (an annotation is only kept: `int`, a class as it is now) */
         return Py_NewRef(v->obj);
     }
     if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_DICT) {
@@ -873,7 +875,7 @@ part_value(tracer *T, tc_var *v)
     PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
                                           : PyDict_New();
     for (int i = 0; r != NULL && i < v->nitems; i++) {
-        PyObject *item = part_value(T, v->items[i]);
+        PyObject *item = part_value(T, v->items[i], annotation);
         if (item == NULL) {
             Py_CLEAR(r);
             break;
@@ -928,7 +930,8 @@ tc_tr_op_make_function(tracer *T, int oparg)
     for (int bit = 0; bit < TC_FN_CLOSURE; bit++) {
         if (part_vars[bit] != NULL) {
             has_parts = 1;
-            parts[bit] = part_value(T, part_vars[bit]);
+            parts[bit] = part_value(T, part_vars[bit],
+                                    bit == TC_FN_ANNOTATIONS);
             if (parts[bit] == NULL && rc == OK) {
                 rc = PyErr_Occurred() ? ERROR
                    : tc_tr_unsupported(T, "a nested function whose defaults "
