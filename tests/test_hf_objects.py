@@ -315,3 +315,30 @@ def test_python_getitem_and_contains_of_a_global_mapping():
     finally:
         del FUNCTIONS["double"]
     check_same(cf(x, "double"), x * 2)
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, n=4, used=3):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4)
+                                          for _ in range(n))
+        self.used = used
+
+    def forward(self, x):
+        # LlamaModel: for layer in self.layers[: config.num_hidden_layers]
+        for layer in self.layers[: self.used]:
+            x = layer(x)
+        return x, len(self.layers[1:]), self.layers[::2]
+
+
+def test_loop_over_a_slice_of_a_module_list():
+    m = Stack()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        ex = tcjit.explain(m)(x)
+        assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+        got, exp = tcjit.compile(m)(x), m(x)
+    check_same(got[0], exp[0])
+    assert got[1] == exp[1]
+    assert type(got[2]) is torch.nn.ModuleList
+    assert list(got[2]) == list(exp[2])

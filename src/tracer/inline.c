@@ -821,6 +821,27 @@ tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
 tc_var *
 tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
 {
+    if (tc_tr_is_module_slice(mod)) {
+        /* self.layers[:n]: the slice of its items */
+        tc_var *all = tc_tr_nn_container_items(T, mod->items[0], rc);
+        if (all == NULL) {
+            return NULL;
+        }
+        Py_ssize_t start, stop, step, n;
+        tc_var *items[64];
+        if (PySlice_Unpack(mod->items[1]->obj, &start, &stop, &step) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        n = PySlice_AdjustIndices(all->nitems, &start, &stop, step);
+        for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+            items[i] = all->items[start + i * step];
+        }
+        tc_var *r = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE,
+                               (int)(n < 64 ? n : 64), items);
+        *rc = r ? OK : ERROR;
+        return r;
+    }
     const char *name = Py_TYPE(mod->obj)->tp_name;
     int keys = strcmp(name, "ModuleDict") == 0;
     tc_var *items[64];
@@ -856,6 +877,32 @@ tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
                      : NULL;
 }
 
+/* seq[a:b] of nn.Sequential / ModuleList: a new container of the same
+ * class, made (by its own __getitem__) only if it leaves the segment;
+ * inside, it is the slice of the items (tc_tr_nn_container_items). */
+static PyObject *
+slice_module(PyObject *unused, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)unused;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_SystemError, "tcjit: malformed module slice");
+        return NULL;
+    }
+    return PyObject_GetItem(args[0], args[1]);
+}
+
+static PyMethodDef slice_module_def = {
+    "slice_module", (PyCFunction)(void (*)(void))slice_module,
+    METH_FASTCALL, NULL};
+
+int
+tc_tr_is_module_slice(const tc_var *v)
+{
+    return v != NULL && v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj != NULL && PyCFunction_Check(v->obj)
+           && ((PyCFunctionObject *)v->obj)->m_ml == &slice_module_def;
+}
+
 /* seq[i] of nn.Sequential / ModuleList / ModuleDict: the submodule, a
  * source of its own (getattr(seq, "i") is what their __getitem__ reads). */
 int
@@ -877,6 +924,28 @@ tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx)
     }
     else if (idx->kind == TC_VAR_CONST && PyUnicode_CheckExact(idx->obj)) {
         key = Py_NewRef(idx->obj);
+    }
+    else if (idx->kind == TC_VAR_CONST && PySlice_Check(idx->obj)
+             && strcmp(Py_TYPE(mod->obj)->tp_name, "ModuleDict") != 0) {
+        int rc;
+        tc_var *all = tc_tr_nn_container_items(T, mod, &rc);
+        if (all == NULL) {
+            return rc != OK ? rc : tc_tr_unsupported(T, "slicing a %s",
+                                                     Py_TYPE(mod->obj)->tp_name);
+        }
+        static PyObject *fn;
+        if (fn == NULL
+            && (fn = PyCFunction_New(&slice_module_def, NULL)) == NULL) {
+            return ERROR;
+        }
+        tc_var *parts[2] = {mod, idx};
+        tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 2, parts);
+        if (v == NULL) {
+            return ERROR;
+        }
+        v->node = TC_TMPL_CALL;
+        v->obj = Py_NewRef(fn);
+        return tc_tr_push(T, v);
     }
     else {
         return tc_tr_unsupported(T, "indexing a module with a %s",

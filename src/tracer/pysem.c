@@ -493,7 +493,8 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return NOT_HANDLED;
     }
     for (int i = 0; i < nseq; i++) {
-        if (args[i]->kind == TC_VAR_NN_MODULE) {
+        if (args[i]->kind == TC_VAR_NN_MODULE
+            || tc_tr_is_module_slice(args[i])) {
             tc_var *items = tc_tr_nn_container_items(T, args[i], &rc);
             if (items == NULL) {
                 return rc != OK ? rc : NOT_HANDLED;
@@ -709,7 +710,7 @@ tc_tr_op_get_iter(tracer *T)
     if (v == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    if (v->kind == TC_VAR_NN_MODULE) {
+    if (v->kind == TC_VAR_NN_MODULE || tc_tr_is_module_slice(v)) {
         tc_var *items = tc_tr_nn_container_items(T, v, &rc);
         if (items == NULL) {
             return rc != OK ? rc
@@ -2233,6 +2234,10 @@ call_len(tracer *T, tc_var **args, int nargs)
     int rc = NOT_HANDLED;
     if (x == NULL) {
         return NOT_HANDLED;
+    }
+    if (tc_tr_is_module_slice(x)) {
+        tc_var *items = tc_tr_nn_container_items(T, x, &rc);
+        return items ? push_const(T, PyLong_FromLong(items->nitems)) : rc;
     }
     if (x->kind == TC_VAR_TENSOR) {
         const tc_layout *l = &tc_tr_tensor_node(T, x)->layout;

@@ -130,6 +130,7 @@ int tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
                          PyObject *kwnames);
 tc_var *tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc);
 int tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx);
+int tc_tr_is_module_slice(const tc_var *v);
 int tc_tr_op_generator(tracer *T, int opcode);
 /* Whether v is or holds a closure over a variable of an inlined call
  * (such a closure lives only as long as that call is traced). */
