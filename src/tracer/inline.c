@@ -531,7 +531,7 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         }
     }
     tracer C;
-    int undo_mark = T->sh->nundo;
+    int undo_mark = T->sh->nundo, fx_mark = T->sh->nfx;
     tracer *owner = fn == NULL ? closure_owner(T, callable) : NULL;
     if (fn == NULL && owner == NULL) {
         return tc_tr_unsupported(T, "call to %U (a closure of a call that "
@@ -579,8 +579,9 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return tc_tr_push(T, result);
     }
     /* the call runs in Python (or as an extern): the objects it changed
-     * are as they were */
+     * are as they were, the attributes it set are not set */
     tc_tr_undo_to(T->sh, undo_mark);
+    T->sh->nfx = fx_mark;
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;

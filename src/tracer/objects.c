@@ -183,9 +183,11 @@ log_state(tracer *T, tc_var *o)
 void
 tc_tr_undo_to(trace_shared *sh, int mark)
 {
-    /* mark < 0: keep the changes after record -mark - 1, free the log */
-    int keep = mark < 0;
-    int to = keep ? -mark - 1 : mark;
+    /* mark < 0: keep the changes after record -mark - 1, free the log;
+     * TC_UNDO_FINI: the trace is over */
+    int fini = mark == TC_UNDO_FINI;
+    int keep = mark < 0 && !fini;
+    int to = fini ? 0 : keep ? -mark - 1 : mark;
     while (sh->nundo > to) {
         struct tc_undo *u = &sh->undo[--sh->nundo];
         if (!keep) {
@@ -207,6 +209,11 @@ tc_tr_undo_to(trace_shared *sh, int mark)
         PyMem_Free(sh->undo);
         sh->undo = NULL;
         sh->undo_cap = 0;
+    }
+    if (fini) {
+        PyMem_Free(sh->fx);
+        sh->fx = NULL;
+        sh->nfx = sh->fx_cap = 0;
     }
 }
 
@@ -604,6 +611,178 @@ tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
                              tp->tp_name, name);
 }
 
+/* ---- attributes set on objects read from the frame ------------------------
+ *
+ * owner.name = value on an object that existed before the segment (a
+ * library's context-variable holder, a config): recorded, read back by
+ * later loads of the same attribute, and made when the segment exits,
+ * before anything else Python runs (the exit's first value is built
+ * through apply_effects, which sets them). */
+
+struct tc_effect {
+    tc_var *owner;
+    PyObject *name;      /* borrowed: a code object's co_names */
+    tc_var *value;
+};
+
+static PyObject *
+apply_effects(PyObject *names, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (nargs != 1 + 2 * n) {
+        PyErr_SetString(PyExc_SystemError, "tcjit: malformed effects");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_SetAttr(args[1 + 2 * i], PyTuple_GET_ITEM(names, i),
+                             args[2 + 2 * i]) < 0) {
+            return NULL;
+        }
+    }
+    return Py_NewRef(args[0]);
+}
+
+static PyMethodDef apply_effects_def = {
+    "apply_effects", (PyCFunction)(void (*)(void))apply_effects,
+    METH_FASTCALL, NULL};
+
+static int
+is_effects(const tc_var *v)
+{
+    return v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj != NULL && PyCFunction_Check(v->obj)
+           && ((PyCFunctionObject *)v->obj)->m_ml == &apply_effects_def;
+}
+
+/* The value of owner.name the segment set last, or NULL. */
+tc_var *
+tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name)
+{
+    trace_shared *sh = T->sh;
+    for (int i = sh->nfx - 1; i >= 0; i--) {
+        struct tc_effect *e = &sh->fx[i];
+        if ((e->owner == owner || (owner->source >= 0
+                                   && e->owner->source == owner->source))
+            && PyUnicode_Compare(e->name, name) == 0) {
+            return e->value;
+        }
+    }
+    return NULL;
+}
+
+static int
+store_attr_of_frame_object(tracer *T, tc_var *o, PyObject *name,
+                           tc_var *value)
+{
+    PyTypeObject *tp = o->obj ? Py_TYPE(o->obj) : NULL;
+    if (o->kind != TC_VAR_UNKNOWN || o->source < 0 || tp == NULL
+        || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o->obj)
+        || tp->tp_setattro != PyObject_GenericSetAttr) {
+        return tc_tr_unsupported(T, "setting attribute %R of a %s", name,
+                                 o->obj ? tp->tp_name : tc_var_kind_name(o));
+    }
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        return tc_tr_unsupported(T, "setting attribute %R of a %s (a "
+                                 "descriptor)", name, tp->tp_name);
+    }
+    if (tc_tr_holds_inlined_cell(value, 0)
+        || ((tracer *)T->sh->root)->nlocals == 0) {
+        return tc_tr_unsupported(T, "setting attribute %R of a %s to a "
+                                 "closure of an inlined call", name,
+                                 tp->tp_name);
+    }
+    if (tc_guard_type(T->out->guards, o->source, o->obj) < 0) {
+        return ERROR;
+    }
+    trace_shared *sh = T->sh;
+    if (sh->nfx == sh->fx_cap) {
+        int cap = sh->fx_cap ? 2 * sh->fx_cap : 8;
+        struct tc_effect *fx = PyMem_Realloc(sh->fx, cap * sizeof(*fx));
+        if (fx == NULL) {
+            PyErr_NoMemory();
+            return ERROR;
+        }
+        sh->fx = fx;
+        sh->fx_cap = cap;
+    }
+    sh->fx[sh->nfx++] = (struct tc_effect){o, name, value};
+    return OK;
+}
+
+/* A var that is v, made after the recorded attribute writes. */
+static tc_var *
+with_effects(tracer *T, tc_var *v)
+{
+    trace_shared *sh = T->sh;
+    tc_var *items[1 + 2 * 64];
+    PyObject *names = PyTuple_New(sh->nfx);
+    if (names == NULL || sh->nfx > 64) {
+        Py_XDECREF(names);
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "tcjit: more than 64 attribute writes");
+        }
+        return NULL;
+    }
+    items[0] = v;
+    for (int i = 0; i < sh->nfx; i++) {
+        PyTuple_SET_ITEM(names, i, Py_NewRef(sh->fx[i].name));
+        items[1 + 2 * i] = sh->fx[i].owner;
+        items[2 + 2 * i] = sh->fx[i].value;
+    }
+    PyObject *fn = PyCFunction_New(&apply_effects_def, names);
+    Py_DECREF(names);
+    tc_var *w = fn ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED,
+                                1 + 2 * sh->nfx, items) : NULL;
+    if (w == NULL) {
+        Py_XDECREF(fn);
+        return NULL;
+    }
+    w->node = TC_TMPL_CALL;
+    w->obj = fn;
+    return w;
+}
+
+int
+tc_tr_attach_effects(tracer *T, tc_var **ret)
+{
+    if (T->sh->nfx == 0 || T->depth > 0) {
+        return OK;
+    }
+    if (ret != NULL) {
+        *ret = with_effects(T, *ret);
+        return *ret ? OK : ERROR;
+    }
+    /* the first value the exit writes back: built before the others */
+    for (int i = 0; i < T->sp; i++) {
+        tc_var *v = T->stack[i];
+        if (v->kind != TC_VAR_NULL && v->kind != TC_VAR_CELL
+            && !is_effects(v)) {
+            T->stack[i] = with_effects(T, v);
+            return T->stack[i] ? OK : ERROR;
+        }
+    }
+    for (int i = 0; i < T->nlocals; i++) {
+        tc_var *v = T->locals[i];
+        if (v == NULL && T->frame->localsplus[i] != NULL
+            && tc_tr_local_value(T, i, &v) != OK) {
+            PyErr_Clear();
+            v = NULL;
+        }
+        if (v != NULL && v->kind != TC_VAR_NULL && v->kind != TC_VAR_CELL
+            && !(PyBytes_AS_STRING(T->co->co_localspluskinds)[i]
+                 & (TC_CO_FAST_CELL | TC_CO_FAST_FREE))) {
+            T->locals[i] = with_effects(T, v);
+            T->written[i] = 1;
+            return T->locals[i] ? OK : ERROR;
+        }
+    }
+    PyErr_SetString(PyExc_RuntimeError,
+                    "tcjit: attribute writes with no value to make them with");
+    return ERROR;
+}
+
 /* STORE_ATTR: owner.name = value. */
 int
 tc_tr_op_store_attr(tracer *T, PyObject *name)
@@ -613,10 +792,7 @@ tc_tr_op_store_attr(tracer *T, PyObject *name)
         return tc_tr_unsupported(T, "malformed stack");
     }
     if (!tc_tr_is_new_object(o)) {
-        return tc_tr_unsupported(T, "setting attribute %R of a %s (only "
-                                 "objects the traced code made are "
-                                 "changed in place)", name,
-                                 tc_var_kind_name(o));
+        return store_attr_of_frame_object(T, o, name, value);
     }
     PyTypeObject *tp = class_of(o);
     static PyObject *str_setattr;

@@ -2448,6 +2448,9 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
         return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute)",
                                  ((PyTypeObject *)type)->tp_name, name);
     }
+    if (tc_tr_pending_attr(T, x, name) != NULL) {
+        return 1;
+    }
     PyObject *f = has_attr_callable(name);
     int src = f ? tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0, f)
                 : -1;
@@ -2876,6 +2879,11 @@ tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
         || !is_user_object(owner->obj)) {
         return NOT_HANDLED;
+    }
+    tc_var *set = tc_tr_pending_attr(T, owner, name);
+    if (set != NULL) {
+        /* written earlier in this segment (made at its exit) */
+        return tc_tr_push_loaded_attr(T, set, method);
     }
     PyTypeObject *tp = Py_TYPE(owner->obj);
     PyObject *descr = _PyType_Lookup(tp, name);

@@ -971,7 +971,8 @@ op_return(tracer *T, tc_var *v, int pushes)
     T->out->exit.kind = TC_EXIT_RETURN;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
-    return var_template(T, v, &T->out->ret);
+    int rc = tc_tr_attach_effects(T, &v);  /* attribute writes (objects.c) */
+    return rc != OK ? rc : var_template(T, v, &T->out->ret);
 }
 
 /* Which exit an instruction the tracer could not compile becomes: the
@@ -1027,6 +1028,9 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
     x->kwnames = Py_XNewRef(opcode == CALL ? kwnames : NULL);
     x->reason = Py_XNewRef(T->out->reason);
     x->reason_line = T->out->reason_line;
+    if (tc_tr_attach_effects(T, NULL) != OK) {  /* attribute writes */
+        return ERROR;
+    }
     x->local_slots = PyMem_Calloc(T->nlocals + 1, sizeof(int));
     x->local_vals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_template));
     x->stack_vals = PyMem_Calloc(T->sp + 1, sizeof(tc_template));
@@ -1368,7 +1372,7 @@ tc_tr_fini(tracer *T)
 static void
 shared_fini(trace_shared *sh)
 {
-    tc_tr_undo_to(sh, 0);  /* (releases what the undo log holds) */
+    tc_tr_undo_to(sh, TC_UNDO_FINI);  /* (frees the undo log, effects) */
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);

@@ -10,6 +10,8 @@
 
 #include "tracer.h"
 
+#include <limits.h>
+
 #include "bindings.h"
 #include "vars.h"
 
@@ -43,6 +45,9 @@ typedef struct {
     struct tc_undo *undo;     /* objects.c: states of objects before an
                                  inlined call changed them */
     int nundo, undo_cap;
+    struct tc_effect *fx;     /* objects.c: attributes set on objects read
+                                 from the frame, made at the exit */
+    int nfx, fx_cap;
 } trace_shared;
 
 typedef struct {
@@ -185,6 +190,13 @@ void tc_tr_adopt_object(tc_var *v, int from, int to);
  * records (a call that failed: its caller runs it in Python instead);
  * tc_tr_undo_to(sh, 0) after a trace also frees the log. */
 void tc_tr_undo_to(trace_shared *sh, int mark);
+#define TC_UNDO_FINI INT_MIN
+/* The attribute writes the exit makes (objects.c): attached to the value
+ * *ret returns (ret non-NULL), else to a value the exit writes back into
+ * the frame.  OK, or ERROR / UNSUPPORTED. */
+int tc_tr_attach_effects(tracer *T, tc_var **ret);
+/* The value the segment last set owner.name to, or NULL. */
+tc_var *tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name);
 int tc_tr_call_class(tracer *T, tc_var *callable, tc_var **args, int nargs,
                      PyObject *kwnames);
 int tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method);
