@@ -5,9 +5,11 @@
 
 Each model is built from a tiny config with random weights (no downloads),
 run under torch.no_grad() eagerly and through tcjit (``tcjit.compile(model)``
-or ``tcjit.enable()``), twice, and reported as: values match eager (1e-4),
-graphs, graph breaks (first reasons), eager fallbacks and recompiles of the
-second call.  Every model runs in its own subprocess, so a crash is a row.
+or ``tcjit.enable()``), twice, and reported as: values match eager (1e-4)
+and the largest difference, graphs and graph breaks (first reasons) as
+explain() sees them, eager fallbacks and tensor-free frames skipped in the
+first compiled call, and recompiles of the second.  Every model runs in
+its own subprocess, so a crash is a row.
 """
 import argparse
 import json
@@ -113,6 +115,9 @@ def run_model(name, mode, device, dtype, use_cache):
             "graphs": ex.graph_count, "breaks": len(breaks),
             "first_breaks": breaks[:3],
             "eager_fallbacks": c1.get("eager_fallbacks", 0),
+            # (tensor-free frames, e.g. a config's __getattribute__ that
+            # a guard runs: counted among eager_fallbacks once each)
+            "frames_skipped": c1.get("frames_skipped", 0),
             "recompiles_2nd_call": c2.get("recompiles", 0)
                                    - c1.get("recompiles", 0)}
 
