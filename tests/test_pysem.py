@@ -674,9 +674,19 @@ def test_comprehension_around_a_graph_break():
     assert printed == [3] * 4     # two compiled calls, two eager
 
 
-def test_generator_expression_breaks_with_a_reason():
+def test_generator_expression_is_run_where_it_is_made():
     def f(x):
         return sum(x * i for i in range(3))
+
+    one_graph(f, torch.randn(4))
+
+
+def test_other_generators_break_with_a_reason():
+    def gen(x):
+        yield x * 2
+
+    def f(x):
+        return next(gen(x)) + 1
 
     cf = tcjit.compile(f)
     x = torch.randn(4)

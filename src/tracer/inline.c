@@ -110,11 +110,17 @@ bind_arguments(tracer *T, PyFunctionObject *fn, PyCodeObject *co,
 static void
 adopt(tc_var *v, int from, int to, int depth)
 {
+    tc_tr_adopt_object(v, from, to);
+    if (tc_tr_is_set_var(v) && v->index == from) {
+        v->index = to;
+    }
     if (depth > 4 || (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST
-                      && v->kind != TC_VAR_DICT)) {
+                      && v->kind != TC_VAR_DICT
+                      && !tc_tr_is_new_object(v))) {
         return;
     }
-    if (v->kind != TC_VAR_TUPLE && v->source < 0 && v->index == from) {
+    if (v->kind != TC_VAR_TUPLE && !tc_tr_is_new_object(v) && v->source < 0
+        && v->index == from) {
         v->index = to;
     }
     for (int i = 0; i < v->nitems; i++) {
@@ -126,9 +132,10 @@ adopt(tc_var *v, int from, int to, int depth)
  * of another module) fn.__globals__ through the function's source. */
 static int
 tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
-                   PyFunctionObject *fn, int fn_source)
+                   PyFunctionObject *fn, int fn_source, tracer *owner)
 {
     memset(C, 0, sizeof(*C));
+    C->parent = T;
     C->sh = T->sh;
     C->out = T->out;
     C->frame = T->frame;
@@ -139,6 +146,12 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     C->serial = ++T->sh->ntracers;
     C->grad_mode = T->grad_mode;
     C->nlocals = co->co_nlocalsplus;
+    if (fn == NULL && owner != NULL) {
+        /* a function the traced code made: it runs with the globals of
+         * the code that made it (the frame, or an inlined call whose
+         * variables it closes over) */
+        T = owner;
+    }
     if (fn == NULL || fn->func_globals == T->globals) {
         C->globals = T->globals;
         C->builtins = T->builtins;
@@ -170,6 +183,228 @@ tracer_init_inline(tracer *C, tracer *T, PyCodeObject *co,
     return OK;
 }
 
+/* ---- closures over an inlined call's variables ----
+ *
+ * A nested function made by an inlined call over its variables is a
+ * DEFERRED var (TC_TMPL_CALL of make_closure, spec = (code, globals,
+ * defaults, kwdefaults, annotations)): its items are the cells (TC_VAR_CELL
+ * of index = owner serial + 1) while the call is traced, so it sees their
+ * current values; when the call returns them, its variables are final and
+ * the items become their values.  The exit makes it with fresh cells
+ * holding those values. */
+
+static PyObject *
+make_closure(PyObject *spec, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *cells = PyTuple_New(nargs);
+    for (Py_ssize_t i = 0; cells && i < nargs; i++) {
+        /* (a cell of the frame's is passed on: the closure reads the
+         * frame's variable when it runs) */
+        PyObject *c = PyCell_Check(args[i]) ? Py_NewRef(args[i])
+                                            : PyCell_New(args[i]);
+        if (c == NULL) {
+            Py_CLEAR(cells);
+            break;
+        }
+        PyTuple_SET_ITEM(cells, i, c);
+    }
+    if (cells == NULL) {
+        return NULL;
+    }
+    PyObject *parts[TC_FN_NPARTS];
+    for (int i = 0; i < TC_FN_CLOSURE; i++) {
+        PyObject *p = PyTuple_GET_ITEM(spec, 2 + i);
+        parts[i] = p == Py_None ? NULL : p;
+    }
+    parts[TC_FN_CLOSURE] = cells;
+    PyObject *f = pyframe_make_function(PyTuple_GET_ITEM(spec, 0),
+                                        PyTuple_GET_ITEM(spec, 1), parts);
+    Py_DECREF(cells);
+    return f;
+}
+
+static PyMethodDef make_closure_def = {
+    "make_closure", (PyCFunction)(void (*)(void))make_closure, METH_FASTCALL,
+    NULL};
+
+int
+tc_tr_is_closure(const tc_var *v)
+{
+    return v != NULL && v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj != NULL && PyCFunction_Check(v->obj)
+           && ((PyCFunctionObject *)v->obj)->m_ml == &make_closure_def;
+}
+
+tc_var *
+tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
+                   tc_var *cells)
+{
+    PyObject *spec = PyTuple_Pack(5, code, T->globals,
+                                  parts[0] ? parts[0] : Py_None,
+                                  parts[1] ? parts[1] : Py_None,
+                                  parts[2] ? parts[2] : Py_None);
+    PyObject *fn = spec ? PyCFunction_New(&make_closure_def, spec) : NULL;
+    Py_XDECREF(spec);
+    tc_var *v = fn ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, cells->nitems,
+                                cells->items) : NULL;
+    if (v == NULL) {
+        Py_XDECREF(fn);
+        return NULL;
+    }
+    v->node = TC_TMPL_CALL;
+    v->obj = fn;
+    return v;
+}
+
+/* A function with the closure's code, globals and defaults (for binding
+ * arguments and reading globals; never run). */
+static PyObject *
+closure_function(tc_var *v)
+{
+    PyObject *spec = PyCFunction_GET_SELF(v->obj);
+    PyObject *parts[TC_FN_NPARTS] = {NULL};
+    for (int i = 0; i < TC_FN_CLOSURE; i++) {
+        PyObject *p = PyTuple_GET_ITEM(spec, 2 + i);
+        parts[i] = p == Py_None ? NULL : p;
+    }
+    return pyframe_make_function(PyTuple_GET_ITEM(spec, 0),
+                                 PyTuple_GET_ITEM(spec, 1), parts);
+}
+
+/* The items of the closures in v (a returned value) that are cells of
+ * call C become the cells' values: C's variables are final now. */
+static int
+freeze_closures(tracer *C, tc_var *v, int depth)
+{
+    if (depth > 6) {
+        return OK;
+    }
+    if (tc_tr_is_closure(v)) {
+        for (int i = 0; i < v->nitems; i++) {
+            tc_var *c = v->items[i];
+            if (c->kind != TC_VAR_CELL || c->index != C->serial + 1) {
+                continue;
+            }
+            if (C->locals[c->node] == NULL) {
+                return tc_tr_unsupported(C, "a closure over a variable that "
+                                         "is not set");
+            }
+            v->items[i] = C->locals[c->node];
+        }
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        if (v->items[i] != NULL && v->items[i]->kind != TC_VAR_CELL) {
+            int rc = freeze_closures(C, v->items[i], depth + 1);
+            if (rc != OK) {
+                return rc;
+            }
+        }
+    }
+    return OK;
+}
+
+/* The tracer whose variables the cells of a closure the traced code made
+ * are (the frame's: the root; an inlined call's: that call, if it is
+ * still being traced), or NULL. */
+static tracer *
+closure_owner(tracer *T, tc_var *callable)
+{
+    if (callable->kind != TC_VAR_DEFERRED) {
+        return NULL;
+    }
+    int serial = -1;
+    for (int i = 0; i < callable->nitems; i++) {
+        if (callable->items[i]->kind == TC_VAR_CELL) {
+            serial = callable->items[i]->index - 1;
+        }
+    }
+    if (serial < 0) {
+        return (tracer *)T->sh->root;
+    }
+    for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+        if (t->serial == serial && t->depth > 0) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* Whether every inlined cell v holds belongs to T or a caller of T
+ * (still traced: the closure stays valid). */
+static int
+holds_live_cells_of_caller(tracer *T, const tc_var *v)
+{
+    if (v->kind == TC_VAR_CELL) {
+        if (v->index <= 0) {
+            return 1;
+        }
+        for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+            if (t->depth > 0 && t->serial == v->index - 1) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        if (v->items[i] != NULL && !holds_live_cells_of_caller(T,
+                                                               v->items[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+tc_tr_holds_inlined_cell(const tc_var *v, int depth)
+{
+    if (v->kind == TC_VAR_CELL) {
+        return v->index > 0;
+    }
+    for (int i = 0; depth < 6 && i < v->nitems; i++) {
+        if (v->items[i] != NULL && tc_tr_holds_inlined_cell(v->items[i],
+                                                            depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The free variables of a make_closure closure: its owner's current
+ * values, or the values it was frozen with. */
+static int
+bind_closure_values(tracer *C, tracer *T, tc_var *closure, PyCodeObject *co)
+{
+    int nfree = co->co_nfreevars;
+    if (closure->nitems != nfree) {
+        return tc_tr_unsupported(T, "a closure of %d cells for %d free "
+                                 "variables", closure->nitems, nfree);
+    }
+    for (int j = 0; j < nfree; j++) {
+        tc_var *c = closure->items[j], *v = c;
+        int rc = OK;
+        if (c->kind == TC_VAR_CELL && c->index == 0) {
+            rc = tc_tr_local_value((tracer *)T->sh->root, c->node, &v);
+        }
+        else if (c->kind == TC_VAR_CELL) {
+            tracer *owner = NULL;
+            for (tracer *t = T; t != NULL; t = (tracer *)t->parent) {
+                if (t->depth > 0 && t->serial == c->index - 1) {
+                    owner = t;
+                }
+            }
+            if (owner == NULL || (v = owner->locals[c->node]) == NULL) {
+                rc = tc_tr_unsupported(T, "a closure over a variable that is "
+                                       "not set");
+            }
+        }
+        if (rc != OK) {
+            return rc;
+        }
+        C->locals[C->nlocals - nfree + j] = v;
+    }
+    return OK;
+}
+
 /* The free variables of a closure the traced frame made (MAKE_FUNCTION
  * over LOAD_CLOSURE cells): the current values of the frame's variables,
  * which the callee can read but not assign (STORE_DEREF of a free slot is
@@ -188,10 +423,20 @@ bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
                                      "code did not make");
         }
     }
+    tracer *owner = closure_owner(T, callable);
+    if (owner == NULL) {
+        return tc_tr_unsupported(T, "a closure of a call that has returned");
+    }
     for (int j = 0; j < nfree; j++) {
-        tc_var *v;
-        int rc = tc_tr_local_value((tracer *)T->sh->root,
-                                   callable->items[j]->node, &v);
+        tc_var *v = NULL;
+        int slot = callable->items[j]->node, rc = OK;
+        if (owner->depth == 0) {
+            rc = tc_tr_local_value(owner, slot, &v);
+        }
+        else if ((v = owner->locals[slot]) == NULL) {
+            rc = tc_tr_unsupported(T, "a closure over a variable not set "
+                                   "yet");
+        }
         if (rc != OK) {
             return rc;
         }
@@ -199,6 +444,26 @@ bind_closure(tracer *C, tracer *T, tc_var *callable, PyCodeObject *co)
     }
     C->frame_cells = callable->items;
     return OK;
+}
+
+static int inline_call(tracer *T, tc_var *callable, tc_var **args,
+                       int nargs, PyObject *kwnames, tc_var *closure);
+
+/* A closure of an inlined call (make_closure): traced as a function with
+ * its code, globals and defaults, its free variables bound to the
+ * owner's current values (while the owner is traced) or the final ones. */
+static int
+call_closure(tracer *T, tc_var *callable, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    PyObject *f = closure_function(callable);
+    tc_var *fv = f ? tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1) : NULL;
+    if (fv == NULL) {
+        Py_XDECREF(f);
+        return ERROR;
+    }
+    fv->obj = f;
+    return inline_call(T, fv, args, nargs, kwnames, callable);
 }
 
 /* Calls of Python functions are traced into the caller's graph: functions
@@ -211,8 +476,18 @@ int
 tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                   PyObject *kwnames)
 {
+    return inline_call(T, callable, args, nargs, kwnames, NULL);
+}
+
+static int
+inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
+            PyObject *kwnames, tc_var *closure)
+{
     PyFunctionObject *fn = NULL;
     PyCodeObject *co;
+    if (tc_tr_is_closure(callable)) {
+        return call_closure(T, callable, args, nargs, kwnames);
+    }
     if (callable->kind == TC_VAR_DEFERRED) {
         co = (PyCodeObject *)callable->obj;
     }
@@ -228,7 +503,12 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                                  "not inlined", co->co_qualname,
                                  MAX_INLINE_DEPTH);
     }
-    if ((co->co_flags & unsupported_flags)) {
+    /* a generator expression is run to its end where it is made (what
+     * consumes it, tuple(), all(), a loop, gets an iterator over what it
+     * yielded); other generators are not inlined */
+    int genexpr = (co->co_flags & CO_GENERATOR)
+        && PyUnicode_CompareWithASCIIString(co->co_name, "<genexpr>") == 0;
+    if ((co->co_flags & unsupported_flags) && !genexpr) {
         return tc_tr_unsupported(T,
                                  "call to %U (not inlined: generators are not "
                                  "inlined)", co->co_qualname);
@@ -251,22 +531,57 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         }
     }
     tracer C;
-    int rc = tracer_init_inline(&C, T, co, fn, fn_source);
+    int undo_mark = T->sh->nundo, fx_mark = T->sh->nfx;
+    tracer *owner = fn == NULL ? closure_owner(T, callable) : NULL;
+    if (fn == NULL && owner == NULL) {
+        return tc_tr_unsupported(T, "call to %U (a closure of a call that "
+                                 "has returned)", co->co_qualname);
+    }
+    int rc = tracer_init_inline(&C, T, co, fn, fn_source, owner);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
     }
     if (rc == OK && callable->kind == TC_VAR_DEFERRED && co->co_nfreevars) {
         rc = bind_closure(&C, T, callable, co);
     }
+    if (rc == OK && closure != NULL) {
+        rc = bind_closure_values(&C, T, closure, co);
+    }
+    if (rc == OK && genexpr) {
+        C.yielded = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, 0, NULL);
+        rc = C.yielded ? OK : ERROR;
+    }
     if (rc == OK) {
         rc = tc_tr_run(&C);
     }
     tc_var *result = C.inline_result;
+    if (rc == DONE && genexpr) {
+        result = tc_tr_iter_of(T, C.yielded);
+        rc = result ? DONE : ERROR;
+    }
+    if (rc == DONE && result != NULL) {
+        /* closures over the callee's variables keep their final values */
+        rc = freeze_closures(&C, result, 0);
+        rc = rc == OK ? DONE : rc;
+    }
     tc_tr_fini(&C);
+    if (rc == DONE && result != NULL
+        && tc_tr_holds_inlined_cell(result, 0)
+        && !holds_live_cells_of_caller(T, result)) {
+        rc = tc_tr_unsupported(T, "returning a closure over the "
+                               "variables of an inlined call");
+    }
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
+        if (T->depth == 0) {
+            tc_tr_undo_to(T->sh, -undo_mark - 1);  /* kept: forget them */
+        }
         return tc_tr_push(T, result);
     }
+    /* the call runs in Python (or as an extern): the objects it changed
+     * are as they were, the attributes it set are not set */
+    tc_tr_undo_to(T->sh, undo_mark);
+    T->sh->nfx = fx_mark;
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;
@@ -275,6 +590,32 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         Py_DECREF(why);
     }
     return rc == DONE ? tc_tr_unsupported(T, "inlining failed") : rc;
+}
+
+/* RETURN_GENERATOR and YIELD_VALUE of a generator expression being run to
+ * its end (tc_tr_inline_call): what it yields is collected, and the value
+ * sent back into it is None, as next() sends. */
+int
+tc_tr_op_generator(tracer *T, int opcode)
+{
+    if (T->yielded == NULL) {
+        return tc_tr_unsupported(T, "a generator");
+    }
+    if (opcode == YIELD_VALUE) {
+        tc_var *v = tc_tr_pop(T), *items[128];
+        int n = T->yielded->nitems;
+        if (v == NULL || n >= 128) {
+            return tc_tr_unsupported(T, v ? "a generator of more than 128 "
+                                     "items" : "malformed stack");
+        }
+        memcpy(items, T->yielded->items, n * sizeof(tc_var *));
+        items[n] = v;
+        T->yielded = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n + 1, items);
+        if (T->yielded == NULL) {
+            return ERROR;
+        }
+    }
+    return tc_tr_push(T, tc_tr_const_var(T, Py_None));
 }
 
 /* ---- nn.Module ------------------------------------------------------------ */
@@ -481,6 +822,27 @@ tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
 tc_var *
 tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
 {
+    if (tc_tr_is_module_slice(mod)) {
+        /* self.layers[:n]: the slice of its items */
+        tc_var *all = tc_tr_nn_container_items(T, mod->items[0], rc);
+        if (all == NULL) {
+            return NULL;
+        }
+        Py_ssize_t start, stop, step, n;
+        tc_var *items[64];
+        if (PySlice_Unpack(mod->items[1]->obj, &start, &stop, &step) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        n = PySlice_AdjustIndices(all->nitems, &start, &stop, step);
+        for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+            items[i] = all->items[start + i * step];
+        }
+        tc_var *r = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE,
+                               (int)(n < 64 ? n : 64), items);
+        *rc = r ? OK : ERROR;
+        return r;
+    }
     const char *name = Py_TYPE(mod->obj)->tp_name;
     int keys = strcmp(name, "ModuleDict") == 0;
     tc_var *items[64];
@@ -516,6 +878,32 @@ tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
                      : NULL;
 }
 
+/* seq[a:b] of nn.Sequential / ModuleList: a new container of the same
+ * class, made (by its own __getitem__) only if it leaves the segment;
+ * inside, it is the slice of the items (tc_tr_nn_container_items). */
+static PyObject *
+slice_module(PyObject *unused, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)unused;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_SystemError, "tcjit: malformed module slice");
+        return NULL;
+    }
+    return PyObject_GetItem(args[0], args[1]);
+}
+
+static PyMethodDef slice_module_def = {
+    "slice_module", (PyCFunction)(void (*)(void))slice_module,
+    METH_FASTCALL, NULL};
+
+int
+tc_tr_is_module_slice(const tc_var *v)
+{
+    return v != NULL && v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj != NULL && PyCFunction_Check(v->obj)
+           && ((PyCFunctionObject *)v->obj)->m_ml == &slice_module_def;
+}
+
 /* seq[i] of nn.Sequential / ModuleList / ModuleDict: the submodule, a
  * source of its own (getattr(seq, "i") is what their __getitem__ reads). */
 int
@@ -537,6 +925,28 @@ tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx)
     }
     else if (idx->kind == TC_VAR_CONST && PyUnicode_CheckExact(idx->obj)) {
         key = Py_NewRef(idx->obj);
+    }
+    else if (idx->kind == TC_VAR_CONST && PySlice_Check(idx->obj)
+             && strcmp(Py_TYPE(mod->obj)->tp_name, "ModuleDict") != 0) {
+        int rc;
+        tc_var *all = tc_tr_nn_container_items(T, mod, &rc);
+        if (all == NULL) {
+            return rc != OK ? rc : tc_tr_unsupported(T, "slicing a %s",
+                                                     Py_TYPE(mod->obj)->tp_name);
+        }
+        static PyObject *fn;
+        if (fn == NULL
+            && (fn = PyCFunction_New(&slice_module_def, NULL)) == NULL) {
+            return ERROR;
+        }
+        tc_var *parts[2] = {mod, idx};
+        tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 2, parts);
+        if (v == NULL) {
+            return ERROR;
+        }
+        v->node = TC_TMPL_CALL;
+        v->obj = Py_NewRef(fn);
+        return tc_tr_push(T, v);
     }
     else {
         return tc_tr_unsupported(T, "indexing a module with a %s",

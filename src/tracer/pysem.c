@@ -18,7 +18,9 @@ static struct {
         *has_torch_function, *has_torch_function_unary,
         *has_torch_function_variadic, *torch_function_mode_enabled,
         *get_tracing_state, *is_tracing, *deterministic,
-        *deterministic_warn_only, *get_default_dtype, *import;
+        *deterministic_warn_only, *get_default_dtype, *import, *type,
+        *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
+        *all, *any, *sum, *sorted, *callable;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -59,6 +61,16 @@ tc_tracer_init(void)
         {"torch._C", "_get_deterministic_algorithms_warn_only",
          &K.deterministic_warn_only},
         {"torch", "get_default_dtype", &K.get_default_dtype},
+        {"builtins", "type", &K.type},
+        {"builtins", "super", &K.super},
+        {"builtins", "all", &K.all},
+        {"builtins", "any", &K.any},
+        {"builtins", "sum", &K.sum},
+        {"builtins", "sorted", &K.sorted},
+        {"builtins", "callable", &K.callable},
+        {"torch.compiler", "is_compiling", &K.is_compiling},
+        {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
+        {"torch._utils", "is_compiling", &K.utils_is_compiling},
         {"builtins", "__import__", &K.import},
     };
     if (K.import != NULL) {
@@ -141,6 +153,242 @@ is_iterator(tc_var *v)
 static Py_ssize_t iter_length(tracer *T, tc_var *it, int *rc);
 static tc_var *iter_item(tracer *T, tc_var *it, Py_ssize_t k);
 
+/* ---- sets of constants ----
+ *
+ * A set the traced code builds ({a, b}, a set comprehension, set(seq)) is
+ * a DEFERRED var made at the exit as set(items[0]), items[0] a tuple of
+ * its (constant, distinct) items in insertion order; SET_ADD and s.add
+ * change it in place (a set this code built). */
+
+int
+tc_tr_is_set_var(const tc_var *v)
+{
+    return v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+           && v->obj == (PyObject *)&PySet_Type && v->nitems == 1
+           && v->items[0]->kind == TC_VAR_TUPLE;
+}
+
+/* A real set of the items of tuple var t (all constants): a new
+ * reference, or NULL with *rc set. */
+static PyObject *
+real_set(tracer *T, tc_var *t, int *rc)
+{
+    PyObject *set = PySet_New(NULL);
+    *rc = set ? OK : ERROR;
+    for (int i = 0; set && i < t->nitems; i++) {
+        tc_var *x = t->items[i];
+        if ((*rc = tc_tr_reify(T, x)) != OK) {
+            Py_CLEAR(set);
+            break;
+        }
+        if (x->kind != TC_VAR_CONST) {
+            *rc = tc_tr_unsupported(T, "a set of a %s", tc_var_kind_name(x));
+            Py_CLEAR(set);
+            break;
+        }
+        if (PySet_Add(set, x->obj) < 0) {
+            Py_CLEAR(set);
+            *rc = tc_tr_unsupported_from_exception(T, "set");
+        }
+    }
+    return set;
+}
+
+/* The set var of the distinct items of `items` (constants). */
+static tc_var *
+make_set(tracer *T, tc_var **items, int n, int *rc)
+{
+    tc_var *uniq[128];
+    int m = 0;
+    PyObject *seen = PySet_New(NULL);
+    *rc = seen ? OK : ERROR;
+    for (int i = 0; seen && i < n; i++) {
+        if ((*rc = tc_tr_reify(T, items[i])) != OK) {
+            break;
+        }
+        if (items[i]->kind != TC_VAR_CONST) {
+            *rc = tc_tr_unsupported(T, "a set of a %s",
+                                    tc_var_kind_name(items[i]));
+            break;
+        }
+        int has = PySet_Contains(seen, items[i]->obj);
+        if (has < 0 || PySet_Add(seen, items[i]->obj) < 0) {
+            *rc = tc_tr_unsupported_from_exception(T, "set");
+            break;
+        }
+        if (!has) {
+            if (m == 128) {
+                *rc = tc_tr_unsupported(T, "a set of more than 128 items");
+                break;
+            }
+            uniq[m++] = items[i];
+        }
+    }
+    Py_XDECREF(seen);
+    if (*rc != OK) {
+        return NULL;
+    }
+    tc_var *t = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, m, uniq);
+    tc_var *s = t ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &t) : NULL;
+    if (s == NULL) {
+        *rc = ERROR;
+        return NULL;
+    }
+    s->node = TC_TMPL_CALL;
+    s->obj = Py_NewRef((PyObject *)&PySet_Type);
+    s->index = T->serial;
+    return s;
+}
+
+/* Add items to set var s in place. */
+static int
+set_add_items(tracer *T, tc_var *s, tc_var **items, int n)
+{
+    tc_var *all[256];
+    int have = s->items[0]->nitems, rc;
+    if (s->source >= 0 || s->index != T->serial) {
+        return tc_tr_unsupported(T, "adding to a set the traced function did "
+                                 "not build");
+    }
+    if (have + n > 256) {
+        return tc_tr_unsupported(T, "a set of more than 128 items");
+    }
+    memcpy(all, s->items[0]->items, have * sizeof(tc_var *));
+    memcpy(all + have, items, n * sizeof(tc_var *));
+    tc_var *ns = make_set(T, all, have + n, &rc);
+    if (ns == NULL) {
+        return rc;
+    }
+    s->items[0] = ns->items[0];
+    return OK;
+}
+
+/* The items of set var s in the order Python iterates the real set. */
+static tc_var *
+set_in_order(tracer *T, tc_var *s, int *rc)
+{
+    tc_var *t = s->items[0], *items[128];
+    PyObject *set = real_set(T, t, rc);
+    if (set == NULL) {
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    int n = 0;
+    while (_PySet_NextEntry(set, &pos, &k, &hash) && n < 128) {
+        for (int i = 0; i < t->nitems; i++) {
+            if (t->items[i]->obj == k) {
+                items[n++] = t->items[i];
+                break;
+            }
+        }
+    }
+    Py_DECREF(set);
+    tc_var *r = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items);
+    *rc = r ? OK : ERROR;
+    return r;
+}
+
+int
+tc_tr_op_build_set(tracer *T, int n)
+{
+    if (T->sp < n) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    int rc;
+    tc_var *s = make_set(T, &T->stack[T->sp - n], n, &rc);
+    if (s == NULL) {
+        return rc;
+    }
+    T->sp -= n;
+    return tc_tr_push(T, s);
+}
+
+static Py_ssize_t seq_length(tracer *T, tc_var *v, int *rc);
+static tc_var *seq_item(tracer *T, tc_var *v, Py_ssize_t k);
+
+/* A set var of the items of real set r (a new reference, consumed). */
+static int
+push_real_set(tracer *T, PyObject *r)
+{
+    tc_var *items[128];
+    Py_ssize_t pos = 0;
+    Py_hash_t hash;
+    PyObject *k;
+    int n = 0, rc = OK;
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "set operator");
+    }
+    while (rc == OK && _PySet_NextEntry(r, &pos, &k, &hash)) {
+        if (n == 128) {
+            rc = tc_tr_unsupported(T, "a set of more than 128 items");
+            break;
+        }
+        items[n] = tc_tr_const_var(T, k);
+        rc = items[n++] ? OK : ERROR;
+    }
+    Py_DECREF(r);
+    tc_var *s = rc == OK ? make_set(T, items, n, &rc) : NULL;
+    return s ? tc_tr_push(T, s) : rc;
+}
+
+/* a | b, a & b, a - b, a ^ b of sets this code built (or frozensets). */
+int
+tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b)
+{
+    if (!tc_tr_is_set_var(a) && !tc_tr_is_set_var(b)) {
+        return NOT_HANDLED;
+    }
+    if (nb >= NB_INPLACE_ADD && tc_tr_is_set_var(a)) {
+        return tc_tr_unsupported(T, "an in-place operator on a set (it "
+                                 "changes the set its aliases see)");
+    }
+    int rc = OK;
+    PyObject *x = tc_tr_is_set_var(a) ? real_set(T, a->items[0], &rc)
+                : a->kind == TC_VAR_CONST ? Py_NewRef(a->obj) : NULL;
+    PyObject *y = x == NULL ? NULL
+                : tc_tr_is_set_var(b) ? real_set(T, b->items[0], &rc)
+                : b->kind == TC_VAR_CONST ? Py_NewRef(b->obj) : NULL;
+    if (y == NULL) {
+        Py_XDECREF(x);
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, x, y);
+    Py_DECREF(x);
+    Py_DECREF(y);
+    if (r != NULL && !PySet_Check(r)) {
+        return tc_tr_push_folded(T, r, "set operator");
+    }
+    return push_real_set(T, r);
+}
+
+/* SET_ADD (a set comprehension) and SET_UPDATE ({*a, *b}). */
+int
+tc_tr_op_set_add(tracer *T, int oparg, int update)
+{
+    tc_var *v = tc_tr_pop(T), *items[128];
+    tc_var *s = oparg >= 1 && T->sp >= oparg ? T->stack[T->sp - oparg] : NULL;
+    if (v == NULL || s == NULL || !tc_tr_is_set_var(s)) {
+        return tc_tr_unsupported(T, "malformed set");
+    }
+    if (!update) {
+        return set_add_items(T, s, &v, 1);
+    }
+    int rc;
+    Py_ssize_t n = seq_length(T, v, &rc);
+    if (n < 0 || n > 128) {
+        return rc != OK ? rc : tc_tr_unsupported(T, "a set update of a %s",
+                                                 tc_var_kind_name(v));
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if ((items[k] = seq_item(T, v, k)) == NULL) {
+            return ERROR;
+        }
+    }
+    return set_add_items(T, s, items, (int)n);
+}
+
 /* How many items a tuple, list, range, string or unrolled iterator still
  * yields; -1 if v is none of them (*rc says whether that is an error). */
 static Py_ssize_t
@@ -154,12 +402,16 @@ seq_length(tracer *T, tc_var *v, int *rc)
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->nitems;
     }
+    if (tc_tr_is_set_var(v)) {
+        return v->items[0]->nitems;
+    }
     if (is_iterator(v)) {
         Py_ssize_t n = iter_length(T, v, rc);
         return n < 0 ? n : n - v->index;
     }
     if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
-                                    || PyUnicode_CheckExact(v->obj))) {
+                                    || PyUnicode_CheckExact(v->obj)
+                                    || PyTuple_Check(v->obj))) {
         Py_ssize_t n = PyObject_Length(v->obj);
         *rc = n < 0 ? ERROR : OK;
         return n;
@@ -174,6 +426,11 @@ seq_item(tracer *T, tc_var *v, Py_ssize_t k)
     v = tc_tr_structseq_items(v) ? tc_tr_structseq_items(v) : v;
     if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
         return v->items[k];
+    }
+    if (tc_tr_is_set_var(v)) {
+        int rc;
+        tc_var *ordered = set_in_order(T, v, &rc);
+        return ordered && k < ordered->nitems ? ordered->items[k] : NULL;
     }
     if (is_iterator(v)) {
         return iter_item(T, v, v->index + k);
@@ -190,6 +447,12 @@ make_iter(tracer *T, PyObject *factory, tc_var **args, int n)
         it->obj = Py_NewRef(factory);
     }
     return it;
+}
+
+tc_var *
+tc_tr_iter_of(tracer *T, tc_var *seq)
+{
+    return make_iter(T, K.iter, &seq, 1);
 }
 
 /* Iterators are mutable objects but vars are values: an iterator is only
@@ -230,7 +493,8 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return NOT_HANDLED;
     }
     for (int i = 0; i < nseq; i++) {
-        if (args[i]->kind == TC_VAR_NN_MODULE) {
+        if (args[i]->kind == TC_VAR_NN_MODULE
+            || tc_tr_is_module_slice(args[i])) {
             tc_var *items = tc_tr_nn_container_items(T, args[i], &rc);
             if (items == NULL) {
                 return rc != OK ? rc : NOT_HANDLED;
@@ -252,6 +516,135 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return PyErr_Occurred() ? ERROR : NOT_HANDLED;
     }
     return tc_tr_push(T, make_iter(T, fn, args, nargs));
+}
+
+/* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
+ * item: a new tuple or list var (a list is the caller's to mutate). */
+static int
+call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
+{
+    tc_var_kind kind = fn == (PyObject *)&PyTuple_Type ? TC_VAR_TUPLE
+                                                      : TC_VAR_LIST;
+    tc_var *items[128];
+    Py_ssize_t n = 0;
+    int rc = OK;
+    if (nargs > 1) {
+        return NOT_HANDLED;
+    }
+    if (nargs == 1) {
+        if (is_iterator(args[0]) && is_aliased(T, args[0])) {
+            return NOT_HANDLED;  /* it is consumed: others would see it */
+        }
+        if (args[0]->kind == TC_VAR_DICT) {
+            return NOT_HANDLED;
+        }
+        n = seq_length(T, args[0], &rc);
+        if (n < 0 || n > 128) {
+            return rc != OK ? rc : NOT_HANDLED;
+        }
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if ((items[k] = seq_item(T, args[0], k)) == NULL) {
+            return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+        }
+    }
+    if (nargs == 1 && is_iterator(args[0])) {
+        args[0]->index += (int)n;   /* exhausted */
+    }
+    if (fn == (PyObject *)&PySet_Type) {
+        tc_var *s = make_set(T, items, (int)n, &rc);
+        return s ? tc_tr_push(T, s) : rc;
+    }
+    tc_var *v = tc_var_seq(&T->sh->arena, kind, (int)n, items);
+    if (v != NULL && kind == TC_VAR_LIST) {
+        v->index = T->serial;
+    }
+    return tc_tr_push(T, v);
+}
+
+/* all(seq) / any(seq) of a sequence or unrolled iterator whose items'
+ * truth is known (constants, containers), stopping where Python stops. */
+static int
+call_all_any(tracer *T, int all, tc_var *seq)
+{
+    int rc;
+    if (is_iterator(seq) && is_aliased(T, seq)) {
+        return NOT_HANDLED;
+    }
+    Py_ssize_t n = seq_length(T, seq, &rc), k;
+    if (n < 0) {
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    int result = all;
+    for (k = 0; k < n; k++) {
+        tc_var *item = seq_item(T, seq, k);
+        if (item == NULL || (rc = tc_tr_reify(T, item)) != OK) {
+            return item == NULL ? ERROR : rc;
+        }
+        int truth;
+        if (item->kind == TC_VAR_CONST || item->kind == TC_VAR_OBJECT) {
+            truth = PyObject_IsTrue(item->obj);
+            if (truth < 0) {
+                return tc_tr_unsupported_from_exception(T, "truth value");
+            }
+        }
+        else if (item->kind == TC_VAR_TUPLE || item->kind == TC_VAR_LIST
+                 || item->kind == TC_VAR_DICT) {
+            truth = item->nitems > 0;
+        }
+        else {
+            return tc_tr_unsupported(T, "%s() of a %s (data-dependent)",
+                                     all ? "all" : "any",
+                                     tc_var_kind_name(item));
+        }
+        if (truth != all) {
+            result = !all;
+            k++;
+            break;
+        }
+    }
+    if (is_iterator(seq)) {
+        seq->index += (int)k;   /* consumed as far as Python would */
+    }
+    return push_const(T, PyBool_FromLong(result));
+}
+
+/* sum(seq, start=0): start + seq[0] + seq[1] + ..., each + traced as
+ * the operator is (tensors, numbers, sequences). */
+static int
+call_sum(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *seq = args[0];
+    int rc;
+    if (is_iterator(seq) && is_aliased(T, seq)) {
+        return NOT_HANDLED;
+    }
+    Py_ssize_t n = seq_length(T, seq, &rc);
+    if (n < 0) {
+        return rc != OK ? rc : NOT_HANDLED;
+    }
+    PyObject *zero = PyLong_FromLong(0);
+    tc_var *acc = nargs == 2 ? args[1] : new_const(T, zero);
+    if (acc == NULL) {
+        return ERROR;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        tc_var *item = seq_item(T, seq, k);
+        if (item == NULL) {
+            return ERROR;
+        }
+        if (tc_tr_push(T, acc) != OK || tc_tr_push(T, item) != OK) {
+            return ERROR;
+        }
+        if ((rc = tc_tr_op_binary(T, NB_ADD)) != OK) {
+            return rc;
+        }
+        acc = tc_tr_pop(T);
+    }
+    if (is_iterator(seq)) {
+        seq->index += (int)n;
+    }
+    return tc_tr_push(T, acc);
 }
 
 /* How many items an unrolled iterator yields from its start. */
@@ -317,7 +710,7 @@ tc_tr_op_get_iter(tracer *T)
     if (v == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    if (v->kind == TC_VAR_NN_MODULE) {
+    if (v->kind == TC_VAR_NN_MODULE || tc_tr_is_module_slice(v)) {
         tc_var *items = tc_tr_nn_container_items(T, v, &rc);
         if (items == NULL) {
             return rc != OK ? rc
@@ -520,7 +913,8 @@ tc_tr_op_before_with(tracer *T)
 {
     tc_var *ctx = tc_tr_peek(T, 1);
     if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
-        || ctx->node != TC_TMPL_CALL) {
+        || ctx->node != TC_TMPL_CALL || tc_tr_is_new_object(ctx)
+        || tc_tr_is_super(ctx) || tc_tr_structseq_items(ctx) != NULL) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
                                  "context managers are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
@@ -1050,6 +1444,34 @@ call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
     return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
 }
 
+/* o[key] = value on an object the traced code made: its class's Python
+ * __setitem__ inlined, or dict's (objects.c). */
+static int
+store_item_of_object(tracer *T, tc_var *o, tc_var *key, tc_var *value)
+{
+    static PyObject *str_setitem;
+    if (str_setitem == NULL
+        && (str_setitem = PyUnicode_InternFromString("__setitem__")) == NULL) {
+        return ERROR;
+    }
+    PyObject *f = _PyType_Lookup(tc_tr_new_object_class(o), str_setitem);
+    if (f != NULL && PyFunction_Check(f)) {
+        tc_var *fv = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+        if (fv == NULL) {
+            return ERROR;
+        }
+        fv->obj = Py_NewRef(f);
+        tc_var *args[3] = {o, key, value};
+        int rc = tc_tr_inline_call(T, fv, args, 3, NULL);
+        return rc == OK ? (tc_tr_pop(T) ? OK : ERROR) : rc;
+    }
+    if (f == NULL || tc_tr_new_object_items(T, o) == NULL) {
+        return tc_tr_unsupported(T, "item assignment on a %s",
+                                 tc_var_kind_name(o));
+    }
+    return tc_tr_new_object_store_item(T, o, key, value);
+}
+
 /* STORE_SUBSCR d[key] = value on a dict the traced code built. */
 int
 tc_tr_op_store_subscr(tracer *T)
@@ -1057,6 +1479,9 @@ tc_tr_op_store_subscr(tracer *T)
     tc_var *key = tc_tr_pop(T), *d = tc_tr_pop(T), *value = tc_tr_pop(T);
     if (key == NULL || d == NULL || value == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (tc_tr_is_new_object(d)) {
+        return store_item_of_object(T, d, key, value);
     }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
@@ -1146,7 +1571,8 @@ is_pure_builtin(PyObject *fn)
     static const char *const pure[] = {"abs", "min", "max", "round", "len",
                                        "pow", NULL};
     if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
-        || fn == (PyObject *)&PyBool_Type) {
+        || fn == (PyObject *)&PyBool_Type || fn == (PyObject *)&PySlice_Type
+        || fn == (PyObject *)&PyUnicode_Type) {
         return 1;
     }
     if (!PyCFunction_Check(fn)) {
@@ -1243,10 +1669,42 @@ known_type(tracer *T, tc_var *v)
         return (PyObject *)Py_TYPE(v->obj);
     case TC_VAR_CONST:
     case TC_VAR_OBJECT:
+    case TC_VAR_NN_MODULE:  /* type-guarded when read */
         return (PyObject *)Py_TYPE(v->obj);
+    case TC_VAR_DEFERRED:
+        return tc_tr_is_set_var(v) ? (PyObject *)&PySet_Type
+                             : (PyObject *)tc_tr_new_object_class(v);
     default:
         return NULL;
     }
+}
+
+/* type(x): its exact type, guarded where x came from the frame. */
+static int
+call_type(tracer *T, tc_var *x)
+{
+    if (tc_tr_reify(T, x) != OK) {
+        return ERROR;
+    }
+    PyObject *t = known_type(T, x);
+    if (t == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    if (x->source >= 0 && x->kind != TC_VAR_TENSOR
+        && (((PyTypeObject *)t)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        /* a user class: its attributes are read through type(x), a
+         * source of its own (they may change between calls) */
+        int rc, src = tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0,
+                                    K.type);
+        tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, t, src, &rc);
+        return v == NULL ? (src < 0 ? ERROR : rc) : tc_tr_push(T, v);
+    }
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
+    if (v == NULL) {
+        return ERROR;
+    }
+    v->obj = Py_NewRef(t);
+    return tc_tr_push(T, v);
 }
 
 /* ---- imports inside functions ---- */
@@ -1403,7 +1861,9 @@ fixed_identity(tracer *T, tc_var *v)
     case TC_VAR_CONST:
         return o == Py_None || o == Py_True || o == Py_False
                || o == Py_Ellipsis || o == Py_NotImplemented
-               || PyType_CheckExact(o) || tc_dtype_from_torch(o) >= 0;
+               || (PyType_Check(o) && Py_TYPE(o)->tp_richcompare
+                                      == PyType_Type.tp_richcompare)
+               || tc_dtype_from_torch(o) >= 0;
     case TC_VAR_OBJECT:
         return 1;
     case TC_VAR_UNKNOWN:
@@ -1444,7 +1904,10 @@ same_object(tracer *T, tc_var *a, tc_var *b)
     if (ta != NULL && tb != NULL && ta != tb) {
         return 0;
     }
-    /* a list or dict the trace built is a new object */
+    /* a list, dict or object the trace built is a new object */
+    if (tc_tr_is_new_object(a) || tc_tr_is_new_object(b)) {
+        return 0;
+    }
     if ((a->kind == TC_VAR_LIST || a->kind == TC_VAR_DICT)
         && a->kind == b->kind && (a->source < 0 || b->source < 0)) {
         return 0;
@@ -1541,6 +2004,75 @@ scalar_set(PyObject *set)
     return 1;
 }
 
+static PyObject *bound_call(PyObject *fn, PyObject *args);
+
+/* `x in c` of a value x read from the frame (a str, an int: not yet
+ * specialized) and a collection of constants c the trace knows (a set it
+ * built, a tuple or frozenset constant, a dict's keys): what the code
+ * depends on is whether x is among them, so that is guarded, as
+ * frozenset(c).__contains__(x) of x's source, not x's value (a
+ * ModelOutput.__setattr__ called with each field name is one entry). */
+static int
+contains_lazy(tracer *T, tc_var *x, tc_var *c, int invert)
+{
+    if (x->kind != TC_VAR_LAZY || x->source < 0
+        || !(PyUnicode_CheckExact(x->obj) || PyLong_CheckExact(x->obj))) {
+        return NOT_HANDLED;
+    }
+    PyObject *items = NULL;
+    int rc = OK;
+    if (tc_tr_is_set_var(c)) {
+        items = real_set(T, c->items[0], &rc);
+    }
+    else if (c->kind == TC_VAR_DICT) {
+        items = Py_NewRef(c->obj);   /* its keys */
+    }
+    else if (c->kind == TC_VAR_TUPLE) {
+        items = tc_tr_const_value(T, c);
+    }
+    else if (c->kind == TC_VAR_CONST && (PyFrozenSet_CheckExact(c->obj)
+                                         || PyTuple_CheckExact(c->obj))) {
+        items = Py_NewRef(c->obj);
+    }
+    if (items == NULL) {
+        return rc != OK ? rc : (PyErr_Occurred() ? ERROR : NOT_HANDLED);
+    }
+    PyObject *fs = PyFrozenSet_New(items);
+    Py_DECREF(items);
+    PyObject *contains = fs ? PyObject_GetAttrString(fs, "__contains__")
+                            : NULL;
+    Py_XDECREF(fs);
+    PyObject *none = PyTuple_New(0);
+    PyObject *f = contains && none ? bound_call(contains, none) : NULL;
+    Py_XDECREF(contains);
+    Py_XDECREF(none);
+    if (f == NULL) {
+        /* an unhashable item: as before, on x's value */
+        PyErr_Clear();
+        return NOT_HANDLED;
+    }
+    int src = tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0, f);
+    PyObject *r = src >= 0 ? PyObject_CallOneArg(f, x->obj) : NULL;
+    if (r == NULL || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        return ERROR;
+    }
+    int found = r == Py_True;
+    Py_DECREF(r);
+    return push_const(T, PyBool_FromLong(found != invert));
+}
+
+/* Whether the class of an object made here defines `name` in Python. */
+static int
+has_python_slot(tc_var *o, const char *name)
+{
+    PyObject *n = PyUnicode_FromString(name);
+    PyObject *f = n ? _PyType_Lookup(tc_tr_new_object_class(o), n) : NULL;
+    Py_XDECREF(n);
+    PyErr_Clear();
+    return f != NULL && PyFunction_Check(f);
+}
+
 /* CONTAINS_OP: `x in c` (oparg 0), `x not in c` (1), for the tuples,
  * lists and dicts the tracer knows item by item, and constants. */
 int
@@ -1551,11 +2083,22 @@ tc_tr_op_contains(tracer *T, int invert)
         return tc_tr_unsupported(T, "malformed stack");
     }
     int rc, found = 0;
-    if ((rc = tc_tr_reify(T, c)) != OK || (rc = tc_tr_reify(T, x)) != OK) {
+    if ((rc = tc_tr_reify(T, c)) != OK) {
+        return rc;
+    }
+    rc = contains_lazy(T, x, c, invert);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    if ((rc = tc_tr_reify(T, x)) != OK) {
         return rc;
     }
     if ((rc = tc_tr_as_dict(T, c)) != OK && rc != NOT_HANDLED) {
         return rc;
+    }
+    if (tc_tr_new_object_items(T, c) != NULL && !has_python_slot(c,
+                                                                "__contains__")) {
+        c = tc_tr_new_object_items(T, c);
     }
     if (c->kind == TC_VAR_UNKNOWN && c->source >= 0
         && (PySet_CheckExact(c->obj) || PyFrozenSet_CheckExact(c->obj))) {
@@ -1575,6 +2118,17 @@ tc_tr_op_contains(tracer *T, int invert)
         }
         Py_DECREF(copy);
         c->kind = TC_VAR_CONST;
+    }
+    PyObject *tmpset = NULL;
+    if (tc_tr_is_set_var(c)) {
+        /* a set this code built: ask the real set of its items */
+        if ((tmpset = real_set(T, c->items[0], &rc)) == NULL) {
+            return rc;
+        }
+        c = new_const(T, tmpset);
+        if (c == NULL) {
+            return ERROR;
+        }
     }
     if (c->kind == TC_VAR_DICT || c->kind == TC_VAR_CONST) {
         if (x->kind != TC_VAR_CONST) {
@@ -1608,7 +2162,23 @@ tc_tr_op_contains(tracer *T, int invert)
         }
     }
     else {
-        return tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c));
+        /* a class's own __contains__ (a Mapping's, through __getitem__) */
+        rc = tc_tr_call_python_dunder(T, c, "__contains__", &x, 1);
+        if (rc != OK) {
+            return rc == NOT_HANDLED
+                ? tc_tr_unsupported(T, "'in' of a %s", tc_var_kind_name(c))
+                : rc;
+        }
+        tc_var *r = tc_tr_pop(T);
+        int truth = -1;
+        if (r != NULL && const_truth(T, r, &truth) != OK) {
+            return ERROR;
+        }
+        if (truth < 0) {
+            return tc_tr_unsupported(T, "'in' of a %s that is not a bool",
+                                     tc_var_kind_name(c));
+        }
+        found = truth;
     }
     return push_const(T, PyBool_FromLong(found != invert));
 }
@@ -1672,6 +2242,10 @@ call_len(tracer *T, tc_var **args, int nargs)
     if (x == NULL) {
         return NOT_HANDLED;
     }
+    if (tc_tr_is_module_slice(x)) {
+        tc_var *items = tc_tr_nn_container_items(T, x, &rc);
+        return items ? push_const(T, PyLong_FromLong(items->nitems)) : rc;
+    }
     if (x->kind == TC_VAR_TENSOR) {
         const tc_layout *l = &tc_tr_tensor_node(T, x)->layout;
         if (l->ndim == 0) {
@@ -1685,6 +2259,9 @@ call_len(tracer *T, tc_var **args, int nargs)
             return ERROR;
         }
         n = PyObject_Length(x->obj);
+    }
+    else if (tc_tr_is_set_var(x)) {
+        n = x->items[0]->nitems;
     }
     else if (x->kind == TC_VAR_TUPLE || x->kind == TC_VAR_LIST
              || (rc = tc_tr_as_dict(T, x)) == OK) {
@@ -1710,33 +2287,132 @@ const_str(tracer *T, tc_var *v)
                                                                    : NULL;
 }
 
-/* getattr(x, "name") is the attribute load x.name; with a default, a
- * missing attribute is left to eager. */
-static int
-call_getattr(tracer *T, tc_var **args, int nargs)
+static int is_user_object(PyObject *obj);
+static int push_method_result(tracer *T, PyObject *r, PyObject *name);
+
+/* Guard source callables f(obj) = fn(obj, *args) (hasattr(obj, name),
+ * dict.get(obj, key)): self = (fn, args); one per (fn, args) for the
+ * process, since sources are interned by the callable's identity.
+ * Borrowed, or NULL with an exception. */
+static PyObject *
+bound_call_fn(PyObject *self, PyObject *obj)
 {
-    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
-    if (name == NULL) {
-        return NOT_HANDLED;
+    PyObject *fn = PyTuple_GET_ITEM(self, 0), *args = PyTuple_GET_ITEM(self, 1);
+    PyObject *argv[8];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    argv[0] = obj;
+    for (Py_ssize_t i = 0; i < n && i < 7; i++) {
+        argv[i + 1] = PyTuple_GET_ITEM(args, i);
     }
-    if (tc_tr_push(T, args[0]) != OK) {
-        return UNSUPPORTED;
-    }
-    return tc_tr_op_load_attr(T, name, 0);
+    return PyObject_Vectorcall(fn, argv, n + 1, NULL);
 }
 
-static int is_plain_object(PyObject *obj);
-static int is_user_object(PyObject *obj);
+static PyMethodDef bound_call_def = {"call", bound_call_fn, METH_O, NULL};
 
-/* hasattr(x, "name"): true through the type (a method, a class attribute)
- * when the type is guarded; constants answer for themselves. */
-static int
-call_hasattr(tracer *T, tc_var **args, int nargs)
+static PyObject *
+bound_call(PyObject *fn, PyObject *args)
 {
-    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
-    tc_var *x = nargs == 2 ? args[0] : NULL;
-    if (name == NULL || tc_tr_reify(T, x) != OK) {
-        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    static PyObject *cache;
+    if (cache == NULL && (cache = PyDict_New()) == NULL) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(args) > 7) {
+        PyErr_SetString(PyExc_ValueError, "tcjit: too many arguments");
+        return NULL;
+    }
+    PyObject *key = PyTuple_Pack(2, fn, args);
+    PyObject *f = key ? PyDict_GetItemWithError(cache, key) : NULL;
+    if (f != NULL || key == NULL || PyErr_Occurred()) {
+        Py_XDECREF(key);
+        return f;
+    }
+    f = PyCFunction_New(&bound_call_def, key);
+    if (f == NULL || PyDict_SetItem(cache, key, f) < 0) {
+        Py_XDECREF(f);
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_DECREF(key);
+    Py_DECREF(f);
+    return f;
+}
+
+static PyObject *
+has_attr_callable(PyObject *name)
+{
+    PyObject *args = PyTuple_Pack(1, name);
+    PyObject *f = args ? bound_call(K.hasattr, args) : NULL;
+    Py_XDECREF(args);
+    return f;
+}
+
+/* descr(obj, *args) of a read-only method of a builtin container class
+ * (dict.get, dict.__getitem__, __contains__, __len__) on an object read
+ * from the frame (a dict subclass a library keeps, reached by super()):
+ * the result is a source of its own, f(obj) = descr(obj, *args) with the
+ * arguments constants.  NOT_HANDLED if that does not apply. */
+static int
+call_read_only_method(tracer *T, PyObject *descr, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    static const char *const read_only[] = {"get", "__getitem__",
+                                            "__contains__", "__len__", NULL};
+    if (!(Py_IS_TYPE(descr, &PyMethodDescr_Type)
+          || Py_IS_TYPE(descr, &PyWrapperDescr_Type))
+        || kwnames != NULL || nargs < 1 || nargs > 4
+        || args[0]->kind != TC_VAR_UNKNOWN || args[0]->source < 0) {
+        return NOT_HANDLED;
+    }
+    PyTypeObject *owner = PyDescr_TYPE(descr);
+    const char *name = PyUnicode_AsUTF8(PyDescr_NAME(descr));
+    int ok = 0;
+    for (int i = 0; name && read_only[i]; i++) {
+        ok |= strcmp(read_only[i], name) == 0;
+    }
+    if (!ok || (owner != &PyDict_Type && owner != &PyList_Type
+                && owner != &PyTuple_Type)
+        || !PyObject_TypeCheck(args[0]->obj, owner)) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify_all(T, args + 1, nargs - 1);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args + 1, nargs - 1)) {
+        return NOT_HANDLED;
+    }
+    PyObject *rest = PyTuple_New(nargs - 1);
+    for (int i = 1; rest && i < nargs; i++) {
+        PyTuple_SET_ITEM(rest, i - 1, Py_NewRef(args[i]->obj));
+    }
+    PyObject *f = rest ? bound_call(descr, rest) : NULL;
+    Py_XDECREF(rest);
+    int src = f ? tc_source_add(T->out->guards, TC_SRC_CALL, args[0]->source,
+                                0, f) : -1;
+    if (src < 0 || tc_guard_type(T->out->guards, args[0]->source,
+                                 args[0]->obj) < 0) {
+        return ERROR;
+    }
+    PyObject *r = PyObject_CallOneArg(f, args[0]->obj);
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, name);
+    }
+    tc_var *v = tc_tr_wrap_value(T, r, src, &rc);
+    Py_DECREF(r);
+    return v == NULL ? rc : tc_tr_push(T, v);
+}
+
+/* Whether x (a var the trace knows by type, or read from the frame) has
+ * attribute name: 1, 0, ERROR, or UNSUPPORTED.  What the type holds
+ * (methods, class attributes) is fixed by the type's guard; an instance
+ * attribute of an object read from the frame is guarded on its presence
+ * (hasattr(x, name) as a source of its own), so a config without
+ * `is_causal` and one with it get entries of their own. */
+static int
+has_attr(tracer *T, tc_var *x, PyObject *name)
+{
+    if (tc_tr_reify(T, x) != OK) {
+        return ERROR;
     }
     if (x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT) {
         PyObject *a = PyObject_GetAttr(x->obj, name);
@@ -1745,20 +2421,92 @@ call_hasattr(tracer *T, tc_var **args, int nargs)
         }
         PyErr_Clear();
         Py_XDECREF(a);
-        return push_const(T, PyBool_FromLong(a != NULL));
+        return a != NULL;
     }
-    int plain = x->kind == TC_VAR_TENSOR
-                || (x->kind == TC_VAR_UNKNOWN && x->source >= 0
-                    && is_plain_object(x->obj));
-    PyObject *type = plain ? known_type(T, x) : NULL;
+    if (tc_tr_is_new_object(x)) {
+        int has = tc_tr_new_object_has_attr(x, name);
+        return has >= 0 ? has
+             : tc_tr_unsupported(T, "hasattr() of a %s (its own __getattr__)",
+                                 tc_tr_new_object_class(x)->tp_name);
+    }
+    PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
+                     || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
+                     ? known_type(T, x) : NULL;
     if (type == NULL) {
-        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+        return PyErr_Occurred() ? ERROR
+             : tc_tr_unsupported(T, "hasattr() of a %s",
+                                 tc_var_kind_name(x));
     }
-    if (_PyType_Lookup((PyTypeObject *)type, name) == NULL) {
+    if (_PyType_Lookup((PyTypeObject *)type, name) != NULL) {
+        return 1;
+    }
+    if (x->source < 0) {
+        /* a tensor the graph computes has no instance attributes */
+        return x->kind == TC_VAR_TENSOR ? 0
+             : tc_tr_unsupported(T, "hasattr() of a %s",
+                                 tc_var_kind_name(x));
+    }
+    /* (a class's own __getattr__, a config's attribute_map, runs again
+     * in the guard, as attribute reads of such objects do) */
+    int known = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
+                || is_user_object(x->obj)
+                || PyFunction_Check(x->obj) || PyType_Check(x->obj);
+    if (!known || x->obj == NULL) {
         return tc_tr_unsupported(T, "hasattr(%s, %R) (an instance attribute)",
                                  ((PyTypeObject *)type)->tp_name, name);
     }
-    return push_const(T, Py_NewRef(Py_True));
+    if (tc_tr_pending_attr(T, x, name) != NULL) {
+        return 1;
+    }
+    PyObject *f = has_attr_callable(name);
+    int src = f ? tc_source_add(T->out->guards, TC_SRC_CALL, x->source, 0, f)
+                : -1;
+    PyObject *r = src >= 0 ? PyObject_CallOneArg(f, x->obj) : NULL;
+    if (r == NULL || tc_guard_equals(T->out->guards, src, r) < 0) {
+        Py_XDECREF(r);
+        return ERROR;
+    }
+    Py_DECREF(r);
+    return r == Py_True;
+}
+
+/* getattr(x, "name") is the attribute load x.name; with a default, the
+ * default where x has no such attribute (has_attr guards which). */
+static int
+call_getattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs >= 2 && nargs <= 3 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return NOT_HANDLED;
+    }
+    if (nargs == 3) {
+        int has = has_attr(T, args[0], name);
+        if (has != 0 && has != 1) {
+            return has;
+        }
+        if (!has) {
+            return tc_tr_push(T, args[2]);
+        }
+    }
+    if (tc_tr_push(T, args[0]) != OK) {
+        return UNSUPPORTED;
+    }
+    return tc_tr_op_load_attr(T, name, 0);
+}
+
+/* hasattr(x, "name") (has_attr). */
+static int
+call_hasattr(tracer *T, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    int has = has_attr(T, args[0], name);
+    if (has != 0 && has != 1) {
+        return has;
+    }
+    return push_const(T, PyBool_FromLong(has));
 }
 
 static int
@@ -1959,6 +2707,54 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.range) {
         rc = call_range(T, args, nargs);
     }
+    else if (fn == (PyObject *)&PyTuple_Type
+             || fn == (PyObject *)&PyList_Type
+             || fn == (PyObject *)&PySet_Type) {
+        rc = call_seq_ctor(T, fn, args, nargs);
+    }
+    else if (fn == K.callable && nargs == 1) {
+        /* by type: functions the trace made, modules, classes, ... */
+        tc_var *x = args[0];
+        PyObject *tp = x->kind == TC_VAR_DEFERRED
+            && (x->node == TC_TMPL_FUNCTION || tc_tr_is_closure(x))
+            ? (PyObject *)&PyFunction_Type : known_type(T, x);
+        rc = tp == NULL ? (PyErr_Occurred() ? ERROR : NOT_HANDLED)
+           : push_const(T, PyBool_FromLong(
+                 ((PyTypeObject *)tp)->tp_call != NULL));
+    }
+    else if ((fn == K.all || fn == K.any) && nargs == 1) {
+        rc = call_all_any(T, fn == K.all, args[0]);
+    }
+    else if (fn == K.sum && (nargs == 1 || nargs == 2)) {
+        rc = call_sum(T, args, nargs);
+    }
+    else if (fn == K.sorted && nargs == 1) {
+        /* of constants: a new list in their order */
+        rc = call_seq_ctor(T, (PyObject *)&PyList_Type, args, nargs);
+        tc_var *l = rc == OK ? tc_tr_peek(T, 1) : NULL;
+        PyObject *c = l ? tc_tr_const_value(T, l) : NULL;
+        if (l != NULL && c == NULL) {
+            T->sp--;
+            rc = PyErr_Occurred() ? ERROR
+               : tc_tr_unsupported(T, "sorted() of values that are not "
+                                   "constants");
+        }
+        else if (c != NULL) {
+            T->sp--;
+            rc = PyList_Sort(c) < 0
+                ? tc_tr_unsupported_from_exception(T, "sorted")
+                : push_method_result(T, Py_NewRef(c), K.sorted);
+            Py_DECREF(c);
+        }
+    }
+    else if (fn == (PyObject *)&PyUnicode_Type && nargs == 1
+             && args[0]->obj != NULL && PyType_Check(args[0]->obj)
+             && Py_TYPE(args[0]->obj)->tp_repr == PyType_Type.tp_repr) {
+        /* str(model.__class__): its name, once its identity is pinned */
+        int fixed = fixed_identity(T, args[0]);
+        rc = fixed < 0 ? ERROR
+           : fixed ? push_const(T, PyObject_Str(args[0]->obj)) : NOT_HANDLED;
+    }
     else if (fn == K.len) {
         rc = call_len(T, args, nargs);
     }
@@ -1978,6 +2774,15 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.is_grad_enabled || is_state_query(fn)) {
         rc = call_state_query(T, fn, nargs);
     }
+    else if ((fn == K.is_compiling || fn == K.is_dynamo_compiling
+              || fn == K.utils_is_compiling) && nargs == 0) {
+        /* True in what is compiled, as under Dynamo: libraries take their
+         * compile-friendly paths there (what runs eagerly sees False) */
+        rc = push_const(T, Py_NewRef(Py_True));
+    }
+    else if (fn == K.type && nargs == 1) {
+        rc = call_type(T, args[0]);
+    }
     if (rc != NOT_HANDLED && rc != ERROR && guard_callable(T, callable) < 0) {
         return ERROR;
     }
@@ -1985,16 +2790,6 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 }
 
 /* ---- plain Python objects, bound methods, functools.partial ---- */
-
-/* An instance of a user class without __getattr__/__getattribute__:
- * reading its attributes runs no code (properties aside), so they are
- * guarded values like locals. */
-static int
-is_plain_object(PyObject *obj)
-{
-    return is_user_object(obj)
-           && Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr;
-}
 
 /* An instance of a user class (a transformers config, a dataclass): not
  * a type, module or tensor. */
@@ -2007,6 +2802,46 @@ is_user_object(PyObject *obj)
            && !PyObject_TypeCheck(obj, (PyTypeObject *)tc_tensor_type);
 }
 
+int
+tc_tr_object_truth(tracer *T, tc_var *v)
+{
+    static PyObject *str_bool, *str_len;
+    if (str_bool == NULL) {
+        str_bool = PyUnicode_InternFromString("__bool__");
+        str_len = PyUnicode_InternFromString("__len__");
+        if (str_bool == NULL || str_len == NULL) {
+            PyErr_Clear();
+            return -2;
+        }
+    }
+    int rc = tc_tr_as_dict(T, v);
+    if (rc == OK) {
+        return v->nitems > 0;   /* keys guarded */
+    }
+    if (rc != NOT_HANDLED) {
+        PyErr_Clear();
+        return -2;
+    }
+    tc_var *items = tc_tr_new_object_items(T, v);
+    if (items != NULL) {
+        return items->nitems > 0;
+    }
+    PyTypeObject *tp = tc_tr_new_object_class(v);
+    if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
+        && is_user_object(v->obj)) {
+        if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            PyErr_Clear();
+            return -2;
+        }
+        tp = Py_TYPE(v->obj);
+    }
+    if (tp == NULL || _PyType_Lookup(tp, str_bool) != NULL
+        || _PyType_Lookup(tp, str_len) != NULL) {
+        return -2;
+    }
+    return 1;   /* an object is true unless its class says otherwise */
+}
+
 /* obj.name of an object read from the frame: the type guarded, the value
  * read now and a source of its own, whose guards read it again on every
  * call -- through the class's own __getattribute__ / __getattr__ or
@@ -2015,9 +2850,47 @@ is_user_object(PyObject *obj)
 int
 tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method)
 {
+    if (owner->kind == TC_VAR_UNKNOWN && owner->source >= 0
+        && PyType_Check(owner->obj)
+        && (((PyTypeObject *)owner->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        && Py_TYPE(owner->obj)->tp_getattro == PyType_Type.tp_getattro) {
+        /* cls.attr of a user class read from the frame (type(self).forward,
+         * a class constant): pinned by identity, the attribute a source of
+         * its own */
+        if (tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return tc_tr_push_attr(T, owner->source, name,
+                               PyObject_GetAttr(owner->obj, name), method,
+                               "class attribute");
+    }
+    if ((owner->kind == TC_VAR_UNKNOWN || owner->kind == TC_VAR_OBJECT)
+        && owner->obj != NULL && PyCode_Check(owner->obj) && !method) {
+        /* func.__code__.co_varnames: a code object is immutable, so its
+         * attributes fold once its identity is pinned */
+        if (owner->source >= 0 && owner->kind == TC_VAR_UNKNOWN
+            && tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return push_method_result(T, PyObject_GetAttr(owner->obj, name),
+                                  name);
+    }
+    if (owner->kind == TC_VAR_UNKNOWN && owner->source >= 0
+        && PyFunction_Check(owner->obj)) {
+        /* func.__code__, func.__name__: sources of their own (a function's
+         * attributes may be assigned) */
+        return tc_tr_push_attr(T, owner->source, name,
+                               PyObject_GetAttr(owner->obj, name), method,
+                               "function attribute");
+    }
     if (owner->kind != TC_VAR_UNKNOWN || owner->source < 0
         || !is_user_object(owner->obj)) {
         return NOT_HANDLED;
+    }
+    tc_var *set = tc_tr_pending_attr(T, owner, name);
+    if (set != NULL) {
+        /* written earlier in this segment (made at its exit) */
+        return tc_tr_push_loaded_attr(T, set, method);
     }
     PyTypeObject *tp = Py_TYPE(owner->obj);
     PyObject *descr = _PyType_Lookup(tp, name);
@@ -2051,6 +2924,100 @@ inline_method(tracer *T, PyObject *func, int fsrc, tc_var *self,
     return tc_tr_inline_call(T, f, all, nargs + 1, kwnames);
 }
 
+/* Whether obj's type has no mutating methods and its methods run no
+ * user code: str, bytes, numbers, tuples (torch.Size), frozensets. */
+static int
+is_immutable_value(PyObject *obj)
+{
+    return PyUnicode_CheckExact(obj) || PyBytes_CheckExact(obj)
+           || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj)
+           || PyBool_Check(obj) || PyComplex_CheckExact(obj)
+           || PyFrozenSet_CheckExact(obj) || PyRange_Check(obj)
+           || PySlice_Check(obj) || obj == Py_None
+           || (PyTuple_Check(obj) && !(Py_TYPE(obj)->tp_flags
+                                       & Py_TPFLAGS_HEAPTYPE))
+           || (PyTuple_Check(obj)
+               && strcmp(Py_TYPE(obj)->tp_name, "torch.Size") == 0);
+}
+
+/* A var of r, a method's result on constants: constants, and a list as a
+ * list var of them (each call gets a new list). */
+static int
+push_method_result(tracer *T, PyObject *r, PyObject *name)
+{
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "method");
+    }
+    if (PyList_CheckExact(r) && PyList_GET_SIZE(r) <= 128) {
+        tc_var *items[128];
+        int n = (int)PyList_GET_SIZE(r);
+        for (int i = 0; i < n; i++) {
+            items[i] = tc_tr_const_var(T, PyList_GET_ITEM(r, i));
+            if (items[i] == NULL) {
+                Py_DECREF(r);
+                return ERROR;
+            }
+        }
+        Py_DECREF(r);
+        tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST, n, items);
+        if (v != NULL) {
+            v->index = T->serial;
+        }
+        return tc_tr_push(T, v);
+    }
+    if (!is_immutable_value(r)) {
+        int rc = tc_tr_unsupported(T, "%U() returned a %s", name,
+                                   Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return rc;
+    }
+    return push_const(T, r);
+}
+
+/* s.startswith(p), shape.index(d), names.count(x), xs.copy(): methods that
+ * do not mutate their object, of a value the trace knows completely (a
+ * str, a tuple or torch.Size, a list or tuple of constants), folded by
+ * calling them now (a list's on a copy). */
+static int
+call_const_method(tracer *T, tc_var *self, PyObject *name, tc_var **args,
+                  int nargs, PyObject *kwnames)
+{
+    int seq = self->kind == TC_VAR_LIST || self->kind == TC_VAR_TUPLE;
+    if (seq && PyUnicode_CompareWithASCIIString(name, "index")
+        && PyUnicode_CompareWithASCIIString(name, "count")) {
+        return NOT_HANDLED;   /* a list's other methods may mutate it */
+    }
+    int rc = tc_tr_reify(T, self);
+    if (rc != OK || (rc = tc_tr_reify_all(T, args, nargs)) != OK) {
+        return rc;
+    }
+    if (!seq && (self->kind != TC_VAR_CONST
+                 || !is_immutable_value(self->obj))) {
+        return NOT_HANDLED;
+    }
+    if (!tc_tr_all_const(args, nargs) || nargs > 8) {
+        return NOT_HANDLED;
+    }
+    PyObject *obj = tc_tr_const_value(T, self);
+    if (obj == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    PyObject *argv[9];
+    argv[0] = obj;
+    for (int i = 0; i < nargs; i++) {
+        argv[i + 1] = args[i]->obj;
+    }
+    if (kwnames != NULL) {
+        nargs -= (int)PyTuple_GET_SIZE(kwnames);
+    }
+    PyObject *r = PyObject_VectorcallMethod(name, argv,
+                                            (nargs + 1)
+                                            | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            kwnames);
+    Py_DECREF(obj);
+    return push_method_result(T, r, name);
+}
+
 /* obj.method(...) on a plain object: type(obj).method inlined with
  * self = obj.  The guard is on obj.method.__func__, the function Python
  * itself would call (an instance attribute shadowing it fails it). */
@@ -2059,10 +3026,19 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
             PyObject *kwnames)
 {
     tc_var *self = m->items[0];
+    if (tc_tr_is_set_var(self) && kwnames == NULL && nargs == 1
+        && PyUnicode_CompareWithASCIIString(m->obj, "add") == 0) {
+        int rc = set_add_items(T, self, args, 1);
+        return rc == OK ? push_const(T, Py_NewRef(Py_None)) : rc;
+    }
+    int rc = call_const_method(T, self, m->obj, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (self->kind == TC_VAR_LIST) {
         return call_list_method(T, self, m->obj, args, nargs, kwnames);
     }
-    int rc = tc_tr_as_dict(T, self);
+    rc = tc_tr_as_dict(T, self);
     if (rc == OK) {
         return call_dict_method(T, self, m->obj, args, nargs, kwnames);
     }
@@ -2225,6 +3201,40 @@ done:
     return rc;
 }
 
+/* super(), Cls(...) of a plain class, and builtin slots (object.__setattr__,
+ * dict.keys) called on an object the traced code made (objects.c). */
+static int
+call_object_semantics(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    int rc;
+    if (fn == K.super && kwnames == NULL) {
+        rc = tc_tr_call_super(T, args, nargs);
+        return rc == OK && guard_callable(T, callable) < 0 ? ERROR : rc;
+    }
+    if (PyType_Check(fn)) {
+        return tc_tr_call_class(T, callable, args, nargs, kwnames);
+    }
+    rc = tc_tr_call_slot(T, fn, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = call_read_only_method(T, fn, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    tc_var *d = nargs >= 1 && Py_IS_TYPE(fn, &PyMethodDescr_Type)
+                ? tc_tr_new_object_items(T, args[0]) : NULL;
+    if (d != NULL) {
+        /* OrderedDict.keys(self), dict.get(self, k): on its items
+         * (read-only: a mutating method refuses the view) */
+        return call_dict_method(T, d, PyDescr_NAME(fn), args + 1, nargs - 1,
+                                kwnames);
+    }
+    return NOT_HANDLED;
+}
+
 /* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
  * lets op_call go on with torch bindings and inlining. */
 static int
@@ -2235,7 +3245,7 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
         if (callable->node == TC_TMPL_ENTER) {
             return call_with_exit(T, callable, nargs);
         }
-        if (callable->node == TC_TMPL_FUNCTION) {
+        if (callable->node == TC_TMPL_FUNCTION || tc_tr_is_closure(callable)) {
             return tc_tr_inline_call(T, callable, args, nargs, kwnames);
         }
         return NOT_HANDLED;
@@ -2252,6 +3262,10 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     if (mode != -1) {
         return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
                                                mode);
+    }
+    int rc = call_object_semantics(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (PyMethod_Check(fn) && is_grad_ctx_object(PyMethod_GET_SELF(fn))) {
         /* __exit__ of a with block entered before this segment: it

@@ -188,6 +188,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
+    v->obj = Py_NewRef(value);  /* the tensor seen (hasattr asks it) */
     v->node = tc_graph_input(T->out->graph, dt, &l);
     if (v->node < 0) {
         *rc = tc_tr_unsupported(T, "graph input");
@@ -319,8 +320,11 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
             v->kind = TC_VAR_LAZY;
         }
     }
-    else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)) {
-        /* guarded (length, items) only if the code looks inside it */
+    else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)
+             || (PyTuple_Check(value)
+                 && strcmp(Py_TYPE(value)->tp_name, "torch.Size") == 0)) {
+        /* guarded (length, items; a torch.Size by value) only if the code
+         * looks inside it */
         v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
@@ -571,15 +575,13 @@ load_closure(tracer *T, int i)
         return tc_tr_push(T, T->frame_cells[i - (T->nlocals
                                                  - T->co->co_nfreevars)]);
     }
-    if (T->depth > 0) {
-        return tc_tr_unsupported(T, "a closure over a variable of an "
-                                 "inlined function");
-    }
     tc_var *c = tc_var_new(&T->sh->arena, TC_VAR_CELL, -1);
     if (c == NULL) {
         return ERROR;
     }
     c->node = i;
+    c->index = T->depth > 0 ? T->serial + 1 : 0;  /* an inlined call's
+                                                     (inline.c) */
     return tc_tr_push(T, c);
 }
 
@@ -768,8 +770,7 @@ static_truth(tracer *T, tc_var *v)
         || v->kind == TC_VAR_DICT) {
         return v->nitems > 0;
     }
-    (void)T;
-    return -2;
+    return tc_tr_object_truth(T, v);
 }
 
 static int
@@ -970,7 +971,8 @@ op_return(tracer *T, tc_var *v, int pushes)
     T->out->exit.kind = TC_EXIT_RETURN;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
-    return var_template(T, v, &T->out->ret);
+    int rc = tc_tr_attach_effects(T, &v);  /* attribute writes (objects.c) */
+    return rc != OK ? rc : var_template(T, v, &T->out->ret);
 }
 
 /* Which exit an instruction the tracer could not compile becomes: the
@@ -1026,6 +1028,9 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
     x->kwnames = Py_XNewRef(opcode == CALL ? kwnames : NULL);
     x->reason = Py_XNewRef(T->out->reason);
     x->reason_line = T->out->reason_line;
+    if (tc_tr_attach_effects(T, NULL) != OK) {  /* attribute writes */
+        return ERROR;
+    }
     x->local_slots = PyMem_Calloc(T->nlocals + 1, sizeof(int));
     x->local_vals = PyMem_Calloc(T->nlocals + 1, sizeof(tc_template));
     x->stack_vals = PyMem_Calloc(T->sp + 1, sizeof(tc_template));
@@ -1108,6 +1113,16 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_compare(T, TC_COMPARE_OP_ARG(oparg));
     case STORE_SUBSCR:
         return tc_tr_op_store_subscr(T);
+    case STORE_ATTR:
+        return tc_tr_op_store_attr(T, PyTuple_GET_ITEM(co->co_names, oparg));
+    case RETURN_GENERATOR:
+    case YIELD_VALUE:
+        return tc_tr_op_generator(T, opcode);
+    case BUILD_SET:
+        return tc_tr_op_build_set(T, oparg);
+    case SET_ADD:
+    case SET_UPDATE:
+        return tc_tr_op_set_add(T, oparg, opcode == SET_UPDATE);
     case IS_OP:
         return tc_tr_op_is(T, oparg);
     case IMPORT_NAME:
@@ -1357,6 +1372,7 @@ tc_tr_fini(tracer *T)
 static void
 shared_fini(trace_shared *sh)
 {
+    tc_tr_undo_to(sh, TC_UNDO_FINI);  /* (frees the undo log, effects) */
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);

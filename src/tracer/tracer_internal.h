@@ -10,6 +10,8 @@
 
 #include "tracer.h"
 
+#include <limits.h>
+
 #include "bindings.h"
 #include "vars.h"
 
@@ -40,6 +42,12 @@ typedef struct {
     int grad_synced;          /* nodes whose grad flag is computed */
     void *root;               /* the frame's tracer (TC_VAR_CELL values) */
     int ntracers;             /* inlined calls traced so far (serials) */
+    struct tc_undo *undo;     /* objects.c: states of objects before an
+                                 inlined call changed them */
+    int nundo, undo_cap;
+    struct tc_effect *fx;     /* objects.c: attributes set on objects read
+                                 from the frame, made at the exit */
+    int nfx, fx_cap;
 } trace_shared;
 
 typedef struct {
@@ -78,6 +86,9 @@ typedef struct {
     int *outs, nouts;         /* graph outputs the exit templates use */
     tc_var **memo;            /* containers given a memo slot, by slot */
     int nmemo, memo_cap;
+    tc_var *yielded;          /* a generator expression run to its end:
+                                 the tuple of what it yielded so far */
+    void *parent;             /* the tracer of the caller (inlined calls) */
 } tracer;
 
 /* tracer.c: errors, stack, values wrapped, graph nodes, run */
@@ -124,13 +135,29 @@ int tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
                          PyObject *kwnames);
 tc_var *tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc);
 int tc_tr_index_nn_module(tracer *T, tc_var *mod, tc_var *idx);
+int tc_tr_is_module_slice(const tc_var *v);
+int tc_tr_op_generator(tracer *T, int opcode);
+/* Whether v is or holds a closure over a variable of an inlined call
+ * (such a closure lives only as long as that call is traced). */
+int tc_tr_holds_inlined_cell(const tc_var *v, int depth);
+int tc_tr_is_closure(const tc_var *v);
+/* A closure over the cells (a tuple var of TC_VAR_CELLs of this inlined
+ * call) with code and MAKE_FUNCTION's other parts (constants or NULL). */
+tc_var *tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
+                           tc_var *cells);
 
 /* pysem.c: Python semantics, CALL */
 
 int tc_tr_op_get_iter(tracer *T);
+/* iter(seq) of a sequence known item by item, unrolled by FOR_ITER. */
+tc_var *tc_tr_iter_of(tracer *T, tc_var *seq);
 int tc_tr_op_for_iter(tracer *T, int oparg, int *next);
 int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
+int tc_tr_op_build_set(tracer *T, int n);
+int tc_tr_is_set_var(const tc_var *v);
+int tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b);
+int tc_tr_op_set_add(tracer *T, int oparg, int update);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
 int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
 int tc_tr_as_dict(tracer *T, tc_var *v);
@@ -143,6 +170,9 @@ int tc_tr_op_call_ex(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
+/* bool(v) of a dict read from the frame or an object without __bool__ /
+ * __len__: 1/0, or -2 if not known at trace time. */
+int tc_tr_object_truth(tracer *T, tc_var *v);
 int tc_tr_op_call(tracer *T, int argc);
 /* torchcalls.c: a device= argument (None: dflt; "cpu", "cuda:N", a
  * torch.device constant) as -1 for the CPU or the CUDA index, -2 when not
@@ -158,10 +188,44 @@ int tc_tr_use_device(tracer *T, const char *what, int dev);
 int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                        PyObject *kwnames, int python_ok);
 
+/* objects.c: objects the traced code makes, super() */
+
+int tc_tr_is_new_object(const tc_var *v);
+PyTypeObject *tc_tr_new_object_class(const tc_var *v);
+void tc_tr_adopt_object(tc_var *v, int from, int to);
+/* Undo what inlined calls did to objects since the log had `mark`
+ * records (a call that failed: its caller runs it in Python instead);
+ * tc_tr_undo_to(sh, 0) after a trace also frees the log. */
+void tc_tr_undo_to(trace_shared *sh, int mark);
+#define TC_UNDO_FINI INT_MIN
+/* The attribute writes the exit makes (objects.c): attached to the value
+ * *ret returns (ret non-NULL), else to a value the exit writes back into
+ * the frame.  OK, or ERROR / UNSUPPORTED. */
+int tc_tr_attach_effects(tracer *T, tc_var **ret);
+/* The value the segment last set owner.name to, or NULL. */
+tc_var *tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name);
+int tc_tr_call_class(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames);
+int tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method);
+int tc_tr_op_store_attr(tracer *T, PyObject *name);
+int tc_tr_call_super(tracer *T, tc_var **args, int nargs);
+int tc_tr_is_super(const tc_var *v);
+int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
+                    PyObject *kwnames);
+tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
+int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
+int tc_tr_call_python_dunder(tracer *T, tc_var *self, const char *name,
+                             tc_var **args, int nargs);
+int tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key,
+                                tc_var *value);
+
 /* valueops.c: attributes, operators, sequences, subscripts, f-strings */
 
 int tc_tr_op_load_attr(tracer *T, PyObject *name, int method);
 int tc_tr_push_folded(tracer *T, PyObject *r, const char *what);
+/* The Python value of a constant, or of a tuple or list of them: a new
+ * reference, or NULL (an exception only on error). */
+PyObject *tc_tr_const_value(tracer *T, tc_var *v);
 int tc_tr_op_binary(tracer *T, int nb);
 int tc_tr_op_compare(tracer *T, int cmp);
 int tc_tr_op_unary(tracer *T, int opcode);

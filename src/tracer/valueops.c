@@ -153,7 +153,9 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
         /* (an owner without a source was itself read from a trusted
          * module: torch.ops.aten.cumsum) */
         v = tc_tr_const_var(T, value);
-        if (v && v->kind == TC_VAR_CONST && !tc_tr_is_python_scalar(value)) {
+        if (v && (v->kind == TC_VAR_CONST || v->kind == TC_VAR_UNKNOWN)
+            && !tc_tr_is_python_scalar(value)) {
+            /* (torch.Tensor, torch.Size: fixed objects, `is` knows them) */
             v->kind = TC_VAR_OBJECT;
         }
         if (v == NULL) {
@@ -179,6 +181,9 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (owner->kind == TC_VAR_NN_MODULE) {
         return tc_tr_nn_module_attr(T, owner, name, method);
+    }
+    if (tc_tr_is_new_object(owner) || tc_tr_is_super(owner)) {
+        return tc_tr_new_object_attr(T, owner, name, method);
     }
     int field = !method && tc_tr_structseq_items(owner) != NULL
                 ? structseq_field(owner->obj, name) : -1;
@@ -246,6 +251,60 @@ tc_tr_push_folded(tracer *T, PyObject *r, const char *what)
     return tc_tr_push(T, v);
 }
 
+static int seq_items(tracer *T, tc_var *v, tc_var **items, int cap);
+
+/* a + b and a * n of tuples and lists the tracer knows item by item: a
+ * new one of a's kind (tuples of tensors, shapes with symbolic items). */
+static int
+sequence_op(tracer *T, int nb, tc_var *a, tc_var *b)
+{
+    tc_var *items[128];
+    int op = nb % NB_INPLACE_ADD;
+    int seq_a = a->kind == TC_VAR_TUPLE || a->kind == TC_VAR_LIST;
+    if (!seq_a || (op != NB_ADD && op != NB_MULTIPLY)
+        || (nb >= NB_INPLACE_ADD && a->kind == TC_VAR_LIST)) {
+        /* (list += mutates the list in place) */
+        return NOT_HANDLED;
+    }
+    int n = seq_items(T, a, items, 128), m;
+    if (n < 0) {
+        return n == ERROR ? ERROR : NOT_HANDLED;
+    }
+    if (op == NB_ADD) {
+        tc_var_kind kb = b->kind == TC_VAR_CONST
+            ? (PyTuple_Check(b->obj) ? TC_VAR_TUPLE
+               : PyList_Check(b->obj) ? TC_VAR_LIST : TC_VAR_NULL)
+            : b->kind;
+        if (kb != a->kind) {
+            return NOT_HANDLED;   /* tuple + list raises */
+        }
+        m = seq_items(T, b, items + n, 128 - n);
+        if (m < 0) {
+            return m == ERROR ? ERROR : NOT_HANDLED;
+        }
+        n += m;
+    }
+    else {
+        if (b->kind != TC_VAR_CONST || !PyLong_CheckExact(b->obj)) {
+            return NOT_HANDLED;
+        }
+        long k = PyLong_AsLong(b->obj);
+        k = k < 0 ? 0 : k;
+        if (n * k > 128) {
+            return tc_tr_unsupported(T, "a sequence of more than 128 items");
+        }
+        for (long r = 1; r < k; r++) {
+            memcpy(items + r * n, items, n * sizeof(tc_var *));
+        }
+        n = (int)(n * k);
+    }
+    tc_var *v = tc_var_seq(&T->sh->arena, a->kind, n, items);
+    if (v != NULL && a->kind == TC_VAR_LIST) {
+        v->index = T->serial;
+    }
+    return tc_tr_push(T, v);
+}
+
 int
 tc_tr_op_binary(tracer *T, int nb)
 {
@@ -263,6 +322,29 @@ tc_tr_op_binary(tracer *T, int nb)
         return tc_tr_push_folded(T, r, "operator");
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
+        /* x.size()[:-1] + (self.nf,): constants once their items are
+         * (not lists: a constant list would be one object for every
+         * call) */
+        PyObject *x = a->kind == TC_VAR_LIST || b->kind == TC_VAR_LIST
+                      ? NULL : tc_tr_const_value(T, a);
+        PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
+        if (y != NULL) {
+            PyObject *r = tc_binary_op(nb % NB_INPLACE_ADD, x, y);
+            Py_DECREF(x);
+            Py_DECREF(y);
+            return tc_tr_push_folded(T, r, "operator");
+        }
+        Py_XDECREF(x);
+        if (PyErr_Occurred()) {
+            return ERROR;
+        }
+        rc = sequence_op(T, nb, a, b);
+        if (rc == NOT_HANDLED) {
+            rc = tc_tr_set_binary(T, nb, a, b);
+        }
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
         return tc_tr_unsupported(T, "operator on %s and %s",
                                  tc_var_kind_name(a), tc_var_kind_name(b));
     }
@@ -298,8 +380,8 @@ tc_tr_op_binary(tracer *T, int nb)
 /* The Python value of a constant, or of a tuple or list of them (items
  * reified): a new reference, or NULL (no exception) if some part is not
  * a constant, NULL with an exception on error. */
-static PyObject *
-const_value(tracer *T, tc_var *v)
+PyObject *
+tc_tr_const_value(tracer *T, tc_var *v)
 {
     if (tc_tr_reify(T, v) != OK) {
         PyErr_Clear();
@@ -318,7 +400,7 @@ const_value(tracer *T, tc_var *v)
     PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
                                           : PyList_New(v->nitems);
     for (int i = 0; r != NULL && i < v->nitems; i++) {
-        PyObject *item = const_value(T, v->items[i]);
+        PyObject *item = tc_tr_const_value(T, v->items[i]);
         if (item == NULL) {
             Py_CLEAR(r);
             break;
@@ -331,6 +413,39 @@ const_value(tracer *T, tc_var *v)
         }
     }
     return r;
+}
+
+/* The items of a tuple or list var, or of a constant tuple, list or
+ * torch.Size (as constants), into items[0..cap): their count, or
+ * UNSUPPORTED (not such a sequence, or too long), or ERROR. */
+static int
+seq_items(tracer *T, tc_var *v, tc_var **items, int cap)
+{
+    if (v->kind == TC_VAR_TUPLE || v->kind == TC_VAR_LIST) {
+        if (v->nitems > cap) {
+            return UNSUPPORTED;
+        }
+        memcpy(items, v->items, v->nitems * sizeof(tc_var *));
+        return v->nitems;
+    }
+    if (v->kind != TC_VAR_CONST
+        || !(PyTuple_Check(v->obj) || PyList_CheckExact(v->obj))) {
+        return UNSUPPORTED;
+    }
+    PyObject *seq = PySequence_Fast(v->obj, "");
+    if (seq == NULL) {
+        return ERROR;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = n > cap ? UNSUPPORTED : (int)n;
+    for (Py_ssize_t i = 0; rc >= 0 && i < n; i++) {
+        items[i] = tc_tr_const_var(T, PySequence_Fast_GET_ITEM(seq, i));
+        if (items[i] == NULL) {
+            rc = ERROR;
+        }
+    }
+    Py_DECREF(seq);
+    return rc;
 }
 
 int
@@ -351,8 +466,8 @@ tc_tr_op_compare(tracer *T, int cmp)
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
         /* tuples and lists of constants (size == (2, 3), dims != []) */
-        PyObject *x = const_value(T, a);
-        PyObject *y = x ? const_value(T, b) : NULL;
+        PyObject *x = tc_tr_const_value(T, a);
+        PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
         if (y != NULL) {
             PyObject *r = PyObject_RichCompare(x, y, cmp);
             Py_DECREF(x);
@@ -473,20 +588,23 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (rc != OK) {
         return rc;
     }
-    if (list->kind != TC_VAR_LIST
-        || (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST)) {
-        return tc_tr_unsupported(T, "list.extend of a non-sequence");
-    }
     tc_var *items[128];
-    if (list->nitems + src->nitems > 128) {
-        return tc_tr_unsupported(T, "list too long");
+    int n = list->kind == TC_VAR_LIST && list->nitems <= 128
+            ? seq_items(T, src, items + list->nitems, 128 - list->nitems)
+            : UNSUPPORTED;
+    if (n == ERROR) {
+        return ERROR;
+    }
+    if (n < 0) {
+        /* (*x.shape[:-1], -1): a torch.Size is a constant tuple */
+        return tc_tr_unsupported(T, "list.extend of a %s",
+                                 tc_var_kind_name(src));
     }
     memcpy(items, list->items, list->nitems * sizeof(tc_var *));
-    memcpy(items + list->nitems, src->items, src->nitems * sizeof(tc_var *));
     /* a list under construction on the stack is no one else's (a list
      * comprehension's, a [*a, b] literal's): a new value replaces it */
-    tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST,
-                           list->nitems + src->nitems, items);
+    tc_var *v = tc_var_seq(&T->sh->arena, TC_VAR_LIST, list->nitems + n,
+                           items);
     if (v == NULL) {
         return ERROR;
     }
@@ -688,6 +806,14 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_NN_MODULE) {
         return tc_tr_index_nn_module(T, seq, idx);
     }
+    rc = tc_tr_call_python_dunder(T, seq, "__getitem__", &idx, 1);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    tc_var *items = tc_tr_new_object_items(T, seq);
+    if (items != NULL) {
+        return tc_tr_dict_lookup(T, items, idx, NULL);
+    }
     return tc_tr_unsupported(T, "subscript of a %s with a %s",
                              tc_var_kind_name(seq), tc_var_kind_name(idx));
 }
@@ -740,52 +866,140 @@ tc_tr_op_binary_slice(tracer *T)
 }
 #endif
 
-/* A lambda or nested function without closure or defaults: made when the
- * segment exits (it is only passed along, e.g. as a sort key). */
+/* The Python value of a MAKE_FUNCTION part (defaults, keyword defaults,
+ * annotations): constants, classes and functions the trace pins, and
+ * tuples and dicts of them; a new reference, or NULL (no exception) if
+ * some part is not known. */
+static PyObject *
+part_value(tracer *T, tc_var *v, int annotation)
+{
+    if (tc_tr_reify(T, v) != OK) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (v->kind == TC_VAR_CONST || v->kind == TC_VAR_OBJECT
+        || (annotation && v->kind == TC_VAR_UNKNOWN)) {
+        /* (an annotation is only kept: `int`, a class as it is now) */
+        return Py_NewRef(v->obj);
+    }
+    if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_DICT) {
+        return NULL;
+    }
+    PyObject *r = v->kind == TC_VAR_TUPLE ? PyTuple_New(v->nitems)
+                                          : PyDict_New();
+    for (int i = 0; r != NULL && i < v->nitems; i++) {
+        PyObject *item = part_value(T, v->items[i], annotation);
+        if (item == NULL) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (v->kind == TC_VAR_TUPLE) {
+            PyTuple_SET_ITEM(r, i, item);
+        }
+        else {
+            int e = PyDict_SetItem(r, PyTuple_GET_ITEM(v->obj, i), item);
+            Py_DECREF(item);
+            if (e < 0) {
+                Py_CLEAR(r);
+            }
+        }
+    }
+    return r;
+}
+
+/* MAKE_FUNCTION.  A function without defaults or annotations over the
+ * frame's own cells (or none) is made when the segment exits (a lambda
+ * passed along, a comprehension on 3.11).  One over an inlined call's
+ * variables is a closure of that call (inline.c, make_closure).  One
+ * without a closure whose parts are constants (a function of another
+ * module, defaults, annotations) is made now, as the object it then is. */
 int
 tc_tr_op_make_function(tracer *T, int oparg)
 {
     tc_var *code = tc_tr_peek(T, 1);
-    tc_var *closure = oparg == 8 ? tc_tr_peek(T, 2) : NULL;
-    if ((oparg != 0 && oparg != 8) || code == NULL
-        || code->kind != TC_VAR_UNKNOWN || !PyCode_Check(code->obj)) {
-        return tc_tr_unsupported(T, "a nested function with defaults or "
-                                 "annotations");
+    if ((oparg & ~15) || code == NULL || code->kind != TC_VAR_UNKNOWN
+        || !PyCode_Check(code->obj)) {
+        return tc_tr_unsupported(T, "malformed MAKE_FUNCTION");
     }
-    /* a closure over the frame's own variables (a comprehension on 3.11,
-     * a lambda using a local): its cells come from LOAD_CLOSURE */
+    tc_var *part_vars[TC_FN_NPARTS] = {NULL};
+    int depth = 2;
+    for (int bit = TC_FN_CLOSURE; bit >= 0; bit--) {
+        if (oparg & (1 << bit)) {
+            part_vars[bit] = tc_tr_peek(T, depth++);
+        }
+    }
+    tc_var *closure = part_vars[TC_FN_CLOSURE];
+    int inlined_cells = 0;
     for (int i = 0; closure && i < closure->nitems; i++) {
         if (closure->kind != TC_VAR_TUPLE
             || closure->items[i]->kind != TC_VAR_CELL) {
             return tc_tr_unsupported(T, "a closure over cells the traced "
                                      "code did not make");
         }
+        inlined_cells |= closure->items[i]->index > 0;
     }
-    if (T->globals != T->frame->f_globals) {
-        /* the exit would make it with the frame's globals */
-        return tc_tr_unsupported(T,
-                                 "a nested function in a function of another "
-                                 "module");
-    }
-    tc_var *d = tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
-    if (d == NULL) {
-        return ERROR;
-    }
-    if (closure != NULL) {
-        tc_var *c = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED,
-                               closure->nitems, closure->items);
-        if (c == NULL) {
-            return ERROR;
+    PyObject *parts[TC_FN_NPARTS] = {NULL};
+    int rc = OK, has_parts = 0;
+    for (int bit = 0; bit < TC_FN_CLOSURE; bit++) {
+        if (part_vars[bit] != NULL) {
+            has_parts = 1;
+            parts[bit] = part_value(T, part_vars[bit],
+                                    bit == TC_FN_ANNOTATIONS);
+            if (parts[bit] == NULL && rc == OK) {
+                rc = PyErr_Occurred() ? ERROR
+                   : tc_tr_unsupported(T, "a nested function whose defaults "
+                                       "or annotations are not constants");
+            }
         }
-        d = c;
     }
-    d->node = TC_TMPL_FUNCTION;
-    d->obj = Py_NewRef(code->obj);
-    tc_tr_pop(T);
-    if (closure != NULL) {
-        tc_tr_pop(T);
+    tc_var *v = NULL;
+    int foreign = T->globals != T->frame->f_globals;
+    if (rc == OK && closure != NULL && inlined_cells) {
+        v = tc_tr_make_closure(T, code->obj, parts, closure);
+        rc = v ? OK : ERROR;
     }
-    return tc_tr_push(T, d);
+    else if (rc == OK && closure != NULL && (foreign || has_parts)) {
+        /* the exit would make it with the frame's globals, no defaults */
+        rc = tc_tr_unsupported(T, "a closure over the frame's variables "
+                               "with defaults or annotations, or in a "
+                               "function of another module");
+    }
+    else if (rc == OK && (foreign || has_parts)) {
+        /* a comprehension or lambda of a library function, a function
+         * with constant defaults: made now (nothing of this call is in
+         * it), inlined like any function, left as that object if it
+         * escapes */
+        PyObject *f = pyframe_make_function(code->obj, T->globals, parts);
+        v = f ? tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1) : NULL;
+        if (v == NULL) {
+            Py_XDECREF(f);
+            rc = ERROR;
+        }
+        else {
+            v->obj = f;
+        }
+    }
+    else if (rc == OK) {
+        v = closure != NULL
+            ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, closure->nitems,
+                         closure->items)
+            : tc_var_new(&T->sh->arena, TC_VAR_DEFERRED, -1);
+        if (v == NULL) {
+            rc = ERROR;
+        }
+        else {
+            v->node = TC_TMPL_FUNCTION;
+            v->obj = Py_NewRef(code->obj);
+        }
+    }
+    for (int bit = 0; bit < TC_FN_CLOSURE; bit++) {
+        Py_XDECREF(parts[bit]);
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    T->sp -= depth - 1;
+    return tc_tr_push(T, v);
 }
 
 /* f-strings of Python values fold; of tensors they are deferred. */

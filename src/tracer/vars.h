@@ -42,7 +42,9 @@ typedef struct tc_var {
     tc_var_kind kind;
     int source;              /* guard source id, -1 if computed */
     int node;                /* TENSOR: graph node id */
-    PyObject *obj;           /* CONST/OBJECT/UNKNOWN: owned reference */
+    PyObject *obj;           /* CONST/OBJECT/UNKNOWN: owned reference;
+                                TENSOR read from the frame: the tensor
+                                seen while tracing (else NULL) */
     int index;               /* DEFERRED iterator: items yielded so far;
                                 grad-mode context: the mode it sets */
     int nitems;              /* TUPLE/LIST/DICT, DEFERRED arguments */

@@ -1,0 +1,420 @@
+"""Objects the traced code makes (issue 18): instances of plain classes,
+dataclasses and ModelOutput-style OrderedDict subclasses built in the
+frame, their attributes set and read (STORE_ATTR, __setattr__,
+super().__setattr__ / __setitem__), returned from the compiled code; and
+zero-argument super().
+
+Every result is compared with eager (type, fields, items, values);
+explain() shows one graph and no break.
+"""
+import collections
+import dataclasses
+
+import pytest
+import torch
+
+import tcjit
+from conftest import check_same
+
+
+@torch.no_grad()
+def one_graph(fn, *args):
+    expected = fn(*args)
+    tcjit.reset()
+    ex = tcjit.explain(fn)(*args)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert ex.graph_count == 1
+    cf = tcjit.compile(fn)
+    got = [cf(*args), cf(*args)]
+    for g in got:
+        same_object_state(g, expected)
+    assert tcjit.counters().get("recompiles", 0) == 0
+    return got
+
+
+def same_object_state(got, expected):
+    assert type(got) is type(expected)
+    if isinstance(expected, dict):
+        assert list(got.keys()) == list(expected.keys())
+        for k in expected:
+            check_same(got[k], expected[k])
+    if hasattr(expected, "__dict__"):
+        assert list(vars(got)) == list(vars(expected))
+        for k, v in vars(expected).items():
+            if isinstance(v, torch.Tensor) or not hasattr(v, "__dict__"):
+                check_same(getattr(got, k), v)
+            else:
+                same_object_state(getattr(got, k), v)
+
+
+class Pair:
+    def __init__(self, a, b=None):
+        self.a = a
+        self.b = b if b is not None else a * 2
+        self.n = 1
+
+    @property
+    def total(self):
+        return self.a + self.b
+
+    def scaled(self, k):
+        return Pair(self.a * k, self.b * k)
+
+
+def test_plain_object_made_read_and_returned():
+    def f(x):
+        p = Pair(x)
+        p.n += 1
+        q = p.scaled(3)
+        q.extra = p.total
+        return q
+    one_graph(f, torch.randn(3))
+
+
+def test_objects_are_new_on_every_call():
+    def f(x):
+        return Pair(x + 1)
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, b = cf(x), cf(x)
+    assert a is not b
+    a.n = 5
+    assert b.n == 1
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    loss: torch.Tensor = None
+    hidden: tuple = None
+
+
+def test_dataclass_made_and_returned():
+    def f(x):
+        out = Output(logits=x * 2, hidden=(x, x + 1))
+        out.loss = out.logits.sum()
+        return out
+    one_graph(f, torch.randn(3))
+
+
+class ModelOutputLike(collections.OrderedDict):
+    """transformers' ModelOutput: fields kept both as attributes and as
+    items, through super().__setitem__ / super().__setattr__."""
+
+    def __setattr__(self, name, value):
+        if value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class LMOutput(ModelOutputLike):
+    logits: torch.Tensor = None
+    past: tuple = None
+    attentions: tuple = None
+
+
+def test_ordered_dict_dataclass_output():
+    def f(x):
+        out = LMOutput(logits=x.softmax(-1), past=(x,))
+        out["extra"] = x + 1
+        return out
+    got = one_graph(f, torch.randn(2, 3))
+    assert list(got[0].keys()) == ["logits", "past", "extra"]
+    assert got[0].attentions is None
+
+
+class Base(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) + 1
+
+
+class GrandChild(Child):
+    def forward(self, x):
+        return super(Child, self).forward(x) - super().forward(x)
+
+
+def test_zero_argument_super_in_module_forward():
+    one_graph(Child(), torch.randn(3))
+    one_graph(GrandChild(), torch.randn(3))
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+
+class ContextHolder:
+    """transformers' CompileableContextVar: under compilation the value
+    lives in plain attributes of a module-level object."""
+
+    def __init__(self):
+        self.global_var = None
+        self.compiling = False
+
+    def set(self, value):
+        if torch.compiler.is_compiling():
+            self.global_var = value
+            self.compiling = True
+            return None
+        self.global_var, self.compiling = value, True   # (a ContextVar)
+        return None
+
+    def get(self):
+        return self.global_var if self.compiling else None
+
+    def reset(self):
+        self.global_var = None
+        self.compiling = False
+
+
+HOLDER = ContextHolder()
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+
+def test_attributes_set_on_a_frame_object_are_made_at_the_exit():
+    c = Counter()
+
+    def f(x):
+        c.calls = c.calls + 1
+        c.last = x * 2
+        return x + c.calls
+    x = torch.randn(2)
+    with torch.no_grad():
+        ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert c.calls == 1
+    cf = tcjit.compile(f)
+    check_same(cf(x), x + 2)
+    check_same(cf(x), x + 3)
+    assert c.calls == 3
+    check_same(c.last, x * 2)
+
+
+def test_context_holder_set_get_reset_is_one_graph():
+    def f(x):
+        HOLDER.set({"scale": 3})
+        y = x * HOLDER.get()["scale"]
+        HOLDER.reset()
+        return y
+    one_graph(f, torch.randn(2))
+    assert HOLDER.compiling is False and HOLDER.global_var is None
+
+
+def _set_then_break(c, x):
+    c.calls = c.calls + 10
+    print("runs in Python")
+    return x
+
+
+def test_attribute_set_by_a_call_that_breaks_is_set_once():
+    c = Counter()
+
+    def f(x):
+        c.calls = c.calls + 1
+        y = _set_then_break(c, x)
+        c.after = c.calls
+        return y
+    x = torch.randn(2)
+    tcjit.compile(f)(x)
+    assert c.calls == 11 and c.after == 11
+
+
+def test_attribute_writes_before_a_break_are_seen_by_python():
+    c = Counter()
+
+    def f(x):
+        c.calls = 5
+        print("sees", c.calls)
+        return x + c.calls
+    x = torch.randn(2)
+    check_same(tcjit.compile(f)(x), x + 5)
+    assert c.calls == 5
+
+
+def test_object_escaping_at_a_break_keeps_its_state():
+    def f(x):
+        p = Pair(x)
+        p.tag = "t"
+        print("break")
+        p.n = p.n + 10
+        return p
+    x = torch.randn(2)
+    same_object_state(tcjit.compile(f)(x), f(x))
+
+
+def _bump(p, x):
+    p.n = p.n + 1
+    p.seen = True
+    print("runs in Python")
+    return x * 2
+
+
+def test_a_call_that_breaks_leaves_the_object_as_it_was():
+    """The callee changes the object, then breaks: Python runs the whole
+    call on the object as it was before it (not changed twice)."""
+    def f(x):
+        p = Pair(x)
+        y = _bump(p, x)
+        return p, y
+    x = torch.randn(2)
+    got = tcjit.compile(f)(x)
+    exp = f(x)
+    same_object_state(got[0], exp[0])
+    assert got[0].n == 2
+    check_same(got[1], exp[1])
+
+
+def test_isinstance_and_identity_of_made_objects():
+    def f(x):
+        p, q = Pair(x), Pair(x)
+        ok = isinstance(p, Pair) and p is not q and type(q) is Pair
+        return x + 1 if ok else x - 1
+    one_graph(f, torch.randn(2))
+
+
+class Registry(dict):
+    """transformers' _CanRecordRegistry: a dict subclass keyed by class
+    name, read through super().get()."""
+
+    def get(self, model):
+        return super().get(str(model.__class__)) or {}
+
+
+REGISTRY = Registry()
+
+
+class Recorded(torch.nn.Module):
+    def forward(self, x):
+        flags = REGISTRY.get(self)
+        return x * 2 if flags.get("double", False) else x + 1
+
+
+def test_super_get_of_a_dict_subclass_read_from_globals():
+    m = Recorded()
+    x = torch.randn(3)
+    one_graph(m, x)
+    cf = tcjit.compile(m)
+    REGISTRY[str(Recorded)] = {"double": True}
+    try:
+        check_same(cf(x), x * 2)
+    finally:
+        REGISTRY.clear()
+    check_same(cf(x), x + 1)
+
+
+@dataclasses.dataclass
+class PostInit(ModelOutputLike):
+    """ModelOutput.__post_init__: fields(), self.__dict__.get, all() over
+    a generator, self[name] = value."""
+    first: torch.Tensor = None
+    second: torch.Tensor = None
+
+    def __post_init__(self):
+        names = [f.name for f in dataclasses.fields(self)]
+        if all(self.__dict__.get(n) is None for n in names[1:]):
+            self["only_first"] = True
+        for n in names:
+            v = self.__dict__.get(n)
+            if v is not None:
+                self[n] = v
+
+
+def test_post_init_reading_dunder_dict():
+    def f(x):
+        a = PostInit(first=x + 1)
+        b = PostInit(first=x, second=x * 2)
+        return a, b
+    one_graph(f, torch.randn(2))
+
+
+class Interface(collections.abc.MutableMapping):
+    """transformers' GeneralInterface (ALL_MASK_ATTENTION_FUNCTIONS): a
+    mapping with a Python __getitem__ over a class-level dict."""
+    _global_mapping = {"double": lambda x: x * 2, "inc": lambda x: x + 1}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping[key] = value
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+
+FUNCTIONS = Interface()
+
+
+def test_python_getitem_and_contains_of_a_global_mapping():
+    def f(x, impl):
+        fn = FUNCTIONS[impl]
+        return fn(x) if "inc" in FUNCTIONS else x
+    one_graph(f, torch.randn(3), "double")
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    FUNCTIONS["double"] = lambda x: x * 3
+    try:
+        check_same(cf(x, "double"), x * 3)
+    finally:
+        del FUNCTIONS["double"]
+    check_same(cf(x, "double"), x * 2)
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, n=4, used=3):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4)
+                                          for _ in range(n))
+        self.used = used
+
+    def forward(self, x):
+        # LlamaModel: for layer in self.layers[: config.num_hidden_layers]
+        for layer in self.layers[: self.used]:
+            x = layer(x)
+        return x, len(self.layers[1:]), self.layers[::2]
+
+
+def test_loop_over_a_slice_of_a_module_list():
+    m = Stack()
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        ex = tcjit.explain(m)(x)
+        assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+        got, exp = tcjit.compile(m)(x), m(x)
+    check_same(got[0], exp[0])
+    assert got[1] == exp[1]
+    assert type(got[2]) is torch.nn.ModuleList
+    assert list(got[2]) == list(exp[2])

@@ -1,0 +1,467 @@
+"""Python that real libraries (HuggingFace transformers, torchvision) run
+around their tensor code, kept inside one graph (issue 18): type(),
+torch.compiler.is_compiling(), class attributes, sequences of sizes,
+function attributes, getattr/hasattr with absent attributes, objects with
+a Python __getitem__, zero-argument super().
+
+Every result is compared with eager; explain() shows one graph and no
+break; a second call neither recompiles nor falls back.
+"""
+import functools
+
+import torch
+
+import tcjit
+from conftest import check_same
+
+
+@torch.no_grad()
+def one_graph(fn, *args):
+    expected = fn(*args)
+    tcjit.reset()
+    ex = tcjit.explain(fn)(*args)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    assert ex.graph_count == 1
+    cf = tcjit.compile(fn)
+    check_same(cf(*args), expected)
+    before = dict(tcjit.counters())
+    check_same(cf(*args), expected)
+    after = tcjit.counters()
+    for k in ("recompiles", "eager_fallbacks", "cache_misses"):
+        assert after.get(k, 0) == before.get(k, 0), (k, before, after)
+    return ex
+
+
+# ---- type() and class attributes --------------------------------------------
+
+class Layer(torch.nn.Module):
+    scale = 3.0
+
+    def forward(self, x):
+        return x * type(self).scale
+
+
+def _wrap(forward):
+    @functools.wraps(forward)
+    def wrapped(self, *args, **kwargs):
+        outermost = type(self).forward is wrapped
+        y = forward(self, *args, **kwargs)
+        return y + 1 if outermost else y
+    return wrapped
+
+
+class Wrapped(Layer):
+    pass
+
+
+Wrapped.forward = _wrap(Layer.forward)
+
+
+def test_type_of_module_and_class_attribute():
+    m = Layer()
+    one_graph(m, torch.randn(3))
+
+
+def test_type_forward_is_the_wrapper_itself():
+    m = Wrapped()
+    one_graph(m, torch.randn(3))
+
+
+def test_type_of_tensor_and_python_values():
+    def f(x, n):
+        t = type(x) is torch.Tensor and type(n) is int and type([]) is list
+        return x + 1 if t else x - 1
+    one_graph(f, torch.randn(3), 2)
+
+
+def test_class_attribute_change_recompiles():
+    m = Layer()
+    x = torch.randn(3)
+    cf = tcjit.compile(m)
+    check_same(cf(x), m(x))
+    old = Layer.scale
+    try:
+        Layer.scale = 5.0
+        check_same(cf(x), x * 5.0)
+    finally:
+        Layer.scale = old
+
+
+# ---- torch.compiler.is_compiling() ------------------------------------------
+
+def test_is_compiling_is_true_while_tracing():
+    def f(x):
+        if torch.compiler.is_compiling():
+            return x + 1
+        print("eager only")
+        return x - 1
+    x = torch.randn(3)
+    ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    check_same(tcjit.compile(f)(x), x + 1)
+    check_same(f(x), x - 1)
+
+
+# ---- sequences of sizes -----------------------------------------------------
+
+class Conv1D(torch.nn.Module):
+    """transformers' GPT-2 Conv1D: torch.Size + a tuple of an attribute."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = torch.nn.Parameter(torch.randn(nx, nf))
+        self.bias = torch.nn.Parameter(torch.randn(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def test_size_plus_tuple_of_attribute():
+    one_graph(Conv1D(6, 4), torch.randn(2, 3, 4))
+
+
+def test_star_unpacking_a_size_into_a_shape():
+    def f(x, d):
+        shape = (*x.shape[:-1], -1, d)
+        return x.view(*shape).transpose(1, 2)
+    one_graph(f, torch.randn(2, 3, 8), 4)
+
+
+def test_tuple_and_list_concatenation_of_tensors():
+    def f(x, y):
+        a = (x,) + (y, x * 2)
+        b = [x] + [y] * 2
+        c = list(a[:1]) * 2
+        return torch.cat(a + tuple(b), 0), len(c), b
+    one_graph(f, torch.randn(2), torch.randn(2))
+
+
+def test_concatenated_list_is_new_on_every_call():
+    def f(x):
+        return [1, 2] + [3], x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x)
+    a.append(4)
+    b, _ = cf(x)
+    assert b == [1, 2, 3]
+
+
+# ---- methods of known values, function and code attributes -------------------
+
+def test_methods_of_strings_sizes_and_constant_lists_fold():
+    def f(x, impl, flags):
+        a = impl.startswith("sdpa") and not impl.removeprefix("s").endswith("x")
+        i = flags.index(True) if True in flags else 0
+        d = x.shape.index(3) + x.shape.count(2)
+        parts = impl.split("_")
+        parts.append("z")
+        return x * (i + d + len(parts)) if a else x
+    one_graph(f, torch.randn(2, 3), "sdpa_paged", [False, False, True])
+
+
+def test_split_gives_a_new_list_every_call():
+    def f(x, s):
+        return s.split(","), x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x, "a,b")
+    a.append("c")
+    b, _ = cf(x, "a,b")
+    assert b == ["a", "b"]
+
+
+def _defaults_from(func):
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        # transformers' merge_with_config_defaults
+        for name in ("scale", "bias"):
+            if name in func.__code__.co_varnames:
+                index = func.__code__.co_varnames.index(name) - 1
+                if len(args) <= index and name not in kwargs:
+                    kwargs[name] = getattr(self, "default_" + name)
+        return func(self, *args, **kwargs)
+    return wrapper
+
+
+class WithDefaults(torch.nn.Module):
+    default_scale = 2.0
+
+    @_defaults_from
+    def forward(self, x, scale=None):
+        return x * scale
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = WithDefaults()
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+
+def test_function_code_attributes_in_a_decorator():
+    one_graph(WithDefaults(), torch.randn(3))
+    one_graph(Outer(), torch.randn(3))
+
+
+def test_slice_and_str_builtins_fold():
+    def f(x, n):
+        s = slice(-n, None)
+        return x[s], str(n) + "!"
+    one_graph(f, torch.randn(5), 2)
+
+
+def test_size_read_after_a_break_is_a_constant():
+    def f(x):
+        shape = x.shape
+        print("break")
+        return x.view(shape[:-1] + (-1,)), (*shape, 1)
+    x = torch.randn(2, 3)
+    cf = tcjit.compile(f)
+    check_same(cf(x), f(x))
+    ex = tcjit.explain(f)(x)
+    assert [b.reason for b in ex.break_reasons] == [
+        "call to print (not a traceable torch op)"]
+    y = torch.randn(3, 3)
+    check_same(cf(y), f(y))
+
+
+# ---- getattr with a default, hasattr ------------------------------------------
+
+class Config:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class UsesConfig(torch.nn.Module):
+    def __init__(self, config, buffer=False):
+        super().__init__()
+        self.config = config
+        if buffer:
+            self.register_buffer("ids", torch.arange(3.0))
+
+    def forward(self, x):
+        causal = getattr(self.config, "is_causal", True)
+        y = x + self.ids if hasattr(self, "ids") else x
+        if hasattr(self.config, "scale") and not hasattr(x, "jax"):
+            y = y * self.config.scale
+        return y + 1 if causal else y - 1
+
+
+def test_getattr_default_and_hasattr_guard_presence():
+    x = torch.randn(3)
+    models = [UsesConfig(Config()), UsesConfig(Config(is_causal=False)),
+              UsesConfig(Config(scale=3.0), buffer=True)]
+    for m in models:
+        one_graph(m, x)
+    # one compiled forward, one cache entry per kind of config
+    cf = [tcjit.compile(m) for m in models]
+    for _ in range(2):
+        for m, f in zip(models, cf):
+            check_same(f(x), m(x))
+
+
+def test_attribute_added_later_is_seen():
+    cfg = Config()
+    m = UsesConfig(cfg)
+    x = torch.randn(3)
+    cf = tcjit.compile(m)
+    check_same(cf(x), x + 1)
+    cfg.is_causal = False
+    check_same(cf(x), x - 1)
+    del cfg.is_causal
+    cfg.scale = 2.0
+    check_same(cf(x), x * 2 + 1)
+
+
+class MappedConfig(Config):
+    """transformers' PretrainedConfig: attribute_map through
+    __getattribute__."""
+    attribute_map = {"hidden": "d_model"}
+
+    def __getattribute__(self, name):
+        if name != "attribute_map" and name in super().__getattribute__(
+                "attribute_map"):
+            name = super().__getattribute__("attribute_map")[name]
+        return super().__getattribute__(name)
+
+
+def test_getattr_default_on_a_config_with_getattribute():
+    def f(x, cfg):
+        h = getattr(cfg, "hidden", 1)
+        c = getattr(cfg, "is_causal", None)
+        return x * h if c is None and hasattr(cfg, "d_model") else x
+    one_graph(f, torch.randn(3), MappedConfig(d_model=4))
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, MappedConfig(d_model=5, is_causal=True)), x)
+
+
+# ---- comprehensions and generator expressions in library code ----------------
+
+import types
+
+_LIB = types.ModuleType("fake_library")
+exec('''
+import torch
+
+SCALE = 3.0
+
+def names(d):
+    return [k for k in d if not k.startswith("_")]
+
+def total(xs):
+    return sum(x * SCALE for x in xs) if all(x is not None for x in xs) else None
+
+def heads(x, n):
+    return tuple(t.sum(-1) for t in x.chunk(n, -1))
+
+def keyed(xs):
+    return {i: x + 1 for i, x in enumerate(xs)}
+''', _LIB.__dict__)
+
+
+def test_comprehensions_in_another_modules_function():
+    def f(x):
+        ks = _LIB.names({"a": 1, "_b": 2, "c": 3})
+        return x * len(ks), _LIB.keyed([x, x * 2])
+    one_graph(f, torch.randn(3))
+
+
+def test_generator_expressions_run_where_they_are_made():
+    def f(x):
+        a = _LIB.total([x, x + 1])
+        b = _LIB.heads(x, 2)
+        c = any(t is None for t in (x, None))
+        return a, b, c, all(n > 0 for n in x.shape)
+    one_graph(f, torch.randn(2, 4))
+
+
+# ---- sets ---------------------------------------------------------------------
+
+def test_sets_of_constants():
+    def f(x, name):
+        fields = {n for n in ("a", "b", "a", "c")}
+        fields.add("d")
+        both = {*fields, "e"} | set()
+        k = len(fields) + len(both)
+        if name in fields and "z" not in fields:
+            k += 10
+        return x * k, sorted(fields), fields
+    got = one_graph(f, torch.randn(2), "b")
+
+
+def test_set_returned_is_new_on_every_call():
+    def f(x):
+        return {1, 2}, x + 1
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    a, _ = cf(x)
+    a.add(3)
+    b, _ = cf(x)
+    assert b == {1, 2}
+
+
+class Fields:
+    names = ("loss", "logits")
+
+    def __setattr__(self, name, value):
+        # transformers' ModelOutput.__setattr__ asks a set of field names
+        field_names = {n for n in type(self).names}
+        if name in field_names and value is not None:
+            object.__setattr__(self, "_" + name, value)
+        object.__setattr__(self, name, value)
+
+
+def test_set_comprehension_in_setattr():
+    def f(x):
+        o = Fields()
+        o.logits = x * 2
+        o.other = 1
+        return o
+    expected = f(torch.randn(2))
+    got = tcjit.compile(f)(torch.randn(2))
+    assert sorted(vars(got)) == sorted(vars(expected))
+
+
+# ---- closures in inlined functions ---------------------------------------------
+
+exec('''
+def present(obj, names):
+    # transformers' ModelOutput.__post_init__: a generator over `obj`
+    return all(getattr(obj, n, None) is not None for n in names)
+
+def scaled(xs, k):
+    return [x * k for x in xs if x is not None]
+
+def make_adder(k):
+    return lambda x: x + k
+''', _LIB.__dict__)
+
+
+class _Holder:
+    def __init__(self, a, b=None):
+        self.a, self.b = a, b
+
+
+def test_closures_over_an_inlined_functions_variables():
+    def f(x):
+        h = _Holder(x)
+        ys = _LIB.scaled([x, None, x + 1], 3)
+        both = _LIB.present(h, ("a", "b"))
+        return ys, both, torch.stack(ys).sum() if not both else x
+    one_graph(f, torch.randn(2))
+
+
+def test_a_closure_returned_by_an_inlined_call_keeps_final_values():
+    """transformers' mask-function factories (and_masks, ...): the
+    closure sees the factory's variables as they were when it returned;
+    returned to the caller, it is made with fresh cells."""
+    def f(x):
+        add = _LIB.make_adder(2)
+        return add(x), _LIB.make_adder(x)
+    x = torch.randn(2)
+    (y, g), (ey, eg) = tcjit.compile(f)(x), f(x)
+    check_same(y, ey)
+    check_same(g(x), eg(x))
+    ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+    g2 = tcjit.compile(f)(x * 3)[1]
+    check_same(g(x), eg(x))
+    check_same(g2(x), x + x * 3)
+
+
+exec('''
+def and_masks(*mask_functions):
+    # transformers.masking_utils.and_masks
+    if not all(callable(arg) for arg in mask_functions):
+        raise RuntimeError("All inputs should be callable")
+
+    def and_mask(batch_idx: int, q_idx: int) -> bool:
+        result = q_idx.new_ones((), dtype=torch.bool)
+        for mask in mask_functions:
+            result = result & mask(batch_idx, q_idx)
+        return result
+    return and_mask
+
+def causal(batch_idx, q_idx):
+    return q_idx >= batch_idx
+
+def padding(mask):
+    def inner(batch_idx: int, q_idx: int) -> bool:
+        return mask[q_idx] > 0
+    return inner
+''', _LIB.__dict__)
+
+
+def test_mask_function_factories():
+    def f(q, kv, mask):
+        fn = _LIB.and_masks(_LIB.causal, _LIB.padding(mask))
+        return fn(kv, q), callable(fn), callable(q)
+    one_graph(f, torch.arange(4), torch.tensor([1, 2, 0, 3]),
+              torch.tensor([1, 0, 1, 1]))
