@@ -251,6 +251,8 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         }
     }
     tracer C;
+    int mark[2];
+    tc_tr_mut_mark(T, mark);
     int rc = tracer_init_inline(&C, T, co, fn, fn_source);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
@@ -267,6 +269,7 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         adopt(result, C.serial, T->serial, 0);
         return tc_tr_push(T, result);
     }
+    tc_tr_mut_rollback(T, mark);  /* the call runs again, in CPython */
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;

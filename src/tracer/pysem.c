@@ -1058,6 +1058,9 @@ tc_tr_op_store_subscr(tracer *T)
     if (key == NULL || d == NULL || value == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
+    if (d->kind == TC_VAR_TENSOR) {
+        return tc_tr_setitem(T, d, key, value);
+    }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
                                  tc_var_kind_name(d));
@@ -2325,7 +2328,11 @@ tc_tr_op_call(tracer *T, int argc)
             margs[0] = self;
             memcpy(margs + 1, args, nargs * sizeof(tc_var *));
             int sp = T->sp, nn = T->out->graph->nnodes;
-            rc = mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
+            rc = mb ? NOT_HANDLED
+                    : tc_tr_call_inplace(T, callable->obj, margs, nargs + 1,
+                                         kwnames);
+            rc = rc != NOT_HANDLED ? rc
+               : mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
                                       tc_tr_call_binding(T, mb, margs,
                                                          nargs + 1, kwnames),
                                       sp, nn)

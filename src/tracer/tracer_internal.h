@@ -40,6 +40,7 @@ typedef struct {
     int grad_synced;          /* nodes whose grad flag is computed */
     void *root;               /* the frame's tracer (TC_VAR_CELL values) */
     int ntracers;             /* inlined calls traced so far (serials) */
+    struct tc_mut_state *mut; /* in-place writes so far (mutation.c) */
 } trace_shared;
 
 typedef struct {
@@ -102,6 +103,7 @@ int tc_tr_emit_op(tracer *T, const char *op, int n, tc_var **args,
                   tc_dtype attr);
 const tc_node *tc_tr_tensor_node(tracer *T, tc_var *v);
 int tc_tr_run(tracer *T);
+int tc_tr_output_index(tracer *T, int node);
 void tc_tr_fini(tracer *T);
 
 /* torchcalls.c: torch functions and Tensor methods */
@@ -170,5 +172,24 @@ int tc_tr_op_binary_slice(tracer *T);
 int tc_tr_op_make_function(tracer *T, int oparg);
 int tc_tr_op_format_value(tracer *T, int oparg);
 int tc_tr_op_build_string(tracer *T, int n);
+
+/* mutation.c: in-place ops as data flow.  Each returns OK (the result
+ * pushed: the mutated tensor itself for methods and operators, nothing for
+ * item assignment), UNSUPPORTED with a reason, or NOT_HANDLED (call: not an
+ * in-place method the registry defines). */
+
+int tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
+                       PyObject *kwnames);
+int tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b);
+int tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value);
+/* The node an exit returns for node: a graph input's current value (or a
+ * view of it) is the input itself (or that view of the input). */
+int tc_tr_mut_identity(tracer *T, int node);
+/* At a finished segment: the write-backs into T->out->wb (adds outputs). */
+int tc_tr_mut_finish(tracer *T);
+/* An inlined call that fails undoes its writes (mark[2] is opaque). */
+void tc_tr_mut_mark(tracer *T, int mark[2]);
+void tc_tr_mut_rollback(tracer *T, const int mark[2]);
+void tc_tr_mut_free(struct tc_mut_state *m);
 
 #endif
