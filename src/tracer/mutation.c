@@ -373,8 +373,24 @@ can_cast(tc_dtype from, tc_dtype to)
     return from == TC_BOOL || to != TC_BOOL;
 }
 
-/* 1 if tensor operand node n shares memory with target t (same storage,
- * not the very same view): eager checks partial overlap and may raise. */
+/* Elements [lo, hi) of its root's storage a view's elements lie in. */
+static void
+extent(const tc_node *n, int64_t *lo, int64_t *hi)
+{
+    *lo = n->view_base >= 0 ? n->offset : 0;
+    *hi = *lo + 1;
+    for (int d = 0; d < n->layout.ndim; d++) {
+        if (n->layout.sizes[d] == 0) {
+            *hi = *lo;
+            return;
+        }
+        *hi += (n->layout.sizes[d] - 1) * n->layout.strides[d];
+    }
+}
+
+/* 1 if tensor operand node n may share memory with target t (same storage,
+ * not the very same view, extents that meet): eager checks partial overlap
+ * and may raise. */
 static int
 overlaps(const tc_graph *g, int n, int t)
 {
@@ -382,7 +398,13 @@ overlaps(const tc_graph *g, int n, int t)
         return 0;
     }
     const tc_node *a = &g->nodes[n], *b = &g->nodes[t];
-    return !(same_layout(&a->layout, &b->layout) && a->offset == b->offset);
+    if (same_layout(&a->layout, &b->layout) && a->offset == b->offset) {
+        return 0;
+    }
+    int64_t alo, ahi, blo, bhi;
+    extent(a, &alo, &ahi);
+    extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
 }
 
 static int
