@@ -376,3 +376,15 @@ def test_failed_inline_does_not_write_twice():
     def f(x):
         return helper(x) * 2
     check_mutation(f, fresh((3,)), breaks=2)
+
+
+def test_view_of_written_input_returned_twice_is_one_object():
+    # found by the fuzzer: each exit slot made its own view of the input
+    def f(a):
+        v = a.reshape(-1)
+        a.neg_()
+        return v, v
+    check_mutation(f, lambda: ([torch.arange(4).reshape(2, 2)], []))
+    g = tcjit.compile(f)
+    r = g(torch.ones(2, 2))
+    assert r[0] is r[1]

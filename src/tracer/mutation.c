@@ -46,6 +46,10 @@ struct tc_mut_state {
     int nst, stcap;
     mut_undo *undo;
     int nundo, undocap;
+    int *idmap;         /* tc_tr_mut_identity's nodes: pairs old, new (one
+                           node for one tensor however often the exit
+                           names it) */
+    int nid, idcap;
 };
 
 /* ---- state -------------------------------------------------------------- */
@@ -88,6 +92,7 @@ tc_tr_mut_free(struct tc_mut_state *m)
     if (m != NULL) {
         PyMem_Free(m->st);
         PyMem_Free(m->undo);
+        PyMem_Free(m->idmap);
         PyMem_Free(m);
     }
 }
@@ -734,9 +739,25 @@ tc_tr_mut_identity(tracer *T, int node)
     if (s == NULL || g->nodes[s->ident].kind != TC_NODE_INPUT) {
         return node;
     }
+    struct tc_mut_state *m = T->sh->mut;
+    for (int i = 0; i < m->nid; i++) {
+        if (m->idmap[2 * i] == node) {
+            return m->idmap[2 * i + 1];
+        }
+    }
+    if (grow((void **)&m->idmap, &m->idcap, 2 * m->nid + 1, sizeof(int))
+        != OK) {
+        PyErr_Clear();
+        return node;
+    }
     int map[2 * 16], nmap = 0;
     int id = view_on(g, node, s->ident, map, &nmap, 16);
-    return id < 0 ? node : id;
+    if (id < 0) {
+        return node;
+    }
+    m->idmap[2 * m->nid] = node;
+    m->idmap[2 * m->nid++ + 1] = id;
+    return id;
 }
 
 int
