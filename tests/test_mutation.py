@@ -358,13 +358,93 @@ def test_partial_overlap_breaks():
     assert str(e.value) == str(c.value)
 
 
-def test_advanced_index_assignment_breaks_with_reason():
+# ---- advanced indices and ops outside the registry -----------------------
+
+def adv_index(x, i, m):
+    x[i] = 0
+    x[m] = -1.5
+    x[i] = torch.ones(3)
+    return x
+
+
+def adv_index_slices(x, pos, v):
+    x[:, pos] = v
+    x[:, :, pos] += 1                # x[...] (a copy) += 1, then written
+    return x
+
+
+def functional_forms(x, i, src, t1, t2):
+    x.index_copy_(0, i, src)
+    x.index_add_(0, i, src, alpha=2)
+    x.addcdiv_(t1, t2, value=0.5)
+    x.lerp_(t1, 0.25)
+    x.scatter_(1, i.view(2, 1).expand(2, 3), 7.0)
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (adv_index, lambda: ([torch.randn(5, 3), torch.tensor([1, -1]),
+                          torch.tensor([True, False, True, False, False])],
+                         [])),
+    (adv_index_slices, lambda: ([torch.randn(2, 4, 4), torch.tensor([0, 3]),
+                                 torch.randn(2, 2, 4)], [])),
+    (functional_forms, lambda: ([torch.randn(4, 3), torch.tensor([2, 0]),
+                                 torch.randn(2, 3), torch.randn(4, 3),
+                                 torch.rand(4, 3) + 1], [])),
+])
+def test_advanced_indices_and_functional_forms(fn, make, backend):
+    check_mutation(fn, make, backend)
+
+
+def test_kv_cache_with_position_tensor_is_one_graph():
+    # a static cache: the position is a tensor, the attention spans the
+    # whole cache under a mask, so every step runs the same graph
+    B, H, T, D = 2, 4, 16, 8
+
+    def step(q, k, v, k_cache, v_cache, pos):
+        k_cache.index_copy_(2, pos, k.unsqueeze(2))
+        v_cache[:, :, pos] = v.unsqueeze(2)
+        att = (q.unsqueeze(2) @ k_cache.transpose(-1, -2)) * D ** -0.5
+        mask = torch.arange(T) > pos
+        att = att.masked_fill(mask, float("-inf"))
+        return (att.softmax(-1) @ v_cache).squeeze(2)
+
+    cstep = tcjit.compile(step)
+    torch.manual_seed(0)
+    ke, ve = torch.zeros(B, H, T, D), torch.zeros(B, H, T, D)
+    kc, vc = ke.clone(), ve.clone()
+    for t in range(6):
+        q, k, v = (torch.randn(B, H, D) for _ in range(3))
+        pos = torch.tensor([t])
+        check_same(cstep(q, k, v, kc, vc, pos), step(q, k, v, ke, ve, pos))
+        check_same(kc, ke)
+        check_same(vc, ve)
+        assert (kc._version, vc._version) == (ke._version, ve._version)
+    c = tcjit.counters()
+    assert c["cache_misses"] == 1 and c["cache_hits"] == 5, c
+    report = tcjit.explain(step)(q, k, v, kc.clone(), vc.clone(), pos)
+    assert report.graph_break_count == 0 and report.graph_count == 1
+
+
+def test_advanced_index_dtype_mismatch_raises_like_eager():
     def f(x, i):
-        x[i] = 0
+        x[i] = torch.ones(3, dtype=torch.float64)   # eager raises
         return x
-    r = check_mutation(f, lambda: ([torch.randn(5), torch.tensor([1, 3])],
-                                   []), breaks=1)
-    assert "index_put_" in str(r)
+    args = (torch.randn(4, 3), torch.tensor([1, 2]))
+    with pytest.raises(RuntimeError) as e:
+        f(*[a.clone() for a in args])
+    with pytest.raises(RuntimeError) as c:
+        tcjit.compile(f)(*[a.clone() for a in args])
+    assert str(e.value) == str(c.value)
+
+
+def test_metadata_inplace_ops_break_with_reason():
+    def f(x):
+        x.t_()
+        return x
+    r = check_mutation(f, fresh((3, 3)), breaks=1)
+    assert "changes what its tensor is" in str(r)
 
 
 def test_failed_inline_does_not_write_twice():

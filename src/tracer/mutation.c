@@ -601,6 +601,62 @@ assign(tracer *T, tc_var *target, tc_var *value)
     return rc == OK ? mutate(T, target, w, first) : rc;
 }
 
+/* x.foo_(...) that no pointwise registry entry defines: torch.foo(x,
+ * ...), its out-of-place form (index_copy, scatter, addcdiv, lerp, ...),
+ * as a generic extern node, written into x.  NOT_HANDLED when torch has
+ * no such function. */
+static int
+call_functional(tracer *T, const char *name, tc_var **args, int nargs,
+                PyObject *kwnames)
+{
+    char base[64];
+    size_t len = strlen(name);
+    if (len >= sizeof(base)) {
+        return NOT_HANDLED;
+    }
+    /* their torch.* forms draw other numbers, or mean another thing
+     * (torch.normal(x) takes x as the mean) */
+    if (!strcmp(name, "normal_") || !strcmp(name, "bernoulli_")) {
+        return tc_tr_unsupported(T, "Tensor.%s (random in-place ops are not "
+                                 "traced yet)", name);
+    }
+    memcpy(base, name, len - 1);
+    base[len - 1] = '\0';
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, base);
+    if (fn == NULL || !PyCFunction_Check(fn)) {
+        PyErr_Clear();
+        Py_XDECREF(fn);
+        return NOT_HANDLED;
+    }
+    tc_graph *g = T->out->graph;
+    int sp = T->sp, first = g->nnodes;
+    int rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    Py_DECREF(fn);
+    if (rc == OK && T->sp != sp + 1) {
+        rc = tc_tr_unsupported(T, "Tensor.%s: unexpected result", name);
+    }
+    if (rc == OK) {
+        tc_var *value = tc_tr_pop(T);
+        if (value->kind != TC_VAR_TENSOR || value->node < first
+            || g->nodes[value->node].view_base >= 0) {
+            /* t_, squeeze_, detach_: they change the tensor's metadata */
+            rc = tc_tr_unsupported(T, "Tensor.%s changes what its tensor "
+                                   "is, not only its values (not traced)",
+                                   name);
+        }
+        else {
+            rc = write_result(T, args[0], value, args + 1, nargs - 1, name,
+                              first);
+        }
+    }
+    if (rc != OK) {
+        /* the refused call's node must not run (it may draw numbers) */
+        tc_graph_drop_effects(g, first);
+        return rc;
+    }
+    return tc_tr_push(T, args[0]);
+}
+
 /* ---- entry points ------------------------------------------------------------ */
 
 int
@@ -653,7 +709,7 @@ tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
     const tc_binding *b = tc_binding_by_path(path);
     int op = b ? tc_op_lookup(b->def->op) : -1;
     if (op < 0 || tc_ops[op].kind != TC_OPK_POINTWISE) {
-        return NOT_HANDLED;
+        return call_functional(T, s, args, nargs, kwnames);
     }
     int sp = T->sp, first = T->out->graph->nnodes;
     rc = tc_tr_call_binding(T, b, args, nargs, kwnames);
@@ -697,11 +753,129 @@ tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b)
     return tc_tr_push(T, a);
 }
 
+/* An index whose items are tensors and full slices (x[i] = v,
+ * x[:, :, pos] = v): aten.index_put's indices (None for a slice), or NULL
+ * for other keys. */
+static tc_var *
+advanced_indices(tracer *T, tc_var *key)
+{
+    tc_var *one[1] = {key}, **items = one, *list[TC_MAX_DIMS];
+    int n = 1, tensors = 0;
+    if (key->kind == TC_VAR_TUPLE) {
+        items = key->items;
+        n = key->nitems;
+    }
+    if (n > TC_MAX_DIMS) {
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        tc_var *v = items[i];
+        if (v->kind == TC_VAR_TENSOR) {
+            tensors++;
+            list[i] = v;
+            continue;
+        }
+        if (v->kind != TC_VAR_CONST || !PySlice_Check(v->obj)) {
+            return NULL;
+        }
+        PySliceObject *sl = (PySliceObject *)v->obj;
+        if (sl->start != Py_None || sl->stop != Py_None
+            || sl->step != Py_None) {
+            return NULL;
+        }
+        list[i] = tc_var_const(&T->sh->arena, Py_None, -1);
+        if (list[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tensors ? tc_var_seq(&T->sh->arena, TC_VAR_LIST, n, list) : NULL;
+}
+
+/* x[indices] = value through aten.index_put (out of place), written into
+ * x: a number becomes a 0-d tensor of x's dtype, as in eager's setitem. */
+static int
+setitem_advanced(tracer *T, tc_var *x, tc_var *key, tc_var *indices,
+                 tc_var *value)
+{
+    static PyObject *index_put;
+    tc_graph *g = T->out->graph;
+    char err[256];
+    int rc = OK, first = g->nnodes, w;
+    if (index_put == NULL) {
+        PyObject *ops = PyObject_GetAttrString(tc_torch_module, "ops");
+        PyObject *aten = ops ? PyObject_GetAttrString(ops, "aten") : NULL;
+        PyObject *ip = aten ? PyObject_GetAttrString(aten, "index_put")
+                            : NULL;
+        index_put = ip ? PyObject_GetAttrString(ip, "default") : NULL;
+        Py_XDECREF(ops);
+        Py_XDECREF(aten);
+        Py_XDECREF(ip);
+        if (index_put == NULL) {
+            return ERROR;
+        }
+    }
+    const tc_node *xn = &g->nodes[x->node];
+    if (value->kind == TC_VAR_TENSOR) {
+        w = value->node;   /* another dtype: eager's index_put_ raises */
+    }
+    else {
+        tc_layout l0 = {0};
+        int sc = tc_tr_operand_node(T, value, &rc);
+        if (sc < 0) {
+            return rc;
+        }
+        w = tc_graph_full(g, &l0, xn->dtype, sc, err, sizeof(err));
+    }
+    if (w < 0) {
+        return MUT_ERR(T, err);
+    }
+    tc_var *wv = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
+    if (wv == NULL) {
+        return ERROR;
+    }
+    wv->node = w;
+    tc_var *args[3] = {x, indices, wv};
+    int sp = T->sp;
+    rc = tc_tr_call_generic(T, index_put, args, 3, NULL, 0);
+    if (rc == NOT_HANDLED) {
+        rc = tc_tr_unsupported(T, "tensor item assignment with advanced "
+                               "indices");
+    }
+    if (rc == OK && T->sp != sp + 1) {
+        rc = tc_tr_unsupported(T, "index_put: unexpected result");
+    }
+    if (rc == OK) {
+        tc_var *ops[2] = {key, value};
+        rc = write_result(T, x, tc_tr_pop(T), ops, 2, "index_put_", first);
+    }
+    if (rc != OK) {
+        tc_graph_drop_effects(g, first);
+    }
+    return rc;
+}
+
 int
 tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value)
 {
     tc_graph *g = T->out->graph;
     int rc;
+    if ((rc = tc_tr_reify(T, key)) != OK) {
+        return rc;
+    }
+    tc_var *indices = advanced_indices(T, key);
+    if (indices != NULL) {
+        if ((rc = tc_tr_reify(T, value)) != OK) {
+            return rc;
+        }
+        if (value->kind != TC_VAR_TENSOR && value->kind != TC_VAR_CONST) {
+            return tc_tr_unsupported(T, "tensor item assignment of %s",
+                                     tc_var_kind_name(value));
+        }
+        return setitem_advanced(T, container, key, indices, value);
+    }
+    if (PyErr_Occurred()) {
+        return ERROR;
+    }
     if (tc_tr_push(T, container) != OK || tc_tr_push(T, key) != OK) {
         return ERROR;
     }
@@ -711,8 +885,9 @@ tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value)
     tc_var *view = tc_tr_pop(T);
     if (view == NULL || view->kind != TC_VAR_TENSOR
         || root_of(g, view->node) != root_of(g, container->node)) {
-        return tc_tr_unsupported(T, "tensor item assignment with advanced "
-                                 "indices (index_put_ is not traced yet)");
+        return tc_tr_unsupported(T, "tensor item assignment with this mix "
+                                 "of basic and advanced indices (not traced "
+                                 "yet)");
     }
     if ((rc = tc_tr_reify(T, value)) != OK) {
         return rc;
