@@ -468,3 +468,40 @@ def test_view_of_written_input_returned_twice_is_one_object():
     g = tcjit.compile(f)
     r = g(torch.ones(2, 2))
     assert r[0] is r[1]
+
+
+def test_functional_inplace_flag_and_modules():
+    def f(x):
+        y = torch.nn.functional.relu(x, inplace=True)
+        torch.nn.functional.leaky_relu(x[0], 0.2, inplace=True)
+        return y is x, y
+    check_mutation(f, fresh((3, 4)))
+
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True),
+                              torch.nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        check_same(tcjit.compile(net)(x), net(x))
+        report = tcjit.explain(net)(x)
+    assert report.graph_break_count == 0
+
+
+def test_written_tensors_keep_their_strides():
+    # found by the fuzzer: size-1 dims' strides are part of the layout
+    def f(a):
+        v = torch.amax(a, (0, 1))
+        w = a.maximum(v)
+        w.tanh_()
+        return w
+
+    def make():
+        return [torch.randn(8, 1, 2).transpose(0, 1)], []
+    check_mutation(f, make)
+
+    def g(a):
+        a.add_(-0.0)
+        return a.expand(1, 6)
+
+    def make_g():
+        return [torch.randn(1, 7)[:, 1:]], []
+    check_mutation(g, make_g)

@@ -155,6 +155,22 @@ same_layout(const tc_layout *a, const tc_layout *b)
     return 1;
 }
 
+/* Every size and stride equal (same_layout ignores size-1 dims' strides,
+ * which a tensor's .stride() still shows). */
+static int
+exact_layout(const tc_layout *a, const tc_layout *b)
+{
+    if (!same_layout(a, b)) {
+        return 0;
+    }
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->strides[d] != b->strides[d]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int
 same_sizes(const tc_layout *a, const tc_layout *b)
 {
@@ -463,18 +479,21 @@ mutate(tracer *T, tc_var *target, int w, int first)
     const tc_layout *rl = &g->nodes[r].layout;
     if (value < first || g->nodes[value].kind != TC_NODE_OP
         || g->nodes[value].view_base >= 0
-        || !same_layout(&g->nodes[value].layout, rl)) {
-        int c = tc_graph_op(g, "clone", 1, &value, TC_F32, err, sizeof(err));
-        if (c < 0) {
-            return MUT_ERR(T, err);
-        }
-        if (!same_layout(&g->nodes[c].layout, rl)
-            && (tc_graph_result_like(g, c, r) < 0
-                || !same_layout(&g->nodes[c].layout, rl))) {
+        || !exact_layout(&g->nodes[value].layout, rl)) {
+        /* a copy into the root's very strides (size-1 dims' too: eager
+         * keeps them), which must be dense for a kernel to write */
+        tc_layout dense;
+        tc_layout_like(rl, &dense);
+        if (!same_layout(&dense, rl)) {
             return tc_tr_unsupported(T, "in-place write into a tensor whose "
                                      "strides are not dense (not traced "
                                      "yet)");
         }
+        int c = tc_graph_op(g, "clone", 1, &value, TC_F32, err, sizeof(err));
+        if (c < 0) {
+            return MUT_ERR(T, err);
+        }
+        g->nodes[c].layout = *rl;
         value = c;
     }
     const mut_storage *prev = record_of(T, r);
@@ -852,6 +871,18 @@ setitem_advanced(tracer *T, tc_var *x, tc_var *key, tc_var *indices,
         tc_graph_drop_effects(g, first);
     }
     return rc;
+}
+
+int
+tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
+                     int first, const char *what)
+{
+    if (target->kind != TC_VAR_TENSOR) {
+        return tc_tr_unsupported(T, "%s(inplace=True) of a %s", what,
+                                 tc_var_kind_name(target));
+    }
+    int rc = write_result(T, target, tc_tr_pop(T), ops, nops, what, first);
+    return rc != OK ? rc : tc_tr_push(T, target);
 }
 
 int

@@ -182,6 +182,11 @@ int tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
                        PyObject *kwnames);
 int tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value);
+/* The value an op just pushed (its nodes made from `first` on), written
+ * into target as an in-place op writes it (F.relu(x, inplace=True));
+ * pushes target.  ops: the op's other operands. */
+int tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
+                         int first, const char *what);
 /* The node an exit returns for node: a graph input's current value (or a
  * view of it) is the input itself (or that view of the input). */
 int tc_tr_mut_identity(tracer *T, int node);
