@@ -505,3 +505,31 @@ def test_written_tensors_keep_their_strides():
     def make_g():
         return [torch.randn(1, 7)[:, 1:]], []
     check_mutation(g, make_g)
+
+
+def test_sgd_like_step_on_leaf_parameters():
+    # a leaf that requires grad may be written under no_grad, as
+    # optimizers do; the write-back must not trip autograd
+    def step(p, g, buf, lr: float):
+        with torch.no_grad():
+            buf.mul_(0.9).add_(g)
+            p.add_(buf, alpha=-lr)
+        return p
+
+    def make():
+        p = torch.randn(5, requires_grad=True)
+        return [p, torch.randn(5), torch.randn(5), 0.1], []
+    torch.manual_seed(0)
+    args_e, _ = make()
+    torch.manual_seed(0)
+    args_c, _ = make()
+    cstep = tcjit.compile(step)
+    for _ in range(3):
+        r_e, r_c = step(*args_e), cstep(*args_c)
+        assert r_c is args_c[0] and r_c.requires_grad
+        check_same(r_c, r_e)
+        for a, e in zip(args_c[:3], args_e[:3]):
+            check_same(a, e)
+            assert a._version == e._version
+    report = tcjit.explain(step)(*make()[0])
+    assert report.graph_break_count == 0

@@ -69,51 +69,62 @@ version_of(PyObject *x)
     return r;
 }
 
+/* torch._C._set_grad_enabled(on): 0, or -1 with an exception. */
+static int
+grad_mode(int on)
+{
+    PyObject *r = PyObject_CallOneArg(set_grad, on ? Py_True : Py_False);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
 int
 tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
                    PyObject *const *outputs)
 {
-    if (init() < 0) {
+    static PyObject *copy_name;
+    if (init() < 0 || (copy_name == NULL
+                       && (copy_name = PyUnicode_InternFromString("copy_"))
+                          == NULL)) {
         return -1;
     }
-    int grad = tc_grad_enabled();
-    PyObject *ts = PyTuple_New(w->n), *vs = PyTuple_New(w->n);
-    int rc = grad < 0 || ts == NULL || vs == NULL ? -1 : 0;
     /* what autograd would record was checked while tracing (values that
      * need grad make the frame eager): the copies are not ops of the
      * program, and a leaf that requires grad may be written */
-    PyObject *r = rc == 0 && grad ? PyObject_CallOneArg(set_grad, Py_False)
-                                  : NULL;
-    if (grad && r == NULL) {
-        rc = -1;
+    int grad = w->writes_grad ? tc_grad_enabled() : 0;
+    if (grad < 0 || (grad && grad_mode(0) < 0)) {
+        return -1;
     }
-    Py_XDECREF(r);
+    /* version counters to set: only where eager's count is not the one
+     * copy_ gives (one in-place op on an input) */
+    PyObject *ts[w->n + 1], *vs[w->n + 1];
+    int nset = 0, rc = 0;
     for (int k = 0; rc == 0 && k < w->n; k++) {
         const tc_writeback *b = &w->items[k];
         PyObject *t = b->input >= 0 ? inputs[b->input] : outputs[b->output];
         long v = b->bumps;
         if (b->input >= 0) {
-            long before = version_of(t);
+            long before = b->bumps == 1 ? 0 : version_of(t);
             PyObject *copied = before < 0 ? NULL
-                : PyObject_CallMethod(t, "copy_", "O", outputs[b->output]);
+                : PyObject_CallMethodOneArg(t, copy_name, outputs[b->output]);
             Py_XDECREF(copied);
             rc = copied ? 0 : -1;
+            if (b->bumps == 1) {
+                continue;
+            }
             v += before;
         }
-        PyObject *vo = PyLong_FromLong(v);
-        if (vo == NULL) {
-            rc = -1;
-            break;
+        if (rc == 0) {
+            vs[nset] = PyLong_FromLong(v);
+            ts[nset] = t;
+            rc = vs[nset] ? 0 : -1;
+            nset += rc == 0;
         }
-        PyTuple_SET_ITEM(ts, k, Py_NewRef(t));
-        PyTuple_SET_ITEM(vs, k, vo);
     }
-    if (grad > 0) {
+    if (grad) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        r = PyObject_CallOneArg(set_grad, Py_True);
-        Py_XDECREF(r);
-        if (r == NULL) {
+        if (grad_mode(1) < 0) {
             rc = -1;
             Py_XDECREF(type);
             Py_XDECREF(value);
@@ -123,12 +134,24 @@ tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
             PyErr_Restore(type, value, tb);
         }
     }
-    if (rc == 0) {
-        r = PyObject_CallFunctionObjArgs(set_version, ts, vs, NULL);
+    PyObject *tt = NULL, *vt = NULL;
+    if (rc == 0 && nset > 0) {
+        tt = PyTuple_New(nset);
+        vt = PyTuple_New(nset);
+        rc = tt && vt ? 0 : -1;
+        for (int k = 0; rc == 0 && k < nset; k++) {
+            PyTuple_SET_ITEM(tt, k, Py_NewRef(ts[k]));
+            PyTuple_SET_ITEM(vt, k, Py_NewRef(vs[k]));
+        }
+        PyObject *r = rc == 0
+            ? PyObject_CallFunctionObjArgs(set_version, tt, vt, NULL) : NULL;
         rc = r ? 0 : -1;
         Py_XDECREF(r);
     }
-    Py_XDECREF(ts);
-    Py_XDECREF(vs);
+    Py_XDECREF(tt);
+    Py_XDECREF(vt);
+    for (int k = 0; k < nset; k++) {
+        Py_DECREF(vs[k]);
+    }
     return rc;
 }

@@ -994,6 +994,8 @@ tc_tr_mut_finish(tracer *T)
         w->bumps = s->bumps;
         if (g->nodes[s->ident].kind == TC_NODE_INPUT) {
             w->input = g->nodes[s->ident].input_index;
+            wb->writes_grad |= s->ident < T->sh->grad_cap
+                               && T->sh->grad[s->ident];
             w->output = tc_tr_output_index(T, s->cur);
             if (w->output < 0) {
                 return ERROR;

@@ -89,6 +89,8 @@ typedef struct {
 typedef struct {
     int n;
     tc_writeback *items;
+    int writes_grad;   /* a written input requires grad (the copies run
+                          with grad mode off) */
     int ninputs;
     int64_t *span;     /* by graph input: bytes its elements cover from its
                           data pointer (inputs that overlap a written one
