@@ -67,6 +67,11 @@ typedef struct {
 
 int64_t tc_layout_numel(const tc_layout *l);
 void tc_layout_contiguous(tc_layout *l); /* fill strides from sizes */
+int tc_layout_same_sizes(const tc_layout *a, const tc_layout *b);
+/* strides of a's ndim dims equal (sizes not compared) */
+int tc_layout_same_strides(const tc_layout *a, const tc_layout *b);
+/* "[2, 3]" as torch's messages print a shape */
+void tc_shape_text(char *buf, size_t n, const int64_t *sizes, int ndim);
 
 typedef enum {
     TC_NODE_INPUT,  /* a tensor graph input (placeholder) */

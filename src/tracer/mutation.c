@@ -160,42 +160,7 @@ same_layout(const tc_layout *a, const tc_layout *b)
 static int
 exact_layout(const tc_layout *a, const tc_layout *b)
 {
-    if (!same_layout(a, b)) {
-        return 0;
-    }
-    for (int d = 0; d < a->ndim; d++) {
-        if (a->strides[d] != b->strides[d]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int
-same_sizes(const tc_layout *a, const tc_layout *b)
-{
-    if (a->ndim != b->ndim) {
-        return 0;
-    }
-    for (int d = 0; d < a->ndim; d++) {
-        if (a->sizes[d] != b->sizes[d]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static void
-shape_text(char *buf, size_t n, const tc_layout *l)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < l->ndim && k < n; d++) {
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld",
-                              (long long)l->sizes[d]);
-    }
-    if (k < n) {
-        snprintf(buf + k, n - k, "]");
-    }
+    return tc_layout_same_sizes(a, b) && tc_layout_same_strides(a, b);
 }
 
 /* ---- views on a new base --------------------------------------------------- */
@@ -551,9 +516,9 @@ write_result(tracer *T, tc_var *target, tc_var *value, tc_var **ops,
         return tc_tr_unsupported(T, "%s: no tensor result", what);
     }
     const tc_node *t = &g->nodes[target->node], *r = &g->nodes[value->node];
-    if (!same_sizes(&t->layout, &r->layout)) {
-        shape_text(a, sizeof(a), &t->layout);
-        shape_text(b, sizeof(b), &r->layout);
+    if (!tc_layout_same_sizes(&t->layout, &r->layout)) {
+        tc_shape_text(a, sizeof(a), t->layout.sizes, t->layout.ndim);
+        tc_shape_text(b, sizeof(b), r->layout.sizes, r->layout.ndim);
         return tc_tr_unsupported(T, "%s: output with shape %s doesn't match "
                                  "the broadcast shape %s", what, a, b);
     }
@@ -600,7 +565,7 @@ broadcast_value(tracer *T, int t, tc_var *value, int *out)
     if (g->nodes[w].dtype != tn->dtype) {
         w = tc_graph_op(g, "to", 1, &w, tn->dtype, err, sizeof(err));
     }
-    if (w >= 0 && !same_sizes(&g->nodes[w].layout, &tn->layout)) {
+    if (w >= 0 && !tc_layout_same_sizes(&g->nodes[w].layout, &tn->layout)) {
         w = tc_graph_expand(g, w, tn->layout.ndim, tn->layout.sizes, err,
                             sizeof(err));
     }
