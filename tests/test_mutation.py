@@ -533,3 +533,34 @@ def test_sgd_like_step_on_leaf_parameters():
             assert a._version == e._version
     report = tcjit.explain(step)(*make()[0])
     assert report.graph_break_count == 0
+
+
+def test_torch_inplace_functions_and_foreach():
+    def f(x, ps, gs, bufs):
+        torch.relu_(x)
+        torch._foreach_mul_(bufs, 0.9)
+        torch._foreach_add_(bufs, gs)
+        torch._foreach_add_(ps, bufs, alpha=-0.1)
+        return x
+
+    def make():
+        ps = [torch.randn(3), torch.randn(2, 2)]
+        gs = [torch.randn(3), torch.randn(2, 2)]
+        bufs = [torch.randn(3), torch.randn(2, 2)]
+        return [torch.randn(4), ps, gs, bufs], ps + gs + bufs
+    check_mutation(f, make)
+
+
+def test_batchnorm_train_mode_running_stats():
+    torch.manual_seed(0)
+    eager, comp = torch.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    cf = tcjit.compile(comp)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(4, 3, 5, 5)
+            check_same(cf(x), eager(x))
+        report = tcjit.explain(torch.nn.BatchNorm2d(3))(x)
+    assert report.graph_break_count == 0
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        check_same(getattr(comp, name), getattr(eager, name))
+        assert getattr(comp, name)._version == getattr(eager, name)._version

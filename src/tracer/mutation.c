@@ -711,6 +711,108 @@ tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
     return tc_tr_push(T, self);
 }
 
+/* torch._foreach_foo_(xs, ...): xs[k].foo_(...) for every k, the k-th
+ * item of each list argument (scalars, tensors and keywords as given):
+ * the same math, and the per-tensor ops fuse.  All or nothing: a refused
+ * item undoes the writes before it. */
+static int
+call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
+             PyObject *kwnames)
+{
+    tc_var *xs = args[0], *a[TC_MAX_CALL_ARGS];
+    tc_graph *g = T->out->graph;
+    int sp = T->sp, first = g->nnodes, mark[2], rc = OK;
+    if (nargs > TC_MAX_CALL_ARGS) {
+        return NOT_HANDLED;
+    }
+    for (int i = 1; i < nargs; i++) {
+        if ((rc = tc_tr_reify(T, args[i])) != OK) {
+            return rc;
+        }
+        if ((args[i]->kind == TC_VAR_LIST || args[i]->kind == TC_VAR_TUPLE)
+            && args[i]->nitems != xs->nitems) {
+            return tc_tr_unsupported(T, "%s with lists of different "
+                                     "lengths", name);
+        }
+    }
+    PyObject *method = PyUnicode_FromString(name + 9);   /* "foo_" */
+    if (method == NULL) {
+        return ERROR;
+    }
+    tc_tr_mut_mark(T, mark);
+    for (int k = 0; rc == OK && k < xs->nitems; k++) {
+        a[0] = xs->items[k];
+        for (int i = 1; i < nargs; i++) {
+            int seq = args[i]->kind == TC_VAR_LIST
+                      || args[i]->kind == TC_VAR_TUPLE;
+            a[i] = seq ? args[i]->items[k] : args[i];
+        }
+        rc = tc_tr_call_inplace(T, method, a, nargs, kwnames);
+        if (rc == OK) {
+            tc_tr_pop(T);
+        }
+    }
+    Py_DECREF(method);
+    if (rc != OK) {
+        tc_tr_mut_rollback(T, mark);
+        tc_graph_drop_effects(g, first);
+        T->sp = sp;
+        return rc == NOT_HANDLED
+            ? tc_tr_unsupported(T, "%s: no in-place method for its items",
+                                name)
+            : rc;
+    }
+    return tc_tr_push(T, tc_var_const(&T->sh->arena, Py_None, -1));
+}
+
+int
+tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                         PyObject *kwnames)
+{
+    if (!PyCFunction_Check(fn) || nargs < 1) {
+        return NOT_HANDLED;
+    }
+    const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    size_t len = strlen(name);
+    if (len < 2 || name[len - 1] != '_') {
+        return NOT_HANDLED;
+    }
+    /* a function of the torch module itself */
+    PyObject *same = PyObject_GetAttrString(tc_torch_module, name);
+    int is_torch = same == fn;
+    Py_XDECREF(same);
+    PyErr_Clear();
+    if (!is_torch) {
+        return NOT_HANDLED;
+    }
+    tc_var *x = args[0];
+    int rc = tc_tr_reify(T, x);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!strncmp(name, "_foreach_", 9)) {
+        if (x->kind != TC_VAR_LIST && x->kind != TC_VAR_TUPLE) {
+            return NOT_HANDLED;
+        }
+        for (int k = 0; k < x->nitems; k++) {
+            if (x->items[k]->kind != TC_VAR_TENSOR) {
+                return NOT_HANDLED;
+            }
+        }
+        return call_foreach(T, name, args, nargs, kwnames);
+    }
+    if (name[0] == '_' || x->kind != TC_VAR_TENSOR) {
+        return NOT_HANDLED;
+    }
+    PyObject *n = PyUnicode_FromString(name);
+    if (n == NULL) {
+        return ERROR;
+    }
+    rc = tc_tr_call_inplace(T, n, args, nargs, kwnames);
+    Py_DECREF(n);
+    return rc;
+}
+
 int
 tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b)
 {

@@ -2349,8 +2349,10 @@ tc_tr_op_call(tracer *T, int argc)
             if (fn == NULL) {
                 PyErr_Clear();
             }
-            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0)
+            rc = fn ? tc_tr_call_torch_inplace(T, fn, args, nargs, kwnames)
                     : NOT_HANDLED;
+            rc = fn && rc == NOT_HANDLED
+                ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0) : rc;
             Py_XDECREF(fn);
             if (rc != NOT_HANDLED) {
                 return rc;
@@ -2388,7 +2390,9 @@ tc_tr_op_call(tracer *T, int argc)
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
         return rc;
     }
-    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    rc = tc_tr_call_torch_inplace(T, fn, args, nargs, kwnames);
+    rc = rc != NOT_HANDLED ? rc
+                           : tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
     if (rc != NOT_HANDLED) {
         return rc;
     }
