@@ -408,6 +408,24 @@ check_operands(tracer *T, int t, tc_var **ops, int nops)
     return OK;
 }
 
+/* v (a deferred value's part) holds a tensor of root r's storage. */
+static int
+holds_storage(const tc_graph *g, const tc_var *v, int r, int depth)
+{
+    if (v == NULL || depth > 8) {
+        return depth > 8;
+    }
+    if (v->kind == TC_VAR_TENSOR) {
+        return root_of(g, v->node) == r;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        if (holds_storage(g, v->items[i], r, depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Tensor var `target` (whose node is the written tensor, a root or a view
  * of one) now holds w: w has the target's sizes and dtype; nodes from
  * `first` on were made by this op.  Records the storage's new value and
@@ -463,6 +481,15 @@ mutate(tracer *T, tc_var *target, int w, int first)
     }
     const mut_storage *prev = record_of(T, r);
     tc_var_arena *a = &T->sh->arena;
+    for (int i = 0; i < a->n; i++) {
+        if (a->vars[i]->kind == TC_VAR_DEFERRED
+            && holds_storage(g, a->vars[i], r, 0)) {
+            /* it is built at the exit, from the tensor's final value */
+            return tc_tr_unsupported(T, "in-place write into a tensor that "
+                                     "a pending f-string, iterator or "
+                                     "closure still reads");
+        }
+    }
     int nvars = 0;
     for (int i = 0; i < a->n; i++) {
         nvars += a->vars[i]->kind == TC_VAR_TENSOR
