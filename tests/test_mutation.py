@@ -219,6 +219,13 @@ def setitem_made(x):
     return y
 
 
+def strided_slices(x, y):
+    x[:, ::2] = 0
+    x[1::3] += 1
+    x.t()[::2, 1:].mul_(y[:3].view(3, 1))
+    return x
+
+
 def reshaped_view(x):
     x.view(6)[1:4].fill_(0)
     x.unsqueeze(0)[0, 1].add_(1)
@@ -234,6 +241,7 @@ def reshaped_view(x):
     (setitem, fresh((4, 3), (3,))),
     (setitem_made, fresh((4,))),
     (reshaped_view, fresh((2, 3))),
+    (strided_slices, fresh((7, 5), (5,))),
 ])
 def test_views_and_setitem(fn, make, backend):
     check_mutation(fn, make, backend)

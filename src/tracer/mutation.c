@@ -201,11 +201,67 @@ view_on(tc_graph *g, int node, int base, int *map, int *n, int cap)
 
 #define MUT_ERR(T, err) tc_tr_unsupported((T), "in-place write: %s", (err))
 
-/* The value of P (a node) with the box of W placed at offsets off: W has
- * P's rank, extent W.sizes[d] from off[d] in every dim d >= d0 (dims
- * before d0 are already the box's).  narrow + cat, dim by dim. */
+static tc_var *
+node_var(tracer *T, int node)
+{
+    tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
+    if (v != NULL) {
+        v->node = node;
+    }
+    return v;
+}
+
+static tc_var *
+int_var(tracer *T, int64_t x)
+{
+    PyObject *o = PyLong_FromLongLong(x);
+    tc_var *v = o ? tc_var_const(&T->sh->arena, o, -1) : NULL;
+    Py_XDECREF(o);
+    return v;
+}
+
+/* torch.slice_scatter(P, W, d, a, stop, step): a strided slice written
+ * (a generic extern node: kernels have no scatter). */
 static int
-box_place(tracer *T, int P, int W, const int64_t *off, int d0, int *out)
+slice_scatter(tracer *T, int P, int W, int d, int64_t a, int64_t stop,
+              int64_t step, int *out)
+{
+    static PyObject *fn;
+    if (fn == NULL
+        && (fn = PyObject_GetAttrString(tc_torch_module, "slice_scatter"))
+           == NULL) {
+        return ERROR;
+    }
+    tc_var *args[6] = {node_var(T, P), node_var(T, W), int_var(T, d),
+                       int_var(T, a), int_var(T, stop), int_var(T, step)};
+    for (int i = 0; i < 6; i++) {
+        if (args[i] == NULL) {
+            return ERROR;
+        }
+    }
+    int sp = T->sp;
+    int rc = tc_tr_call_generic(T, fn, args, 6, NULL, 0);
+    if (rc == NOT_HANDLED || (rc == OK && T->sp != sp + 1)) {
+        return tc_tr_unsupported(T, "in-place write through a strided "
+                                 "slice: slice_scatter refused");
+    }
+    if (rc == OK) {
+        tc_var *r = tc_tr_pop(T);
+        if (r->kind != TC_VAR_TENSOR) {
+            return tc_tr_unsupported(T, "slice_scatter: no tensor result");
+        }
+        *out = r->node;
+    }
+    return rc;
+}
+
+/* The value of P (a node) with the box of W placed at offsets off, every
+ * step[d]-th element: W has P's rank, extent W.sizes[d] in every dim
+ * d >= d0 (dims before d0 are already the box's).  narrow + cat for
+ * steps of 1, slice_scatter for others, dim by dim. */
+static int
+box_place(tracer *T, int P, int W, const int64_t *off, const int64_t *step,
+          int d0, int *out)
 {
     tc_graph *g = T->out->graph;
     char err[256];
@@ -219,14 +275,20 @@ box_place(tracer *T, int P, int W, const int64_t *off, int d0, int *out)
         return OK;
     }
     int64_t size = g->nodes[P].layout.sizes[d];
-    int64_t len = g->nodes[W].layout.sizes[d], a = off[d];
-    int inner = tc_graph_narrow(g, P, d, a, len, err, sizeof(err));
+    int64_t len = g->nodes[W].layout.sizes[d], a = off[d], st = step[d];
+    int64_t stop = len ? a + (len - 1) * st + 1 : a;
+    int inner = st == 1 ? tc_graph_narrow(g, P, d, a, len, err, sizeof(err))
+                        : tc_graph_slice(g, P, d, &a, &stop, st, err,
+                                         sizeof(err));
     int placed = -1, rc;
     if (inner < 0) {
         return MUT_ERR(T, err);
     }
-    if ((rc = box_place(T, inner, W, off, d + 1, &placed)) != OK) {
+    if ((rc = box_place(T, inner, W, off, step, d + 1, &placed)) != OK) {
         return rc;
+    }
+    if (st != 1) {
+        return slice_scatter(T, P, placed, d, a, stop, st, out);
     }
     int pieces[3], n = 0;
     if (a > 0) {
@@ -283,9 +345,10 @@ place_in_parent(tracer *T, int t, int w, int *out)
             }
             continue;
         }
-        if (v->vcoef[e] != 1 || (used & (1u << v->vsrc[e]))) {
-            return tc_tr_unsupported(T, "in-place write through a strided "
-                                     "view (step > 1: not traced yet)");
+        if (v->vcoef[e] < 1 || (used & (1u << v->vsrc[e]))) {
+            return tc_tr_unsupported(T, "in-place write through a view "
+                                     "that reverses or repeats a dim (not "
+                                     "traced yet)");
         }
         used |= 1u << v->vsrc[e];
         kept[nk++] = e;
@@ -344,7 +407,14 @@ place_in_parent(tracer *T, int t, int w, int *out)
     if (W < 0) {
         return MUT_ERR(T, err);
     }
-    return box_place(T, p, W, v->voff, 0, out);
+    int64_t step[TC_MAX_DIMS];
+    for (int d = 0; d < pl->ndim; d++) {
+        step[d] = 1;
+    }
+    for (int i = 0; i < nk; i++) {
+        step[v->vsrc[kept[i]]] = v->vcoef[kept[i]];
+    }
+    return box_place(T, p, W, v->voff, step, 0, out);
 }
 
 /* ---- the mutation ------------------------------------------------------------ */
@@ -454,6 +524,7 @@ mutate(tracer *T, tc_var *target, int w, int first)
     int value = w;
     for (int n = t; n != r; n = g->nodes[n].in[0]) {
         if ((rc = place_in_parent(T, n, value, &value)) != OK) {
+            tc_graph_drop_effects(g, first);  /* slice_scatter */
             return rc;
         }
     }
