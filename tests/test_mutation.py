@@ -582,3 +582,17 @@ def test_pending_fstring_of_written_tensor_keeps_old_value():
         return s, x
     r = check_mutation(f, fresh((3,)), breaks=None)
     assert "pending f-string" in str(r)
+
+
+def test_out_argument():
+    def f(x, y, out, acc):
+        r = torch.add(x, y, out=out)
+        torch.mul(x, 2, out=acc[1:3])
+        torch.sum(x, 0, keepdim=True, out=y[:1])
+        return r is out, r
+
+    def make():
+        acc = torch.zeros(5, 3)
+        return [torch.randn(2, 3), torch.randn(2, 3), torch.empty(2, 3),
+                acc], []
+    check_mutation(f, make)

@@ -1039,6 +1039,65 @@ setitem_advanced(tracer *T, tc_var *x, tc_var *key, tc_var *indices,
 }
 
 int
+tc_tr_call_out(tracer *T, tc_var *callable, tc_var **args, int nargs,
+               PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int at = -1;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k),
+                                             "out") == 0) {
+            at = nargs - (int)nkw + (int)k;
+        }
+    }
+    if (at < 0 || (callable->kind != TC_VAR_OBJECT
+                   && callable->kind != TC_VAR_CONST)
+        || !PyCFunction_Check(callable->obj)) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify(T, args[at]);
+    tc_var *out = args[at];
+    if (rc != OK || out->kind != TC_VAR_TENSOR) {
+        return rc != OK ? rc : NOT_HANDLED;  /* out=(a, b): not traced */
+    }
+    /* the call again without out=, through the usual dispatch */
+    PyObject *kw = PyTuple_New(nkw - 1);
+    if (kw == NULL) {
+        return ERROR;
+    }
+    for (Py_ssize_t k = 0, j = 0; k < nkw; k++) {
+        if (nargs - nkw + k != at) {
+            PyTuple_SET_ITEM(kw, j++, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
+        }
+    }
+    tc_var *keep = tc_var_const(&T->sh->arena, kw, -1);  /* owns kw */
+    Py_DECREF(kw);
+    if (keep == NULL
+        || tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) != OK
+        || tc_tr_push(T, callable) != OK) {
+        return ERROR;
+    }
+    for (int i = 0; i < nargs; i++) {
+        if (i != at && tc_tr_push(T, args[i]) != OK) {
+            return ERROR;
+        }
+    }
+    T->kwnames = nkw > 1 ? keep->obj : NULL;
+    int first = T->out->graph->nnodes;
+    if ((rc = tc_tr_op_call(T, nargs - 1)) != OK) {
+        return rc;
+    }
+    tc_var *ops[TC_MAX_CALL_ARGS];
+    int nops = 0;
+    for (int i = 0; i < nargs && nops < TC_MAX_CALL_ARGS; i++) {
+        if (i != at) {
+            ops[nops++] = args[i];
+        }
+    }
+    return tc_tr_inplace_result(T, out, ops, nops, first, "out=");
+}
+
+int
 tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
                      int first, const char *what)
 {

@@ -2312,7 +2312,11 @@ tc_tr_op_call(tracer *T, int argc)
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
     T->sp -= argc + 2;
-    int rc = call_python_semantics(T, callable, args, nargs, kwnames);
+    int rc = tc_tr_call_out(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = call_python_semantics(T, callable, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }

@@ -186,6 +186,11 @@ int tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args,
                              int nargs, PyObject *kwnames);
 int tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value);
+/* A torch function called with out=tensor: the call without it, its
+ * result written into the tensor, which it returns; NOT_HANDLED for other
+ * calls. */
+int tc_tr_call_out(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                   PyObject *kwnames);
 /* The value an op just pushed (its nodes made from `first` on), written
  * into target as an in-place op writes it (F.relu(x, inplace=True));
  * pushes target.  ops: the op's other operands. */
