@@ -549,8 +549,8 @@ def test_torch_inplace_functions_and_foreach():
         torch.relu_(x)
         torch._foreach_mul_(bufs, 0.9)
         torch._foreach_add_(bufs, gs)
-        torch._foreach_add_(ps, bufs, alpha=-0.1)
-        return x
+        r = torch._foreach_add_(ps, bufs, alpha=-0.1)
+        return x, r is ps, r
 
     def make():
         ps = [torch.randn(3), torch.randn(2, 2)]

@@ -860,7 +860,7 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
                                 name)
             : rc;
     }
-    return tc_tr_push(T, tc_var_const(&T->sh->arena, Py_None, -1));
+    return tc_tr_push(T, xs);  /* eager returns its list argument */
 }
 
 int

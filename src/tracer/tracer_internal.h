@@ -182,7 +182,7 @@ int tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
                        PyObject *kwnames);
 int tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 /* torch.foo_(x, ...) (as x.foo_(...)) and torch._foreach_foo_(xs, ...)
- * (each of xs written with torch._foreach_foo's results; None pushed). */
+ * (xs[k].foo_(...) for every k; xs itself pushed, as eager returns it). */
 int tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args,
                              int nargs, PyObject *kwnames);
 int tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value);
