@@ -596,3 +596,17 @@ def test_out_argument():
         return [torch.randn(2, 3), torch.randn(2, 3), torch.empty(2, 3),
                 acc], []
     check_mutation(f, make)
+
+
+def test_loop_over_parameters_writes_each():
+    # the loop's iterator (rebuilt at the exit) yields the tensors
+    # themselves: writing them inside the loop is no break
+    def f(ps, gs):
+        for p, g in zip(ps, gs):
+            p.mul_(0.9).add_(g)
+        return ps[0] * 1
+
+    def make():
+        ps = [torch.randn(3) for _ in range(3)]
+        return [ps, [torch.randn(3) for _ in range(3)]], ps
+    check_mutation(f, make)

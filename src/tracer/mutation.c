@@ -553,12 +553,16 @@ mutate(tracer *T, tc_var *target, int w, int first)
     const mut_storage *prev = record_of(T, r);
     tc_var_arena *a = &T->sh->arena;
     for (int i = 0; i < a->n; i++) {
-        if (a->vars[i]->kind == TC_VAR_DEFERRED
-            && holds_storage(g, a->vars[i], r, 0)) {
-            /* it is built at the exit, from the tensor's final value */
+        /* an f-string field (or a call) is made at the exit, from the
+         * tensor's final value; eager made it from the value it had then.
+         * (An iterator yields the tensor objects themselves: no copy.) */
+        tc_var *d = a->vars[i];
+        if (d->kind == TC_VAR_DEFERRED
+            && (d->node == TC_TMPL_FORMAT || d->node == TC_TMPL_JOIN
+                || d->node == TC_TMPL_CALL)
+            && holds_storage(g, d, r, 0)) {
             return tc_tr_unsupported(T, "in-place write into a tensor that "
-                                     "a pending f-string, iterator or "
-                                     "closure still reads");
+                                     "a pending f-string still formats");
         }
     }
     int nvars = 0;
