@@ -1205,7 +1205,8 @@ tc_tr_mut_finish(tracer *T)
     }
     wb->items = PyMem_Calloc((size_t)m->nst, sizeof(tc_writeback));
     wb->span = PyMem_Calloc((size_t)g->ninputs + 1, sizeof(int64_t));
-    if (wb->items == NULL || wb->span == NULL) {
+    wb->written = PyMem_Calloc((size_t)g->ninputs + 1, 1);
+    if (wb->items == NULL || wb->span == NULL || wb->written == NULL) {
         PyErr_NoMemory();
         return ERROR;
     }
@@ -1225,6 +1226,7 @@ tc_tr_mut_finish(tracer *T)
             wb->writes_grad |= s->ident < T->sh->grad_cap
                                && T->sh->grad[s->ident];
             w->output = tc_tr_output_index(T, s->cur);
+            wb->written[w->input] = 1;
             if (w->output < 0) {
                 return ERROR;
             }

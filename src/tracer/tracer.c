@@ -1453,6 +1453,7 @@ tc_writebacks_clear(tc_writebacks *w)
 {
     PyMem_Free(w->items);
     PyMem_Free(w->span);
+    PyMem_Free(w->written);
     memset(w, 0, sizeof(*w));
 }
 

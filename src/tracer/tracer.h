@@ -95,6 +95,7 @@ typedef struct {
     int64_t *span;     /* by graph input: bytes its elements cover from its
                           data pointer (inputs that overlap a written one
                           make the runtime run the segment eagerly) */
+    unsigned char *written;  /* by graph input: an item writes it */
 } tc_writebacks;
 
 typedef enum {
