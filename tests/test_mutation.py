@@ -610,3 +610,59 @@ def test_loop_over_parameters_writes_each():
         ps = [torch.randn(3) for _ in range(3)]
         return [ps, [torch.randn(3) for _ in range(3)]], ps
     check_mutation(f, make)
+
+
+def old_value_read_elsewhere(x, y):
+    a = x * 2                  # the old x, returned: x is not written early
+    x.add_(1)
+    return a, x
+
+
+def reduction_then_write(x):
+    s = x.sum()
+    x.sub_(s)                  # every element reads the whole old x
+    return x
+
+
+def view_of_new_value(x):
+    x.mul_(2).add_(x[0] * 1)   # x[0] of the new value, read at other rows
+    return x
+
+
+def both_ways(x, y):
+    x.add_(y)
+    y.add_(x)
+    return x, y
+
+
+def swap(x, y):
+    t = x * 1
+    x.copy_(y)
+    y.copy_(t)
+    return x, y
+
+
+def flipped(x):
+    x.add_(x.flip(0))          # an extern reads the old x
+    return x
+
+
+def transposed_read(x):
+    x.add_(x.t() * 1)          # x is square: x.t() reads other elements
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (old_value_read_elsewhere, fresh((4, 3), (3,))),
+    (reduction_then_write, fresh((4, 3))),
+    (view_of_new_value, fresh((4, 3))),
+    (both_ways, fresh((4, 3), (4, 3))),
+    (swap, fresh((4, 3), (4, 3))),
+    (flipped, fresh((5, 3))),
+    (transposed_read, fresh((4, 4))),
+])
+def test_written_inputs_read_elsewhere(fn, make, backend):
+    # the kernel writes an input in place only where no later read of its
+    # old elements exists (schedule.c inplace_buffer); else a copy
+    check_mutation(fn, make, backend)

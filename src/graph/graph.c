@@ -491,6 +491,7 @@ tc_graph_free(tc_graph *g)
     }
     free(g->nodes);
     free(g->outputs);
+    free(g->output_writes);
     free(g);
 }
 
@@ -791,8 +792,29 @@ tc_graph_set_outputs(tc_graph *g, int n, const int *nodes)
         outs[k] = nodes[k];
     }
     free(g->outputs);
+    free(g->output_writes);
+    g->output_writes = NULL;
     g->outputs = outs;
     g->noutputs = n;
+    return 0;
+}
+
+int
+tc_graph_set_output_write(tc_graph *g, int j, int input)
+{
+    if (j < 0 || j >= g->noutputs || input < 0 || input >= g->ninputs) {
+        return -1;
+    }
+    if (g->output_writes == NULL) {
+        g->output_writes = malloc(sizeof(int) * (size_t)g->noutputs);
+        if (g->output_writes == NULL) {
+            return -1;
+        }
+        for (int k = 0; k < g->noutputs; k++) {
+            g->output_writes[k] = -1;
+        }
+    }
+    g->output_writes[j] = input;
     return 0;
 }
 

@@ -127,6 +127,11 @@ typedef struct tc_graph {
     int noutputs;
     int cuda;                    /* its tensors are on a CUDA device, where
                                     some result layouts differ (op_layout) */
+    int *output_writes;          /* by output: the graph input whose storage
+                                    the output's value is written back into
+                                    after the run (an in-place op's), or -1;
+                                    NULL: none.  The scheduler may store it
+                                    there directly (schedule.h) */
 } tc_graph;
 
 tc_graph *tc_graph_new(void);
@@ -144,6 +149,9 @@ int tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
                 tc_dtype attr_dtype, char *err, size_t errlen);
 
 int tc_graph_set_outputs(tc_graph *g, int n, const int *nodes);
+/* Output j's value is written back into graph input `input` after the
+ * run (output_writes).  0, or -1 when out of memory or out of range. */
+int tc_graph_set_output_write(tc_graph *g, int j, int input);
 
 /* Dead-code elimination and common-subexpression elimination.  Node ids
  * change; outputs are remapped.  Outputs keep eager's identity: equal

@@ -1263,3 +1263,16 @@ tc_tr_mut_finish(tracer *T)
     }
     return OK;
 }
+
+int
+tc_tr_mut_mark_outputs(tc_trace *t)
+{
+    for (int k = 0; k < t->wb.n; k++) {
+        const tc_writeback *w = &t->wb.items[k];
+        if (w->input >= 0
+            && tc_graph_set_output_write(t->graph, w->output, w->input) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}

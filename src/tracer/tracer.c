@@ -1398,7 +1398,8 @@ tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
     if (rc == DONE && tc_tr_mut_finish(&T) != OK) {
         rc = ERROR;
     }
-    if (rc == DONE && tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0) {
+    if (rc == DONE && (tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0
+                       || tc_tr_mut_mark_outputs(t) < 0)) {
         PyErr_NoMemory();
         rc = ERROR;
     }

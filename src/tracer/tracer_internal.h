@@ -199,8 +199,11 @@ int tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
 /* The node an exit returns for node: a graph input's current value (or a
  * view of it) is the input itself (or that view of the input). */
 int tc_tr_mut_identity(tracer *T, int node);
-/* At a finished segment: the write-backs into T->out->wb (adds outputs). */
+/* At a finished segment: the write-backs into T->out->wb (adds outputs);
+ * once the graph's outputs are set, which output goes into which input
+ * (tc_graph_set_output_write).  OK / 0, or ERROR / -1. */
 int tc_tr_mut_finish(tracer *T);
+int tc_tr_mut_mark_outputs(tc_trace *t);
 /* An inlined call that fails undoes its writes (mark[2] is opaque). */
 void tc_tr_mut_mark(tracer *T, int mark[2]);
 void tc_tr_mut_rollback(tracer *T, const int mark[2]);
