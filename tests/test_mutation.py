@@ -666,3 +666,23 @@ def test_written_inputs_read_elsewhere(fn, make, backend):
     # the kernel writes an input in place only where no later read of its
     # old elements exists (schedule.c inplace_buffer); else a copy
     check_mutation(fn, make, backend)
+
+
+def written_then_normalized(x):
+    x.tanh_()
+    return torch.nn.functional.rms_norm(x, (4,))
+
+
+def out_then_layer_norm(x):
+    torch.mul(x, 2, out=x)
+    return torch.nn.functional.layer_norm(x, x.shape[-2:])
+
+
+@pytest.mark.parametrize("fn,make", [
+    (written_then_normalized, fresh((6, 4))),
+    (out_then_layer_norm, fresh((2, 6, 3))),
+])
+def test_written_input_read_by_a_reduction_kernel(fn, make):
+    # found by the fuzzer: a reduction kernel the written value joins
+    # recomputes it from the input in its later passes
+    check_mutation(fn, make)

@@ -302,9 +302,10 @@ recompute_reads(const sched *s, int i, const int64_t *reads)
  * writes them.  Sufficient, and checked here on the graph alone: every
  * live reader of b is a pointwise node of b's sizes that reads b itself
  * (no view of it) on a path of such nodes to c, and every node of those
- * paths that depends on b is consumed only on them.  Then each read of b
- * runs in a kernel before c's or in c's own, at the element c writes
- * there.  The buffer of b, or -1. */
+ * paths that depends on b is consumed only on them, and no reduction
+ * depends on b or c.  Then each read of b runs in a kernel before c's or
+ * in c's own (one pass), at the element c writes there.  The buffer of
+ * b, or -1. */
 static int
 inplace_buffer(const sched *s, int c)
 {
@@ -338,7 +339,8 @@ inplace_buffer(const sched *s, int c)
         return -1;
     }
     /* on[n]: n is c or on a path of pointwise nodes of b's sizes to c;
-     * dep[n]: such a node that depends on b */
+     * dep[n] bit 0: such a node that depends on b; bit 1: any node that
+     * depends on b or c */
     char *on = calloc((size_t)g->nnodes, 1), *dep = calloc((size_t)g->nnodes, 1);
     if (on == NULL || dep == NULL) {
         free(on), free(dep);
@@ -362,11 +364,17 @@ inplace_buffer(const sched *s, int c)
         }
         for (int k = 0; ok && k < nd->nin; k++) {
             int x = nd->in[k];
-            if (x != c && (x == b || dep[x])) {
-                ok = on[n];     /* read off the paths to c (c itself, the
-                                   new value, may be read anywhere) */
-                dep[n] = 1;
+            if (x != c && (x == b || (dep[x] & 1))) {
+                ok = on[n];     /* read off the paths to c */
+                dep[n] |= 1;
             }
+            /* c's value may be read anywhere, from its buffer; but a
+             * reduction kernel that c joins recomputes it from b in its
+             * later passes, after the first pass stored it into b */
+            dep[n] |= (x == b || x == c || dep[x]) ? 2 : 0;
+        }
+        if (ok && (dep[n] & 2) && op_kind(g, n) == TC_OPK_REDUCTION) {
+            ok = 0;
         }
     }
     free(on), free(dep);
