@@ -125,10 +125,16 @@ def test_mutation_breaks_with_reason():
     def g(x, y):
         return torch.cumsum(x, 0, out=y)
 
+    def h(x, y):
+        return torch.ops.aten.cumsum.out(x, 0, out=y)
+
     x = torch.randn(3, 4)
-    assert any("mutates an input: see issue 12" in r for r in reasons(f, x))
+    # Tensor.cumsum_ and out= of a torch function are their out-of-place
+    # forms written back (test_mutation.py); an aten out overload breaks
+    assert reasons(f, x.clone()) == []
+    assert reasons(g, x, torch.empty(3, 4)) == []
     assert any("mutates an input: see issue 12" in r
-               for r in reasons(g, x, torch.empty(3, 4)))
+               for r in reasons(h, x, torch.empty(3, 4)))
     y1, y2 = x.clone(), x.clone()
     f(y1)
     tcjit.compile(f)(y2)

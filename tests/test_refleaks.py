@@ -48,6 +48,14 @@ def _raises_after_break(x):
     return _fails(y + n)
 
 
+def _mutates(x, y, i):
+    x.add_(1)                 # written back, version counter set
+    x[0] = y[i]               # index_put: a generic extern
+    z = x * 2
+    z.mul_(3)                 # a computed tensor's version counter
+    return z
+
+
 def _workload(rounds):
     w = torch.randn(4, 3)
     shapes = [torch.randn(3), torch.randn(3, 2), torch.randn(2, 3, 2)]
@@ -55,6 +63,8 @@ def _workload(rounds):
                 for f in (_recompiles_every_call, _breaks, _raises_in_graph,
                           _raises_after_break)]
     recompiling, breaking, raising, raising_late = compiled
+    mutating = tcjit.compile(_mutates, backend="eager")
+    buf = torch.zeros(4)
     for i in range(rounds):
         if i % 50 == 0:
             tcjit.reset()     # keep the guard failure lists short
@@ -65,6 +75,8 @@ def _workload(rounds):
             raising(torch.tensor([i % 4, 9]), w)
         with pytest.raises(ValueError):
             raising_late(x)
+        mutating(buf, w[:, 0].clone(), torch.tensor([i % 4]))
+        mutating(buf[:2], buf[1:3], torch.tensor([0]))   # aliased: eager
 
 
 def _rss():

@@ -14,6 +14,7 @@ tc_entry_free(tc_entry *e)
     PyMem_Free(e->input_sources);
     tc_template_clear(&e->ret);
     tc_exit_clear(&e->exit);
+    tc_writebacks_clear(&e->wb);
     if (e->be != NULL) {
         e->be->free(e->code);
     }

@@ -36,6 +36,7 @@ typedef struct tc_entry {
     int return_pc;
     int return_pushes;
     tc_exit exit;             /* how the segment ends */
+    tc_writebacks wb;         /* inputs in-place ops wrote (writeback.h) */
     int nmemo;                /* template memo slots (tracer.h) */
     /* backend "auto": the code generator that compiled the graph (CPU or
      * CUDA tensors) and its handle; NULL for other backends */

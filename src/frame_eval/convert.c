@@ -432,6 +432,8 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     e->exit = t.exit;
     e->nmemo = t.nmemo;
     memset(&t.exit, 0, sizeof(t.exit));
+    e->wb = t.wb;
+    memset(&t.wb, 0, sizeof(t.wb));
     int rc = (e->is_auto < 0 || fullgraph < 0) ? -1 : 0;
     PyCodeObject *co = f->f_code;
     if (rc == 0 && t.status == TC_TRACE_EAGER) {

@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "step.h"
+#include "writeback.h"
 
 #include <time.h>
 
@@ -349,7 +350,8 @@ split_merged_outputs(tc_entry *e, PyObject **outputs)
     return 0;
 }
 
-/* Run the graph of a compiled entry: outputs get new references. */
+/* Run the graph of a compiled entry: outputs get new references.  0, 1
+ * (no outputs: the segment must run in CPython), or -1 with an exception. */
 static int
 run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
 {
@@ -366,8 +368,21 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
     for (int i = 0; i < e->ninputs; i++) {
         inputs[i] = vals[e->input_sources[i]];
     }
-    int rc = e->be ? e->be->run(e->code, inputs, e->ninputs, outputs)
-                   : run_backend_fn(e, inputs, outputs);
+    int rc = e->wb.n ? tc_writeback_aliased(&e->wb, inputs) : 0;
+    if (rc != 0) {
+        /* 1: inputs alias a written one, CPython runs the segment */
+        if (inputs != small) {
+            PyMem_Free(inputs);
+        }
+        return rc;
+    }
+    rc = e->be ? e->be->run(e->code, inputs, e->ninputs, outputs)
+               : run_backend_fn(e, inputs, outputs);
+    if (rc == 0 && e->wb.n
+        && tc_writeback_apply(&e->wb, inputs, outputs) < 0) {
+        release_outputs(e, outputs);
+        rc = -1;
+    }
     if (rc == 0 && e->merged_outputs && split_merged_outputs(e, outputs) < 0) {
         release_outputs(e, outputs);
         rc = -1;
@@ -933,9 +948,15 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             break;
         }
         PyObject **outputs = out.v;
-        if (run_graph(e, lr.vals, outputs) < 0) {
+        int ran = run_graph(e, lr.vals, outputs);
+        if (ran < 0) {
             tc_guards_release(e->guards, lr.vals);
             r = pc == 0 ? raise_at_entry(ts, f, st) : fail_at(ts, f, st, pc);
+            break;
+        }
+        if (ran > 0) {
+            tc_guards_release(e->guards, lr.vals);
+            r = continue_in_cpython(ts, f, pc);
             break;
         }
         if (e->exit.kind == TC_EXIT_RETURN) {

@@ -133,8 +133,8 @@ tc_layout_contiguous(tc_layout *l)
     }
 }
 
-static int
-layout_same_sizes(const tc_layout *a, const tc_layout *b)
+int
+tc_layout_same_sizes(const tc_layout *a, const tc_layout *b)
 {
     if (a->ndim != b->ndim) {
         return 0;
@@ -147,8 +147,8 @@ layout_same_sizes(const tc_layout *a, const tc_layout *b)
     return 1;
 }
 
-static int
-layout_same_strides(const tc_layout *a, const tc_layout *b)
+int
+tc_layout_same_strides(const tc_layout *a, const tc_layout *b)
 {
     for (int d = 0; d < a->ndim; d++) {
         if (a->strides[d] != b->strides[d]) {
@@ -393,7 +393,7 @@ fast_setup_layout(int n, const tc_layout *const *ops, tc_layout *out)
 {
     int contiguous = 1, channels_last = 1, dense = 1;
     for (int k = 0; k < n; k++) {
-        if (!layout_same_sizes(ops[k], out)) {
+        if (!tc_layout_same_sizes(ops[k], out)) {
             return 0;
         }
         contiguous &= layout_is_contiguous(ops[k]);
@@ -412,7 +412,7 @@ fast_setup_layout(int n, const tc_layout *const *ops, tc_layout *out)
         return 0;
     }
     for (int k = 1; k < n; k++) {
-        if (!layout_same_strides(ops[k], ops[0])) {
+        if (!tc_layout_same_strides(ops[k], ops[0])) {
             return 0;
         }
     }
@@ -491,6 +491,7 @@ tc_graph_free(tc_graph *g)
     }
     free(g->nodes);
     free(g->outputs);
+    free(g->output_writes);
     free(g);
 }
 
@@ -791,8 +792,29 @@ tc_graph_set_outputs(tc_graph *g, int n, const int *nodes)
         outs[k] = nodes[k];
     }
     free(g->outputs);
+    free(g->output_writes);
+    g->output_writes = NULL;
     g->outputs = outs;
     g->noutputs = n;
+    return 0;
+}
+
+int
+tc_graph_set_output_write(tc_graph *g, int j, int input)
+{
+    if (j < 0 || j >= g->noutputs || input < 0 || input >= g->ninputs) {
+        return -1;
+    }
+    if (g->output_writes == NULL) {
+        g->output_writes = malloc(sizeof(int) * (size_t)g->noutputs);
+        if (g->output_writes == NULL) {
+            return -1;
+        }
+        for (int k = 0; k < g->noutputs; k++) {
+            g->output_writes[k] = -1;
+        }
+    }
+    g->output_writes[j] = input;
     return 0;
 }
 
@@ -840,8 +862,8 @@ nodes_equal(const tc_node *a, const tc_node *b)
      * reduced dims), pointwise nodes never do for equal inputs */
     if (a->red_mask != b->red_mask || a->keepdim != b->keepdim ||
         a->offset != b->offset || a->xfattr != b->xfattr ||
-        memcmp(a->xattr, b->xattr, sizeof(a->xattr)) != 0 || !layout_same_sizes(&a->layout, &b->layout) ||
-        !layout_same_strides(&a->layout, &b->layout)) {
+        memcmp(a->xattr, b->xattr, sizeof(a->xattr)) != 0 || !tc_layout_same_sizes(&a->layout, &b->layout) ||
+        !tc_layout_same_strides(&a->layout, &b->layout)) {
         return 0;
     }
     return memcmp(a->in, b->in, sizeof(int) * a->nin) == 0;
@@ -1230,8 +1252,8 @@ dims_mask(int ndim, int n, const int64_t *dims, int allow_dup,
     return 0;
 }
 
-static void
-sb_shape(char *buf, size_t n, const int64_t *v, int nd)
+void
+tc_shape_text(char *buf, size_t n, const int64_t *v, int nd)
 {
     size_t len = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < nd && len < n; d++) {
@@ -1455,8 +1477,8 @@ tc_graph_expand(tc_graph *g, int x, int n, const int64_t *sizes, char *err,
     }
     const tc_layout *l = &g->nodes[x].layout;
     char want[160], have[160];
-    sb_shape(want, sizeof(want), sizes, n);
-    sb_shape(have, sizeof(have), l->sizes, l->ndim);
+    tc_shape_text(want, sizeof(want), sizes, n);
+    tc_shape_text(have, sizeof(have), l->sizes, l->ndim);
     if (n < l->ndim) {
         tc_set_err(err, errlen, "expand(torch.%sTensor{%s}, size=%s): the number "
                 "of sizes provided (%d) must be greater or equal to the "
@@ -1535,7 +1557,7 @@ tc_graph_select(tc_graph *g, int x, int64_t dim, int64_t index, char *err,
     }
     if (index < -l->sizes[d] || index >= l->sizes[d]) {
         char have[160];
-        sb_shape(have, sizeof(have), l->sizes, l->ndim);
+        tc_shape_text(have, sizeof(have), l->sizes, l->ndim);
         tc_set_err(err, errlen, "select(): index %lld out of range for tensor of "
                 "size %s at dimension %d", (long long)index, have, d);
         return -1;
@@ -1670,7 +1692,7 @@ infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
         }
         out[i] = in[i];
     }
-    sb_shape(shape, sizeof(shape), in, n);
+    tc_shape_text(shape, sizeof(shape), in, n);
     if (numel == prod || (infer >= 0 && prod > 0 && numel % prod == 0)) {
         if (infer >= 0) {
             if (prod == 0) {
@@ -1905,7 +1927,7 @@ tc_graph_unflatten(tc_graph *g, int x, int64_t dim, int n,
     char tmp[8];
     if (infer_size(sizes, n, l->sizes[d], part, tmp, sizeof(tmp)) < 0) {
         char s[200];
-        sb_shape(s, sizeof(s), sizes, n);
+        tc_shape_text(s, sizeof(s), sizes, n);
         tc_set_err(err, errlen, "unflatten: Provided sizes %s don't multiply up "
                 "to the size of dim %d (%lld) in the input tensor", s, d,
                 (long long)l->sizes[d]);
@@ -2445,8 +2467,8 @@ check_norm_shape(const tc_graph *g, int x, int n, const int64_t *shape,
     }
     if (!ok) {
         char s[200], in[200], star[210];
-        sb_shape(s, sizeof(s), shape, n);
-        sb_shape(in, sizeof(in), l->sizes, l->ndim);
+        tc_shape_text(s, sizeof(s), shape, n);
+        tc_shape_text(in, sizeof(in), l->sizes, l->ndim);
         snprintf(star, sizeof(star), "[*%s%s", rms ? "" : ", ", s + 1);
         tc_set_err(err, errlen, "Given normalized_shape=%s, expected input with "
                 "shape %s, but got input of size%s", s, star, in);
@@ -2473,8 +2495,8 @@ check_norm_param(const tc_graph *g, int p, const char *what, int n,
         return 0;
     }
     char want[200], have[200];
-    sb_shape(want, sizeof(want), shape, n);
-    sb_shape(have, sizeof(have), l->sizes, l->ndim);
+    tc_shape_text(want, sizeof(want), shape, n);
+    tc_shape_text(have, sizeof(have), l->sizes, l->ndim);
     tc_set_err(err, errlen, "Expected %s to be of same shape as "
             "normalized_shape, but got %s of shape %s and normalized_shape = %s",
             what, what, have, want);
@@ -2618,7 +2640,7 @@ tc_graph_result_like(tc_graph *g, int node, int like)
     if (node != g->nnodes - 1 || like < 0 || like >= node
         || g->nodes[node].kind != TC_NODE_OP
         || tc_ops[g->nodes[node].op].kind != TC_OPK_POINTWISE
-        || !layout_same_sizes(&g->nodes[node].layout,
+        || !tc_layout_same_sizes(&g->nodes[node].layout,
                               &g->nodes[like].layout)) {
         return -1;
     }

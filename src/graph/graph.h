@@ -67,6 +67,11 @@ typedef struct {
 
 int64_t tc_layout_numel(const tc_layout *l);
 void tc_layout_contiguous(tc_layout *l); /* fill strides from sizes */
+int tc_layout_same_sizes(const tc_layout *a, const tc_layout *b);
+/* strides of a's ndim dims equal (sizes not compared) */
+int tc_layout_same_strides(const tc_layout *a, const tc_layout *b);
+/* "[2, 3]" as torch's messages print a shape */
+void tc_shape_text(char *buf, size_t n, const int64_t *sizes, int ndim);
 
 typedef enum {
     TC_NODE_INPUT,  /* a tensor graph input (placeholder) */
@@ -122,6 +127,11 @@ typedef struct tc_graph {
     int noutputs;
     int cuda;                    /* its tensors are on a CUDA device, where
                                     some result layouts differ (op_layout) */
+    int *output_writes;          /* by output: the graph input whose storage
+                                    the output's value is written back into
+                                    after the run (an in-place op's), or -1;
+                                    NULL: none.  The scheduler may store it
+                                    there directly (schedule.h) */
 } tc_graph;
 
 tc_graph *tc_graph_new(void);
@@ -139,6 +149,9 @@ int tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
                 tc_dtype attr_dtype, char *err, size_t errlen);
 
 int tc_graph_set_outputs(tc_graph *g, int n, const int *nodes);
+/* Output j's value is written back into graph input `input` after the
+ * run (output_writes).  0, or -1 when out of memory or out of range. */
+int tc_graph_set_output_write(tc_graph *g, int j, int input);
 
 /* Dead-code elimination and common-subexpression elimination.  Node ids
  * change; outputs are remapped.  Outputs keep eager's identity: equal

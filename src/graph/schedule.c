@@ -296,6 +296,91 @@ recompute_reads(const sched *s, int i, const int64_t *reads)
     return r;
 }
 
+/* In-place writes (graph.h output_writes): node c, the value of an output
+ * written back into graph input b after the run, is stored straight into
+ * b's memory when no kernel can read b's old elements after c's kernel
+ * writes them.  Sufficient, and checked here on the graph alone: every
+ * live reader of b is a pointwise node of b's sizes that reads b itself
+ * (no view of it) on a path of such nodes to c, and every node of those
+ * paths that depends on b is consumed only on them, and no reduction
+ * depends on b or c.  Then each read of b runs in a kernel before c's or
+ * in c's own (one pass), at the element c writes there.  The buffer of
+ * b, or -1. */
+static int
+inplace_buffer(const sched *s, int c)
+{
+    const tc_graph *g = s->g;
+    int slot = -1, b = -1, ok = 1;
+    if (g->output_writes == NULL || op_kind(g, c) != TC_OPK_POINTWISE) {
+        return -1;
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        if (g->outputs[j] == c) {
+            ok &= slot < 0;     /* one slot only: it returns b's tensor */
+            slot = j;
+        }
+    }
+    for (int i = 0; ok && slot >= 0 && i < g->nnodes; i++) {
+        if (g->nodes[i].kind == TC_NODE_INPUT
+            && g->nodes[i].input_index == g->output_writes[slot]) {
+            b = i;
+        }
+    }
+    if (!ok || b < 0) {
+        return -1;
+    }
+    const tc_layout *bl = &g->nodes[b].layout, *cl = &g->nodes[c].layout;
+    tc_layout dense;
+    tc_layout_like(bl, &dense);
+    if (g->nodes[b].dtype != g->nodes[c].dtype
+        || !tc_layout_same_sizes(bl, cl) || !tc_layout_same_strides(bl, cl)
+        || !tc_layout_same_sizes(bl, &dense)
+        || !tc_layout_same_strides(bl, &dense)) {
+        return -1;
+    }
+    /* on[n]: n is c or on a path of pointwise nodes of b's sizes to c;
+     * dep[n] bit 0: such a node that depends on b; bit 1: any node that
+     * depends on b or c */
+    char *on = calloc((size_t)g->nnodes, 1), *dep = calloc((size_t)g->nnodes, 1);
+    if (on == NULL || dep == NULL) {
+        free(on), free(dep);
+        return -1;
+    }
+    on[c] = 1;
+    for (int n = c; n >= 0; n--) {
+        for (int k = 0; on[n] && k < g->nodes[n].nin; k++) {
+            int x = g->nodes[n].in[k];
+            on[x] |= op_kind(g, x) == TC_OPK_POINTWISE
+                     && tc_layout_same_sizes(&g->nodes[x].layout, bl);
+        }
+    }
+    for (int n = 0; ok && n < g->nnodes; n++) {
+        const tc_node *nd = &g->nodes[n];
+        if (!s->live[n] || nd->kind != TC_NODE_OP) {
+            continue;
+        }
+        if (nd->view_base == b) {
+            ok = 0;             /* a view of b is read somewhere */
+        }
+        for (int k = 0; ok && k < nd->nin; k++) {
+            int x = nd->in[k];
+            if (x != c && (x == b || (dep[x] & 1))) {
+                ok = on[n];     /* read off the paths to c */
+                dep[n] |= 1;
+            }
+            /* c's value may be read anywhere, from its buffer; but a
+             * reduction kernel that c joins recomputes it from b in its
+             * later passes, after the first pass stored it into b */
+            dep[n] |= (x == b || x == c || dep[x]) ? 2 : 0;
+        }
+        if (ok && (dep[n] & 2) && op_kind(g, n) == TC_OPK_REDUCTION) {
+            ok = 0;
+        }
+    }
+    free(on), free(dep);
+    return ok ? s->buf_of[b] : -1;
+}
+
 static int
 plan_op_buffers(sched *s)
 {
@@ -329,8 +414,11 @@ plan_op_buffers(sched *s)
         if (!s->live[i] || n->kind != TC_NODE_OP || is_view(g, i)) {
             continue;
         }
+        int into = -1;
         if (tc_node_is_extern(g, i)) {
             rc = add_buffer(s, TC_BUF_EXTERN, i, n->dtype, &n->layout);
+        } else if ((into = inplace_buffer(s, i)) >= 0) {
+            rc = into;          /* the kernel writes the input itself */
         } else if (is_graph_output(g, i) || base_out[i]) {
             rc = add_buffer(s, TC_BUF_OUTPUT, i, n->dtype, &n->layout);
         } else if (s->force_mat[i]) {

@@ -537,6 +537,8 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return tc_tr_unsupported(T, "call to %U (a closure of a call that "
                                  "has returned)", co->co_qualname);
     }
+    int mark[2];
+    tc_tr_mut_mark(T, mark);
     int rc = tracer_init_inline(&C, T, co, fn, fn_source, owner);
     if (rc == OK) {
         rc = bind_arguments(&C, fn, co, args, nargs, kwnames, C.locals);
@@ -579,9 +581,11 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return tc_tr_push(T, result);
     }
     /* the call runs in Python (or as an extern): the objects it changed
-     * are as they were, the attributes it set are not set */
+     * are as they were, the attributes it set are not set, the tensors it
+     * wrote are not written */
     tc_tr_undo_to(T->sh, undo_mark);
     T->sh->nfx = fx_mark;
+    tc_tr_mut_rollback(T, mark);
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;

@@ -1483,6 +1483,9 @@ tc_tr_op_store_subscr(tracer *T)
     if (tc_tr_is_new_object(d)) {
         return store_item_of_object(T, d, key, value);
     }
+    if (d->kind == TC_VAR_TENSOR) {
+        return tc_tr_setitem(T, d, key, value);
+    }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
                                  tc_var_kind_name(d));
@@ -3330,7 +3333,11 @@ tc_tr_op_call(tracer *T, int argc)
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
     T->sp -= argc + 2;
-    int rc = call_python_semantics(T, callable, args, nargs, kwnames);
+    int rc = tc_tr_call_out(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = call_python_semantics(T, callable, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }
@@ -3346,7 +3353,11 @@ tc_tr_op_call(tracer *T, int argc)
             margs[0] = self;
             memcpy(margs + 1, args, nargs * sizeof(tc_var *));
             int sp = T->sp, nn = T->out->graph->nnodes;
-            rc = mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
+            rc = mb ? NOT_HANDLED
+                    : tc_tr_call_inplace(T, callable->obj, margs, nargs + 1,
+                                         kwnames);
+            rc = rc != NOT_HANDLED ? rc
+               : mb ? generic_instead(T, descr, margs, nargs + 1, kwnames,
                                       tc_tr_call_binding(T, mb, margs,
                                                          nargs + 1, kwnames),
                                       sp, nn)
@@ -3363,8 +3374,10 @@ tc_tr_op_call(tracer *T, int argc)
             if (fn == NULL) {
                 PyErr_Clear();
             }
-            rc = fn ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0)
+            rc = fn ? tc_tr_call_torch_inplace(T, fn, args, nargs, kwnames)
                     : NOT_HANDLED;
+            rc = fn && rc == NOT_HANDLED
+                ? tc_tr_call_generic(T, fn, args, nargs, kwnames, 0) : rc;
             Py_XDECREF(fn);
             if (rc != NOT_HANDLED) {
                 return rc;
@@ -3402,7 +3415,9 @@ tc_tr_op_call(tracer *T, int argc)
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
         return rc;
     }
-    rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    rc = tc_tr_call_torch_inplace(T, fn, args, nargs, kwnames);
+    rc = rc != NOT_HANDLED ? rc
+                           : tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
     if (rc != NOT_HANDLED) {
         return rc;
     }

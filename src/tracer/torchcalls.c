@@ -1486,12 +1486,20 @@ tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
                                             : -1);
     case TC_CALL_CAST_TO:
         return call_cast(T, p[0], dtype_by_name(b->def->op));
-    case TC_CALL_NO_INPLACE:
-        if (!is_false(p[b->nparams - 1])) {
-            return tc_tr_unsupported(T, "%s(inplace=True) mutates its input",
+    case TC_CALL_NO_INPLACE: {
+        tc_var *inplace = p[b->nparams - 1];
+        int first = T->out->graph->nnodes, rc;
+        if (!is_false(inplace) && !(inplace->kind == TC_VAR_CONST
+                                    && inplace->obj == Py_True)) {
+            return tc_tr_unsupported(T, "%s with inplace not a bool",
                                      b->def->path);
         }
-        return tc_tr_emit_op(T, b->def->op, b->nparams - 1, p, TC_F32);
+        rc = tc_tr_emit_op(T, b->def->op, b->nparams - 1, p, TC_F32);
+        /* inplace=True: the result written into the input (mutation.c) */
+        return rc != OK || is_false(inplace)
+            ? rc : tc_tr_inplace_result(T, p[0], p + 1, b->nparams - 2, first,
+                                        b->def->path);
+    }
     case TC_CALL_HARDTANH:
         return call_hardtanh(T, b, p);
     case TC_CALL_TRIL:

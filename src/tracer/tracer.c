@@ -816,8 +816,8 @@ op_jump(tracer *T, tc_jump_kind kind, int target, int *next)
 
 /* ---- exits: what the frame must hold afterwards ----------------------------- */
 
-static int
-output_index(tracer *T, int node)
+int
+tc_tr_output_index(tracer *T, int node)
 {
     for (int i = 0; i < T->nouts; i++) {
         if (T->outs[i] == node) {
@@ -921,7 +921,7 @@ var_template(tracer *T, tc_var *v, tc_template *t)
     switch (v->kind) {
     case TC_VAR_TENSOR:
         t->kind = TC_TMPL_OUTPUT;
-        t->index = output_index(T, v->node);
+        t->index = tc_tr_output_index(T, tc_tr_mut_identity(T, v->node));
         return t->index < 0 ? ERROR : OK;
     case TC_VAR_CONST:
     case TC_VAR_OBJECT:
@@ -1376,6 +1376,7 @@ shared_fini(trace_shared *sh)
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);
+    tc_tr_mut_free(sh->mut);
 }
 
 /* Does the frame receive a tensor argument?  Such a frame is not "tensor
@@ -1410,7 +1411,11 @@ tc_trace_frame(tc_iframe *f, int start_pc, tc_trace *t)
         rc = tc_tr_unsupported_from_exception(&T, "tracing");
     }
     t->nmemo = T.nmemo;
-    if (rc == DONE && tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0) {
+    if (rc == DONE && tc_tr_mut_finish(&T) != OK) {
+        rc = ERROR;
+    }
+    if (rc == DONE && (tc_graph_set_outputs(t->graph, T.nouts, T.outs) < 0
+                       || tc_tr_mut_mark_outputs(t) < 0)) {
         PyErr_NoMemory();
         rc = ERROR;
     }
@@ -1461,6 +1466,15 @@ tc_exit_clear(tc_exit *x)
 }
 
 void
+tc_writebacks_clear(tc_writebacks *w)
+{
+    PyMem_Free(w->items);
+    PyMem_Free(w->span);
+    PyMem_Free(w->written);
+    memset(w, 0, sizeof(*w));
+}
+
+void
 tc_template_clear(tc_template *t)
 {
     Py_CLEAR(t->obj);
@@ -1480,6 +1494,7 @@ tc_trace_clear(tc_trace *t)
     PyMem_Free(t->input_sources);
     tc_template_clear(&t->ret);
     tc_exit_clear(&t->exit);
+    tc_writebacks_clear(&t->wb);
     Py_CLEAR(t->reason);
     memset(t, 0, sizeof(*t));
 }

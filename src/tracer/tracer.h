@@ -75,6 +75,29 @@ typedef struct {
     int reason_line;
 } tc_exit;
 
+/* A storage an in-place op wrote (tracer/mutation.c): after the graph ran,
+ * the runtime copies graph output `output` into graph input `input` (eager
+ * wrote into that tensor) and moves its version counter by `bumps`, the
+ * in-place ops eager ran on it.  input -1: a tensor the graph made, output
+ * `output` (or its base), only needs its version counter set to bumps. */
+typedef struct {
+    int input;
+    int output;
+    int bumps;
+} tc_writeback;
+
+typedef struct {
+    int n;
+    tc_writeback *items;
+    int writes_grad;   /* a written input requires grad (the copies run
+                          with grad mode off) */
+    int ninputs;
+    int64_t *span;     /* by graph input: bytes its elements cover from its
+                          data pointer (inputs that overlap a written one
+                          make the runtime run the segment eagerly) */
+    unsigned char *written;  /* by graph input: an item writes it */
+} tc_writebacks;
+
 typedef enum {
     TC_TRACE_COMPILED,     /* graph + guards + return template */
     TC_TRACE_EAGER,        /* run eagerly while the guards hold */
@@ -90,6 +113,7 @@ typedef struct {
     int return_pc;         /* code unit index of the return instruction */
     int return_pushes;     /* 1: RETURN_VALUE, push the result; 0: RETURN_CONST */
     tc_exit exit;          /* COMPILED: how the segment ends */
+    tc_writebacks wb;      /* COMPILED: inputs written by in-place ops */
     int nmemo;             /* memo slots used by ret and exit templates */
     int device;            /* -1: cpu, k: cuda:k (all inputs agree) */
     PyObject *reason;      /* EAGER: what was unsupported (str) */
@@ -114,5 +138,6 @@ void tc_exit_clear(tc_exit *x);
 PyObject *tc_format_value(PyObject *value, PyObject *spec, int oparg);
 void tc_trace_clear(tc_trace *t);
 void tc_template_clear(tc_template *t);
+void tc_writebacks_clear(tc_writebacks *w);
 
 #endif

@@ -48,6 +48,7 @@ typedef struct {
     struct tc_effect *fx;     /* objects.c: attributes set on objects read
                                  from the frame, made at the exit */
     int nfx, fx_cap;
+    struct tc_mut_state *mut; /* in-place writes so far (mutation.c) */
 } trace_shared;
 
 typedef struct {
@@ -113,6 +114,7 @@ int tc_tr_emit_op(tracer *T, const char *op, int n, tc_var **args,
                   tc_dtype attr);
 const tc_node *tc_tr_tensor_node(tracer *T, tc_var *v);
 int tc_tr_run(tracer *T);
+int tc_tr_output_index(tracer *T, int node);
 void tc_tr_fini(tracer *T);
 
 /* torchcalls.c: torch functions and Tensor methods */
@@ -241,5 +243,41 @@ int tc_tr_op_binary_slice(tracer *T);
 int tc_tr_op_make_function(tracer *T, int oparg);
 int tc_tr_op_format_value(tracer *T, int oparg);
 int tc_tr_op_build_string(tracer *T, int n);
+
+/* mutation.c: in-place ops as data flow.  Each returns OK (the result
+ * pushed: the mutated tensor itself for methods and operators, nothing for
+ * item assignment), UNSUPPORTED with a reason, or NOT_HANDLED (call: not an
+ * in-place method the registry defines). */
+
+int tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
+                       PyObject *kwnames);
+int tc_tr_inplace_binary(tracer *T, int nb, tc_var *a, tc_var *b);
+/* torch.foo_(x, ...) (as x.foo_(...)) and torch._foreach_foo_(xs, ...)
+ * (xs[k].foo_(...) for every k; xs itself pushed, as eager returns it). */
+int tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args,
+                             int nargs, PyObject *kwnames);
+int tc_tr_setitem(tracer *T, tc_var *container, tc_var *key, tc_var *value);
+/* A torch function called with out=tensor: the call without it, its
+ * result written into the tensor, which it returns; NOT_HANDLED for other
+ * calls. */
+int tc_tr_call_out(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                   PyObject *kwnames);
+/* The value an op just pushed (its nodes made from `first` on), written
+ * into target as an in-place op writes it (F.relu(x, inplace=True));
+ * pushes target.  ops: the op's other operands. */
+int tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
+                         int first, const char *what);
+/* The node an exit returns for node: a graph input's current value (or a
+ * view of it) is the input itself (or that view of the input). */
+int tc_tr_mut_identity(tracer *T, int node);
+/* At a finished segment: the write-backs into T->out->wb (adds outputs);
+ * once the graph's outputs are set, which output goes into which input
+ * (tc_graph_set_output_write).  OK / 0, or ERROR / -1. */
+int tc_tr_mut_finish(tracer *T);
+int tc_tr_mut_mark_outputs(tc_trace *t);
+/* An inlined call that fails undoes its writes (mark[2] is opaque). */
+void tc_tr_mut_mark(tracer *T, int mark[2]);
+void tc_tr_mut_rollback(tracer *T, const int mark[2]);
+void tc_tr_mut_free(struct tc_mut_state *m);
 
 #endif

@@ -349,9 +349,7 @@ tc_tr_op_binary(tracer *T, int nb)
                                  tc_var_kind_name(a), tc_var_kind_name(b));
     }
     if (nb >= NB_INPLACE_ADD) {
-        return tc_tr_unsupported(T,
-                                 "in-place operator on a tensor (mutation is "
-                                 "not traced yet)");
+        return tc_tr_inplace_binary(T, nb, a, b);
     }
     if (nb == NB_MATRIX_MULTIPLY && a->kind == TC_VAR_TENSOR
         && b->kind == TC_VAR_TENSOR) {

@@ -750,6 +750,19 @@ class Gen:
                ("fill_", f"{x}.fill_({self.scalar()})", SELECT_OPS),
                ("masked_fill_", f"{x}.masked_fill_({self.cond()}, {self.scalar()})",
                 SELECT_OPS)]
+        ops += [("lerp_", f"{x}.lerp_({y}, 0.3)", False),
+                ("addcmul_", f"{x}.addcmul_({y}, {y}, value=0.5)", False),
+                ("out=", f"torch.mul({y}, 2, out={x})", INT_OPS),
+                ("relu_", f"torch.relu_({x})", SELECT_OPS),
+                ("foreach", f"torch._foreach_add_([{x}], [{y}])", INT_OPS)]
+        if t.dim() and t.shape[0] > 0:
+            # advanced indices: index_put_ through setitem, index_copy_
+            n0 = t.shape[0]
+            idx = sorted({r.randrange(-n0, n0) % n0 for _ in range(r.randint(1, 2))})
+            ops += [("index_put_", f"{x}[torch.tensor({idx})] = {self.scalar()}", SELECT_OPS),
+                    ("index_copy_", f"{x}.index_copy_(0, torch.tensor({idx}), "
+                                    f"{x}[{idx[0]}:{idx[0] + 1}].expand({len(idx)}, "
+                                    f"*{x}.shape[1:]).clone())", SELECT_OPS)]
         if t.dim():
             i = r.randrange(-max(t.shape[0], 1), max(t.shape[0], 1))
             ops.append(("setitem", f"{x}[{i}] = {y if r.random() < 0.5 else self.scalar()}",

@@ -1,0 +1,20 @@
+/* writeback.h - the runtime half of in-place ops (tracer/mutation.c):
+ * after a segment's graph ran, its final values of the inputs it wrote go
+ * into the inputs' storage, and version counters move as eager moves
+ * them. */
+#ifndef TCJIT_WRITEBACK_H
+#define TCJIT_WRITEBACK_H
+
+#include "../tracer/tracer.h"
+
+/* 1 if an input the segment writes shares memory with another of its
+ * inputs (the graph assumed they do not: the segment must run in
+ * CPython), 0 if not, -1 with an exception. */
+int tc_writeback_aliased(const tc_writebacks *w, PyObject *const *inputs);
+
+/* Copy the written values into the inputs, set version counters.  0, or
+ * -1 with an exception. */
+int tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
+                       PyObject *const *outputs);
+
+#endif
