@@ -398,6 +398,29 @@ def test_size1_dim_strides_like_eager(name, inp, backend):
     check_same(tcjit.compile(fn, backend=backend)(x), fn(x))
 
 
+MIXED_LAYOUTS = {
+    "expanded": lambda d: torch.tensor([[3]], dtype=d).expand(2, 8),
+    "transposed": lambda d: (torch.randn(8, 2, 2) * 3).to(d).transpose(0, 2),
+    "sliced": lambda d: (torch.randn(2, 2, 16) * 3).to(d)[:, :, ::2],
+}
+
+
+@pytest.mark.parametrize("op", ["logical_or", "logical_xor", "add", "eq"])
+@pytest.mark.parametrize("dtypes", [(torch.int64, torch.bfloat16),
+                                    (torch.float32, torch.float32),
+                                    (torch.bool, torch.float32)])
+@pytest.mark.parametrize("layouts", [("expanded", "transposed"),
+                                     ("transposed", "sliced"),
+                                     ("sliced", "expanded")])
+def test_mixed_dtype_binary_result_strides(op, dtypes, layouts):
+    # on the CPU an input of another dtype than result_type(a, b) is
+    # converted with .to() first (a broadcast input turns dense), and that
+    # decides the result's dim order; logical ops too (seed 22677)
+    a, b = (MIXED_LAYOUTS[k](d) for k, d in zip(layouts, dtypes))
+    fn = lambda a, b: getattr(torch, op)(a, b).permute(2, 1, 0)  # noqa: E731
+    check_same(tcjit.compile(fn)(a, b), fn(a, b))
+
+
 @pytest.mark.parametrize("backend", ["auto", "eager"])
 def test_equal_views_returned_keep_their_strides(backend):
     # the chunks of an expanded tensor are equal views (CSE merges them);

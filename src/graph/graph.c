@@ -708,6 +708,12 @@ op_layout(const tc_graph *g, int op, int nin, const int *in, tc_dtype compute,
     int cpu_promotes = !g->cuda && (def->promote == TC_PROMOTE_DEFAULT
                                     || def->promote == TC_PROMOTE_INT_TO_FLOAT
                                     || def->promote == TC_PROMOTE_BOOL_OUT);
+    if (!g->cuda && def->promote == TC_PROMOTE_LOGICAL && nin == 2) {
+        /* logical_and/or/xor iterate as comparisons: the inputs become
+         * result_type(a, b) (bool is only the kernel's compute dtype) */
+        cpu_promotes = 1;
+        compute = tc_promote_nodes(g, nin, in);
+    }
     for (int k = 0; k < nin; k++) {
         const tc_node *x = &g->nodes[in[k]];
         conv[k] = x->layout;
