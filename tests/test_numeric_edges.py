@@ -15,7 +15,8 @@ how its kernels compute, not by a tolerance.
   in float64, so a row of equal values has exactly that mean.
 * The norm of one element is its abs (no overflow of x * x), as eager's;
   float16 / bfloat16 norms are computed in float32.
-* logsumexp of float16 / bfloat16 rounds every step, as ATen's composite.
+* logsumexp of float16 / bfloat16 rounds every step, as ATen's composite;
+  their mean sums and divides in float32 and rounds once.
 * layer_norm / rms_norm of float16 / bfloat16 compute in float32 (rms_norm
   with float32's eps) and round once, as eager; so does the eager replay.
 * softmax / log_softmax / layer_norm / triu / tril results have
@@ -206,6 +207,25 @@ def test_layer_norm_zero_times_negative_weight(n, backend):
     _same_bits(tcjit.compile(fn, backend=backend)(x, w), fn(x, w))
     g = lambda a, w: fn(a, w).rsqrt()
     _same_bits(tcjit.compile(g, backend=backend)(x, w), g(x, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mean_half_sums_in_float32(dtype, backend):
+    # fuzz seed 22464: ATen's CPU mean of float16/bfloat16 sums and divides
+    # in float32 and rounds once; a sum rounded to float16 overflowed to inf
+    # where eager's mean is 65504.  mean(dtype=half) of a float32 input sums
+    # the float32 values (not first rounded to half)
+    big = torch.finfo(dtype).max
+    x = torch.full((4, 3), big, dtype=dtype)
+    y = torch.randn(6, 5, generator=torch.Generator().manual_seed(1)) * 1e3
+    for fn, a in ((lambda a: a.mean(), x), (lambda a: a.mean(0), x),
+                  (lambda a: a.mean((0, 1), keepdim=True), x),
+                  (lambda a: (a * 2).mean(1) - a.mean(1), x),
+                  (lambda a: a.mean(1, dtype=dtype), y),
+                  (lambda a: a.mean(dtype=dtype), y + 0.3)):
+        tcjit.reset()
+        _same_bits(tcjit.compile(fn, backend=backend)(a), fn(a))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -2085,8 +2085,15 @@ reduce_mean(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
 {
     const tc_layout *l = &g->nodes[x].layout;
     int64_t n = reduced_numel(l, mask);
-    int s = reduce_node(g, "sum", x, mask, keepdim, g->nodes[x].dtype, err,
-                        errlen);
+    tc_dtype dt = g->nodes[x].dtype;
+    if (tc_dtype_is_reduced_float(dt)) {
+        /* ATen sums and divides a float16/bfloat16 mean in float32 and
+         * rounds once: a sum past the dtype's max is no inf */
+        int m = reduce_mean(g, cast_node(g, x, TC_F32, err, errlen), mask,
+                            keepdim, err, errlen);
+        return cast_node(g, m, dt, err, errlen);
+    }
+    int s = reduce_node(g, "sum", x, mask, keepdim, dt, err, errlen);
     return PW2("div", s, tc_graph_scalar_int(g, n));
 }
 
@@ -2284,6 +2291,14 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
                     "complex dtype. Got: %s",
                     tc_dtype_scalar_type_name(a->dtype));
             return -1;
+        }
+        if (a->has_dtype && tc_dtype_is_reduced_float(a->dtype)
+            && !g->cuda) {
+            /* the CPU sums the input in float32 (not first rounded to
+             * dtype), divides, rounds once */
+            x = cast_node(g, x, TC_F32, err, errlen);
+            x = x < 0 ? -1 : reduce_mean(g, x, mask, kd, err, errlen);
+            return x < 0 ? -1 : cast_node(g, x, a->dtype, err, errlen);
         }
         if (a->has_dtype) {
             x = cast_node(g, x, a->dtype, err, errlen);
