@@ -343,6 +343,27 @@ def test_expanded_target_breaks():
         report(x.clone())
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("write", [
+    lambda v: v.index_copy_(0, torch.tensor([0, 1]), v[0:1].expand(2, 1).clone()),
+    lambda v: v.mul_(3),
+    lambda v: v.copy_(torch.tensor([[5.], [7.]])),
+])
+def test_write_into_view_of_expanded_input(write, backend):
+    # fuzz seed 20555 (torch 2.11): a[:, 1::2] of an expanded a has no
+    # shared elements, so eager writes it; the write-back of the whole
+    # (expanded) input raised "more than one element of the written-to
+    # tensor refers to a single memory location" where the scatter's meta
+    # result kept a's strides.  Now a break that names it, eager's values.
+    def f(a):
+        v = a[:, 1::2]
+        write(v)
+        return a
+    make = lambda: ((torch.tensor([[1.], [2.]]).expand(2, 2),), ())  # noqa: E731
+    report = check_mutation(f, make, backend, breaks=None)
+    assert any("expanded" in r.reason for r in report.break_reasons), str(report)
+
+
 def test_aliased_inputs_run_eagerly():
     def f(a, b):
         a.add_(1)

@@ -501,6 +501,18 @@ holds_storage(const tc_graph *g, const tc_var *v, int r, int depth)
  * `first` on were made by this op.  Records the storage's new value and
  * rebinds every var of the storage.  Nothing fails after the first var is
  * rebound. */
+/* A dim of stride 0 and size > 1: elements that share memory. */
+static int
+has_stride0(const tc_layout *l)
+{
+    for (int d = 0; d < l->ndim; d++) {
+        if (l->strides[d] == 0 && l->sizes[d] > 1) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 mutate(tracer *T, tc_var *target, int w, int first)
 {
@@ -511,14 +523,17 @@ mutate(tracer *T, tc_var *target, int w, int first)
     if (m == NULL) {
         return ERROR;
     }
-    const tc_layout *tl = &g->nodes[t].layout;
-    for (int d = 0; d < tl->ndim; d++) {
-        if (tl->strides[d] == 0 && tl->sizes[d] > 1) {
-            return tc_tr_unsupported(T, "in-place write into a tensor with "
-                                     "stride 0 (eager raises: more than one "
-                                     "element refers to one memory "
-                                     "location)");
-        }
+    if (has_stride0(&g->nodes[t].layout)) {
+        return tc_tr_unsupported(T, "in-place write into a tensor with "
+                                 "stride 0 (eager raises: more than one "
+                                 "element refers to one memory location)");
+    }
+    if (has_stride0(&g->nodes[r].layout)) {
+        /* the write-back stores the whole root, which torch refuses for
+         * an expanded one; eager writes only the view's elements */
+        return tc_tr_unsupported(T, "in-place write into a view of an "
+                                 "expanded tensor (stride 0; not traced "
+                                 "yet)");
     }
     /* walk the view chain up to the root, placing the write at each step */
     int value = w;
