@@ -465,3 +465,56 @@ def test_mask_function_factories():
         return fn(kv, q), callable(fn), callable(q)
     one_graph(f, torch.arange(4), torch.tensor([1, 2, 0, 3]),
               torch.tensor([1, 0, 1, 1]))
+
+
+def test_finfo_and_iinfo_of_constant_dtypes_fold():
+    # transformers' masks: torch.finfo(dtype).min of the input's dtype
+    def f(x):
+        lo = torch.finfo(x.dtype).min
+        big = torch.iinfo(torch.int32).max
+        return x.masked_fill(x < 0, lo) + torch.finfo(torch.float16).eps \
+            - int(big > 0)
+    one_graph(f, torch.randn(4, 5))
+    one_graph(f, torch.randn(4, 5, dtype=torch.float64))
+
+
+class _Chunked(torch.nn.Module):
+    # transformers' apply_chunking_to_forward counts the forward's
+    # parameters with inspect.signature
+    def ff(self, a):
+        return a * 2
+
+    def forward(self, x):
+        import inspect
+        n = len(inspect.signature(self.ff).parameters)
+        m = len(inspect.signature(_plain).parameters)
+        return self.ff(x) + n * 10 + m
+
+
+def _plain(a, b=1, *c):
+    return a
+
+
+def test_inspect_signature_of_methods_and_functions_folds():
+    one_graph(_Chunked(), torch.randn(3))
+
+
+def test_inspect_signature_guard_sees_a_replaced_method():
+    # the bound method is made per read: its __func__ is guarded, so an
+    # instance attribute that replaces it recompiles with the new count
+    m = _Chunked()
+    cf = tcjit.compile(m)
+    x = torch.randn(3)
+    check_same(cf(x), m(x))
+    m.ff = (lambda self, a, b=0: a * 2).__get__(m)
+    check_same(cf(x), m(x))
+
+
+def _nested(k, x):
+    return x + 1 if k == 0 else _nested(k - 1, x) * 2
+
+
+def test_calls_nested_as_deep_as_a_library_inline():
+    # transformers reaches a model's attention through ~12 nested calls
+    # (wrappers, forward, layer, attention, mask helpers): inlined whole
+    one_graph(lambda x: _nested(20, x), torch.randn(3))

@@ -8,7 +8,7 @@
 
 #include "../guards/nn_module.h"
 
-#define MAX_INLINE_DEPTH 8
+#define MAX_INLINE_DEPTH 32
 
 /* Bind a call's arguments to the callee's parameters (positional,
  * keyword, defaults, *args, **kwargs).  fn is NULL for a lambda made in

@@ -20,7 +20,8 @@ static struct {
         *get_tracing_state, *is_tracing, *deterministic,
         *deterministic_warn_only, *get_default_dtype, *import, *type,
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
-        *all, *any, *sum, *sorted, *callable;
+        *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
+        *signature;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -68,6 +69,9 @@ tc_tracer_init(void)
         {"builtins", "sum", &K.sum},
         {"builtins", "sorted", &K.sorted},
         {"builtins", "callable", &K.callable},
+        {"torch", "finfo", &K.finfo},
+        {"torch", "iinfo", &K.iinfo},
+        {"inspect", "signature", &K.signature},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -1575,7 +1579,9 @@ is_pure_builtin(PyObject *fn)
                                        "pow", NULL};
     if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
         || fn == (PyObject *)&PyBool_Type || fn == (PyObject *)&PySlice_Type
-        || fn == (PyObject *)&PyUnicode_Type) {
+        || fn == (PyObject *)&PyUnicode_Type || fn == K.finfo
+        || fn == K.iinfo) {
+        /* (torch.finfo(x.dtype).min: an immutable value of a constant) */
         return 1;
     }
     if (!PyCFunction_Check(fn)) {
@@ -1612,8 +1618,12 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     if (rc != OK) {
         return rc;
     }
-    if (!tc_tr_all_const(args, n)) {
-        return UNSUPPORTED;
+    for (int i = 0; i < n; i++) {
+        if (args[i]->kind != TC_VAR_CONST
+            && !(args[i]->kind == TC_VAR_OBJECT
+                 && tc_dtype_from_torch(args[i]->obj) >= 0)) {
+            return UNSUPPORTED;   /* (torch.int32 is an OBJECT: fixed) */
+        }
     }
     PyObject *argv[4];
     for (int i = 0; i < n; i++) {
@@ -1626,6 +1636,44 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
     return tc_tr_push(T, v);
+}
+
+/* inspect.signature(f) of a Python function, or of a method of one, whose
+ * identity the guards pin: a constant (transformers' apply_chunking_to_
+ * forward counts the parameters of a module's forward).  A function read
+ * from the frame is guarded as an inlined one is; a method by the identity
+ * of its __func__. */
+static int
+fold_signature(tracer *T, tc_var *f)
+{
+    PyObject *o = f->obj;
+    if (o == NULL || (f->kind != TC_VAR_CONST && f->kind != TC_VAR_OBJECT
+                      && f->kind != TC_VAR_UNKNOWN)) {
+        return NOT_HANDLED;
+    }
+    PyObject *fn = PyMethod_Check(o) ? PyMethod_GET_FUNCTION(o) : o;
+    if (!PyFunction_Check(fn)) {
+        return NOT_HANDLED;
+    }
+    if (PyMethod_Check(o) && f->source < 0) {
+        return NOT_HANDLED;
+    }
+    if (PyMethod_Check(o)) {
+        /* a bound method is made per read: its function is guarded */
+        PyObject *func = PyUnicode_InternFromString("__func__");
+        int a = func ? tc_source_add(T->out->guards, TC_SRC_ATTR, f->source,
+                                     0, func) : -1;
+        Py_XDECREF(func);
+        if (a < 0 || tc_guard_id(T->out->guards, a, fn) < 0) {
+            return ERROR;
+        }
+    }
+    else if (f->source >= 0
+             && tc_guard_function(T->out->guards, f->source, fn) < 0) {
+        return ERROR;
+    }
+    return tc_tr_push_folded(T, PyObject_CallOneArg(K.signature, o),
+                             "inspect.signature");
 }
 
 static PyObject *
@@ -2702,6 +2750,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     if (rc != NOT_HANDLED) {
         /* folded */
+    }
+    else if (fn == K.signature && nargs == 1) {
+        rc = fold_signature(T, args[0]);
     }
     else if (fn == K.iter || fn == K.reversed || fn == K.enumerate
         || fn == K.zip) {

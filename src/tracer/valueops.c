@@ -169,6 +169,33 @@ module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
     return v == NULL ? rc : tc_tr_push_loaded_attr(T, v, method);
 }
 
+/* Objects whose attributes never change: read them at trace time. */
+static int
+is_immutable_value(PyObject *o)
+{
+    static const char *const types[] = {"torch.device", "torch.finfo",
+                                        "torch.iinfo", "Signature",
+                                        "Parameter", NULL};
+    const char *name = Py_TYPE(o)->tp_name;
+    PyObject *mod = NULL;
+    for (int i = 0; types[i]; i++) {
+        if (strcmp(types[i], name) != 0) {
+            continue;
+        }
+        if (strchr(name, '.') != NULL) {
+            return 1;   /* a C type of torch */
+        }
+        /* inspect's own classes, not a namesake */
+        mod = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+        int ok = mod != NULL && PyUnicode_Check(mod)
+                 && PyUnicode_CompareWithASCIIString(mod, "inspect") == 0;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+        return ok;
+    }
+    return 0;
+}
+
 int
 tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
 {
@@ -193,8 +220,9 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     }
     if (!method && owner->kind == TC_VAR_CONST
         && (tc_dtype_from_torch(owner->obj) >= 0
-            || strcmp(Py_TYPE(owner->obj)->tp_name, "torch.device") == 0)) {
-        /* x.device.type, x.dtype.is_floating_point: immutable values */
+            || is_immutable_value(owner->obj))) {
+        /* x.device.type, x.dtype.is_floating_point, torch.finfo(dt).min,
+         * inspect.signature(f).parameters: immutable values */
         return tc_tr_push_folded(T, PyObject_GetAttr(owner->obj, name),
                                  "attribute");
     }
