@@ -518,3 +518,18 @@ def test_calls_nested_as_deep_as_a_library_inline():
     # transformers reaches a model's attention through ~12 nested calls
     # (wrappers, forward, layer, attention, mask helpers): inlined whole
     one_graph(lambda x: _nested(20, x), torch.randn(3))
+
+
+def test_dtype_comparisons_with_torch_constants_fold():
+    # T5: `if hidden_states.dtype == torch.float16:` (torch.float16 is read
+    # from the torch module, x.dtype from the tensor's guarded dtype)
+    def f(x):
+        if x.dtype == torch.float16:
+            x = x.clamp(-100, 100)
+        if torch.float32 == x.dtype and x.dtype != torch.bfloat16:
+            x = x + 1
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = x * 3
+        return x - 1
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        one_graph(f, torch.randn(4).to(dt))

@@ -416,8 +416,10 @@ tc_tr_const_value(tracer *T, tc_var *v)
     const char *tn = v->obj != NULL ? Py_TYPE(v->obj)->tp_name : "";
     if (v->kind == TC_VAR_CONST
         || (v->source < 0 && (!strcmp(tn, "torch.layout")
-                              || !strcmp(tn, "torch.memory_format")))) {
-        /* (torch.strided read from torch: one of torch's singletons) */
+                              || !strcmp(tn, "torch.memory_format")
+                              || !strcmp(tn, "torch.dtype")))) {
+        /* (torch.strided, torch.float16 read from torch: one of torch's
+         * singletons) */
         return Py_NewRef(v->obj);
     }
     if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST) {
