@@ -9,6 +9,8 @@ break; a second call neither recompiles nor falls back.
 """
 import functools
 
+import pytest
+
 import torch
 
 import tcjit
@@ -530,6 +532,72 @@ def test_dtype_comparisons_with_torch_constants_fold():
             x = x + 1
         if x.dtype in (torch.float16, torch.bfloat16):
             x = x * 3
-        return x - 1
+        return x * 2
     for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
         one_graph(f, torch.randn(4).to(dt))
+
+
+class _Cfg:
+    num_layers = 3
+    scale = 2.0
+
+
+class _PerLayer(__import__("collections.abc").abc.Sequence):
+    # transformers' _PerLayerConfigView: Sequence's mixin __iter__ over a
+    # Python __len__ / __getitem__
+    def __init__(self, cfg):
+        self._cfg = cfg
+
+    def __len__(self):
+        return self._cfg.num_layers
+
+    def __getitem__(self, i):
+        if i < 0 or i >= len(self):
+            raise IndexError("list index out of range")
+        return self._cfg
+
+
+def test_loop_over_a_sequence_subclass_is_unrolled():
+    view = _PerLayer(_Cfg())
+
+    def f(x):
+        kinds = []
+        for c in view:
+            kinds.append("full" if getattr(c, "window", None) is None
+                         else "sliding")
+        for k in kinds:
+            x = x * _Cfg.scale if k == "full" else x
+        return x + len(kinds)
+    one_graph(f, torch.randn(3))
+
+
+def test_loop_over_a_sequence_subclass_sees_a_new_length():
+    cfg = _Cfg()
+    view = _PerLayer(cfg)
+
+    def f(x):
+        for c in view:
+            x = x + c.scale
+        return x
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x), f(x))
+    cfg.num_layers = 5
+    check_same(cf(x), f(x))
+
+
+def test_len_of_an_object_with_a_python_len():
+    class Sized:
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+    ok, bad = Sized(4), Sized(-1)
+    one_graph(lambda x: x * len(ok), torch.randn(3))
+    f = lambda x: x * len(bad)  # noqa: E731
+    with pytest.raises(ValueError, match="__len__"):
+        f(torch.randn(3))
+    with pytest.raises(ValueError, match="__len__"):
+        tcjit.compile(f)(torch.randn(3))

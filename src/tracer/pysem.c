@@ -704,6 +704,83 @@ iter_item(tracer *T, tc_var *it, Py_ssize_t k)
     return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, nparts, parts);
 }
 
+/* collections.abc.Sequence.__iter__, the mixin that yields obj[0],
+ * obj[1], ... until obj[i] raises IndexError (borrowed; NULL if absent). */
+static PyObject *
+sequence_mixin_iter(void)
+{
+    static PyObject *fn;
+    if (fn == NULL) {
+        PyObject *mod = PyImport_ImportModule("collections.abc");
+        PyObject *seq = mod ? PyObject_GetAttrString(mod, "Sequence") : NULL;
+        fn = seq ? PyObject_GetAttrString(seq, "__iter__") : NULL;
+        Py_XDECREF(seq);
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
+    return fn;
+}
+
+/* `for x in obj` where obj's class takes __iter__ from Sequence (a
+ * transformers _PerLayerConfigView) and defines __len__ and __getitem__
+ * in Python: the items obj[0] .. obj[len(obj) - 1], both methods inlined,
+ * as a tuple var in *items.  Sequence's contract is that obj[len(obj)]
+ * raises IndexError, which ends the mixin's loop.  NOT_HANDLED if obj is
+ * no such object. */
+static int
+sequence_protocol_items(tracer *T, tc_var *v, tc_var **items)
+{
+    enum { MAX_SEQ_ITEMS = 256 };
+    PyTypeObject *tp = tc_tr_new_object_class(v);
+    if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
+        && v->obj != NULL) {
+        tp = Py_TYPE(v->obj);
+    }
+    PyObject *name = tp ? PyUnicode_InternFromString("__iter__") : NULL;
+    PyObject *it = name ? _PyType_Lookup(tp, name) : NULL;
+    Py_XDECREF(name);
+    if (it == NULL || it != sequence_mixin_iter()) {
+        PyErr_Clear();
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_call_python_dunder(T, v, "__len__", NULL, 0);
+    tc_var *len = rc == OK ? tc_tr_pop(T) : NULL;
+    if (len != NULL && (rc = tc_tr_reify(T, len)) == OK
+        && (len->kind != TC_VAR_CONST || !PyLong_CheckExact(len->obj))) {
+        rc = tc_tr_unsupported(T, "a loop over a %s whose len() is not a "
+                               "constant", tp->tp_name);
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(len->obj);
+    if (n < 0 || n > MAX_SEQ_ITEMS) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "a loop over a %s of %zd items (up to "
+                                 "%d are unrolled)", tp->tp_name, n,
+                                 MAX_SEQ_ITEMS);
+    }
+    tc_var **got = PyMem_Malloc(sizeof(tc_var *) * (size_t)(n + 1));
+    if (got == NULL) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    for (Py_ssize_t i = 0; rc == OK && i < n; i++) {
+        tc_var *idx = new_const(T, PyLong_FromSsize_t(i));
+        rc = idx == NULL ? ERROR
+                         : tc_tr_call_python_dunder(T, v, "__getitem__",
+                                                    &idx, 1);
+        rc = rc == NOT_HANDLED
+            ? tc_tr_unsupported(T, "%s has no Python __getitem__",
+                                tp->tp_name) : rc;
+        got[i] = rc == OK ? tc_tr_pop(T) : NULL;
+    }
+    *items = rc == OK ? tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, (int)n, got)
+                      : NULL;
+    PyMem_Free(got);
+    return rc != OK ? rc : *items == NULL ? ERROR : OK;
+}
+
 static int dict_view(tracer *T, tc_var *d, const char *which);
 
 int
@@ -740,6 +817,13 @@ tc_tr_op_get_iter(tracer *T)
                                 "a loop over an iterator that is also stored "
                                 "elsewhere")
             : OK;  /* iter(it) is it */
+    }
+    tc_var *items = NULL;
+    if ((rc = sequence_protocol_items(T, v, &items)) == OK) {
+        T->stack[T->sp - 1] = v = items;
+    }
+    else if (rc != NOT_HANDLED) {
+        return rc;
     }
     if (seq_length(T, v, &rc) < 0) {
         return rc != OK ? rc
@@ -2319,6 +2403,22 @@ call_len(tracer *T, tc_var **args, int nargs)
         n = x->nitems;
     }
     else if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    else if (x->kind != TC_VAR_CONST) {
+        /* an object whose class defines __len__ in Python: inlined (len()
+         * checks what it returns: an int >= 0, else eager raises) */
+        rc = tc_tr_call_python_dunder(T, x, "__len__", NULL, 0);
+        tc_var *r = rc == OK ? tc_tr_peek(T, 1) : NULL;
+        if (r != NULL && (rc = tc_tr_reify(T, r)) != OK) {
+            return rc;
+        }
+        if (r != NULL && (r->kind != TC_VAR_CONST || !PyLong_Check(r->obj)
+                          || _PyLong_Sign(r->obj) < 0)) {
+            return tc_tr_unsupported(T, "len() of a %s: __len__ returned "
+                                     "no constant int >= 0",
+                                     Py_TYPE(x->obj)->tp_name);
+        }
         return rc;
     }
     else {
