@@ -567,6 +567,8 @@ def test_loop_over_a_sequence_subclass_is_unrolled():
                          else "sliding")
         for k in kinds:
             x = x * _Cfg.scale if k == "full" else x
+        for i, (k, c) in enumerate(zip(kinds, view)):
+            x = x + c.scale * i
         return x + len(kinds)
     one_graph(f, torch.randn(3))
 

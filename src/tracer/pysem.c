@@ -487,6 +487,9 @@ is_aliased(tracer *T, tc_var *v)
 /* iter(), reversed(), enumerate(), zip() of known sequences (reversed
  * needs a sequence, the others also take an unrolled iterator). */
 
+static int sequence_protocol_items(tracer *T, tc_var *v,
+                                   tc_var **items);
+
 static int
 call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
@@ -505,6 +508,14 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
             }
             args[i] = items;
         }
+        tc_var *items = NULL;
+        if ((rc = sequence_protocol_items(T, args[i], &items)) == OK) {
+            args[i] = items;   /* zip(layer_types, per_layer_config_view) */
+        }
+        else if (rc != NOT_HANDLED) {
+            return rc;
+        }
+        rc = OK;
         if ((is_iterator(args[i])
              && (fn == K.reversed || is_aliased(T, args[i])))
             || seq_length(T, args[i], &rc) < 0) {
