@@ -418,3 +418,36 @@ def test_loop_over_a_slice_of_a_module_list():
     assert got[1] == exp[1]
     assert type(got[2]) is torch.nn.ModuleList
     assert list(got[2]) == list(exp[2])
+
+
+class _Layer:
+    def __init__(self):
+        self.k = None
+
+    def update(self, a, b, *args, **kw):
+        self.k = a if self.k is None else torch.cat([self.k, a])
+        return self.k, b * kw.get("s", 1)
+
+
+class _Cache:
+    # transformers' Cache.update: self.layers[i].update(k, v, *args, **kw)
+    def __init__(self):
+        self.layers = [_Layer(), _Layer()]
+
+    def update(self, a, b, i, *args, **kwargs):
+        return self.layers[i].update(a, b, *args, **kwargs)
+
+
+def test_method_of_a_made_object_passed_on_as_a_value():
+    def f(x):
+        c = _Cache()
+        k, v = c.update(x, x + 1, 0, s=2)
+        k, v = c.update(k * 2, v, 0)
+        m = c.layers[1].update          # escapes: a bound method of the
+        return k, v, m                  # object made at the exit
+    x = torch.randn(2, 3)
+    got, want = tcjit.compile(f)(x), f(x)
+    check_same(got[:2], want[:2])
+    assert got[2].__func__ is _Layer.update and got[2].__self__.k is None
+    ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count == 0, ex.break_reasons

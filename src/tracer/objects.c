@@ -474,8 +474,9 @@ class_attr(tracer *T, PyTypeObject *tp, PyTypeObject *start, tc_var *self,
     (void)start;
     if (PyFunction_Check(descr)) {
         if (!method) {
-            return tc_tr_unsupported(T, "a bound method %U of a %s as a "
-                                     "value", name, tc_var_kind_name(self));
+            /* obj.update passed on (f(*args, **kw) of it): a method var,
+             * called through tc_tr_call_new_object_method */
+            return tc_tr_push_method_var(T, self, name);
         }
         tc_var *f = class_function(T, descr);
         return f == NULL || tc_tr_push(T, f) < 0 ? ERROR : tc_tr_push(T, self);
@@ -1012,4 +1013,21 @@ tc_tr_call_python_dunder(tracer *T, tc_var *self, const char *name,
         return ERROR;
     }
     return inline_on(T, f, self, args, nargs, NULL);
+}
+
+/* m(*args) of a method var whose owner the trace made (obj.update as a
+ * value): the class's function now, with the object first.  NOT_HANDLED
+ * for other owners. */
+int
+tc_tr_call_new_object_method(tracer *T, tc_var *self, PyObject *name,
+                             tc_var **args, int nargs, PyObject *kwnames)
+{
+    if (!tc_tr_is_new_object(self) || state_get(self, 1, name) != NULL) {
+        return NOT_HANDLED;
+    }
+    PyObject *f = _PyType_Lookup(class_of(self), name);
+    if (f == NULL || !PyFunction_Check(f)) {
+        return NOT_HANDLED;
+    }
+    return inline_on(T, f, self, args, nargs, kwnames);
 }

@@ -3203,6 +3203,10 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
     if (self->kind == TC_VAR_LIST) {
         return call_list_method(T, self, m->obj, args, nargs, kwnames);
     }
+    rc = tc_tr_call_new_object_method(T, self, m->obj, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     rc = tc_tr_as_dict(T, self);
     if (rc == OK) {
         return call_dict_method(T, self, m->obj, args, nargs, kwnames);

@@ -216,6 +216,10 @@ int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
                     PyObject *kwnames);
 tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
 int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
+int tc_tr_call_new_object_method(tracer *T, tc_var *self, PyObject *name,
+                                 tc_var **args, int nargs,
+                                 PyObject *kwnames);
+int tc_tr_push_method_var(tracer *T, tc_var *owner, PyObject *name);
 int tc_tr_call_python_dunder(tracer *T, tc_var *self, const char *name,
                              tc_var **args, int nargs);
 int tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key,

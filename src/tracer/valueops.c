@@ -53,6 +53,13 @@ push_method_var(tracer *T, tc_var *owner, PyObject *name, int method)
     return tc_tr_push_loaded_attr(T, m, method);
 }
 
+/* owner.name as a value (no call follows the load). */
+int
+tc_tr_push_method_var(tracer *T, tc_var *owner, PyObject *name)
+{
+    return push_method_var(T, owner, name, 0);
+}
+
 /* The index of field `name` of structseq type t (torch.return_types.sort's
  * "values" is 0), or -1: a structseq field is a member descriptor at its
  * item's offset. */
