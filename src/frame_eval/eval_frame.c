@@ -844,11 +844,14 @@ get_entry(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     return GOT_ENTRY;
 }
 
-/* Let CPython run the frame from code unit pc on. */
+/* Let CPython run the frame from code unit pc on.  A frame skipped for
+ * having no tensor work (st->skip, counted in frames_skipped) is no eager
+ * fallback: nothing in it could have been compiled. */
 static PyObject *
-continue_in_cpython(PyThreadState *ts, tc_iframe *f, int pc)
+continue_in_cpython(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
+                    int pc)
 {
-    tc_stats.eager_fallbacks++;
+    tc_stats.eager_fallbacks += !st->skip;
     if (pc > 0) {
         pyframe_set_resume(f, pc);
     }
@@ -939,7 +942,7 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             if (e != NULL) {
                 tc_guards_release(e->guards, lr.vals);
             }
-            r = continue_in_cpython(ts, f, pc);
+            r = continue_in_cpython(ts, f, st, pc);
             break;
         }
         if (ptrbuf_reserve(&out, e->noutputs) < 0) {
@@ -956,7 +959,7 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
         }
         if (ran > 0) {
             tc_guards_release(e->guards, lr.vals);
-            r = continue_in_cpython(ts, f, pc);
+            r = continue_in_cpython(ts, f, st, pc);
             break;
         }
         if (e->exit.kind == TC_EXIT_RETURN) {
