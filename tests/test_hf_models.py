@@ -2,10 +2,9 @@
 tiny sizes (2 layers, hidden 64, 4 heads, vocab 100; batch 2 x 16 tokens;
 torch.no_grad()), as tcjit.compile(model) and under tcjit.enable().
 
-ViT compiles as one graph without breaks.  For the others, what is still
-missing is named: every break has a reason (no silent fallback), values
-are eager's, and a second call recompiles nothing.  tests/sweeps/hf.py
-reports graphs and breaks per model.
+Each compiles as one graph without breaks, with eager's values, no eager
+fallback, and no recompile on the second call.  tests/sweeps/hf.py reports
+graphs and breaks for more models.
 """
 import pytest
 import torch
@@ -75,21 +74,16 @@ def run(name, mode):
         for a, b in zip(tensors(g), tensors(expected)):
             check_same(a, b)
     assert after.get("recompiles", 0) == before.get("recompiles", 0)
-    assert after.get("eager_fallbacks", 0) == before.get("eager_fallbacks", 0)
+    # no frame with tensor work ran eagerly, in the first call or after
+    # (tensor-free frames, the output dataclass's __init__ made at the
+    # exit, are frames_skipped)
+    assert after.get("eager_fallbacks", 0) == 0, after
     return ex
 
 
 @pytest.mark.parametrize("mode", ["compile", "enable"])
-def test_vit_is_one_graph(mode):
-    ex = run("vit", mode)
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5", "vit"])
+def test_model_is_one_graph(name, mode):
+    ex = run(name, mode)
     assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
     assert ex.graph_count == 1
-
-
-@pytest.mark.parametrize("mode", ["compile", "enable"])
-@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5"])
-def test_language_models_match_eager_and_name_every_break(name, mode):
-    ex = run(name, mode)
-    assert ex.graph_count >= 1
-    for b in ex.break_reasons:
-        assert b.reason and b.reason.strip(), ex.break_reasons
