@@ -468,3 +468,34 @@ def test_sdpa_takes_math_for_expanded_operands(which):
         mask = torch.randn(1, 1, 4, 4).expand(3, 2, 4, 4)
     fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m)  # noqa: E731
     check_same(tcjit.compile(fn)(q, k, v, mask), fn(q, k, v, mask))
+
+
+# ---- autocast -----------------------------------------------------------------
+
+def _mm_sin(a, b):
+    return (a @ b).sin() + 1
+
+
+def _autocast_inside(a, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = a @ b
+        z = y.sin() + torch.is_autocast_enabled("cpu")
+    return z * 2, y
+
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_autocast_regions_run_as_eager(backend):
+    # a graph traced without autocast computed matmul's float32 dtype and
+    # raised "extern op matmul returned ... bfloat16" under autocast; now
+    # autocast is part of GLOBAL_STATE and its regions run eagerly
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    f = tcjit.compile(_mm_sin, backend=backend)
+    check_same(f(a, b), _mm_sin(a, b))            # compiled, autocast off
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        check_same(f(a, b), _mm_sin(a, b))        # guard fails: eager
+        report = tcjit.explain(_mm_sin)(a, b)
+    assert any("autocast" in r.reason for r in report.break_reasons), report
+    check_same(f(a, b), _mm_sin(a, b))            # off again: the graph
+    g = tcjit.compile(_autocast_inside, backend=backend)
+    check_same(g(a, b), _autocast_inside(a, b))
+    check_same(g(a, b), _autocast_inside(a, b))

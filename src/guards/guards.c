@@ -14,7 +14,8 @@ PyObject *tc_tensor_type;
 static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_get_device, *str_is_cpu;
 static PyObject *str_code, *str_defaults, *str_kwdefaults, *str_globals;
-static PyObject *fn_is_grad_enabled, *fn_get_default_dtype;
+static PyObject *fn_is_grad_enabled, *fn_get_default_dtype,
+    *fn_any_autocast;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
 int
@@ -33,6 +34,13 @@ tc_guards_init(void)
         || fn_get_default_dtype == NULL) {
         return -1;
     }
+    /* torch._C._is_any_autocast_enabled: any device's autocast (absent in
+     * an older torch: autocast is then never seen as on) */
+    PyObject *C = PyObject_GetAttrString(tc_torch_module, "_C");
+    fn_any_autocast = C ? PyObject_GetAttrString(C, "_is_any_autocast_enabled")
+                        : NULL;
+    Py_XDECREF(C);
+    PyErr_Clear();
     for (int i = 0; i < TC_NDTYPES; i++) {
         /* tc_dtype_name spells dtypes as torch's attributes do */
         torch_dtypes[i] = PyObject_GetAttrString(tc_torch_module,
@@ -85,6 +93,21 @@ int
 tc_grad_enabled(void)
 {
     PyObject *r = PyObject_CallNoArgs(fn_is_grad_enabled);
+    if (r == NULL) {
+        return -1;
+    }
+    int on = (r == Py_True);
+    Py_DECREF(r);
+    return on;
+}
+
+int
+tc_autocast_enabled(void)
+{
+    if (fn_any_autocast == NULL) {
+        return 0;
+    }
+    PyObject *r = PyObject_CallNoArgs(fn_any_autocast);
     if (r == NULL) {
         return -1;
     }
@@ -659,8 +682,13 @@ tc_guard_global_state(tc_guard_set *gs)
     if (dt == NULL) {
         return -1;
     }
+    int ac = tc_autocast_enabled();
+    if (ac < 0) {
+        return -1;
+    }
     APPEND_OR_RETURN(g, gs, TC_GUARD_GLOBAL_STATE, -1);
     g->grad_mode = on;
+    g->autocast = ac;
     g->default_dtype = Py_NewRef(dt);
     return 0;
 }
@@ -761,7 +789,11 @@ check_one(const tc_guard *g, PyObject *v)
             return on < 0 ? -1 : 0;
         }
         PyObject *dt = tc_default_dtype();
-        return dt == NULL ? -1 : dt == g->default_dtype;
+        if (dt != g->default_dtype) {
+            return dt == NULL ? -1 : 0;
+        }
+        int ac = tc_autocast_enabled();
+        return ac < 0 ? -1 : ac == g->autocast;
     }
     if (v == NULL) {
         return 0;
@@ -1029,9 +1061,10 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
 {
     if (g->kind == TC_GUARD_GLOBAL_STATE) {
         return PyUnicode_FromFormat("GLOBAL_STATE: grad_mode=%s, "
-                                    "default_dtype=%R",
+                                    "default_dtype=%R, autocast=%s",
                                     g->grad_mode ? "True" : "False",
-                                    g->default_dtype);
+                                    g->default_dtype,
+                                    g->autocast ? "True" : "False");
     }
     PyObject *src = tc_source_repr(gs, g->source), *r = NULL;
     if (src == NULL) {
@@ -1101,6 +1134,15 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
             return PyUnicode_FromFormat("GLOBAL_STATE changed: grad_mode "
                                         "(expected %s)",
                                         g->grad_mode ? "True" : "False");
+        }
+        PyObject *dt = tc_default_dtype();
+        if (dt == NULL) {
+            return NULL;
+        }
+        if (dt == g->default_dtype) {
+            return PyUnicode_FromFormat("GLOBAL_STATE changed: autocast "
+                                        "(expected %s)",
+                                        g->autocast ? "True" : "False");
         }
         return PyUnicode_FromFormat("GLOBAL_STATE changed: default_dtype "
                                     "(expected %R)", g->default_dtype);

@@ -823,6 +823,37 @@ tc_tr_call_nn_module(tracer *T, tc_var *mod, tc_var **args, int nargs,
 /* for m in self.layers: Sequential and ModuleList yield their submodules,
  * ModuleDict its keys, in _modules order.  The container becomes a tuple
  * var (its length guarded; each submodule a source of its own). */
+/* "ModuleList", "Sequential" or "ModuleDict" if tp is that container of
+ * torch.nn, or a subclass that iterates as it does (torchvision's MLPBlock
+ * is a Sequential with its own __init__); else NULL. */
+static const char *
+container_kind(PyTypeObject *tp)
+{
+    static const char *const names[] = {"ModuleList", "Sequential",
+                                        "ModuleDict", NULL};
+    PyObject *mro = tp->tp_mro;
+    PyObject *it = PyUnicode_InternFromString("__iter__");
+    const char *r = NULL;
+    for (Py_ssize_t i = 0; it && mro && i < PyTuple_GET_SIZE(mro) && !r; i++) {
+        PyTypeObject *base = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        PyObject *mod = PyDict_GetItemString(base->tp_dict, "__module__");
+        if (mod == NULL || !PyUnicode_Check(mod)
+            || PyUnicode_CompareWithASCIIString(
+                   mod, "torch.nn.modules.container") != 0) {
+            continue;
+        }
+        for (int k = 0; names[k] && !r; k++) {
+            if (strcmp(base->tp_name, names[k]) == 0
+                && _PyType_Lookup(tp, it) == _PyType_Lookup(base, it)) {
+                r = names[k];
+            }
+        }
+    }
+    Py_XDECREF(it);
+    PyErr_Clear();
+    return r;
+}
+
 tc_var *
 tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
 {
@@ -847,11 +878,11 @@ tc_tr_nn_container_items(tracer *T, tc_var *mod, int *rc)
         *rc = r ? OK : ERROR;
         return r;
     }
-    const char *name = Py_TYPE(mod->obj)->tp_name;
-    int keys = strcmp(name, "ModuleDict") == 0;
+    const char *name = container_kind(Py_TYPE(mod->obj));
+    int keys = name != NULL && strcmp(name, "ModuleDict") == 0;
     tc_var *items[64];
     *rc = OK;
-    if (!keys && strcmp(name, "ModuleList") && strcmp(name, "Sequential")) {
+    if (name == NULL) {
         return NULL;
     }
     PyObject *subs = PyObject_GetAttrString(mod->obj, "_modules");

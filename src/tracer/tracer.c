@@ -1353,6 +1353,17 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
         return tc_tr_unsupported(T, "torch.set_default_dtype(%R) is not "
                                  "supported yet", dt);
     }
+    int ac = tc_autocast_enabled();
+    if (ac != 0) {
+        /* autocast changes ops' dtypes at dispatch: neither the registry's
+         * dtype rules nor the meta runs of externs see it (GLOBAL_STATE
+         * keeps a graph traced without it from running under it) */
+        T->sh->force_eager = 1;
+        return ac < 0 ? ERROR
+                      : tc_tr_unsupported(T, "torch.autocast is enabled "
+                                          "(autocast regions are not "
+                                          "compiled yet)");
+    }
     return start_pc > 0 ? wrap_stack(T) : OK;
 }
 

@@ -76,6 +76,23 @@ structseq_field(PyObject *t, PyObject *name)
     return off >= 0 ? (int)(off / (Py_ssize_t)sizeof(PyObject *)) : -1;
 }
 
+/* Tensor properties that are False for every tensor a graph holds. */
+static int
+is_plain_tensor_flag(PyObject *name)
+{
+    static const char *const flags[] = {"is_nested", "is_sparse",
+                                        "is_sparse_csr", "is_quantized",
+                                        "is_meta", "is_mkldnn", "is_xpu",
+                                        "is_mps", "is_vulkan", "is_ipu",
+                                        "is_mtia", "is_maia", NULL};
+    for (int i = 0; flags[i]; i++) {
+        if (PyUnicode_CompareWithASCIIString(name, flags[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
 {
@@ -115,6 +132,14 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     }
     else if (PyUnicode_CompareWithASCIIString(name, "is_cuda") == 0) {
         r = PyBool_FromLong(T->out->device >= 0);
+    }
+    else if (PyUnicode_CompareWithASCIIString(name, "is_cpu") == 0) {
+        r = PyBool_FromLong(T->out->device < 0);
+    }
+    else if (is_plain_tensor_flag(name)) {
+        /* a graph's tensors are plain dense CPU/CUDA ones (inputs of other
+         * kinds are refused by their guards): MultiheadAttention asks */
+        r = Py_NewRef(Py_False);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "T") == 0
              || PyUnicode_CompareWithASCIIString(name, "mT") == 0
