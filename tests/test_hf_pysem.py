@@ -603,3 +603,27 @@ def test_len_of_an_object_with_a_python_len():
         f(torch.randn(3))
     with pytest.raises(ValueError, match="__len__"):
         tcjit.compile(f)(torch.randn(3))
+
+
+class _MLP(torch.nn.Sequential):
+    # torchvision's MLPBlock: a Sequential subclass with its own __init__
+    def __init__(self):
+        super().__init__(torch.nn.Linear(8, 16), torch.nn.GELU(),
+                         torch.nn.Linear(16, 8))
+
+
+class _Block(torch.nn.Module):
+    # torchvision's vit EncoderBlock: MultiheadAttention (is_nested,
+    # is_autocast_enabled, the dispatch-mode stack) and an MLPBlock
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.mlp = _MLP()
+
+    def forward(self, x):
+        y, _ = self.attn(x, x, x, need_weights=False)
+        return self.mlp(y + x) + x.is_nested + x.is_cpu
+
+
+def test_attention_block_with_a_sequential_subclass():
+    one_graph(_Block().eval(), torch.randn(2, 5, 8))

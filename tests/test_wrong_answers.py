@@ -499,3 +499,31 @@ def test_autocast_regions_run_as_eager(backend):
     g = tcjit.compile(_autocast_inside, backend=backend)
     check_same(g(a, b), _autocast_inside(a, b))
     check_same(g(a, b), _autocast_inside(a, b))
+
+
+def test_dispatch_modes_see_every_op():
+    # a TorchDispatchMode (FlopCounterMode, a debugging mode) sees each op
+    # torch dispatches; fused kernels would hide them from it: with a mode
+    # active the frame runs eagerly, and a graph compiled without one never
+    # runs under one (GLOBAL_STATE)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    f = lambda x: (x.sin() * 2).sum()  # noqa: E731
+    cf = tcjit.compile(f)
+    x = torch.randn(5)
+    check_same(cf(x), f(x))
+    with Count() as want:
+        e = f(x)
+    with Count() as got:
+        a = cf(x)
+    check_same(a, e)
+    assert got.ops == want.ops

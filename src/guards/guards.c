@@ -15,7 +15,7 @@ static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_get_device, *str_is_cpu;
 static PyObject *str_code, *str_defaults, *str_kwdefaults, *str_globals;
 static PyObject *fn_is_grad_enabled, *fn_get_default_dtype,
-    *fn_any_autocast;
+    *fn_any_autocast, *fn_dispatch_stack_len;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
 int
@@ -39,6 +39,9 @@ tc_guards_init(void)
     PyObject *C = PyObject_GetAttrString(tc_torch_module, "_C");
     fn_any_autocast = C ? PyObject_GetAttrString(C, "_is_any_autocast_enabled")
                         : NULL;
+    PyErr_Clear();
+    fn_dispatch_stack_len = C ? PyObject_GetAttrString(
+        C, "_len_torch_dispatch_stack") : NULL;
     Py_XDECREF(C);
     PyErr_Clear();
     for (int i = 0; i < TC_NDTYPES; i++) {
@@ -101,19 +104,33 @@ tc_grad_enabled(void)
     return on;
 }
 
-int
-tc_autocast_enabled(void)
+/* fn() is True or a nonzero int: 1; else 0; -1 on exception; 0 when
+ * this torch has no fn. */
+static int
+call_flag(PyObject *fn)
 {
-    if (fn_any_autocast == NULL) {
+    if (fn == NULL) {
         return 0;
     }
-    PyObject *r = PyObject_CallNoArgs(fn_any_autocast);
+    PyObject *r = PyObject_CallNoArgs(fn);
     if (r == NULL) {
         return -1;
     }
-    int on = (r == Py_True);
+    int on = PyObject_IsTrue(r);
     Py_DECREF(r);
     return on;
+}
+
+int
+tc_autocast_enabled(void)
+{
+    return call_flag(fn_any_autocast);
+}
+
+int
+tc_dispatch_modes_active(void)
+{
+    return call_flag(fn_dispatch_stack_len);
 }
 
 PyObject *
@@ -682,13 +699,14 @@ tc_guard_global_state(tc_guard_set *gs)
     if (dt == NULL) {
         return -1;
     }
-    int ac = tc_autocast_enabled();
-    if (ac < 0) {
+    int ac = tc_autocast_enabled(), dm = tc_dispatch_modes_active();
+    if (ac < 0 || dm < 0) {
         return -1;
     }
     APPEND_OR_RETURN(g, gs, TC_GUARD_GLOBAL_STATE, -1);
     g->grad_mode = on;
     g->autocast = ac;
+    g->dispatch_modes = dm;
     g->default_dtype = Py_NewRef(dt);
     return 0;
 }
@@ -793,7 +811,11 @@ check_one(const tc_guard *g, PyObject *v)
             return dt == NULL ? -1 : 0;
         }
         int ac = tc_autocast_enabled();
-        return ac < 0 ? -1 : ac == g->autocast;
+        if (ac != g->autocast) {
+            return ac < 0 ? -1 : 0;
+        }
+        int dm = tc_dispatch_modes_active();
+        return dm < 0 ? -1 : dm == g->dispatch_modes;
     }
     if (v == NULL) {
         return 0;
@@ -1139,10 +1161,19 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
         if (dt == NULL) {
             return NULL;
         }
-        if (dt == g->default_dtype) {
+        int ac = dt == g->default_dtype ? tc_autocast_enabled() : 0;
+        if (ac < 0) {
+            return NULL;
+        }
+        if (dt == g->default_dtype && ac != g->autocast) {
             return PyUnicode_FromFormat("GLOBAL_STATE changed: autocast "
                                         "(expected %s)",
                                         g->autocast ? "True" : "False");
+        }
+        if (dt == g->default_dtype) {
+            return PyUnicode_FromFormat("GLOBAL_STATE changed: torch "
+                                        "dispatch modes (expected %s)",
+                                        g->dispatch_modes ? "some" : "none");
         }
         return PyUnicode_FromFormat("GLOBAL_STATE changed: default_dtype "
                                     "(expected %R)", g->default_dtype);

@@ -71,6 +71,7 @@ typedef struct {
     Py_ssize_t length;    /* LENGTH */
     int grad_mode;        /* GLOBAL_STATE */
     int autocast;         /* GLOBAL_STATE: any device's autocast is on */
+    int dispatch_modes;   /* GLOBAL_STATE: a TorchDispatchMode is active */
     PyObject *default_dtype; /* GLOBAL_STATE: torch.get_default_dtype() */
     tc_tensor_meta tensor;
 } tc_guard;
@@ -203,6 +204,7 @@ int tc_guards_init(void);
 int tc_grad_enabled(void); /* -1 on exception */
 PyObject *tc_default_dtype(void); /* borrowed; NULL on exception */
 int tc_autocast_enabled(void);     /* 1, 0, -1 on exception */
+int tc_dispatch_modes_active(void); /* 1, 0, -1 on exception */
 extern PyObject *tc_torch_module;
 /* torch.dtype object <-> tc_dtype; borrowed references.  -1 if unknown. */
 int tc_dtype_from_torch(PyObject *dtype_obj);

@@ -21,7 +21,8 @@ static struct {
         *deterministic_warn_only, *get_default_dtype, *import, *type,
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
         *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
-        *signature;
+        *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
+        *is_any_autocast_enabled, *dispatch_stack_len;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -72,6 +73,7 @@ tc_tracer_init(void)
         {"torch", "finfo", &K.finfo},
         {"torch", "iinfo", &K.iinfo},
         {"inspect", "signature", &K.signature},
+        {"torch", "is_autocast_enabled", &K.is_autocast_enabled},
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
@@ -89,6 +91,19 @@ tc_tracer_init(void)
         }
         Py_XSETREF(*table[i].slot, v);  /* kept for the process */
     }
+    /* (deprecated or private: absent from some torch versions) */
+    PyObject *mod = PyImport_ImportModule("torch");
+    K.is_autocast_cpu_enabled = mod ? PyObject_GetAttrString(
+        mod, "is_autocast_cpu_enabled") : NULL;
+    PyObject *C = mod ? PyObject_GetAttrString(mod, "_C") : NULL;
+    K.is_any_autocast_enabled = C ? PyObject_GetAttrString(
+        C, "_is_any_autocast_enabled") : NULL;
+    PyErr_Clear();
+    K.dispatch_stack_len = C ? PyObject_GetAttrString(
+        C, "_len_torch_dispatch_stack") : NULL;
+    Py_XDECREF(C);
+    Py_XDECREF(mod);
+    PyErr_Clear();
     return OK;
 }
 
@@ -2938,6 +2953,17 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.is_grad_enabled || is_state_query(fn)) {
         rc = call_state_query(T, fn, nargs);
+    }
+    else if ((fn == K.is_autocast_enabled || fn == K.is_autocast_cpu_enabled
+              || fn == K.is_any_autocast_enabled) && nargs <= 1) {
+        /* False: a trace starts only with every autocast off, and
+         * GLOBAL_STATE keeps it so (tracer.c); a with torch.autocast block
+         * is not entered in a trace */
+        rc = push_const(T, Py_NewRef(Py_False));
+    }
+    else if (fn == K.dispatch_stack_len && fn != NULL && nargs == 0) {
+        /* 0: a trace starts only with no TorchDispatchMode (GLOBAL_STATE) */
+        rc = push_const(T, PyLong_FromLong(0));
     }
     else if ((fn == K.is_compiling || fn == K.is_dynamo_compiling
               || fn == K.utils_is_compiling) && nargs == 0) {

@@ -1353,6 +1353,15 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
         return tc_tr_unsupported(T, "torch.set_default_dtype(%R) is not "
                                  "supported yet", dt);
     }
+    int dm = tc_dispatch_modes_active();
+    if (dm != 0) {
+        /* a TorchDispatchMode sees every op torch dispatches: tcjit's
+         * kernels would hide them from it */
+        T->sh->force_eager = 1;
+        return dm < 0 ? ERROR
+                      : tc_tr_unsupported(T, "a TorchDispatchMode is active "
+                                          "(its ops run eagerly)");
+    }
     int ac = tc_autocast_enabled();
     if (ac != 0) {
         /* autocast changes ops' dtypes at dispatch: neither the registry's
