@@ -627,3 +627,37 @@ class _Block(torch.nn.Module):
 
 def test_attention_block_with_a_sequential_subclass():
     one_graph(_Block().eval(), torch.randn(2, 5, 8))
+
+
+class _Action(__import__("enum").Enum):
+    NONE = "none"
+    RAISE = "raise"
+
+
+_MODE = _Action.NONE
+
+
+def _enum_fn(x, act=_Action.NONE):
+    # transformers' deprecate_kwarg compares Action members
+    if act == _Action.RAISE:
+        return x * 2
+    if _MODE is _Action.NONE and act != _Action.RAISE:
+        return x + 1
+    return x - 1
+
+
+def test_enum_members_compare_as_constants():
+    one_graph(_enum_fn, torch.randn(3))
+    one_graph(lambda x: _enum_fn(x, _Action.RAISE), torch.randn(3))
+
+
+def test_enum_global_change_is_guarded():
+    global _MODE
+    cf = tcjit.compile(_enum_fn)
+    x = torch.randn(3)
+    check_same(cf(x), _enum_fn(x))
+    _MODE = _Action.RAISE
+    try:
+        check_same(cf(x), _enum_fn(x))
+    finally:
+        _MODE = _Action.NONE

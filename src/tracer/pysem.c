@@ -2024,7 +2024,9 @@ fixed_identity(tracer *T, tc_var *v)
                || o == Py_Ellipsis || o == Py_NotImplemented
                || (PyType_Check(o) && Py_TYPE(o)->tp_richcompare
                                       == PyType_Type.tp_richcompare)
-               || tc_dtype_from_torch(o) >= 0;
+               || tc_dtype_from_torch(o) >= 0
+               || tc_tr_is_enum_member(o);  /* identity-guarded, or a
+                                                member read off its class */
     case TC_VAR_OBJECT:
         return 1;
     case TC_VAR_UNKNOWN:

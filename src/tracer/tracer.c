@@ -302,6 +302,23 @@ tc_tr_push_loaded_attr(tracer *T, tc_var *v, int method)
 
 /* Turn a real value read from `source` into a var, installing the guards
  * that make the specialization valid. */
+/* An instance of enum.Enum (its class's members are fixed). */
+int
+tc_tr_is_enum_member(PyObject *value)
+{
+    static PyObject *enum_cls;
+    if (enum_cls == NULL) {
+        PyObject *mod = PyImport_ImportModule("enum");
+        enum_cls = mod ? PyObject_GetAttrString(mod, "Enum") : NULL;
+        Py_XDECREF(mod);
+        if (enum_cls == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyObject_TypeCheck(value, (PyTypeObject *)enum_cls);
+}
+
 tc_var *
 tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
 {
@@ -329,6 +346,15 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
         }
+    }
+    else if (tc_tr_is_enum_member(value)) {
+        /* a member of an enum (a library's Action.NONE): fixed, guarded
+         * by identity, a constant for ==, `is` and `in` */
+        if (tc_guard_id(gs, source, value) < 0) {
+            *rc = ERROR;
+            return NULL;
+        }
+        v = tc_var_const(&T->sh->arena, value, source);
     }
     else if (tc_is_nn_module(value)) {
         if (tc_guard_type(gs, source, value) < 0) {

@@ -216,6 +216,7 @@ int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
                     PyObject *kwnames);
 tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
 int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
+int tc_tr_is_enum_member(PyObject *value);
 int tc_tr_call_new_object_method(tracer *T, tc_var *self, PyObject *name,
                                  tc_var **args, int nargs,
                                  PyObject *kwnames);

@@ -228,6 +228,42 @@ is_immutable_value(PyObject *o)
     return 0;
 }
 
+/* Cls.MEMBER of an enum class whose identity is guarded: the member, a
+ * constant (an enum's members cannot be rebound; == and `is` of members
+ * then fold). */
+static int
+enum_member(tracer *T, tc_var *owner, PyObject *name, int method)
+{
+    static PyObject *enum_meta;
+    if (enum_meta == NULL) {
+        PyObject *mod = PyImport_ImportModule("enum");
+        enum_meta = mod ? PyObject_GetAttrString(mod, "EnumMeta") : NULL;
+        Py_XDECREF(mod);
+        if (enum_meta == NULL) {
+            PyErr_Clear();
+            return NOT_HANDLED;
+        }
+    }
+    PyObject *cls = owner->obj;
+    if (method || cls == NULL || !PyType_Check(cls)
+        || !PyObject_TypeCheck(cls, (PyTypeObject *)enum_meta)) {
+        return NOT_HANDLED;
+    }
+    PyObject *members = PyObject_GetAttrString(cls, "__members__");
+    PyObject *m = members ? PyObject_GetItem(members, name) : NULL;
+    Py_XDECREF(members);
+    if (m == NULL) {
+        PyErr_Clear();
+        return NOT_HANDLED;
+    }
+    if (owner->source >= 0
+        && tc_guard_id(T->out->guards, owner->source, cls) < 0) {
+        Py_DECREF(m);
+        return ERROR;
+    }
+    return tc_tr_push_folded(T, m, "enum member");
+}
+
 int
 tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
 {
@@ -270,7 +306,11 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
          * from torch.ops.aten) */
         return module_attr(T, owner, name, method);
     }
-    int rc = tc_tr_object_attr(T, owner, name, method);
+    int rc = enum_member(T, owner, name, method);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = tc_tr_object_attr(T, owner, name, method);
     if (rc != NOT_HANDLED) {
         return rc;
     }
