@@ -764,3 +764,41 @@ def test_nested_function_with_postponed_annotations():
             return inner(x), _function_parts(inner)
         """), ns)
     run_both_checked(ns["g"], torch.randn(3))
+
+
+def test_starred_unpacking():
+    def f(x, y, z):
+        a, *rest = (x, y, z)
+        *init, last = [x, y, z]
+        p, *mid, q = (x, y, z, x)
+        rest.append(p)            # the starred name is a new list
+        return a + last + sum(rest) + len(mid) * q, init, mid
+    args = [torch.randn(3) for _ in range(3)]
+    got, want = tcjit.compile(f)(*args), f(*args)
+    check_same(got[0], want[0])
+    assert type(got[1]) is list and len(got[1]) == 2 and len(got[2]) == 2
+    assert tcjit.explain(f)(*args).graph_break_count == 0
+
+
+def test_starred_unpacking_of_too_few_raises_like_eager():
+    def f(x):
+        a, b, *c = (x,)
+        return a
+    with pytest.raises(ValueError, match="not enough values"):
+        tcjit.compile(f)(torch.randn(2))
+
+
+def test_skipped_frame_names_its_reason():
+    # a frame without tensor arguments whose trace stops before any tensor
+    # work compiles nothing; explain() and the graph_breaks log say why
+    import typing
+
+    def g(n):
+        t = typing.Optional[int]
+        return torch.ones(n) + (t is not None)
+    ex = tcjit.explain(g)(2)
+    assert ex.graph_count == 0
+    assert [b.lineno for b in ex.skipped_frames] == \
+        [g.__code__.co_firstlineno + 1]
+    assert "Skipped Frames" in str(ex)
+    check_same(tcjit.compile(g)(2), g(2))

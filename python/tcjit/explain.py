@@ -27,8 +27,12 @@ class BreakReason:
 
 
 class ExplainOutput:
-    def __init__(self, graphs, breaks, guards, compile_times, result):
+    def __init__(self, graphs, breaks, guards, compile_times, result,
+                 skipped=()):
         self.graphs = graphs
+        # frames left to Python whose trace stopped at something
+        # unsupported before any tensor work (no graph, so no break)
+        self.skipped_frames = list(skipped)
         self.graph_count = len(graphs)
         self.break_reasons = breaks
         self.graph_break_count = len(breaks)
@@ -48,6 +52,11 @@ class ExplainOutput:
             out.append(f"    Reason: {b.reason}")
             out.append("    User Stack:")
             out.extend(f"      {s}" for s in b.user_stack)
+        if self.skipped_frames:
+            out.append("Skipped Frames (no tensor work before):")
+            for b in self.skipped_frames:
+                out.append(f"    Reason: {b.reason}")
+                out.extend(f"      {s}" for s in b.user_stack)
         out.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph, 1):
             out.append(f"  Ops {i}:")
@@ -73,13 +82,15 @@ def _unwrapped(fn):
 def explain(fn):
     """``tcjit.explain(fn)(*args, **kwargs)`` -> ExplainOutput."""
     def run(*args, **kwargs):
-        graphs, breaks, guards, times = [], [], [], []
+        graphs, breaks, guards, times, skipped = [], [], [], [], []
 
         def record(event, data):
             if event == "graph":
                 graphs.append(Graph(*data))
             elif event == "break":
                 breaks.append(BreakReason(data))
+            elif event == "skip":
+                skipped.append(BreakReason(dict(data, hint="")))
             elif event == "guards":
                 guards.append(list(data))
             elif event == "compile_time":
@@ -92,5 +103,5 @@ def explain(fn):
             result = compiled(*args, **kwargs)
         finally:
             _C.set_recorder(None)
-        return ExplainOutput(graphs, breaks, guards, times, result)
+        return ExplainOutput(graphs, breaks, guards, times, result, skipped)
     return run

@@ -65,6 +65,37 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
         hint);
 }
 
+/* A frame left to CPython because its trace stopped at something
+ * unsupported before any tensor work: explain() lists it with the reason
+ * (skipped_frames), TCJIT_LOGS=graph_breaks says so once. */
+static int
+log_skip(PyCodeObject *co, PyObject *reason, int line)
+{
+    if (tc_hooks.recorder != NULL
+        && tc_recordf("skip", "{s:O,s:O,s:i,s:O}", "reason", reason,
+                      "filename", co->co_filename, "lineno", line, "name",
+                      co->co_name) < 0) {
+        return -1;
+    }
+    if (!tc_log_on(TC_LOG_GRAPH_BREAKS)) {
+        return 0;
+    }
+    PyObject *key = Py_BuildValue("(OiOs)", co->co_filename, line, reason,
+                                  "skip");
+    int seen = key ? PySet_Contains(tc_reported_breaks, key) : -1;
+    if (seen == 0) {
+        seen = PySet_Add(tc_reported_breaks, key);
+    }
+    Py_XDECREF(key);
+    if (seen != 0) {
+        return seen < 0 ? -1 : 0;
+    }
+    return tc_logf(TC_LOG_GRAPH_BREAKS, "graph_breaks",
+        "Frame skipped: %U at %U:%d ran in Python\nReason: Unsupported: %U "
+        "(before any tensor work was traced)", co->co_name,
+        co->co_filename, line, reason);
+}
+
 static int
 log_guards(tc_code_state *st, tc_entry *e)
 {
@@ -402,8 +433,12 @@ tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         return NULL;
     }
     if (t.status == TC_TRACE_NO_TENSORS) {
+        /* nothing compiled; if the trace stopped at something unsupported
+         * (rather than finding no tensor at all), say what */
+        int rc = t.reason != NULL
+            ? log_skip(f->f_code, t.reason, t.reason_line) : 0;
         tc_trace_clear(&t);
-        *skip = 1;
+        *skip = rc == 0;
         return NULL;
     }
     tc_entry *e = PyMem_Calloc(1, sizeof(*e));

@@ -1173,6 +1173,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_map_add(T, oparg);
     case UNPACK_SEQUENCE:
         return tc_tr_op_unpack(T, oparg);
+    case UNPACK_EX:
+        return tc_tr_op_unpack_ex(T, oparg);
     case BINARY_SUBSCR:
         return tc_tr_op_subscr(T);
     case BUILD_SLICE:

@@ -238,6 +238,7 @@ int tc_tr_op_compare(tracer *T, int cmp);
 int tc_tr_op_unary(tracer *T, int opcode);
 int tc_tr_op_build(tracer *T, tc_var_kind kind, int n);
 int tc_tr_op_unpack(tracer *T, int n);
+int tc_tr_op_unpack_ex(tracer *T, int oparg);
 int tc_tr_op_list_extend(tracer *T, int oparg);
 int tc_tr_op_list_append(tracer *T, int oparg);
 int tc_tr_op_map_add(tracer *T, int oparg);

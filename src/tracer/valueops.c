@@ -676,6 +676,53 @@ tc_tr_op_unpack(tracer *T, int n)
     return OK;
 }
 
+/* UNPACK_EX: `a, *rest, z = seq` of a sequence known item by item;
+ * oparg's low byte counts the names before the star, its high byte those
+ * after it.  The starred name gets a new list. */
+int
+tc_tr_op_unpack_ex(tracer *T, int oparg)
+{
+    enum { MAX_ITEMS = 256 };
+    int before = oparg & 0xff, after = oparg >> 8;
+    tc_var *seq = tc_tr_pop(T), *items[MAX_ITEMS];
+    int rc = seq == NULL ? UNSUPPORTED : tc_tr_reify(T, seq);
+    if (rc != OK) {
+        return seq == NULL ? tc_tr_unsupported(T, "malformed stack") : rc;
+    }
+    int n = seq_items(T, seq, items, MAX_ITEMS);
+    if (n == ERROR) {
+        return ERROR;
+    }
+    if (n < 0) {
+        return tc_tr_unsupported(T, "starred unpacking of a %s",
+                                 tc_var_kind_name(seq));
+    }
+    if (n < before + after) {
+        /* eager raises ValueError: not enough values to unpack */
+        return tc_tr_unsupported(T, "unpacking %d values into %d names", n,
+                                 before + after);
+    }
+    tc_var *mid = tc_var_seq(&T->sh->arena, TC_VAR_LIST, n - before - after,
+                             items + before);
+    if (mid == NULL) {
+        return ERROR;
+    }
+    for (int i = n - 1; i >= n - after; i--) {
+        if (tc_tr_push(T, items[i]) < 0) {
+            return ERROR;
+        }
+    }
+    if (tc_tr_push(T, mid) < 0) {
+        return ERROR;
+    }
+    for (int i = before - 1; i >= 0; i--) {
+        if (tc_tr_push(T, items[i]) < 0) {
+            return ERROR;
+        }
+    }
+    return OK;
+}
+
 int
 tc_tr_op_list_extend(tracer *T, int oparg)
 {
