@@ -707,3 +707,20 @@ def test_written_input_read_by_a_reduction_kernel(fn, make):
     # found by the fuzzer: a reduction kernel the written value joins
     # recomputes it from the input in its later passes
     check_mutation(fn, make)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nn_functions_inplace_outside_the_registry(backend):
+    # F.hardswish(x, inplace=True) calls torch._C._nn.hardswish_ (mobilenet
+    # v3 in GraphNet's torchvision graphs): its out-of-place form lives in
+    # torch._C._nn too
+    import torch.nn.functional as F
+
+    def f(x):
+        y = x * 2
+        F.hardswish(y, inplace=True)
+        z = F.hardsigmoid(y + 1, inplace=True)
+        F.hardswish(x, inplace=True)
+        return y, z
+    make = lambda: ((torch.randn(8),), ())  # noqa: E731
+    check_mutation(f, make, backend)

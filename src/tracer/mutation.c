@@ -724,6 +724,15 @@ call_functional(tracer *T, const char *name, tc_var **args, int nargs,
     memcpy(base, name, len - 1);
     base[len - 1] = '\0';
     PyObject *fn = PyObject_GetAttrString(tc_torch_module, base);
+    if (fn == NULL) {
+        /* torch._C._nn.hardswish_ (F.hardswish(x, inplace=True)) */
+        PyErr_Clear();
+        PyObject *C = PyObject_GetAttrString(tc_torch_module, "_C");
+        PyObject *nn = C ? PyObject_GetAttrString(C, "_nn") : NULL;
+        fn = nn ? PyObject_GetAttrString(nn, base) : NULL;
+        Py_XDECREF(nn);
+        Py_XDECREF(C);
+    }
     if (fn == NULL || !PyCFunction_Check(fn)) {
         PyErr_Clear();
         Py_XDECREF(fn);
@@ -894,9 +903,14 @@ tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
     if (len < 2 || name[len - 1] != '_') {
         return NOT_HANDLED;
     }
-    /* a function of the torch module itself */
+    /* a function of the torch module itself, or of torch._C._nn (what
+     * F.hardswish(x, inplace=True) calls) */
     PyObject *same = PyObject_GetAttrString(tc_torch_module, name);
-    int is_torch = same == fn;
+    PyObject *owner = ((PyCFunctionObject *)fn)->m_self;
+    int is_torch = same == fn
+        || (owner != NULL && PyModule_Check(owner)
+            && !strcmp(PyModule_GetName(owner) ? PyModule_GetName(owner)
+                                               : "", "torch._C._nn"));
     Py_XDECREF(same);
     PyErr_Clear();
     if (!is_torch) {
