@@ -3,7 +3,7 @@
     python -m tests.sweeps.graphnet ROOT [--group samples/torchvision ...]
                                     [--limit N] [--device cpu]
                                     [--max-numel 3e7] [--jobs 2]
-                                    [--json FILE]
+                                    [--budget SECONDS] [--json FILE]
 
 GraphNet (github.com/PaddlePaddle/GraphNet) holds thousands of graphs that
 Dynamo captured from real models (torchvision, timm, transformers, ...),
@@ -192,6 +192,9 @@ def samples(root, groups, limit):
 
 
 def _run_isolated(sample, args):
+    if time.perf_counter() > args.deadline:
+        return {"sample": sample, "class": "skip",
+                "reason": f"not run: --budget {args.budget:g} s spent"}
     cmd = [sys.executable, "-m", "tests.sweeps.graphnet", "--one", sample,
            "--device", args.device, "--max-numel", str(args.max_numel)]
     try:
@@ -236,6 +239,8 @@ def main(argv=None):
     ap.add_argument("--max-numel", type=float, default=3e7)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--budget", type=float, default=0,
+                    help="seconds; samples not started by then are skips")
     ap.add_argument("--json")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -247,6 +252,7 @@ def main(argv=None):
         ap.error("ROOT (a GraphNet checkout) is required")
     todo = samples(args.root, args.group, args.limit)
     t0 = time.perf_counter()
+    args.deadline = t0 + args.budget if args.budget else float("inf")
     with ThreadPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(lambda s: _run_isolated(s, args), todo))
     report(rows, args.root)
