@@ -3,8 +3,9 @@
 
 unsigned char tc_inline_caches[256];
 
-/* dis._inline_cache_entries is a list indexed by opcode on 3.11 and 3.12;
- * reading it keeps us from hard-coding a table that changes per release. */
+/* dis._inline_cache_entries is a list indexed by opcode on 3.11 and 3.12,
+ * a dict by opcode name on 3.13 (turned into that list here); reading it
+ * keeps us from hard-coding a table that changes per release. */
 int
 pyframe_init_opcode_info(void)
 {
@@ -13,6 +14,24 @@ pyframe_init_opcode_info(void)
         return -1;
     }
     PyObject *caches = PyObject_GetAttrString(dis, "_inline_cache_entries");
+    if (caches != NULL && PyDict_Check(caches)) {
+        PyObject *by_name = caches;
+        PyObject *names = PyObject_GetAttrString(dis, "opname");
+        Py_ssize_t n = names ? PySequence_Length(names) : -1;
+        caches = n < 0 ? NULL : PyList_New(n);
+        for (Py_ssize_t i = 0; caches != NULL && i < n; i++) {
+            PyObject *name = PySequence_GetItem(names, i);
+            PyObject *c = name ? PyDict_GetItemWithError(by_name, name) : NULL;
+            Py_XDECREF(name);
+            if (c == NULL && (name == NULL || PyErr_Occurred())) {
+                Py_CLEAR(caches);
+                break;
+            }
+            PyList_SET_ITEM(caches, i, c ? Py_NewRef(c) : PyLong_FromLong(0));
+        }
+        Py_XDECREF(names);
+        Py_DECREF(by_name);
+    }
     Py_DECREF(dis);
     if (caches == NULL) {
         return -1;
