@@ -52,37 +52,30 @@ PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos,
 #define TC_HAVE_BINARY_SLICE 0
 #endif
 
-#if TC_PY313
+#if TC_PY312
 /* 3.13: f_code became f_executable (always the code object for the frames
  * the hook sees); prev_instr became instr_ptr, the instruction executing or
  * about to begin. */
 typedef struct tc_iframe {
+#if TC_PY313
     union {
         PyObject *f_executable;
         PyCodeObject *f_code;
     };
-    struct tc_iframe *previous;
-    PyObject *f_funcobj;
-    PyObject *f_globals;
-    PyObject *f_builtins;
-    PyObject *f_locals;
-    PyFrameObject *frame_obj;
-    tc_codeunit *instr_ptr;
-    int stacktop;
-    uint16_t return_offset;
-    char owner;
-    PyObject *localsplus[1];
-} tc_iframe;
-#elif TC_PY312
-typedef struct tc_iframe {
+#else
     PyCodeObject *f_code;
+#endif
     struct tc_iframe *previous;
     PyObject *f_funcobj;
     PyObject *f_globals;
     PyObject *f_builtins;
     PyObject *f_locals;
     PyFrameObject *frame_obj;
+#if TC_PY313
+    tc_codeunit *instr_ptr;
+#else
     tc_codeunit *prev_instr;
+#endif
     int stacktop;
     uint16_t return_offset;
     char owner;
