@@ -675,6 +675,34 @@ def test_compiles_after_a_trace_function_went_away():
     assert tcjit.counters()["graphs"] >= 1
 
 
+def _raises_with_keyword(x, k):
+    raise ValueError("boom")
+
+
+def test_traceback_position_of_a_keyword_call_that_raised():
+    """An exception thrown into the frame at an instruction the runtime
+    performed keeps that instruction's position in the traceback, also for
+    3.13's CALL_KW, which has no CACHE entry to stand on: the next
+    instruction here is on another line."""
+    import traceback
+
+    def f(x):
+        y = x.sin()
+        z = (y +
+             _raises_with_keyword(y, k=1))
+        return z
+
+    def where(fn):
+        try:
+            fn(torch.ones(2))
+        except ValueError as e:
+            return [(t.name, t.lineno, t.colno, t.end_colno)
+                    for t in traceback.extract_tb(e.__traceback__)][-2:]
+        raise AssertionError("no exception")
+
+    assert where(tcjit.compile(f)) == where(f)
+
+
 def test_coroutine_function():
     import asyncio
 

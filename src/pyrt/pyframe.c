@@ -91,6 +91,66 @@ pyframe_run_prologue(tc_iframe *f)
     return 0;
 }
 
+#if TC_PY313
+/* The instruction at op_pc has inline CACHE entries (read from the
+ * unspecialized code: the running one may be specialized or
+ * instrumented). */
+static int
+has_cache(PyCodeObject *co, int op_pc)
+{
+    PyObject *bytes = PyCode_GetCode(co);
+    if (bytes == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    const tc_codeunit *code = (const tc_codeunit *)PyBytes_AS_STRING(bytes);
+    int r = op_pc < PyBytes_GET_SIZE(bytes) / 2
+            && tc_inline_caches[code[op_pc] & 0xff] > 0;
+    Py_DECREF(bytes);
+    return r;
+}
+#endif
+
+PyObject *
+pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
+{
+#if TC_PY313
+    /* 3.13 looks the handler up at instr_ptr - 1 (as for a generator
+     * suspended just after its YIELD_VALUE), and the traceback entry it
+     * adds points at instr_ptr: op_pc + 1 is op_pc's first CACHE entry,
+     * same position, where the instruction has one.  Where it has none
+     * (CALL_KW, FORMAT_*, ...), op_pc + 1 is the next instruction, maybe
+     * another line: the entry is moved back onto op_pc when the exception
+     * leaves the frame. */
+    PyCodeObject *co = (PyCodeObject *)Py_NewRef(f->f_code);
+    f->instr_ptr = pyframe_code_start(co) + op_pc + 1;
+    PyObject *r = _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f,
+                                           1);
+    if (r == NULL) {
+        PyObject *exc = PyErr_GetRaisedException();
+        PyObject *tb = exc ? PyException_GetTraceback(exc) : NULL;
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        if (t != NULL && t->tb_frame != NULL
+            && t->tb_lasti == (op_pc + 1) * (int)sizeof(tc_codeunit)
+            && !has_cache(co, op_pc)) {
+            PyCodeObject *tco = PyFrame_GetCode(t->tb_frame);
+            if (tco == co) {
+                t->tb_lasti = op_pc * (int)sizeof(tc_codeunit);
+                t->tb_lineno = -1;  /* computed from tb_lasti when read */
+            }
+            Py_DECREF(tco);
+        }
+        Py_XDECREF(tb);
+        PyErr_SetRaisedException(exc);
+    }
+    Py_DECREF(co);
+    return r;
+#else
+    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+    return _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f, 1);
+#endif
+}
+
 PyObject *
 pyframe_make_function(PyObject *code, PyObject *globals,
                       PyObject *const parts[TC_FN_NPARTS])

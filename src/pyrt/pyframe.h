@@ -285,20 +285,7 @@ int pyframe_run_prologue(tc_iframe *f);
  * at code unit op_pc had raised it: the traceback gets the frame's line
  * and the frame's own try/except blocks see it (generator.throw() uses the
  * same path). */
-static inline PyObject *
-pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
-{
-#if TC_PY313
-    /* 3.13 looks the handler up at instr_ptr - 1 (as for a generator
-     * suspended just after its YIELD_VALUE) and takes the traceback's line
-     * from instr_ptr: op_pc + 1 is op_pc's first CACHE entry, same line,
-     * where the instruction has one. */
-    f->instr_ptr = pyframe_code_start(f->f_code) + op_pc + 1;
-#else
-    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
-#endif
-    return _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f, 1);
-}
+PyObject *pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc);
 
 /* Opcode numbering and the static properties we need, per version. */
 #ifndef KW_NAMES
