@@ -215,6 +215,19 @@ pyframe_get_eval(void)
         PyInterpreterState_Get());
 }
 
+/* A type's own dict (a new reference): from 3.12 on, the static builtin
+ * types (object, dict, ...) keep it in the interpreter, and tp_dict is
+ * NULL. */
+static inline PyObject *
+pyframe_type_dict(PyTypeObject *tp)
+{
+#if TC_PY312
+    return PyType_GetDict(tp);
+#else
+    return Py_XNewRef(tp->tp_dict);
+#endif
+}
+
 /* Push a value (steals the reference) on the frame's value stack. */
 static inline void
 pyframe_push(tc_iframe *f, PyObject *v)
@@ -352,6 +365,14 @@ PyObject *pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc);
 #ifndef SET_FUNCTION_ATTRIBUTE
 #define SET_FUNCTION_ATTRIBUTE (-22)
 #endif
+/* 3.12+: super().name in one instruction, [super, class, self] on the
+ * stack (class and self are what zero-argument super() would find);
+ * the name is oparg >> 2, a method load when oparg & 1. */
+#ifndef LOAD_SUPER_ATTR
+#define LOAD_SUPER_ATTR (-23)
+#endif
+#define TC_LOAD_SUPER_ATTR_NAME(oparg) ((oparg) >> 2)
+#define TC_LOAD_SUPER_ATTR_IS_METHOD(oparg) ((oparg) & 1)
 
 /* list -> tuple before a call with *args: an opcode on 3.11, an intrinsic
  * (pycore_intrinsics.h INTRINSIC_LIST_TO_TUPLE) on 3.12. */

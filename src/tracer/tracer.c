@@ -1085,6 +1085,33 @@ null_above_callable(tracer *T, int rc)
     return rc;
 }
 
+/* LOAD_SUPER_ATTR (3.12+): super(class, self).name, as 3.11 spells it
+ * (CALL of super, then LOAD_ATTR), through the same call and attribute
+ * paths. */
+static int
+op_load_super_attr(tracer *T, int oparg)
+{
+    if (T->sp < 3) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    tc_var *self = T->stack[T->sp - 1], *cls = T->stack[T->sp - 2];
+    tc_var *sup = T->stack[T->sp - 3];
+    T->sp -= 3;
+    int method = TC_LOAD_SUPER_ATTR_IS_METHOD(oparg);
+    tc_var *null = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+    if (null == NULL || tc_tr_push(T, null) != OK || tc_tr_push(T, sup) != OK
+        || tc_tr_push(T, cls) != OK || tc_tr_push(T, self) != OK) {
+        return ERROR;
+    }
+    int rc = tc_tr_op_call(T, 2);
+    if (rc == OK) {
+        rc = tc_tr_op_load_attr(
+            T, PyTuple_GET_ITEM(T->co->co_names,
+                                TC_LOAD_SUPER_ATTR_NAME(oparg)), method);
+    }
+    return method ? null_above_callable(T, rc) : rc;
+}
+
 /* LOAD_FAST of a cell or free slot pushes the cell itself: 3.13's
  * spelling of LOAD_CLOSURE. */
 static int
@@ -1189,6 +1216,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         }
         return tc_tr_op_load_attr(
             T, PyTuple_GET_ITEM(co->co_names, TC_LOAD_ATTR_NAME(oparg)), 0);
+    case LOAD_SUPER_ATTR:
+        return op_load_super_attr(T, oparg);
     case PUSH_NULL:
         return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1));
     case KW_NAMES:
