@@ -1066,9 +1066,9 @@ null_below_callable(tracer *T, int hi)
 {
     if (TC_NULL_AFTER_CALLABLE && hi >= 1 && T->sp >= hi + 1
         && T->stack[T->sp - hi]->kind == TC_VAR_NULL) {
+        tc_var *null = T->stack[T->sp - hi];
         T->stack[T->sp - hi] = T->stack[T->sp - hi - 1];
-        T->stack[T->sp - hi - 1] = tc_var_new(&T->sh->arena, TC_VAR_NULL,
-                                              -1);
+        T->stack[T->sp - hi - 1] = null;
     }
 }
 
@@ -1079,8 +1079,9 @@ null_above_callable(tracer *T, int rc)
 {
     if (TC_NULL_AFTER_CALLABLE && rc == OK && T->sp >= 2
         && T->stack[T->sp - 2]->kind == TC_VAR_NULL) {
+        tc_var *null = T->stack[T->sp - 2];
         T->stack[T->sp - 2] = T->stack[T->sp - 1];
-        T->stack[T->sp - 1] = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+        T->stack[T->sp - 1] = null;
     }
     return rc;
 }
