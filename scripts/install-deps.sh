@@ -9,6 +9,9 @@
 #   Python (pip, for $PYTHON):   torch==2.13.0 pytest numpy expecttest
 #                                hypothesis
 #
+# "make check" tests other CPython versions in cached virtual environments
+# (scripts/test-venv.sh) instead of installing into their interpreters.
+#
 # Environment:
 #   PYTHON=python3            interpreter to install Python packages for
 #   TCJIT_TORCH_VERSION=2.13.0

@@ -642,6 +642,67 @@ def test_setprofile_sees_call_and_return():
     assert events == ["call", "c_call", "c_return", "return"]
 
 
+def test_compiles_after_a_trace_function_went_away():
+    """A code object that ran while (or after) a trace function was set
+    keeps its monitoring data once the tracer is gone; only tools that are
+    still active keep a frame in CPython.  (3.13 has fewer per-code events
+    than 3.12: reading 3.12's count took a pointer's byte for a tool.)"""
+    import sys
+
+    def g(x):
+        return x * 2
+
+    def f(x):
+        y = x.sin()
+        if x.sum() > 0:
+            y = y + 1
+        return y.cos()
+
+    cg = tcjit.compile(g)
+    cg(torch.randn(3))
+    old = sys.gettrace()
+    sys.settrace(lambda *a: None)
+    try:
+        cg(torch.randn(3))
+    finally:
+        sys.settrace(old)
+    x = torch.randn(8)
+    f(x)                                  # eager: CPython instruments f
+    tcjit.reset()
+    cf = tcjit.compile(f)
+    for _ in range(2):
+        check_same(cf(x), f(x))
+    assert tcjit.counters()["graphs"] >= 1
+
+
+def _raises_with_keyword(x, k):
+    raise ValueError("boom")
+
+
+def test_traceback_position_of_a_keyword_call_that_raised():
+    """An exception thrown into the frame at an instruction the runtime
+    performed keeps that instruction's position in the traceback, also for
+    3.13's CALL_KW, which has no CACHE entry to stand on: the next
+    instruction here is on another line."""
+    import traceback
+
+    def f(x):
+        y = x.sin()
+        z = (y +
+             _raises_with_keyword(y, k=1))
+        return z
+
+    def where(fn):
+        try:
+            fn(torch.ones(2))
+        except ValueError as e:
+            return [(t.name, t.lineno, t.colno, t.end_colno)
+                    for t in traceback.extract_tb(e.__traceback__)][-2:]
+        raise AssertionError("no exception")
+
+    assert where(tcjit.compile(f)) == where(f)
+
+
 def test_coroutine_function():
     import asyncio
 

@@ -7,11 +7,25 @@
 See README.md and docs/ for logs (TCJIT_LOGS), config and supported ops.
 """
 import functools
+import sys
+import sysconfig
 import warnings
 
-import torch  # noqa: F401  (the C runtime needs torch imported first)
+# The free-threaded build (3.13t) changes the object and frame layouts the
+# frame hook relies on, and runs frames concurrently: refuse it up front
+# rather than fail on a missing or mismatched module.
+if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    raise ImportError(
+        "tcjit does not support the free-threaded CPython build (%s, "
+        "python%d.%dt); use the default build of CPython 3.11-3.13"
+        % (sys.version.split()[0], *sys.version_info[:2]))
+if not (3, 11) <= sys.version_info[:2] <= (3, 13):
+    raise ImportError("tcjit supports CPython 3.11, 3.12 and 3.13, not %d.%d"
+                      % sys.version_info[:2])
 
-from . import _C
+import torch  # noqa: E402,F401  (the C runtime needs torch imported first)
+
+from . import _C  # noqa: E402
 from ._backends import Backend, compile_backend as _compile_backend
 from ._logging import init_from_env as _init_logs, set_logs
 from .config import config

@@ -16,21 +16,26 @@ pop_value(tc_iframe *f)
     return f->localsplus[--f->stacktop];
 }
 
-/* CALL: [.., NULL or method, callable or self, args...] */
+/* CALL: [.., NULL or method, callable or self, args...] (3.13: [..,
+ * callable or method, NULL or self, args...]); CALL_KW (3.13) has the
+ * keyword names on top. */
 static PyObject *
 step_call(tc_iframe *f, const tc_exit *x)
 {
+    PyObject *kwnames = x->opcode == CALL_KW ? pop_value(f)
+                                             : Py_XNewRef(x->kwnames);
     int argc = x->oparg;
     PyObject **args = &f->localsplus[f->stacktop - argc];
-    PyObject *callable = args[-1], *method = args[-2];
+    PyObject *callable, *self;
+    pyframe_call_target(args[-2], args[-1], &callable, &self);
     int total = argc;
-    if (method != NULL) {
-        callable = method;
+    if (self != NULL) {
         args--;
         total++;
     }
-    Py_ssize_t nkw = x->kwnames ? PyTuple_GET_SIZE(x->kwnames) : 0;
-    PyObject *r = PyObject_Vectorcall(callable, args, total - nkw, x->kwnames);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(callable, args, total - nkw, kwnames);
+    Py_XDECREF(kwnames);
     for (int i = 0; i < argc + 2; i++) {
         Py_XDECREF(pop_value(f));
     }
@@ -43,8 +48,10 @@ static PyObject *
 step_call_ex(tc_iframe *f, int oparg)
 {
     PyObject *kwargs = (oparg & 1) ? pop_value(f) : NULL;
-    PyObject *args = pop_value(f), *func = pop_value(f);
-    Py_XDECREF(pop_value(f));
+    PyObject *args = pop_value(f), *hi = pop_value(f), *lo = pop_value(f);
+    PyObject *func, *unused;
+    pyframe_call_target(lo, hi, &func, &unused);
+    Py_XDECREF(lo == func ? hi : lo);  /* the NULL */
     PyObject *tuple = PyTuple_CheckExact(args) ? Py_NewRef(args)
                                                : PySequence_Tuple(args);
     PyObject *r = tuple ? PyObject_Call(func, tuple, kwargs) : NULL;
@@ -96,10 +103,14 @@ step_load_attr(tc_iframe *f, const tc_exit *x)
     if (r == NULL) {
         return -1;
     }
-    if (TC_LOAD_ATTR_IS_METHOD(x->opcode, x->oparg)) {
+    int method = TC_LOAD_ATTR_IS_METHOD(x->opcode, x->oparg);
+    if (method && !TC_NULL_AFTER_CALLABLE) {
         pyframe_push(f, NULL);
     }
     pyframe_push(f, r);
+    if (method && TC_NULL_AFTER_CALLABLE) {
+        pyframe_push(f, NULL);
+    }
     return 0;
 }
 
@@ -139,6 +150,10 @@ step_binary(tc_iframe *f, const tc_exit *x)
         break;
     case COMPARE_OP:
         r = PyObject_RichCompare(a, b, TC_COMPARE_OP_ARG(x->oparg));
+        if (r != NULL && TC_COMPARE_OP_TO_BOOL(x->oparg)) {
+            int t = PyObject_IsTrue(r);
+            Py_SETREF(r, t < 0 ? NULL : PyBool_FromLong(t));
+        }
         break;
     case IS_OP:
         r = PyBool_FromLong((a == b) ^ x->oparg);
@@ -201,6 +216,7 @@ tc_step(tc_iframe *f, const tc_exit *x)
     PyObject *r;
     switch (x->opcode) {
     case CALL:
+    case CALL_KW:
         r = step_call(f, x);
         break;
     case CALL_FUNCTION_EX:

@@ -3,8 +3,9 @@
 
 unsigned char tc_inline_caches[256];
 
-/* dis._inline_cache_entries is a list indexed by opcode on 3.11 and 3.12;
- * reading it keeps us from hard-coding a table that changes per release. */
+/* dis._inline_cache_entries is a list indexed by opcode on 3.11 and 3.12,
+ * a dict by opcode name on 3.13 (turned into that list here); reading it
+ * keeps us from hard-coding a table that changes per release. */
 int
 pyframe_init_opcode_info(void)
 {
@@ -13,6 +14,24 @@ pyframe_init_opcode_info(void)
         return -1;
     }
     PyObject *caches = PyObject_GetAttrString(dis, "_inline_cache_entries");
+    if (caches != NULL && PyDict_Check(caches)) {
+        PyObject *by_name = caches;
+        PyObject *names = PyObject_GetAttrString(dis, "opname");
+        Py_ssize_t n = names ? PySequence_Length(names) : -1;
+        caches = n < 0 ? NULL : PyList_New(n);
+        for (Py_ssize_t i = 0; caches != NULL && i < n; i++) {
+            PyObject *name = PySequence_GetItem(names, i);
+            PyObject *c = name ? PyDict_GetItemWithError(by_name, name) : NULL;
+            Py_XDECREF(name);
+            if (c == NULL && (name == NULL || PyErr_Occurred())) {
+                Py_CLEAR(caches);
+                break;
+            }
+            PyList_SET_ITEM(caches, i, c ? Py_NewRef(c) : PyLong_FromLong(0));
+        }
+        Py_XDECREF(names);
+        Py_DECREF(by_name);
+    }
     Py_DECREF(dis);
     if (caches == NULL) {
         return -1;
@@ -70,6 +89,66 @@ pyframe_run_prologue(tc_iframe *f)
         }
     }
     return 0;
+}
+
+#if TC_PY313
+/* The instruction at op_pc has inline CACHE entries (read from the
+ * unspecialized code: the running one may be specialized or
+ * instrumented). */
+static int
+has_cache(PyCodeObject *co, int op_pc)
+{
+    PyObject *bytes = PyCode_GetCode(co);
+    if (bytes == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    const tc_codeunit *code = (const tc_codeunit *)PyBytes_AS_STRING(bytes);
+    int r = op_pc < PyBytes_GET_SIZE(bytes) / 2
+            && tc_inline_caches[code[op_pc] & 0xff] > 0;
+    Py_DECREF(bytes);
+    return r;
+}
+#endif
+
+PyObject *
+pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
+{
+#if TC_PY313
+    /* 3.13 looks the handler up at instr_ptr - 1 (as for a generator
+     * suspended just after its YIELD_VALUE), and the traceback entry it
+     * adds points at instr_ptr: op_pc + 1 is op_pc's first CACHE entry,
+     * same position, where the instruction has one.  Where it has none
+     * (CALL_KW, FORMAT_*, ...), op_pc + 1 is the next instruction, maybe
+     * another line: the entry is moved back onto op_pc when the exception
+     * leaves the frame. */
+    PyCodeObject *co = (PyCodeObject *)Py_NewRef(f->f_code);
+    f->instr_ptr = pyframe_code_start(co) + op_pc + 1;
+    PyObject *r = _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f,
+                                           1);
+    if (r == NULL) {
+        PyObject *exc = PyErr_GetRaisedException();
+        PyObject *tb = exc ? PyException_GetTraceback(exc) : NULL;
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        if (t != NULL && t->tb_frame != NULL
+            && t->tb_lasti == (op_pc + 1) * (int)sizeof(tc_codeunit)
+            && !has_cache(co, op_pc)) {
+            PyCodeObject *tco = PyFrame_GetCode(t->tb_frame);
+            if (tco == co) {
+                t->tb_lasti = op_pc * (int)sizeof(tc_codeunit);
+                t->tb_lineno = -1;  /* computed from tb_lasti when read */
+            }
+            Py_DECREF(tco);
+        }
+        Py_XDECREF(tb);
+        PyErr_SetRaisedException(exc);
+    }
+    Py_DECREF(co);
+    return r;
+#else
+    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+    return _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f, 1);
+#endif
 }
 
 PyObject *

@@ -3,7 +3,7 @@
  * The PEP 523 hook receives a _PyInterpreterFrame, whose definition lives in
  * CPython's internal headers and changes between minor versions.  Rather than
  * include internal headers (which drag in build-core-only pieces), we mirror
- * the two layouts we support, 3.11 and 3.12, and expose small accessors.
+ * the layouts we support, 3.11, 3.12 and 3.13, and expose small accessors.
  * Everything else in tcjit goes through these functions; no other file may
  * use #if PY_VERSION_HEX for frame details.
  */
@@ -15,17 +15,34 @@
 #include <opcode.h>
 #include <stdbool.h>
 
-#if PY_VERSION_HEX < 0x030b0000 || PY_VERSION_HEX >= 0x030d0000
-#error "tcjit supports CPython 3.11 and 3.12"
+#if PY_VERSION_HEX < 0x030b0000 || PY_VERSION_HEX >= 0x030e0000
+#error "tcjit supports CPython 3.11, 3.12 and 3.13"
+#endif
+#ifdef Py_GIL_DISABLED
+/* The free-threaded build (3.13t) has another object and frame layout and
+ * runs frames concurrently: nothing here is made for that. */
+#error "tcjit does not support the free-threaded CPython build (3.13t)"
 #endif
 
+/* TC_PY312: 3.12 or newer; TC_PY313: 3.13 or newer. */
 #if PY_VERSION_HEX >= 0x030c0000
 #define TC_PY312 1
 #else
 #define TC_PY312 0
 #endif
+#if PY_VERSION_HEX >= 0x030d0000
+#define TC_PY313 1
+#else
+#define TC_PY313 0
+#endif
 
 typedef uint16_t tc_codeunit;
+
+#if TC_PY313
+/* Still exported, but declared only in the internal headers from 3.13 on. */
+PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos,
+                                 PyObject **key, Py_hash_t *hash);
+#endif
 
 /* x[a:b] is one BINARY_SLICE instruction from 3.12 on (container, start,
  * stop on the stack); 3.11 builds a slice and subscripts. */
@@ -36,15 +53,29 @@ typedef uint16_t tc_codeunit;
 #endif
 
 #if TC_PY312
+/* 3.13: f_code became f_executable (always the code object for the frames
+ * the hook sees); prev_instr became instr_ptr, the instruction executing or
+ * about to begin. */
 typedef struct tc_iframe {
+#if TC_PY313
+    union {
+        PyObject *f_executable;
+        PyCodeObject *f_code;
+    };
+#else
     PyCodeObject *f_code;
+#endif
     struct tc_iframe *previous;
     PyObject *f_funcobj;
     PyObject *f_globals;
     PyObject *f_builtins;
     PyObject *f_locals;
     PyFrameObject *frame_obj;
+#if TC_PY313
+    tc_codeunit *instr_ptr;
+#else
     tc_codeunit *prev_instr;
+#endif
     int stacktop;
     uint16_t return_offset;
     char owner;
@@ -67,7 +98,7 @@ typedef struct tc_iframe {
 } tc_iframe;
 #endif
 
-/* Frame owners (same values in 3.11 and 3.12). */
+/* Frame owners (same values in 3.11, 3.12 and 3.13). */
 #define TC_FRAME_OWNED_BY_THREAD 0
 #define TC_FRAME_OWNED_BY_GENERATOR 1
 
@@ -105,7 +136,11 @@ pyframe_code_start(PyCodeObject *co)
 static inline int
 pyframe_is_fresh(tc_iframe *f)
 {
+#if TC_PY313
+    return f->instr_ptr == pyframe_code_start(f->f_code);
+#else
     return f->prev_instr == pyframe_code_start(f->f_code) - 1;
+#endif
 }
 
 /* sys.settrace / sys.setprofile / sys.monitoring active for this frame:
@@ -123,7 +158,8 @@ pyframe_tracing_active(PyThreadState *ts, PyCodeObject *co)
     if (mon == NULL) {
         return 0;
     }
-    for (int i = 0; i < _PY_MONITORING_UNGROUPED_EVENTS; i++) {
+    /* (3.13 keeps only the local events here: 10 of them, not 15) */
+    for (size_t i = 0; i < sizeof(mon->active_monitors.tools); i++) {
         if (mon->active_monitors.tools[i]) {
             return 1;
         }
@@ -179,6 +215,19 @@ pyframe_get_eval(void)
         PyInterpreterState_Get());
 }
 
+/* A type's own dict (a new reference): from 3.12 on, the static builtin
+ * types (object, dict, ...) keep it in the interpreter, and tp_dict is
+ * NULL. */
+static inline PyObject *
+pyframe_type_dict(PyTypeObject *tp)
+{
+#if TC_PY312
+    return PyType_GetDict(tp);
+#else
+    return Py_XNewRef(tp->tp_dict);
+#endif
+}
+
 /* Push a value (steals the reference) on the frame's value stack. */
 static inline void
 pyframe_push(tc_iframe *f, PyObject *v)
@@ -193,8 +242,20 @@ pyframe_push(tc_iframe *f, PyObject *v)
 static inline void
 pyframe_set_resume(tc_iframe *f, int pc)
 {
+#if TC_PY313
+    f->instr_ptr = pyframe_code_start(f->f_code) + pc;
+#else
     f->prev_instr = pyframe_code_start(f->f_code) + pc - 1;
+#endif
 }
+
+/* The thread's current frame: a field of the thread state from 3.13 on,
+ * of its cframe before. */
+#if TC_PY313
+#define TC_CURRENT_FRAME(ts) ((ts)->current_frame)
+#else
+#define TC_CURRENT_FRAME(ts) ((ts)->cframe->current_frame)
+#endif
 
 /* While the runtime performs an instruction of f itself (a STEP, the
  * bool() of a BRANCH), f is the thread's current frame, executing that
@@ -206,20 +267,24 @@ pyframe_set_resume(tc_iframe *f, int pc)
 static inline tc_iframe *
 pyframe_make_current(PyThreadState *ts, tc_iframe *f, int op_pc)
 {
-    tc_iframe *outer = (tc_iframe *)ts->cframe->current_frame;
+    tc_iframe *outer = (tc_iframe *)TC_CURRENT_FRAME(ts);
+#if TC_PY313
+    f->instr_ptr = pyframe_code_start(f->f_code) + op_pc;
+#else
     f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
+#endif
     f->previous = outer;
-    ts->cframe->current_frame = (struct _PyInterpreterFrame *)f;
+    TC_CURRENT_FRAME(ts) = (struct _PyInterpreterFrame *)f;
     return outer;
 }
 
 static inline void
 pyframe_restore_current(PyThreadState *ts, tc_iframe *outer)
 {
-    ts->cframe->current_frame = (struct _PyInterpreterFrame *)outer;
+    TC_CURRENT_FRAME(ts) = (struct _PyInterpreterFrame *)outer;
 }
 
-/* co_localspluskinds bits (internal pycore_code.h, same in 3.11/3.12). */
+/* co_localspluskinds bits (internal pycore_code.h, same in 3.11-3.13). */
 #define TC_CO_FAST_LOCAL 0x20
 #define TC_CO_FAST_CELL 0x40
 #define TC_CO_FAST_FREE 0x80
@@ -233,12 +298,7 @@ int pyframe_run_prologue(tc_iframe *f);
  * at code unit op_pc had raised it: the traceback gets the frame's line
  * and the frame's own try/except blocks see it (generator.throw() uses the
  * same path). */
-static inline PyObject *
-pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
-{
-    f->prev_instr = pyframe_code_start(f->f_code) + op_pc;
-    return _PyEval_EvalFrameDefault(ts, (struct _PyInterpreterFrame *)f, 1);
-}
+PyObject *pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc);
 
 /* Opcode numbering and the static properties we need, per version. */
 #ifndef KW_NAMES
@@ -277,6 +337,42 @@ pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
 #ifndef LIST_TO_TUPLE
 #define LIST_TO_TUPLE (-13)
 #endif
+/* new in 3.13 */
+#ifndef TO_BOOL
+#define TO_BOOL (-14)
+#endif
+#ifndef CALL_KW
+#define CALL_KW (-15)
+#endif
+#ifndef LOAD_FAST_LOAD_FAST
+#define LOAD_FAST_LOAD_FAST (-16)
+#endif
+#ifndef STORE_FAST_STORE_FAST
+#define STORE_FAST_STORE_FAST (-17)
+#endif
+#ifndef STORE_FAST_LOAD_FAST
+#define STORE_FAST_LOAD_FAST (-18)
+#endif
+#ifndef CONVERT_VALUE
+#define CONVERT_VALUE (-19)
+#endif
+#ifndef FORMAT_SIMPLE
+#define FORMAT_SIMPLE (-20)
+#endif
+#ifndef FORMAT_WITH_SPEC
+#define FORMAT_WITH_SPEC (-21)
+#endif
+#ifndef SET_FUNCTION_ATTRIBUTE
+#define SET_FUNCTION_ATTRIBUTE (-22)
+#endif
+/* 3.12+: super().name in one instruction, [super, class, self] on the
+ * stack (class and self are what zero-argument super() would find);
+ * the name is oparg >> 2, a method load when oparg & 1. */
+#ifndef LOAD_SUPER_ATTR
+#define LOAD_SUPER_ATTR (-23)
+#endif
+#define TC_LOAD_SUPER_ATTR_NAME(oparg) ((oparg) >> 2)
+#define TC_LOAD_SUPER_ATTR_IS_METHOD(oparg) ((oparg) & 1)
 
 /* list -> tuple before a call with *args: an opcode on 3.11, an intrinsic
  * (pycore_intrinsics.h INTRINSIC_LIST_TO_TUPLE) on 3.12. */
@@ -286,14 +382,46 @@ pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
      || ((opcode) == CALL_INTRINSIC_1 && (oparg) == TC_INTRINSIC_LIST_TO_TUPLE))
 
 /* Where FOR_ITER goes when its iterator is exhausted (it pops the
- * iterator first).  3.12 also skips the END_FOR the jump lands on. */
+ * iterator first).  3.12 also skips the END_FOR the jump lands on, 3.13
+ * the END_FOR and the POP_TOP after it. */
 static inline int
 pyframe_for_iter_exit(int oparg, int next_pc)
 {
-#if TC_PY312
+#if TC_PY313
+    return next_pc + oparg + 2;
+#elif TC_PY312
     return next_pc + oparg + 1;
 #else
     return next_pc + oparg;
+#endif
+}
+
+/* 3.13 has no LOAD_CLOSURE: LOAD_FAST of a cell slot pushes the cell. */
+#define TC_LOAD_FAST_OF_CELL_IS_CLOSURE TC_PY313
+
+/* Values END_FOR pops: the item and the iterator on 3.12; 3.13 pops the
+ * item and has a POP_TOP follow for the iterator. */
+#define TC_END_FOR_POPS (TC_PY313 ? 1 : 2)
+
+/* Where a call's NULL goes.  3.11/3.12: [NULL, callable, args] and
+ * [method, self, args]; 3.13: [callable, NULL, args] and [method, self,
+ * args] (LOAD_GLOBAL and a method LOAD_ATTR push their NULL last).  The
+ * tracer keeps the 3.12 order inside one instruction and swaps at the
+ * instruction's edges on 3.13. */
+#define TC_NULL_AFTER_CALLABLE TC_PY313
+
+/* The callable and self of a call from the two stack entries below its
+ * arguments (`lo` deeper): *self is NULL for a plain call. */
+static inline void
+pyframe_call_target(PyObject *lo, PyObject *hi, PyObject **callable,
+                    PyObject **self)
+{
+#if TC_PY313
+    *callable = lo;
+    *self = hi;
+#else
+    *callable = lo != NULL ? lo : hi;
+    *self = lo != NULL ? hi : NULL;
 #endif
 }
 
@@ -302,7 +430,18 @@ pyframe_for_iter_exit(int oparg, int next_pc)
  * load), oparg on 3.11 (LOAD_METHOD is separate). */
 #define TC_LOAD_ATTR_METHOD_FLAG TC_PY312
 
-#if TC_PY312
+/* COMPARE_OP: 3.13 keeps the comparison in oparg >> 5 and sets bit 4 when
+ * the result feeds a jump (the result is then made a bool). */
+#if TC_PY313
+#define TC_COMPARE_OP_ARG(oparg) ((oparg) >> 5)
+#define TC_COMPARE_OP_TO_BOOL(oparg) ((oparg) & 16)
+#else
+#define TC_COMPARE_OP_TO_BOOL(oparg) 0
+#endif
+#if TC_PY313
+#define TC_LOAD_ATTR_NAME(oparg) ((oparg) >> 1)
+#define TC_LOAD_ATTR_IS_METHOD(opcode, oparg) ((oparg) & 1)
+#elif TC_PY312
 #define TC_COMPARE_OP_ARG(oparg) ((oparg) >> 4)
 #define TC_LOAD_ATTR_NAME(oparg) ((oparg) >> 1)
 #define TC_LOAD_ATTR_IS_METHOD(opcode, oparg) ((oparg) & 1)
@@ -387,6 +526,58 @@ pyframe_jump(int opcode, int oparg, int next_pc, int *target)
  * the running interpreter's dis module so no table is hard-coded. */
 extern unsigned char tc_inline_caches[256];
 int pyframe_init_opcode_info(void);
+
+/* Decode the instruction at code unit *pc (an EXTENDED_ARG prefix
+ * included): *pc moves past the prefixes to the instruction, and come back
+ * *opcode, *oparg and, returned, the pc after the instruction and its
+ * caches.  Instructions that 3.13 split up come back as the one 3.12
+ * instruction they replace, so the tracer and the runtime know a single
+ * form:
+ *   CONVERT_VALUE c       -> FORMAT_VALUE c       (str/repr/ascii; the
+ *   FORMAT_SIMPLE         -> FORMAT_VALUE 0        result is a str, which
+ *   FORMAT_WITH_SPEC      -> FORMAT_VALUE spec     formats as itself)
+ *   MAKE_FUNCTION + SET_FUNCTION_ATTRIBUTE f...  -> MAKE_FUNCTION (f | ...)
+ *     (the attributes are below the code object in the order
+ *     MAKE_FUNCTION's flags had them, as 3.12 pushed them). */
+static inline int
+pyframe_decode(const tc_codeunit *code, int ncode, int *at, int *opcode,
+               int *oparg)
+{
+    int pc = *at;
+    int op = code[pc] & 0xff, arg = code[pc] >> 8;
+    while (op == EXTENDED_ARG && pc + 1 < ncode) {
+        pc++;
+        op = code[pc] & 0xff;
+        arg = (arg << 8) | (code[pc] >> 8);
+    }
+    int next = pc + 1 + tc_inline_caches[op];
+#if TC_PY313
+    switch (op) {
+    case CONVERT_VALUE:
+        op = FORMAT_VALUE;
+        break;
+    case FORMAT_SIMPLE:
+        op = FORMAT_VALUE;
+        arg = 0;
+        break;
+    case FORMAT_WITH_SPEC:
+        op = FORMAT_VALUE;
+        arg = FVS_HAVE_SPEC;
+        break;
+    case MAKE_FUNCTION:
+        while (next < ncode
+               && (code[next] & 0xff) == SET_FUNCTION_ATTRIBUTE) {
+            arg |= code[next] >> 8;
+            next += 1 + tc_inline_caches[SET_FUNCTION_ATTRIBUTE];
+        }
+        break;
+    }
+#endif
+    *at = pc;
+    *opcode = op;
+    *oparg = arg;
+    return next;
+}
 
 /* MAKE_FUNCTION's operands, by flag bit (oparg & 1 << bit). */
 enum {

@@ -565,11 +565,16 @@ tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
             i++;
         }
         for (i++; i < n; i++) {
-            PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
-            PyObject *descr = PyDict_GetItemWithError(d, name);
+            PyObject *d = pyframe_type_dict(
+                (PyTypeObject *)PyTuple_GET_ITEM(mro, i));
+            PyObject *descr = d ? Py_XNewRef(PyDict_GetItemWithError(d, name))
+                                : NULL;
+            Py_XDECREF(d);
             if (descr != NULL) {
-                return class_attr(T, tp, (PyTypeObject *)PyTuple_GET_ITEM(
-                                      mro, i), self, name, method, descr);
+                int rc = class_attr(T, tp, (PyTypeObject *)PyTuple_GET_ITEM(
+                                        mro, i), self, name, method, descr);
+                Py_DECREF(descr);
+                return rc;
             }
             if (PyErr_Occurred()) {
                 return ERROR;

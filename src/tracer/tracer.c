@@ -1015,6 +1015,7 @@ exit_kind_for(int opcode, int oparg, int next_pc, int *jump, int *target)
     }
     switch (opcode) {
     case CALL:
+    case CALL_KW:
     case CALL_FUNCTION_EX:
     case LOAD_ATTR:
     case LOAD_METHOD:
@@ -1083,6 +1084,100 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
 
 /* ---- dispatch ---------------------------------------------------------------------- */
 
+/* 3.13 keeps a call's NULL above the callable (TC_NULL_AFTER_CALLABLE);
+ * the tracer's call paths take the 3.12 order.  `hi` is the stack depth of
+ * the entry above the callable: swap the pair where it holds the NULL. */
+static void
+null_below_callable(tracer *T, int hi)
+{
+    if (TC_NULL_AFTER_CALLABLE && hi >= 1 && T->sp >= hi + 1
+        && T->stack[T->sp - hi]->kind == TC_VAR_NULL) {
+        tc_var *null = T->stack[T->sp - hi];
+        T->stack[T->sp - hi] = T->stack[T->sp - hi - 1];
+        T->stack[T->sp - hi - 1] = null;
+    }
+}
+
+/* The other way, after an instruction pushed [NULL, value] (a method
+ * LOAD_ATTR of a plain attribute, LOAD_GLOBAL with a NULL). */
+static int
+null_above_callable(tracer *T, int rc)
+{
+    if (TC_NULL_AFTER_CALLABLE && rc == OK && T->sp >= 2
+        && T->stack[T->sp - 2]->kind == TC_VAR_NULL) {
+        tc_var *null = T->stack[T->sp - 2];
+        T->stack[T->sp - 2] = T->stack[T->sp - 1];
+        T->stack[T->sp - 1] = null;
+    }
+    return rc;
+}
+
+/* LOAD_SUPER_ATTR (3.12+): super(class, self).name, as 3.11 spells it
+ * (CALL of super, then LOAD_ATTR), through the same call and attribute
+ * paths. */
+static int
+op_load_super_attr(tracer *T, int oparg)
+{
+    if (T->sp < 3) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    tc_var *self = T->stack[T->sp - 1], *cls = T->stack[T->sp - 2];
+    tc_var *sup = T->stack[T->sp - 3];
+    T->sp -= 3;
+    int method = TC_LOAD_SUPER_ATTR_IS_METHOD(oparg);
+    tc_var *null = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+    if (null == NULL || tc_tr_push(T, null) != OK || tc_tr_push(T, sup) != OK
+        || tc_tr_push(T, cls) != OK || tc_tr_push(T, self) != OK) {
+        return ERROR;
+    }
+    int rc = tc_tr_op_call(T, 2);
+    if (rc == OK) {
+        rc = tc_tr_op_load_attr(
+            T, PyTuple_GET_ITEM(T->co->co_names,
+                                TC_LOAD_SUPER_ATTR_NAME(oparg)), method);
+    }
+    return method ? null_above_callable(T, rc) : rc;
+}
+
+/* LOAD_FAST of a cell or free slot pushes the cell itself: 3.13's
+ * spelling of LOAD_CLOSURE. */
+static int
+load_fast(tracer *T, int i)
+{
+    return TC_LOAD_FAST_OF_CELL_IS_CLOSURE && is_cell_slot(T, i)
+           ? load_closure(T, i) : load_local(T, i);
+}
+
+/* CALL_KW (3.13): the keyword names are a constant tuple on the stack. */
+static int
+op_call_kw(tracer *T, int argc)
+{
+    tc_var *names = tc_tr_pop(T);
+    if (names == NULL || names->kind != TC_VAR_TUPLE) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    PyObject *kw = PyTuple_New(names->nitems);
+    if (kw == NULL) {
+        return ERROR;
+    }
+    for (int i = 0; i < names->nitems; i++) {
+        PyObject *k = names->items[i]->obj;
+        if (k == NULL || !PyUnicode_Check(k)) {
+            Py_DECREF(kw);
+            return tc_tr_unsupported(T, "keywords must be strings");
+        }
+        PyTuple_SET_ITEM(kw, i, Py_NewRef(k));
+    }
+    tc_var *keep = tc_var_const(&T->sh->arena, kw, -1);  /* owns kw */
+    Py_DECREF(kw);
+    if (keep == NULL) {
+        return ERROR;
+    }
+    null_below_callable(T, argc + 1);
+    T->kwnames = keep->obj;
+    return tc_tr_op_call(T, argc);
+}
+
 
 static int
 trace_instruction(tracer *T, int opcode, int oparg, int *next)
@@ -1103,11 +1198,26 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return OK;
     case LOAD_FAST:
     case LOAD_FAST_CHECK:
+        return load_fast(T, oparg);
     case LOAD_DEREF:
         return load_local(T, oparg);
     case STORE_FAST:
     case STORE_DEREF:
         return store_local(T, oparg);
+    case LOAD_FAST_LOAD_FAST:  /* 3.13 pairs: two 4-bit slots */
+    case STORE_FAST_STORE_FAST:
+    case STORE_FAST_LOAD_FAST: {
+        int rc = opcode == LOAD_FAST_LOAD_FAST ? load_fast(T, oparg >> 4)
+                                               : store_local(T, oparg >> 4);
+        return rc != OK ? rc
+               : opcode == STORE_FAST_STORE_FAST ? store_local(T, oparg & 15)
+               : load_fast(T, oparg & 15);
+    }
+    case TO_BOOL:
+        /* 3.13 makes the condition a bool before POP_JUMP_IF_* and
+         * UNARY_NOT; both take the value's truth in the tracer, and a
+         * BRANCH exit takes bool() of it: the value stays as it is */
+        return T->sp > 0 ? OK : tc_tr_unsupported(T, "malformed stack");
     case LOAD_FAST_AND_CLEAR:
         return load_fast_and_clear(T, oparg);
     case LOAD_CLOSURE:
@@ -1120,19 +1230,31 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
             && tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) < 0) {
             return ERROR;
         }
-        return load_global(T, PyTuple_GET_ITEM(co->co_names, oparg >> 1));
+        return (oparg & 1)
+               ? null_above_callable(T, load_global(
+                     T, PyTuple_GET_ITEM(co->co_names, oparg >> 1)))
+               : load_global(T, PyTuple_GET_ITEM(co->co_names, oparg >> 1));
     case LOAD_ATTR:
     case LOAD_METHOD:
+        if (TC_LOAD_ATTR_IS_METHOD(opcode, oparg)) {
+            return null_above_callable(T, tc_tr_op_load_attr(
+                T, PyTuple_GET_ITEM(co->co_names, TC_LOAD_ATTR_NAME(oparg)),
+                1));
+        }
         return tc_tr_op_load_attr(
-            T, PyTuple_GET_ITEM(co->co_names, TC_LOAD_ATTR_NAME(oparg)),
-            TC_LOAD_ATTR_IS_METHOD(opcode, oparg));
+            T, PyTuple_GET_ITEM(co->co_names, TC_LOAD_ATTR_NAME(oparg)), 0);
+    case LOAD_SUPER_ATTR:
+        return op_load_super_attr(T, oparg);
     case PUSH_NULL:
         return tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1));
     case KW_NAMES:
         T->kwnames = PyTuple_GET_ITEM(co->co_consts, oparg);
         return OK;
     case CALL:
+        null_below_callable(T, oparg + 1);
         return tc_tr_op_call(T, oparg);
+    case CALL_KW:
+        return op_call_kw(T, oparg);
     case BINARY_OP:
         return tc_tr_op_binary(T, oparg);
     case COMPARE_OP:
@@ -1203,7 +1325,7 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case FOR_ITER:
         return tc_tr_op_for_iter(T, oparg, next);
     case END_FOR:
-        return tc_tr_pop(T) && tc_tr_pop(T)
+        return tc_tr_pop(T) && (TC_END_FOR_POPS == 1 || tc_tr_pop(T))
                ? OK : tc_tr_unsupported(T, "malformed stack");
     case BEFORE_WITH:
         return tc_tr_op_before_with(T);
@@ -1215,6 +1337,7 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
     case DICT_UPDATE:
         return tc_tr_op_dict_merge(T, oparg, opcode == DICT_MERGE);
     case CALL_FUNCTION_EX:
+        null_below_callable(T, (oparg & 1) + 2);
         return tc_tr_op_call_ex(T, oparg);
     case FORMAT_VALUE:
         return tc_tr_op_format_value(T, oparg);
@@ -1260,13 +1383,8 @@ tc_tr_run(tracer *T)
     int pc = T->start_pc, budget = INSTRUCTION_BUDGET;
     while (pc < T->ncode) {
         T->pc = pc;
-        int opcode = T->code[pc] & 0xff, oparg = T->code[pc] >> 8;
-        while (opcode == EXTENDED_ARG) {
-            pc++;
-            opcode = T->code[pc] & 0xff;
-            oparg = (oparg << 8) | (T->code[pc] >> 8);
-        }
-        int next = pc + 1 + tc_inline_caches[opcode];
+        int opcode, oparg;
+        int next = pyframe_decode(T->code, T->ncode, &pc, &opcode, &oparg);
         int sp = T->sp;
         PyObject *kwnames = T->kwnames;
         memcpy(T->saved_stack, T->stack, sp * sizeof(tc_var *));
