@@ -168,6 +168,15 @@ tc_tr_is_set_var(const tc_var *v)
            && v->items[0]->kind == TC_VAR_TUPLE;
 }
 
+/* Whether var x can be an item of a set the trace knows: a constant, or
+ * an object guarded by identity (torch.float32, a module), whose hash and
+ * equality the real object answers as at run time. */
+static int
+set_item_known(const tc_var *x)
+{
+    return x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT;
+}
+
 /* A real set of the items of tuple var t (all constants): a new
  * reference, or NULL with *rc set. */
 static PyObject *
@@ -181,7 +190,7 @@ real_set(tracer *T, tc_var *t, int *rc)
             Py_CLEAR(set);
             break;
         }
-        if (x->kind != TC_VAR_CONST) {
+        if (!set_item_known(x)) {
             *rc = tc_tr_unsupported(T, "a set of a %s", tc_var_kind_name(x));
             Py_CLEAR(set);
             break;
@@ -206,7 +215,7 @@ make_set(tracer *T, tc_var **items, int n, int *rc)
         if ((*rc = tc_tr_reify(T, items[i])) != OK) {
             break;
         }
-        if (items[i]->kind != TC_VAR_CONST) {
+        if (!set_item_known(items[i])) {
             *rc = tc_tr_unsupported(T, "a set of a %s",
                                     tc_var_kind_name(items[i]));
             break;

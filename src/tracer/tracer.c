@@ -641,8 +641,10 @@ tc_var *
 tc_tr_const_var(tracer *T, PyObject *value)
 {
     if (!PyTuple_CheckExact(value)) {
+        /* a frozenset constant (`x in {"a", "b"}`) holds constants only */
         if (tc_tr_is_python_scalar(value) || is_known_object(value)
-            || value == Py_Ellipsis || PySlice_Check(value)) {
+            || value == Py_Ellipsis || PySlice_Check(value)
+            || PyFrozenSet_CheckExact(value)) {
             return tc_var_const(&T->sh->arena, value, -1);
         }
         tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
