@@ -53,3 +53,17 @@ def test_set_of_dtypes():
 
     run_both(g, torch.randn(2), expect_compiled=True)
     run_both(g, torch.randn(2).double(), expect_compiled=True)
+
+
+def test_dtype_compared_with_torch_dtype():
+    # F.linear_cross_entropy: `target.dtype != torch.int64`
+    def f(x, t):
+        if t.dtype != torch.int64 or torch.float32 == x.dtype:
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    whole(f, x, torch.arange(3))
+    for t in (torch.arange(3), torch.arange(3, dtype=torch.int32)):
+        run_both(f, x, t, expect_compiled=True)
+        run_both(f, x.double(), t, expect_compiled=True)
