@@ -67,3 +67,15 @@ def test_dtype_compared_with_torch_dtype():
     for t in (torch.arange(3), torch.arange(3, dtype=torch.int32)):
         run_both(f, x, t, expect_compiled=True)
         run_both(f, x.double(), t, expect_compiled=True)
+
+
+def test_with_on_a_set_raises_as_eager():
+    # a set the trace built is made at the exit by a call, like a grad-mode
+    # context: `with` on it must not be taken for one (it ran the block)
+    def f(x):
+        s = {1, 2}
+        with s:
+            y = x + 1
+        return y
+
+    run_both(f, torch.randn(2))

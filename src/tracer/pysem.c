@@ -823,11 +823,16 @@ const_truth(tracer *T, tc_var *v, int *truth)
 }
 
 static int
-is_grad_ctx_object(PyObject *obj)
+is_grad_ctx_object_type(PyObject *tp)
 {
-    PyObject *tp = (PyObject *)Py_TYPE(obj);
     return tp == K.no_grad || tp == K.enable_grad || tp == K.inference_mode
            || tp == K.set_grad_enabled;
+}
+
+static int
+is_grad_ctx_object(PyObject *obj)
+{
+    return is_grad_ctx_object_type((PyObject *)Py_TYPE(obj));
 }
 
 /* The grad mode a call makes a context manager for (0/1), -1 if fn is
@@ -921,9 +926,13 @@ int
 tc_tr_op_before_with(tracer *T)
 {
     tc_var *ctx = tc_tr_peek(T, 1);
-    if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
-        || ctx->node != TC_TMPL_CALL || tc_tr_is_new_object(ctx)
-        || tc_tr_is_super(ctx) || tc_tr_structseq_items(ctx) != NULL) {
+    /* (other values made at the exit by a call: sets, closures, classes) */
+    int grad_ctx = ctx != NULL && ctx->kind == TC_VAR_DEFERRED
+        && ctx->node == TC_TMPL_CALL
+        && (PyType_Check(ctx->obj) ? is_grad_ctx_object_type(ctx->obj)
+            : PyMethod_Check(ctx->obj)
+              && is_grad_ctx_object(PyMethod_GET_SELF(ctx->obj)));
+    if (!grad_ctx) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
                                  "context managers are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
