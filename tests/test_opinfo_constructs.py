@@ -79,3 +79,119 @@ def test_with_on_a_set_raises_as_eager():
         return y
 
     run_both(f, torch.randn(2))
+
+
+def _combine(x, mask):
+    # torch.masked._combine_input_and_mask's shape: a class statement whose
+    # class only a MaskedTensor input uses
+    def helper(x, mask):
+        return x if mask is None else torch.where(mask, x, 0)
+
+    class Combine(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, mask):
+            return helper(x, mask)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+
+    return Combine.apply(x, mask) if isinstance(x, list) else helper(x, mask)
+
+
+def test_class_statement_unused_class():
+    def f(x, m):
+        return _combine(x * 2, m) + 1
+
+    x = torch.randn(5)
+    whole(f, x, x > 0)
+    run_both(f, x, x > 0, expect_compiled=True)
+    run_both(lambda x, m: torch.masked.sum(x, 0, mask=m), x, x > 0,
+             expect_compiled=True)
+    whole(lambda x, m: torch.masked.amax(x, 0, mask=m), x, x > 0)
+
+
+def test_class_statement_class_escapes():
+    # the class is made at the exit, a new one per call, as eager does
+    def f(x):
+        class P:
+            k = 3
+
+            def get(self):
+                return self.k
+        return x + 1, P
+
+    x = torch.randn(3)
+    whole(f, x)
+    compiled = tcjit.compile(f)
+    r1, r2 = compiled(x), compiled(x)
+    assert torch.equal(r1[0], x + 1)
+    assert r1[1] is not r2[1] and r1[1].k == 3 and r1[1]().get() == 3
+    assert r1[1].__qualname__ == f(x)[1].__qualname__
+
+
+def test_class_statement_with_effects_breaks():
+    # a body that runs code, a used class, a base's __init_subclass__ or
+    # another metaclass: eager's effects happen (once per call)
+    seen = []
+
+    class Registered:
+        def __init_subclass__(cls):
+            seen.append(cls.__name__)
+
+    class Meta(type):
+        def __init__(cls, *a):
+            seen.append("meta")
+            super().__init__(*a)
+
+    def body_runs(x):
+        class P:
+            seen.append("body")
+        return x + 1
+
+    def used(x):
+        class P:
+            k = 2
+        return x * P.k
+
+    def subclass(x):
+        class Q(Registered):
+            pass
+        return x + 1
+
+    def meta(x):
+        class R(metaclass=Meta):
+            pass
+        return x + 1
+
+    def meta_base(x):
+        Base = Meta("Base", (), {})
+        class S(Base):
+            pass
+        return x + 1
+
+    x = torch.randn(3)
+    for fn, want in ((body_runs, ["body"]), (used, []), (subclass, ["Q"]),
+                     (meta, ["meta"]), (meta_base, ["meta", "meta"])):
+        seen.clear()
+        compiled = tcjit.compile(fn)
+        for _ in range(2):
+            assert torch.equal(compiled(x), fn(x))
+        assert seen == want * 4, (fn.__name__, seen)
+        assert explain(fn, x).graph_break_count >= 1
+
+
+def test_dtype_queries_fold():
+    # torch.masked._reduction_identity: torch.is_floating_point(input)
+    def f(x):
+        y = x * 2
+        if torch.is_floating_point(y) and not y.is_complex():
+            return y + 1
+        if x.is_signed():
+            return y - 1
+        return y
+
+    for x in (torch.randn(3), torch.arange(3), torch.arange(3).byte(),
+              torch.randn(3).to(torch.bfloat16)):
+        whole(f, x)
+        run_both(f, x, expect_compiled=True)

@@ -3429,6 +3429,9 @@ tc_tr_op_call(tracer *T, int argc)
         rc = tc_tr_inline_call(T, callable, args, nargs, kwnames);
         return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
     }
+    if (tc_tr_is_build_class(T, fn)) {
+        return tc_tr_build_class(T, args, nargs, kwnames);
+    }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
         return rc;

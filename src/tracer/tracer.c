@@ -1172,6 +1172,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return OK;
     case MAKE_FUNCTION:
         return tc_tr_op_make_function(T, oparg);
+    case LOAD_BUILD_CLASS:
+        return tc_tr_op_load_build_class(T);
     case GET_ITER:
         return tc_tr_op_get_iter(T);
     case FOR_ITER:
