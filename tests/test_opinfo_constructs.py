@@ -195,3 +195,36 @@ def test_dtype_queries_fold():
               torch.randn(3).to(torch.bfloat16)):
         whole(f, x)
         run_both(f, x, expect_compiled=True)
+
+
+TABLE = {("cpu", torch.float32): 2.0, ("cuda", torch.float32): 3.0,
+         ("cpu", torch.float64): 4.0}
+
+
+def test_global_dict_with_tuple_keys():
+    # LinearCrossEntropyOptions: _AUTO_DEFAULTS.get((device.type, dtype))
+    def f(x):
+        return x * TABLE.get((x.device.type, x.dtype), 1.0)
+
+    x = torch.randn(3)
+    whole(f, x)
+    compiled = run_both(f, x, expect_compiled=True)
+    run_both(f, x.double(), expect_compiled=True)
+    TABLE[("cpu", torch.float32)] = 5.0    # guarded: recompiles
+    try:
+        assert torch.equal(compiled(x), x * 5.0)
+    finally:
+        TABLE[("cpu", torch.float32)] = 2.0
+
+
+def test_call_with_many_arguments():
+    # F.multi_head_attention_forward takes 19 arguments
+    def g(x, *a):
+        return x + sum(a)
+
+    def f(x):
+        return g(x, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                 17, 18)
+
+    whole(f, torch.randn(3))
+    run_both(f, torch.randn(3), expect_compiled=True)

@@ -998,6 +998,8 @@ replace_contents(tc_var *v, tc_var *n)
  * value a source of its own.  Its template stays the source (the real
  * dict, which the trace never mutates).  NOT_HANDLED if v is no such
  * dict. */
+static int constant_key(PyObject *k, int depth);
+
 int
 tc_tr_as_dict(tracer *T, tc_var *v)
 {
@@ -1018,7 +1020,7 @@ tc_tr_as_dict(tracer *T, tc_var *v)
     PyObject *keys = PyTuple_New(n);
     int i = 0, rc = keys ? OK : ERROR;
     while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
-        if (!PyUnicode_CheckExact(k)) {
+        if (!constant_key(k, 0)) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    Py_TYPE(k)->tp_name);
             break;
@@ -1049,13 +1051,24 @@ tc_tr_as_dict(tracer *T, tc_var *v)
 
 /* Where key is among d's keys (hash, then identity or equality, as a
  * real dict finds it): *at is its index or -1.  A key must be a
- * constant; an unhashable one breaks (eager raises TypeError). */
+ * constant (or a tuple of them); an unhashable one breaks (eager raises
+ * TypeError). */
 static int
 dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
 {
     int rc = tc_tr_reify(T, key);
     if (rc != OK) {
         return rc;
+    }
+    if (key->kind == TC_VAR_TUPLE) {
+        PyObject *kv = tc_tr_const_value(T, key);
+        if (kv == NULL && PyErr_Occurred()) {
+            return ERROR;
+        }
+        key = kv ? new_const(T, kv) : key;
+        if (key == NULL) {
+            return ERROR;
+        }
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T, "a dict key of type %s",
@@ -1077,6 +1090,28 @@ dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
         return tc_tr_unsupported_from_exception(T, "dict lookup");
     }
     return OK;
+}
+
+/* Whether key k of a dict read from the frame is a constant whose
+ * equality the guard on the keys decides: a str, int, bool or None, a
+ * torch.dtype, or a tuple of them (_AUTO_DEFAULTS[(device.type,
+ * dtype)]). */
+static int
+constant_key(PyObject *k, int depth)
+{
+    if (PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBool_Check(k)
+        || k == Py_None || tc_dtype_from_torch(k) >= 0) {
+        return 1;
+    }
+    if (!PyTuple_CheckExact(k) || depth > 2) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(k); i++) {
+        if (!constant_key(PyTuple_GET_ITEM(k, i), depth + 1)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Whether src is the frame's own **kwargs dict, read by a segment that
@@ -3345,8 +3380,8 @@ tc_tr_op_call(tracer *T, int argc)
         argv--;
         nargs++;
     }
-    tc_var *args[16];
-    if (nargs > 16) {
+    tc_var *args[TC_MAX_CALL_ARGS];
+    if (nargs > TC_MAX_CALL_ARGS) {
         return tc_tr_unsupported(T, "call with %d arguments", nargs);
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
