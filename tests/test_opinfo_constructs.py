@@ -228,3 +228,10 @@ def test_call_with_many_arguments():
 
     whole(f, torch.randn(3))
     run_both(f, torch.randn(3), expect_compiled=True)
+
+    def h(x):
+        a = (x,) + tuple(range(19))
+        return g(*a)      # CALL_FUNCTION_EX of 20 arguments
+
+    whole(h, torch.randn(3))
+    run_both(h, torch.randn(3), expect_compiled=True)

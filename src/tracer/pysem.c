@@ -1578,7 +1578,7 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     }
     int n = a->nitems + (kw ? kw->nitems : 0);
     tc_var *args[TC_MAX_CALL_ARGS];
-    if (n > 16) {
+    if (n > TC_MAX_CALL_ARGS) {
         return tc_tr_unsupported(T, "call with %d arguments", n);
     }
     memcpy(args, a->items, a->nitems * sizeof(tc_var *));
