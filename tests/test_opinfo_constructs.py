@@ -5,18 +5,7 @@ import torch
 
 import tcjit
 from conftest import run_both
-
-
-def explain(fn, *args):
-    return tcjit.explain(fn)(*args)
-
-
-def whole(fn, *args):
-    """fn is one graph without breaks."""
-    ex = explain(fn, *args)
-    assert ex.graph_count == 1 and ex.graph_break_count == 0, \
-        [b.reason for b in ex.break_reasons]
-    return ex
+from test_extern_generic import explain, whole
 
 
 def test_in_frozenset_constant():
