@@ -14,7 +14,8 @@
  * when
  *   - its body only binds names to constants and functions (decorated by
  *     staticmethod, classmethod or property at most): no other call, no
- *     read of a name the body binds, no annotations;
+ *     read of an undefined name, no other statement (annotations
+ *     included);
  *   - its bases are classes the trace pins (guarded by identity) and
  *     there are no keywords (metaclass=...);
  *   - its metaclass is type, abc.ABCMeta, or torch.autograd.Function's
@@ -92,14 +93,14 @@ body_code(tc_var *f)
     return NULL;
 }
 
-/* What LOAD_NAME of name in the body reads when the body function's
- * globals are the traced function's: 1 a builtin decorator (staticmethod,
+/* What LOAD_NAME of name in the body reads from the body function's
+ * globals or the builtins: 1 a builtin decorator (staticmethod,
  * classmethod, property: calling one has no effect), 0 another value, -1
  * none (eager raises NameError). */
 static int
-name_kind(tracer *T, PyObject *name)
+name_kind(tracer *T, PyObject *globals, PyObject *name)
 {
-    PyObject *v = PyDict_GetItemWithError(T->globals, name);
+    PyObject *v = PyDict_GetItemWithError(globals, name);
     if (v == NULL && !PyErr_Occurred()) {
         v = PyDict_GetItemWithError(T->builtins, name);
     }
@@ -120,7 +121,7 @@ enum { V_PURE = 'd', V_NULL = 'n', V_OTHER = 'o' };
  * stack of what each value is shows that every call calls a builtin
  * decorator. */
 static const char *
-body_effect(tracer *T, PyCodeObject *co)
+body_effect(tracer *T, PyCodeObject *co, PyObject *globals)
 {
     PyObject *bytes = PyCode_GetCode(co);
     if (bytes == NULL) {
@@ -158,7 +159,8 @@ body_effect(tracer *T, PyCodeObject *co)
                 bound = c[2 * j] == STORE_NAME
                         && c[2 * j + 1] == (arg & 0xff);
             }
-            int k = name_kind(T, PyTuple_GET_ITEM(co->co_names, arg));
+            int k = name_kind(T, globals,
+                              PyTuple_GET_ITEM(co->co_names, arg));
             if (!bound && k < 0) {
                 why = "reads an undefined name";
                 break;
@@ -305,7 +307,10 @@ tc_tr_build_class(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
         return tc_tr_unsupported(T, "a class statement the tracer cannot "
                                  "read");
     }
-    const char *why = body_effect(T, (PyCodeObject *)code);
+    /* (a function made now, of another module, reads its own globals) */
+    PyObject *globals = args[0]->kind == TC_VAR_UNKNOWN
+        ? PyFunction_GET_GLOBALS(args[0]->obj) : T->globals;
+    const char *why = body_effect(T, (PyCodeObject *)code, globals);
     if (why != NULL) {
         return tc_tr_unsupported(T, "class %U defined in traced code: its "
                                  "body %s", args[1]->obj, why);
