@@ -515,3 +515,37 @@ def test_op_without_meta_kernel_runs_on_fake_tensors():
     assert any("no meta kernel (output shape may depend on data): "
                "DynamicOutputShapeException" in r for r in reasons(g, x))
     run_both(g, x)
+
+
+@pytest.mark.parametrize("backend", ["auto", "eager"])
+def test_complex_values_between_externs(backend):
+    # complex tensors are graph values that only torch's own ops (generic
+    # externs) make and take: fft -> abs fuses around them, a complex
+    # result is returned as is
+    def f(x):
+        c = torch.fft.rfft(x * 2)
+        return torch.fft.irfft(torch.fft.fft(c).conj_physical()) + 1, c
+
+    def g(x):
+        return torch.fft.fft2(x).abs().sin() * 2, torch.polar(x.abs(), x)
+
+    x = torch.randn(4, 8)
+    for fn in (f, g):
+        run_both(fn, x, backend=backend, expect_compiled=True)
+        whole(fn, x)
+
+
+def test_complex_value_reaching_a_kernel_breaks():
+    # a complex operand of a fused op (tcjit's kernels compute real dtypes
+    # only) is a break with a reason, and the value is eager's
+    def f(x):
+        return torch.fft.fft(x) + 1
+
+    def g(x):
+        return torch.view_as_complex(torch.stack([x, x], -1)) * 2
+
+    x = torch.randn(8)
+    for fn in (f, g):
+        run_both(fn, x)
+        assert explain(fn, x).graph_break_count >= 1
+    assert any("complex64" in r for r in reasons(f, x))

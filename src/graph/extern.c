@@ -519,11 +519,7 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     n.dtype = n.attr_dtype = x.dtype;
     memcpy(n.xattr, x.xa, sizeof(n.xattr));
     n.xfattr = xfattr;
-    int id = tc_graph_push_node(g, &n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, &n, err, errlen);
 }
 
 int
@@ -586,11 +582,7 @@ push_generic(tc_graph *g, const char *op, int nin, const int *in,
     n.attr_dtype = dt;
     n.layout = *layout;
     memcpy(n.xattr, xattr, sizeof(n.xattr));
-    int id = tc_graph_push_node(g, &n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, &n, err, errlen);
 }
 
 int

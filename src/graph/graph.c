@@ -19,38 +19,54 @@
 
 /* ---- dtypes ---------------------------------------------------------- */
 
-static const char *const dtype_names[TC_NDTYPES] = {
+static const char *const dtype_names[TC_NALLDTYPES] = {
     "bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64",
-    "float16", "bfloat16"};
-static const char *const scalar_type_names[TC_NDTYPES] = {
+    "float16", "bfloat16", "complex32", "complex64", "complex128"};
+static const char *const scalar_type_names[TC_NALLDTYPES] = {
     "Bool", "Byte", "Char", "Short", "Int", "Long", "Float", "Double",
-    "Half", "BFloat16"};
-static const char *const dtype_short_names[TC_NDTYPES] = {
-    "b8", "u8", "i8", "i16", "i32", "i64", "f32", "f64", "f16", "bf16"};
-static const size_t dtype_sizes[TC_NDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8, 2, 2};
+    "Half", "BFloat16", "ComplexHalf", "ComplexFloat", "ComplexDouble"};
+static const char *const dtype_short_names[TC_NALLDTYPES] = {
+    "b8", "u8", "i8", "i16", "i32", "i64", "f32", "f64", "f16", "bf16",
+    "c32", "c64", "c128"};
+static const size_t dtype_sizes[TC_NALLDTYPES] = {1, 1, 1, 2, 4, 8, 4, 8, 2,
+                                                  2, 4, 8, 16};
 
+/* A dtype kernels compute. */
 static int
 dtype_valid(tc_dtype dt)
 {
     return (int)dt >= 0 && dt < TC_NDTYPES;
 }
 
+/* Any dtype a graph value may have (complex included). */
+static int
+dtype_known(tc_dtype dt)
+{
+    return (int)dt >= 0 && dt < TC_NALLDTYPES;
+}
+
 const char *
 tc_dtype_name(tc_dtype dt)
 {
-    return dtype_valid(dt) ? dtype_names[dt] : "?";
+    return dtype_known(dt) ? dtype_names[dt] : "?";
 }
 
 const char *
 tc_dtype_scalar_type_name(tc_dtype dt)
 {
-    return dtype_valid(dt) ? scalar_type_names[dt] : "Undefined";
+    return dtype_known(dt) ? scalar_type_names[dt] : "Undefined";
 }
 
 size_t
 tc_dtype_size(tc_dtype dt)
 {
-    return dtype_valid(dt) ? dtype_sizes[dt] : 0;
+    return dtype_known(dt) ? dtype_sizes[dt] : 0;
+}
+
+int
+tc_dtype_is_complex(tc_dtype dt)
+{
+    return dt >= TC_C32 && dt < TC_NALLDTYPES;
 }
 
 int
@@ -511,6 +527,27 @@ tc_graph_push_node(tc_graph *g, const tc_node *n)
     return g->nnodes++;
 }
 
+int
+tc_graph_push_op(tc_graph *g, const tc_node *n, char *err, size_t errlen)
+{
+    const char *opname = n->op >= 0 ? tc_ops[n->op].name : "?";
+    int generic = !strcmp(opname, "extern") || !strcmp(opname, "extern_item");
+    for (int k = -1; k < n->nin && !generic; k++) {
+        tc_dtype dt = k < 0 ? n->dtype : g->nodes[n->in[k]].dtype;
+        if (tc_dtype_is_complex(dt)) {
+            tc_set_err(err, errlen, "%s of a %s tensor: tcjit's kernels "
+                       "compute real dtypes only (complex values stay in "
+                       "torch's own ops)", opname, tc_dtype_name(dt));
+            return -1;
+        }
+    }
+    int id = tc_graph_push_node(g, n);
+    if (id < 0) {
+        tc_set_err(err, errlen, "out of memory");
+    }
+    return id;
+}
+
 void
 tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
 {
@@ -776,11 +813,7 @@ tc_graph_op(tc_graph *g, const char *opname, int nin, const int *in,
     if (op_layout(g, op, nin, in, compute, &n.layout, err, errlen) < 0) {
         return -1;
     }
-    int id = tc_graph_push_node(g, &n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, &n, err, errlen);
 }
 
 int
@@ -1306,11 +1339,7 @@ view_init(const tc_graph *g, tc_node *n, const char *op, int x)
 static int
 push_view(tc_graph *g, tc_node *n, char *err, size_t errlen)
 {
-    int id = tc_graph_push_node(g, n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, n, err, errlen);
 }
 
 int
@@ -2015,11 +2044,7 @@ reduce_node(tc_graph *g, const char *op, int x, unsigned mask, int keepdim,
     }
     n.layout.ndim = k;
     tc_layout_contiguous(&n.layout); /* eager allocates reductions so */
-    int id = tc_graph_push_node(g, &n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, &n, err, errlen);
 }
 
 /* Pointwise helpers for decompositions (errors propagate as -1). */
@@ -2705,11 +2730,7 @@ explicit_node(tc_graph *g, const char *opname, int nin, const int *in,
     memcpy(n.in, in, sizeof(int) * nin);
     n.attr_dtype = dt;
     n.layout = *layout;
-    int id = tc_graph_push_node(g, &n);
-    if (id < 0) {
-        tc_set_err(err, errlen, "out of memory");
-    }
-    return id;
+    return tc_graph_push_op(g, &n, err, errlen);
 }
 
 int

@@ -30,7 +30,13 @@ typedef enum {
     TC_F64,
     TC_F16,  /* torch.float16 (torch.half) */
     TC_BF16, /* torch.bfloat16 */
-    TC_NDTYPES
+    TC_NDTYPES, /* the dtypes tcjit's kernels compute; then: */
+    /* complex tensors: values of the graph that only generic extern nodes
+     * (torch's own ops) make and take, never a kernel (tc_graph_push_op) */
+    TC_C32 = TC_NDTYPES, /* torch.complex32 (torch.chalf) */
+    TC_C64,              /* torch.complex64 */
+    TC_C128,             /* torch.complex128 */
+    TC_NALLDTYPES
 } tc_dtype;
 
 /* Names as torch spells them ("float32") and as c10::ScalarType does ("Float"). */
@@ -39,6 +45,7 @@ const char *tc_dtype_scalar_type_name(tc_dtype dt);
 size_t tc_dtype_size(tc_dtype dt);
 int tc_dtype_is_float(tc_dtype dt);
 int tc_dtype_is_int(tc_dtype dt); /* integral, bool excluded */
+int tc_dtype_is_complex(tc_dtype dt);
 
 /* float16 / bfloat16: storage-only dtypes.  As in ATen and Inductor, values
  * of these dtypes are computed in float32 (at::opmath_type) and rounded to
@@ -200,6 +207,10 @@ void tc_format_double(char *buf, size_t n, double v);
  * or -1 when out of memory), and snprintf into an error buffer. */
 void tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt);
 int tc_graph_push_node(tc_graph *g, const tc_node *n);
+/* tc_graph_push_node of an op node, or -1 with a message: out of memory,
+ * or a complex tensor that a node other than a generic extern would make
+ * or take (kernels compute real dtypes only). */
+int tc_graph_push_op(tc_graph *g, const tc_node *n, char *err, size_t errlen);
 void tc_set_err(char *err, size_t errlen, const char *fmt, ...);
 
 /* ---- views (eager layouts, no copies) ------------------------------- *

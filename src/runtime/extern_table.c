@@ -427,10 +427,12 @@ tc_xtable_invoke(int id, PyObject *const *ops)
 
 /* ---- meta runs ------------------------------------------------------------ */
 
+/* The tc_dtype of torch dtype dt (complex ones too: an extern's result
+ * may be complex, graph.h), or -1. */
 static int
 dtype_code(PyObject *dt)
 {
-    for (int i = 0; i < TC_NDTYPES; i++) {
+    for (int i = 0; i < TC_NALLDTYPES; i++) {
         if (tc_alloc_dtype_object((tc_dtype)i) == dt) {
             return i;
         }

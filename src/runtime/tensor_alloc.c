@@ -211,7 +211,9 @@ tc_alloc_prepare(tc_tensor_alloc *a, const tc_plan *p, PyObject *device,
     for (int b = 0; b < nb; b++) {
         const tc_buffer *buf = &p->buffers[b];
         PyObject **argv = &a->alloc_argv[4 * b];
-        if ((unsigned)buf->dtype >= TC_NDTYPES) {
+        /* (a complex tensor is only ever an extern call's result) */
+        if ((unsigned)buf->dtype >= TC_NALLDTYPES
+            || (buf->kind != TC_BUF_EXTERN && buf->dtype >= TC_NDTYPES)) {
             PyErr_Format(PyExc_RuntimeError, "%s: bad buffer dtype", who);
             return -1;
         }

@@ -12,7 +12,7 @@ static PyObject *as_strided = NULL;     /* torch.as_strided */
 static PyObject *alloc_kwnames = NULL;  /* ("dtype", "device") */
 static PyObject *str_data_ptr = NULL;   /* interned "data_ptr" */
 static PyObject *str_storage_offset = NULL; /* interned "storage_offset" */
-static PyObject *dtype_objs[TC_NDTYPES];
+static PyObject *dtype_objs[TC_NALLDTYPES];
 
 int
 tc_alloc_init(void)
@@ -24,7 +24,7 @@ tc_alloc_init(void)
     if (torch == NULL) {
         return -1;
     }
-    for (int i = 0; i < TC_NDTYPES; i++) {
+    for (int i = 0; i < TC_NALLDTYPES; i++) {
         dtype_objs[i] = PyObject_GetAttrString(torch, tc_dtype_name(i));
         if (dtype_objs[i] == NULL) {
             goto error;
@@ -44,7 +44,7 @@ tc_alloc_init(void)
     Py_DECREF(torch);
     return 0;
 error:
-    for (int i = 0; i < TC_NDTYPES; i++) {
+    for (int i = 0; i < TC_NALLDTYPES; i++) {
         Py_CLEAR(dtype_objs[i]);
     }
     Py_CLEAR(str_data_ptr);
@@ -70,7 +70,7 @@ tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device)
 PyObject *
 tc_alloc_dtype_object(tc_dtype dt)
 {
-    return (unsigned)dt < TC_NDTYPES ? dtype_objs[dt] : NULL;
+    return (unsigned)dt < TC_NALLDTYPES ? dtype_objs[dt] : NULL;
 }
 
 PyObject *

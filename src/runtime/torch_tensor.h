@@ -18,7 +18,8 @@ int tc_alloc_init(void);
 /* argv[4] for a flat uint8 tensor of nbytes on device (new references). */
 int tc_alloc_bytes_argv(PyObject **argv, int64_t nbytes, PyObject *device);
 
-/* torch.float32 for TC_F32 (borrowed; after tc_alloc_init). */
+/* torch.float32 for TC_F32, torch.complex64 for TC_C64 (borrowed; after
+ * tc_alloc_init). */
 PyObject *tc_alloc_dtype_object(tc_dtype dt);
 
 /* torch.empty_strided(*argv[:2], dtype=argv[2], device=argv[3]). */

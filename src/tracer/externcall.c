@@ -24,6 +24,7 @@
 #include "tracer_internal.h"
 
 #include "../graph/extern.h"
+#include "../runtime/torch_tensor.h"
 #include "../runtime/extern_table.h"
 
 static PyObject *vf_class, *tensor_base, *factories;
@@ -434,6 +435,32 @@ is_mutating_name(const char *name, PyObject *kwnames)
     return 0;
 }
 
+/* torch.is_floating_point(x), x.is_signed(), x.is_complex(): a property
+ * of x's dtype, which a graph tensor has fixed (an input's is guarded):
+ * the torch.dtype attribute of the same name, a constant. */
+static int
+dtype_query(tracer *T, const char *name, tc_var **args, int nargs,
+            PyObject *kwnames)
+{
+    static const char *const queries[] = {"is_floating_point", "is_complex",
+                                          "is_signed", NULL};
+    if (nargs != 1 || kwnames != NULL || args[0]->kind != TC_VAR_TENSOR
+        || !in_list(name, queries)) {
+        return NOT_HANDLED;
+    }
+    const tc_node *x = tc_tr_tensor_node(T, args[0]);
+    PyObject *dt = x && tc_alloc_init() == 0
+        ? tc_alloc_dtype_object(x->dtype) : NULL;
+    PyObject *r = dt ? PyObject_GetAttrString(dt, name) : NULL;
+    if (r == NULL || !PyBool_Check(r)) {
+        Py_XDECREF(r);
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    tc_var *v = tc_var_const(&T->sh->arena, r, -1);
+    Py_DECREF(r);
+    return v ? tc_tr_push(T, v) : ERROR;
+}
+
 int
 tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                    PyObject *kwnames, int python_ok)
@@ -457,7 +484,11 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         Py_XDECREF(pyname);
         return ERROR;
     }
-    int rc;
+    int rc = dtype_query(T, bare, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        Py_DECREF(pyname);
+        return rc;
+    }
     if (is_mutating_name(bare, kwnames)) {
         rc = tc_tr_unsupported(T, "%s mutates an input: see issue 12", bare);
         Py_DECREF(pyname);

@@ -256,6 +256,12 @@ tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
     return v;
 }
 
+PyObject *
+tc_tr_closure_code(const tc_var *v)
+{
+    return PyTuple_GET_ITEM(PyCFunction_GET_SELF(v->obj), 0);
+}
+
 /* A function with the closure's code, globals and defaults (for binding
  * arguments and reading globals; never run). */
 static PyObject *

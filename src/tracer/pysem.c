@@ -187,6 +187,15 @@ tc_tr_is_set_var(const tc_var *v)
            && v->items[0]->kind == TC_VAR_TUPLE;
 }
 
+/* Whether var x can be an item of a set the trace knows: a constant, or
+ * an object guarded by identity (torch.float32, a module), whose hash and
+ * equality the real object answers as at run time. */
+static int
+set_item_known(const tc_var *x)
+{
+    return x->kind == TC_VAR_CONST || x->kind == TC_VAR_OBJECT;
+}
+
 /* A real set of the items of tuple var t (all constants): a new
  * reference, or NULL with *rc set. */
 static PyObject *
@@ -200,7 +209,7 @@ real_set(tracer *T, tc_var *t, int *rc)
             Py_CLEAR(set);
             break;
         }
-        if (x->kind != TC_VAR_CONST) {
+        if (!set_item_known(x)) {
             *rc = tc_tr_unsupported(T, "a set of a %s", tc_var_kind_name(x));
             Py_CLEAR(set);
             break;
@@ -225,7 +234,7 @@ make_set(tracer *T, tc_var **items, int n, int *rc)
         if ((*rc = tc_tr_reify(T, items[i])) != OK) {
             break;
         }
-        if (items[i]->kind != TC_VAR_CONST) {
+        if (!set_item_known(items[i])) {
             *rc = tc_tr_unsupported(T, "a set of a %s",
                                     tc_var_kind_name(items[i]));
             break;
@@ -928,11 +937,16 @@ const_truth(tracer *T, tc_var *v, int *truth)
 }
 
 static int
-is_grad_ctx_object(PyObject *obj)
+is_grad_ctx_object_type(PyObject *tp)
 {
-    PyObject *tp = (PyObject *)Py_TYPE(obj);
     return tp == K.no_grad || tp == K.enable_grad || tp == K.inference_mode
            || tp == K.set_grad_enabled;
+}
+
+static int
+is_grad_ctx_object(PyObject *obj)
+{
+    return is_grad_ctx_object_type((PyObject *)Py_TYPE(obj));
 }
 
 /* The grad mode a call makes a context manager for (0/1), -1 if fn is
@@ -1026,9 +1040,13 @@ int
 tc_tr_op_before_with(tracer *T)
 {
     tc_var *ctx = tc_tr_peek(T, 1);
-    if (ctx == NULL || ctx->kind != TC_VAR_DEFERRED
-        || ctx->node != TC_TMPL_CALL || tc_tr_is_new_object(ctx)
-        || tc_tr_is_super(ctx) || tc_tr_structseq_items(ctx) != NULL) {
+    /* (other values made at the exit by a call: sets, closures, classes) */
+    int grad_ctx = ctx != NULL && ctx->kind == TC_VAR_DEFERRED
+        && ctx->node == TC_TMPL_CALL
+        && (PyType_Check(ctx->obj) ? is_grad_ctx_object_type(ctx->obj)
+            : PyMethod_Check(ctx->obj)
+              && is_grad_ctx_object(PyMethod_GET_SELF(ctx->obj)));
+    if (!grad_ctx) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
                                  "context managers are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
@@ -1094,6 +1112,8 @@ replace_contents(tc_var *v, tc_var *n)
  * value a source of its own.  Its template stays the source (the real
  * dict, which the trace never mutates).  NOT_HANDLED if v is no such
  * dict. */
+static int constant_key(PyObject *k, int depth);
+
 int
 tc_tr_as_dict(tracer *T, tc_var *v)
 {
@@ -1114,7 +1134,7 @@ tc_tr_as_dict(tracer *T, tc_var *v)
     PyObject *keys = PyTuple_New(n);
     int i = 0, rc = keys ? OK : ERROR;
     while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
-        if (!PyUnicode_CheckExact(k)) {
+        if (!constant_key(k, 0)) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    Py_TYPE(k)->tp_name);
             break;
@@ -1145,13 +1165,24 @@ tc_tr_as_dict(tracer *T, tc_var *v)
 
 /* Where key is among d's keys (hash, then identity or equality, as a
  * real dict finds it): *at is its index or -1.  A key must be a
- * constant; an unhashable one breaks (eager raises TypeError). */
+ * constant (or a tuple of them); an unhashable one breaks (eager raises
+ * TypeError). */
 static int
 dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
 {
     int rc = tc_tr_reify(T, key);
     if (rc != OK) {
         return rc;
+    }
+    if (key->kind == TC_VAR_TUPLE) {
+        PyObject *kv = tc_tr_const_value(T, key);
+        if (kv == NULL && PyErr_Occurred()) {
+            return ERROR;
+        }
+        key = kv ? new_const(T, kv) : key;
+        if (key == NULL) {
+            return ERROR;
+        }
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T, "a dict key of type %s",
@@ -1173,6 +1204,28 @@ dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
         return tc_tr_unsupported_from_exception(T, "dict lookup");
     }
     return OK;
+}
+
+/* Whether key k of a dict read from the frame is a constant whose
+ * equality the guard on the keys decides: a str, int, bool or None, a
+ * torch.dtype, or a tuple of them (_AUTO_DEFAULTS[(device.type,
+ * dtype)]). */
+static int
+constant_key(PyObject *k, int depth)
+{
+    if (PyUnicode_CheckExact(k) || PyLong_CheckExact(k) || PyBool_Check(k)
+        || k == Py_None || tc_dtype_from_torch(k) >= 0) {
+        return 1;
+    }
+    if (!PyTuple_CheckExact(k) || depth > 2) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(k); i++) {
+        if (!constant_key(PyTuple_GET_ITEM(k, i), depth + 1)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Whether src is the frame's own **kwargs dict, read by a segment that
@@ -1639,7 +1692,7 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     }
     int n = a->nitems + (kw ? kw->nitems : 0);
     tc_var *args[TC_MAX_CALL_ARGS];
-    if (n > 16) {
+    if (n > TC_MAX_CALL_ARGS) {
         return tc_tr_unsupported(T, "call with %d arguments", n);
     }
     memcpy(args, a->items, a->nitems * sizeof(tc_var *));
@@ -3521,8 +3574,8 @@ tc_tr_op_call(tracer *T, int argc)
         argv--;
         nargs++;
     }
-    tc_var *args[16];
-    if (nargs > 16) {
+    tc_var *args[TC_MAX_CALL_ARGS];
+    if (nargs > TC_MAX_CALL_ARGS) {
         return tc_tr_unsupported(T, "call with %d arguments", nargs);
     }
     memcpy(args, argv, nargs * sizeof(tc_var *));
@@ -3604,6 +3657,9 @@ tc_tr_op_call(tracer *T, int argc)
         int sp = T->sp, nn = T->out->graph->nnodes;
         rc = tc_tr_inline_call(T, callable, args, nargs, kwnames);
         return generic_instead(T, fn, args, nargs, kwnames, rc, sp, nn);
+    }
+    if (tc_tr_is_build_class(T, fn)) {
+        return tc_tr_build_class(T, args, nargs, kwnames);
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {

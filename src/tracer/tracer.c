@@ -667,8 +667,10 @@ tc_var *
 tc_tr_const_var(tracer *T, PyObject *value)
 {
     if (!PyTuple_CheckExact(value)) {
+        /* a frozenset constant (`x in {"a", "b"}`) holds constants only */
         if (tc_tr_is_python_scalar(value) || is_known_object(value)
-            || value == Py_Ellipsis || PySlice_Check(value)) {
+            || value == Py_Ellipsis || PySlice_Check(value)
+            || PyFrozenSet_CheckExact(value)) {
             return tc_var_const(&T->sh->arena, value, -1);
         }
         tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN, -1);
@@ -1320,6 +1322,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return OK;
     case MAKE_FUNCTION:
         return tc_tr_op_make_function(T, oparg);
+    case LOAD_BUILD_CLASS:
+        return tc_tr_op_load_build_class(T);
     case GET_ITER:
         return tc_tr_op_get_iter(T);
     case FOR_ITER:

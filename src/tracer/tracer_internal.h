@@ -147,6 +147,14 @@ int tc_tr_is_closure(const tc_var *v);
  * call) with code and MAKE_FUNCTION's other parts (constants or NULL). */
 tc_var *tc_tr_make_closure(tracer *T, PyObject *code, PyObject *const *parts,
                            tc_var *cells);
+/* The code object of a closure var (borrowed). */
+PyObject *tc_tr_closure_code(const tc_var *v);
+
+/* classdef.c: class statements (LOAD_BUILD_CLASS) */
+
+int tc_tr_op_load_build_class(tracer *T);
+int tc_tr_is_build_class(tracer *T, PyObject *fn);
+int tc_tr_build_class(tracer *T, tc_var **args, int nargs, PyObject *kwnames);
 
 /* pysem.c: Python semantics, CALL */
 

@@ -560,7 +560,9 @@ tc_tr_op_compare(tracer *T, int cmp)
     if ((rc = tc_tr_reify(T, a)) != OK || (rc = tc_tr_reify(T, b)) != OK) {
         return rc;
     }
-    if (a->kind == TC_VAR_CONST && b->kind == TC_VAR_CONST) {
+    /* constants, and objects guarded by identity (x.dtype != torch.int64) */
+    if ((a->kind == TC_VAR_CONST || a->kind == TC_VAR_OBJECT)
+        && (b->kind == TC_VAR_CONST || b->kind == TC_VAR_OBJECT)) {
         return tc_tr_push_folded(T, PyObject_RichCompare(a->obj, b->obj, cmp),
                                  "comparison");
     }

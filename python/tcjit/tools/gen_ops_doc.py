@@ -68,48 +68,54 @@ tolerances and below the rounding eager applies after each op.
 BREAKS = """## What still breaks, and why
 
 PyTorch's OpInfo database (`tests/test_opinfo.py`, 2 samples an entry, on
-the CPU) when this was written: float32, 571 of the 672 entries with
-samples captured whole (85.0%; 11 of them have no op to compile: the frame
-returns its input, `x.contiguous()`); bfloat16 470 of 546 (86.1%); int64
-413 of 463 (89.2%); no wrong answer, no crash.  The 101 float32 entries
+the CPU) when this was written: float32, 611 of the 672 entries with
+samples captured whole (90.9%; 11 of them have no op to compile: the frame
+returns its input, `x.contiguous()`); bfloat16 493 of 546 (90.3%); int64
+433 of 463 (93.5%); no wrong answer, no crash.  The 61 float32 entries
 that break, by reason (`make sweep-opinfo` prints today's list):
 
-* complex results (21): `fft.*` (12), `view_as_complex`, `complex`,
-  `polar`, `Tensor.cfloat` / `cdouble` / `chalf`, `linalg.eig` / `eigvals`,
-  and `hash_tensor` (uint64): a graph value has one of the dtypes tcjit's
-  kernels compute in, "returns a tensor of torch.complex64 (no tcjit
-  dtype)";
-* Python constructs in torch's own Python code (26): `torch.masked.*` (19:
-  `BUILD_SET`, `sorted`, a closure over an inlined function's variable),
-  `stft`, `linear_cross_entropy` (2), `svd_lowrank` / `pca_lowrank` (a
-  nested function of another module), `multi_head_attention_forward` (19
-  arguments, the tracer takes 16), `gaussian_nll_loss` (a branch on a
-  tensor's value);
-* OpInfo's random-op harness (20): `randn`, `rand_like`, `bernoulli`,
-  `multinomial`, `normal`, the dropouts, `rrelu`, `fractional_max_pool*`,
-  `scaled_dot_product_attention` ... are called through OpInfo's
-  `wrapper_set_seed`, which saves and restores the random state in a
-  `@contextlib.contextmanager` (`freeze_rng_state`); the tracer does not
-  run generator-based context managers ("call to _GeneratorContextManager").
-  The ops themselves are generic extern nodes and keep eager's random
-  stream (`tests/test_extern_generic.py`);
-* output shape (or a Python result) depends on the data (14): `nonzero`,
+* OpInfo's random-op harness (29): `randn`, `rand_like`, `randint`,
+  `bernoulli`, `multinomial`, `normal`, the dropouts, `rrelu`,
+  `fractional_max_pool*`, `scaled_dot_product_attention`,
+  `multi_head_attention_forward`, `svd_lowrank` / `pca_lowrank`, `item`
+  and the in-place random ops (`Tensor.cauchy_`, `exponential_`,
+  `geometric_`, `log_normal_`, `normal_`, `uniform_`, read off
+  `torch.Tensor`) are called through OpInfo's `wrapper_set_seed`, which
+  saves and restores the random state in a `@contextlib.contextmanager`
+  (`freeze_rng_state`): the tracer does not run generators ("generators
+  are not inlined"; a frame without tensor arguments is then left to
+  Python whole: "frame skipped").  The ops themselves are generic extern
+  nodes and keep eager's random stream (`tests/test_extern_generic.py`);
+* output shape (or a Python result) depends on the data (16): `nonzero`,
   `argwhere`, `masked_select`, `unique`, `unique_consecutive`,
   `combinations`, `equal`, `corrcoef` / `cov` (which call `aten::equal`),
   `ctc_loss`, `linalg.lstsq` (2) -- torch's own verdict
-  (`DynamicOutputShapeException`, `DataDependentOutputException`) -- and
+  (`DynamicOutputShapeException`, `DataDependentOutputException`) --,
   `histogramdd`, `to_sparse` (no meta kernel, and the fake run fails too):
-  "no meta kernel (output shape may depend on data)";
-* mutation (10): the in-place random ops `Tensor.cauchy_`, `exponential_`,
-  `geometric_`, `log_normal_`, `normal_`, `uniform_`, and `resize_`,
-  `resize_as_`, `zero_`, `instance_norm` with running statistics: "mutates
-  an input: see issue 12";
-* others (10): `item`, `allclose` (a Python number or bool made from the
-  data), `broadcast_shapes` (no tensor at all: the frame is left to
-  Python), `native_batch_norm`, `_native_batch_norm_legit`,
+  "no meta kernel (output shape may depend on data)", and `allclose` (a
+  bool made from the data), `gaussian_nll_loss` (a branch on a tensor's
+  value);
+* mutation (3): `resize_`, `resize_as_`, `instance_norm` with running
+  statistics: "mutates an input: see issue 12";
+* others (13): `native_batch_norm`, `_native_batch_norm_legit`,
   `_batch_norm_with_update` (their meta result differs from the CPU
   kernel's), sparse inputs (2), `narrow` / `tensor_split` with a tensor as
-  the position (the meta run cannot read it).
+  the position (the meta run cannot read it), `view_as_complex` (a view as
+  another dtype), `hash_tensor` (a uint64 result), `linear_cross_entropy`
+  (2: unpacking an object of its options class), `broadcast_shapes` (sizes
+  only, through `torch._refs`) and `empty_strided` (no tensor traced: the
+  frame is left to Python).
+
+Complex tensors are graph values that only generic extern nodes make and
+take (`fft.*`, `polar`, `complex`, `Tensor.cfloat`, `linalg.eig`, `stft`):
+tcjit's kernels never compute them, and a complex operand of a fused op
+(`torch.fft.fft(x) + 1`) is a break with a reason.  Python constructs the
+torch libraries use around their ops are traced: class statements whose
+body only defines (torch.masked's `_combine_input_and_mask` defines an
+autograd Function; the class is made at the exit if it is still live
+there), sets of dtypes, `frozenset` constants, dicts read from the frame
+with tuple keys, calls of up to 32 arguments, and dtype queries
+(`torch.is_floating_point`, `Tensor.is_signed`) fold to constants.
 
 In general, a torch call that reaches the generic extern node breaks the
 graph (with this reason in `tcjit.explain()` and
@@ -130,9 +136,9 @@ graph (with this reason in `tcjit.explain()` and
   frame then runs in Python and raises it), or the op has no meta kernel;
   the reason quotes torch's message;
 * it returns something other than dense tensors (a Python number or bool:
-  `allclose`, `item`; a sparse tensor), a complex tensor (`view_as_complex`,
-  `fft`), a tensor that requires grad (`requires_grad=True`), or a view of
-  an input as another dtype;
+  `allclose`, `item`; a sparse tensor; a dtype tcjit has no name for,
+  `uint64`), a tensor that requires grad (`requires_grad=True`), or a view
+  of an input as another dtype (`view_as_complex`);
 * an argument is neither a tensor of the graph nor a constant of the kinds
   above (a `torch.Generator`, a Python object), or tensors are nested deeper
   than one list argument; a `device=` other than the graph's, or a bare
