@@ -813,6 +813,65 @@ same_arg(const tc_kernel *ka, const tc_karg *a, const tc_karg *b)
            && memcmp(a->strides, b->strides, sizeof(int64_t) * nd) == 0;
 }
 
+/* Size classes a size-generic kernel compiles in (kir.h
+ * tc_kernel_same_generic_code): 0, 1, larger; strides also negative. */
+static int
+size_class(int64_t v)
+{
+    return v == 0 ? 0 : v == 1 ? 1 : 2;
+}
+
+static int
+stride_class(int64_t v)
+{
+    return v < 0 ? 3 : size_class(v);
+}
+
+int
+tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b)
+{
+    int nd = a->ndim + a->nred;
+    if (a->ndim != b->ndim || a->nred != b->nred
+        || size_class(a->numel) != size_class(b->numel)
+        || size_class(a->red_numel) != size_class(b->red_numel)
+        || a->nphases != b->nphases || a->nargs != b->nargs
+        || a->ninsts != b->ninsts
+        || memcmp(a->phases, b->phases,
+                  sizeof(tc_kphase) * (size_t)a->nphases) != 0) {
+        return 0;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (size_class(a->sizes[d]) != size_class(b->sizes[d])) {
+            return 0;
+        }
+    }
+    for (int i = 0; i < a->nargs; i++) {
+        const tc_karg *x = &a->args[i], *y = &b->args[i];
+        if (x->dtype != y->dtype || x->is_output != y->is_output
+            || (x->offset != 0) != (y->offset != 0)
+            || (x->buffer == TC_KARG_INDEX) != (y->buffer == TC_KARG_INDEX)) {
+            return 0;
+        }
+        for (int d = 0; d < nd; d++) {
+            if (stride_class(x->strides[d]) != stride_class(y->strides[d])) {
+                return 0;
+            }
+        }
+        for (int j = 0; j < i; j++) {
+            if ((a->args[i].buffer == a->args[j].buffer)
+                != (b->args[i].buffer == b->args[j].buffer)) {
+                return 0;
+            }
+        }
+    }
+    for (int i = 0; i < a->ninsts; i++) {
+        if (!same_inst(&a->insts[i], &b->insts[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int
 tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
 {

@@ -305,6 +305,13 @@ void tc_kernel_body_value_numbers(const tc_kernel *k, const int *region,
  * the same kernels once per layer; emitters compile each once. */
 int tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b);
 
+/* Dynamic shapes: do a and b compile to the same size-generic code (an
+ * emitter that reads sizes, strides and offsets at run time)?  As
+ * tc_kernel_same_code, but sizes only by class (0, 1, larger), strides by
+ * class (0, 1, larger, negative) and offsets by zero / non-zero: the
+ * emitters specialize on exactly those. */
+int tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b);
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 
