@@ -730,7 +730,8 @@ tc_guard_time(PyObject *fn, PyObject *args, long n)
 }
 
 static int
-log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
+log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling,
+              const char *note)
 {
     if (!tc_log_on(TC_LOG_RECOMPILES)) {
         return 0;
@@ -741,10 +742,10 @@ log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
     int rc = joined
         ? tc_logf(TC_LOG_RECOMPILES, "recompiles",
                   "%s function %U\n    triggered by the following guard "
-                  "failure(s):\n    - %U",
+                  "failure(s):\n    - %U%s%s",
                   recompiling ? "Recompiling"
                               : "Recompile limit reached, running eagerly:",
-                  where, joined)
+                  where, joined, note ? "\n    " : "", note ? note : "")
         : -1;
     Py_XDECREF(where);
     Py_XDECREF(sep);
@@ -837,7 +838,7 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     if (previous > 0 && previous >= tc_config.recompile_limit) {
         if (!st->limit_hit) {
             st->limit_hit = 1;
-            if (log_recompile(co, reasons, 0) < 0
+            if (log_recompile(co, reasons, 0, NULL) < 0
                 || warn_recompile_limit(co, reasons) < 0) {
                 return NULL;  /* e.g. the warning filtered into an error */
             }
@@ -854,11 +855,9 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         const char *why = "automatic dynamic shapes: recompiling with "
                           "size-generic kernels (sizes are dynamic from now "
                           "on)";
-        if (log_recompile(co, reasons, 1) < 0
-            || (turned && (log_dynamic(TC_LOG_RECOMPILES, "recompiles", co,
-                                       reasons, why) < 0
-                           || log_dynamic(TC_LOG_DYNAMIC, "dynamic", co,
-                                          reasons, why) < 0))) {
+        if (log_recompile(co, reasons, 1, turned ? why : NULL) < 0
+            || (turned && log_dynamic(TC_LOG_DYNAMIC, "dynamic", co,
+                                      reasons, why) < 0)) {
             return NULL;
         }
     }
@@ -871,7 +870,10 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         else {
             tc_stats.recompiles++;
         }
-        if ((!e->reused && log_recompile(co, reasons, 1) < 0)
+        if ((!e->reused
+             && log_recompile(co, reasons, 1, "dynamic shapes: these sizes "
+                              "need kernels of their own (a size 0 or 1, "
+                              "another layout or schedule)") < 0)
             || log_dynamic(TC_LOG_DYNAMIC, "dynamic", co, reasons,
                            e->reused
                            ? "new sizes, size-generic kernels reused, in"
