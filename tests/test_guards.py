@@ -385,7 +385,7 @@ def test_recompile_limit_patch():
     def f(x):
         return x * 2 + 1
 
-    cf = tcjit.compile(f)
+    cf = tcjit.compile(f, dynamic=False)  # static: sizes recompile
     with tcjit.config.patch(recompile_limit=2):
         assert tcjit.config.recompile_limit == 2
         with warnings.catch_warnings(record=True) as w:

@@ -827,17 +827,33 @@ stride_class(int64_t v)
     return v < 0 ? 3 : size_class(v);
 }
 
-int
-tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b)
+static int
+same_arg_generic(const tc_kernel *ka, const tc_karg *x, const tc_karg *y)
+{
+    int nd = ka->ndim + ka->nred;
+    if (x->dtype != y->dtype || x->is_output != y->is_output
+        || (x->offset != 0) != (y->offset != 0)
+        || (x->buffer == TC_KARG_INDEX) != (y->buffer == TC_KARG_INDEX)) {
+        return 0;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (stride_class(x->strides[d]) != stride_class(y->strides[d])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+same_sizes(const tc_kernel *a, const tc_kernel *b, int generic)
 {
     int nd = a->ndim + a->nred;
-    if (a->ndim != b->ndim || a->nred != b->nred
-        || size_class(a->numel) != size_class(b->numel)
-        || size_class(a->red_numel) != size_class(b->red_numel)
-        || a->nphases != b->nphases || a->nargs != b->nargs
-        || a->ninsts != b->ninsts
-        || memcmp(a->phases, b->phases,
-                  sizeof(tc_kphase) * (size_t)a->nphases) != 0) {
+    if (!generic) {
+        return a->numel == b->numel && a->red_numel == b->red_numel
+               && memcmp(a->sizes, b->sizes, sizeof(int64_t) * nd) == 0;
+    }
+    if (size_class(a->numel) != size_class(b->numel)
+        || size_class(a->red_numel) != size_class(b->red_numel)) {
         return 0;
     }
     for (int d = 0; d < nd; d++) {
@@ -845,47 +861,22 @@ tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b)
             return 0;
         }
     }
-    for (int i = 0; i < a->nargs; i++) {
-        const tc_karg *x = &a->args[i], *y = &b->args[i];
-        if (x->dtype != y->dtype || x->is_output != y->is_output
-            || (x->offset != 0) != (y->offset != 0)
-            || (x->buffer == TC_KARG_INDEX) != (y->buffer == TC_KARG_INDEX)) {
-            return 0;
-        }
-        for (int d = 0; d < nd; d++) {
-            if (stride_class(x->strides[d]) != stride_class(y->strides[d])) {
-                return 0;
-            }
-        }
-        for (int j = 0; j < i; j++) {
-            if ((a->args[i].buffer == a->args[j].buffer)
-                != (b->args[i].buffer == b->args[j].buffer)) {
-                return 0;
-            }
-        }
-    }
-    for (int i = 0; i < a->ninsts; i++) {
-        if (!same_inst(&a->insts[i], &b->insts[i])) {
-            return 0;
-        }
-    }
     return 1;
 }
 
-int
-tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
+static int
+same_code(const tc_kernel *a, const tc_kernel *b, int generic)
 {
-    int nd = a->ndim + a->nred;
-    if (a->ndim != b->ndim || a->nred != b->nred || a->numel != b->numel
-        || a->red_numel != b->red_numel || a->nphases != b->nphases
+    if (a->ndim != b->ndim || a->nred != b->nred || a->nphases != b->nphases
         || a->nargs != b->nargs || a->ninsts != b->ninsts
-        || memcmp(a->sizes, b->sizes, sizeof(int64_t) * nd) != 0
+        || !same_sizes(a, b, generic)
         || memcmp(a->phases, b->phases,
                   sizeof(tc_kphase) * (size_t)a->nphases) != 0) {
         return 0;
     }
     for (int i = 0; i < a->nargs; i++) {
-        if (!same_arg(a, &a->args[i], &b->args[i])) {
+        if (!(generic ? same_arg_generic(a, &a->args[i], &b->args[i])
+                      : same_arg(a, &a->args[i], &b->args[i]))) {
             return 0;
         }
         /* which arguments alias decides restrict, ld.global.nc, reuse */
@@ -902,4 +893,16 @@ tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
         }
     }
     return 1;
+}
+
+int
+tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b)
+{
+    return same_code(a, b, 1);
+}
+
+int
+tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
+{
+    return same_code(a, b, 0);
 }

@@ -1,0 +1,68 @@
+"""Static vs dynamic shapes on the same workloads (issue 14).
+
+Each workload is compiled twice at the same size: dynamic=False (kernels
+with constant sizes and strides) and dynamic=True (size-generic kernels:
+sizes, strides and offsets read at run time).  Prints per-call times and
+the dynamic/static ratio (goal: within 10%), and what a new size costs
+once dynamic (a trace and a schedule, no gcc).
+
+    PYTHONPATH=python python3 bench/dynamic.py
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+
+import tcjit
+
+
+def per_call(fn, args, reps=200):
+    for _ in range(5):
+        fn(*args)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn(*args)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+WORKLOADS = {
+    "pointwise 1M (sin+cos, relu, *2+1)":
+        (lambda x, y: ((x.sin() + y.cos()).relu() * 2 + 1),
+         lambda: (torch.randn(1 << 20), torch.randn(1 << 20)), 50),
+    "softmax 1024x1024":
+        (lambda x: torch.softmax(x, -1), lambda: (torch.randn(1024, 1024),),
+         50),
+    "layer_norm 2048x1024":
+        (lambda x: F.layer_norm(x, (1024,)),
+         lambda: (torch.randn(2048, 1024),), 50),
+    "x + 1, 1 element (overhead)":
+        (lambda x: x + 1, lambda: (torch.randn(1),), 2000),
+}
+
+
+def main():
+    print(f"{'workload':38} {'static':>10} {'dynamic':>10} {'ratio':>6} "
+          f"{'new size':>9}")
+    for name, (fn, make, reps) in WORKLOADS.items():
+        args = make()
+        tcjit.reset()
+        static = tcjit.compile(fn, dynamic=False)
+        ts = per_call(static, args, reps)
+        tcjit.reset()
+        dyn = tcjit.compile(fn, dynamic=True)
+        td = per_call(dyn, args, reps)
+        # a size not seen yet: retrace + schedule, kernels reused
+        other = tuple(a[:-1] if a.shape[0] > 2 else torch.cat([a, a[:1]])
+                      for a in args)
+        t = time.perf_counter()
+        dyn(*other)
+        tn = time.perf_counter() - t
+        print(f"{name:38} {ts * 1e6:8.1f}us {td * 1e6:8.1f}us "
+              f"{td / ts:6.2f} {tn * 1e3:7.2f}ms")
+
+
+if __name__ == "__main__":
+    main()
