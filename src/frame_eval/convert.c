@@ -392,15 +392,18 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         /* explain() sees the graph that is compiled, whatever the backend */
         rc = tc_recordf("graph", "(Ns)", graph_desc(g, device), text);
     }
-    if (rc == 0) {
-        if (!st->dynamic && e->is_auto) {
-            int marked = inputs_marked_dynamic(e, f);
-            rc = marked < 0 ? -1 : 0;
-            st->dynamic = marked > 0;
-        }
+    /* size-generic kernels: the code's sizes changed or were marked
+     * dynamic, unless this backend says dynamic=False */
+    int policy = e->is_auto ? tc_backend_dynamic(e->backend) : -1;
+    rc = rc == 0 && policy < -1 ? -1 : rc;
+    if (rc == 0 && !st->dynamic && policy == 0) {
+        int marked = inputs_marked_dynamic(e, f);
+        rc = marked < 0 ? -1 : 0;
+        st->dynamic = marked > 0;
     }
     if (rc == 0) {
-        rc = e->is_auto ? compile_auto(e, g, title, device, st->dynamic > 0)
+        int dynamic = policy > 0 || (policy == 0 && st->dynamic);
+        rc = e->is_auto ? compile_auto(e, g, title, device, dynamic)
                         : compile_python(e, g, f, text, device);
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e, co);

@@ -278,7 +278,13 @@ typedef struct {
     int generic;
     int gnd;                 /* loop dims (outer + reduction) */
     int gnargs;
-    gcc_jit_lvalue *dims;
+    int64_t gslots;          /* length of the block (tc_loop_dims) */
+    gcc_jit_lvalue **dimv;   /* [gslots]: the block's values, copied into
+                                locals at each function's entry: a local
+                                is a register to GCC, while a load through
+                                the block could alias the stores (uint8
+                                bool outputs alias anything) and stay in
+                                the loop, unvectorized */
 } emitter;
 
 static R *iconst(emitter *e, T *t, int64_t v);
@@ -286,9 +292,7 @@ static R *iconst(emitter *e, T *t, int64_t v);
 static R *
 dim_slot(emitter *e, int slot)
 {
-    return gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(
-        e->ctx, NULL, gcc_jit_lvalue_as_rvalue(e->dims),
-        iconst(e, e->t_i64, slot)));
+    return gcc_jit_lvalue_as_rvalue(e->dimv[slot]);
 }
 
 /* Size of loop dim d, stride of argument a along it, a's offset. */
@@ -1218,13 +1222,20 @@ load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
 {
     emitter *e = ls->e;
     if (e->generic) {
-        e->dims = gcc_jit_function_new_local(
-            ls->fn, NULL, gcc_jit_type_get_pointer(e->t_i64), "dims");
-        R *slot = lv(gcc_jit_context_new_array_access(
-            e->ctx, NULL, args, iconst(e, e->t_i64, k->nargs)));
-        gcc_jit_block_add_assignment(
-            entry, NULL, e->dims,
-            cast(e, slot, gcc_jit_type_get_pointer(e->t_i64)));
+        R *dims = cast(e, lv(gcc_jit_context_new_array_access(
+                              e->ctx, NULL, args,
+                              iconst(e, e->t_i64, k->nargs))),
+                       gcc_jit_type_get_pointer(e->t_i64));
+        for (int64_t j = 0; j < e->gslots; j++) {
+            char name[24];
+            snprintf(name, sizeof(name), "dim%d", (int)j);
+            e->dimv[j] = gcc_jit_function_new_local(ls->fn, NULL, e->t_i64,
+                                                    name);
+            gcc_jit_block_add_assignment(
+                entry, NULL, e->dimv[j],
+                lv(gcc_jit_context_new_array_access(
+                    e->ctx, NULL, dims, iconst(e, e->t_i64, j))));
+        }
     }
     for (int a = 0; a < k->nargs; a++) {
         if (k->args[a].buffer == TC_KARG_INDEX) {
@@ -2849,6 +2860,13 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
         e->generic = code->dims != NULL && code->dims[i] != NULL;
         e->gnd = code->loops[i].ndim + code->loops[i].nred;
         e->gnargs = k->nargs;
+        e->gslots = tc_loop_dims(k, &code->loops[i], NULL);
+        e->dimv = e->generic ? calloc((size_t)e->gslots, sizeof(*e->dimv))
+                             : NULL;
+        if (e->generic && e->dimv == NULL) {
+            snprintf(err, errlen, "tcjit cpu: out of memory");
+            return -1;
+        }
         code->ncompiled++;
         tc_kernel exact, fast;
         kernel_variants kv;
@@ -2866,6 +2884,9 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
                                    errlen);
         }
         variants_clear(&exact, &fast);
+        free(e->dimv);
+        e->dimv = NULL;
+        e->generic = 0;
         if (rc < 0) {
             return -1;
         }
