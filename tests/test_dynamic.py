@@ -52,6 +52,15 @@ CASES = {
     "argmax": (lambda x: x.argmax(-1), lambda n: (torch.randn(3, n),)),
     "softmax_dynamic_rows": (lambda x: torch.softmax(x, -1),
                              lambda n: (torch.randn(4, n),)),
+    "mean_over_dynamic": (lambda x: x.mean(0), lambda n: (torch.randn(n, 16),)),
+    "var_std_over_dynamic": (lambda x: x.var(0) + x.std(0, correction=0),
+                             lambda n: (torch.randn(n + 1, 16),)),
+    "layer_norm_dynamic_width": (lambda x: F.layer_norm(x, (x.shape[-1],)),
+                                 lambda n: (torch.randn(3, n),)),
+    "mean_all_scaled": (lambda x: x.mean() * 2.5 + 1.0,
+                        lambda n: (torch.randn(n, 3),)),
+    "scale_by_size": (lambda x: x / x.shape[0] ** 0.5,
+                      lambda n: (torch.randn(n, 3),)),
     "log_softmax": (lambda x: F.log_softmax(x, 0),
                     lambda n: (torch.randn(n, 8),)),
     "layer_norm": (lambda x: F.layer_norm(x, (16,)),
@@ -270,3 +279,17 @@ def test_generic_kernel_rejects_a_new_layout_by_compiling():
         x = torch.randn(6, n).t()
         same(cf(x), f(x))
     assert compiles() <= 4
+
+
+def test_size_constant_equal_to_a_literal_at_the_generic_compile():
+    """At n = 2 the mean's count equals the literal 2.0; later sizes must
+    not keep reading 2 for the count (parameter constants are never
+    merged with literals)."""
+    def f(x):
+        return x.mean(0) * 2.0 + x.sum(0) / 2.0
+
+    cf = tcjit.compile(f)
+    for n in (1, 2, 3, 5, 2, 9):
+        x = torch.randn(n, 4)
+        same(cf(x), f(x))
+    assert compiles() <= 3

@@ -757,6 +757,11 @@ same_value(const tc_kernel *k, const int *vn, const int *region, int i,
         return 0;
     }
     if (a->op == KOP_CONST) {
+        /* parameters of a size-generic kernel are equal only to
+         * themselves: their values come at run time */
+        if (a->arg >= TC_KCONST_PARAM || b->arg >= TC_KCONST_PARAM) {
+            return a->arg == b->arg;
+        }
         return memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
     }
     if (!(region[i] & 1) || !(region[j] & 1) || a->op == KOP_STORE
@@ -827,6 +832,13 @@ stride_class(int64_t v)
     return v < 0 ? 3 : size_class(v);
 }
 
+int
+tc_kconst_is_param(const tc_kinst *in)
+{
+    return in->op == KOP_CONST && (in->dtype == TC_F32 || in->dtype == TC_F64)
+           && isfinite(in->imm.f);
+}
+
 static int
 same_arg_generic(const tc_kernel *ka, const tc_karg *x, const tc_karg *y)
 {
@@ -888,7 +900,14 @@ same_code(const tc_kernel *a, const tc_kernel *b, int generic)
         }
     }
     for (int i = 0; i < a->ninsts; i++) {
-        if (!same_inst(&a->insts[i], &b->insts[i])) {
+        const tc_kinst *x = &a->insts[i], *y = &b->insts[i];
+        if (generic && tc_kconst_is_param(x) && tc_kconst_is_param(y)) {
+            if (x->dtype != y->dtype) {
+                return 0;
+            }
+            continue;
+        }
+        if (!same_inst(x, y)) {
             return 0;
         }
     }

@@ -321,6 +321,14 @@ tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out)
 {
     int nd = l->ndim + l->nred;
     int64_t n = (int64_t)nd * (1 + k->nargs) + k->nargs;
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            if (out != NULL) {
+                memcpy(&out[n], &k->insts[i].imm.f, sizeof(double));
+            }
+            n++;
+        }
+    }
     for (int d = 0; out != NULL && d < nd; d++) {
         out[d] = l->sizes[d];
         for (int a = 0; a < k->nargs; a++) {
@@ -594,6 +602,12 @@ static R *
 emit_const(emitter *e, const tc_kinst *in)
 {
     T *t = e->vt[in->dtype];
+    if (e->generic && in->arg >= TC_KCONST_PARAM) {
+        /* a parameter: the double's bits in the block (tc_loop_dims) */
+        int slot = e->gnd * (1 + e->gnargs) + e->gnargs
+                   + (in->arg - TC_KCONST_PARAM);
+        return cast(e, from_bits(e, TC_F64, dim_slot(e, slot)), t);
+    }
     if (!is_float(in->dtype)) {
         int64_t v = in->dtype == TC_BOOL ? (in->imm.i != 0) : in->imm.i;
         return iconst(e, t, v);
@@ -2720,17 +2734,36 @@ const tc_math_target tc_jit_math_target = {
 
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
+/* Size-generic kernels: number k's parameter constants (kir.h
+ * TC_KCONST_PARAM) before the rewriting passes, which keep them. */
+static void
+tag_params(tc_kernel *k)
+{
+    int j = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            k->insts[i].arg = TC_KCONST_PARAM + j++;
+        }
+    }
+}
+
 static int
 make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
-              kernel_variants *kv)
+              kernel_variants *kv, int params)
 {
     memset(exact, 0, sizeof(*exact));
     memset(fast, 0, sizeof(*fast));
     kv->exact = exact;
     kv->fast = NULL;
     kv->flag = -1;
-    if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0
-        || tc_kernel_lower_half_casts(exact) < 0
+    if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0) {
+        return -1;
+    }
+    if (params) {
+        tag_params(exact);
+        tag_params(fast);
+    }
+    if (tc_kernel_lower_half_casts(exact) < 0
         || tc_kernel_lower_half_casts(fast) < 0
         || tc_kernel_decompose_math(exact, &tc_jit_math_target, NULL) < 0
         || tc_kernel_decompose_math(fast, &tc_jit_math_target, &kv->flag)
@@ -2870,7 +2903,7 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
         code->ncompiled++;
         tc_kernel exact, fast;
         kernel_variants kv;
-        int rc = make_variants(k, &exact, &fast, &kv);
+        int rc = make_variants(k, &exact, &fast, &kv, e->generic);
         if (rc < 0) {
             snprintf(err, errlen, "tcjit cpu: out of memory");
         }
