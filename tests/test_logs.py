@@ -87,7 +87,7 @@ def test_recompile_limit_logged_and_warned(tcjit_logs):
     def f(x):
         return x * 9
 
-    cf = tcjit.compile(f)
+    cf = tcjit.compile(f, dynamic=False)  # static: every size compiles
     with tcjit.config.patch(recompile_limit=2):
         with pytest.warns(RuntimeWarning, match=r"^tcjit hit config\.recompile_limit \(2\)"):
             cf(torch.randn(1))

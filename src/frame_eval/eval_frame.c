@@ -607,8 +607,8 @@ more_candidates(tc_entry *e, int pc, PyObject *backend)
  * values stay in lr->vals.  Entries tried after a failing one reuse the
  * values it fetched. */
 static int
-lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
-            PyObject *backend, lookup_result *lr)
+lookup_pass(const tc_frame_view *fv, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr, int notes)
 {
     tc_entry *prev = NULL;
     tc_fetched fetched = {NULL, NULL, 0};
@@ -632,7 +632,8 @@ lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
             lr->entry = e;
             break;
         }
-        if (ok < 0 || note_failure(lr, st, e, failed) < 0) {
+        lr->nfailed += !notes;
+        if (ok < 0 || (notes && note_failure(lr, st, e, failed) < 0)) {
             if (ok == 0) {
                 tc_guards_release(e->guards, lr->vals);
             }
@@ -652,6 +653,21 @@ lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
         tc_guards_stash(e->guards, lr->vals, &fetched);
     }
     tc_fetched_release(&fetched);
+    return rc;
+}
+
+/* The failure reasons (and whether sizes alone failed) are only wanted
+ * on a miss: formatting them for every entry tried before a hit cost a
+ * few us per call when calls alternate between entries (two batch
+ * sizes).  So a miss evaluates the guards a second time, noting why. */
+static int
+lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr)
+{
+    int rc = lookup_pass(fv, pc, st, backend, lr, 0);
+    if (rc == 0 && lr->entry == NULL && lr->nfailed > 0) {
+        rc = lookup_pass(fv, pc, st, backend, lr, 1);
+    }
     return rc;
 }
 
