@@ -293,3 +293,22 @@ def test_size_constant_equal_to_a_literal_at_the_generic_compile():
         x = torch.randn(n, 4)
         same(cf(x), f(x))
     assert compiles() <= 3
+
+
+def test_fuzz_programs_at_several_sizes():
+    """Differential: tests/fuzz programs, each compiled once (automatic
+    dynamic shapes) and called at its own sizes and then with its most
+    common input size changed three times, every call checked against
+    eager (values, dtypes, shapes, strides, aliasing, mutated inputs,
+    exceptions)."""
+    from fuzz.check import run_program_sizes
+    from fuzz.gen import generate
+
+    problems, reuses = [], 0
+    for seed in range(150):
+        failures, stats = run_program_sizes(generate(seed, "small", "cpu"))
+        reuses += stats.get("dynamic_reuses", 0)
+        problems += [(seed, f["signature"], f["message"][:200])
+                     for f in failures]
+    assert not problems, problems[:5]
+    assert reuses > 100     # the sizes really shared kernels

@@ -3010,26 +3010,34 @@ compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
         }
         code->results[kind] = res;
     }
-    int shared = 0;
+    /* size-generic kernels compiled now join the generic cache, which
+     * then owns their gcc result (it must outlive every record) */
+    char fresh[plan->nkernels + 1];
+    int nfresh = 0;
     for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
+        fresh[i] = 0;
         if (kernel_kind(&plan->kernels[i]) != kind) {
             continue;
         }
-        int fresh = code->fns[i] == NULL
-                    && tc_plan_first_same_kernel(plan, i) == i;
+        fresh[i] = code->fns[i] == NULL
+                   && tc_plan_first_same_kernel(plan, i) == i
+                   && code->dims != NULL && code->dims[i] != NULL;
+        nfresh += fresh[i];
         if (lookup_kernel(res, plan, code, i) < 0) {
             snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
                      "compile", i);
             rc = -1;
         }
-        else if (fresh && code->dims != NULL && code->dims[i] != NULL
-                 && tc_generic_add(&plan->kernels[i], &code->loops[i],
-                                   code->fns[i]) == 0) {
-            shared = 1;
-        }
     }
-    if (rc == 0 && shared && tc_generic_keep(res) == 0) {
-        code->results[kind] = NULL;  /* the generic cache owns it now */
+    if (rc == 0 && nfresh > 0 && tc_generic_keep(res) == 0) {
+        code->results[kind] = NULL;
+        for (int i = 0; i < plan->nkernels; i++) {
+            if (fresh[i]) {
+                /* out of memory: simply not shared */
+                (void)tc_generic_add(&plan->kernels[i], &code->loops[i],
+                                     code->fns[i]);
+            }
+        }
     }
     gcc_jit_context_release(c);
     return rc;
