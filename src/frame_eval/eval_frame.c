@@ -879,12 +879,19 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
     }
     int skip = 0;
     tc_entry *e = tc_convert_frame(f, pc, st, backend, &skip);
+    if (e != NULL && st->dynamic && e->code == NULL
+        && e->backend_fn == NULL) {
+        /* a segment with nothing to compile (no tensor work, or one that
+         * runs in CPython): a new size of it costs a trace, as one whose
+         * kernels are shared */
+        e->reused = 1;
+    }
     if (e != NULL && resize) {
-        if (e->reused) {
-            tc_stats.dynamic_reuses++;
-        }
-        else {
+        if (!e->reused) {
             tc_stats.recompiles++;
+        }
+        else if (e->code != NULL) {
+            tc_stats.dynamic_reuses++;   /* a compiled entry (graphs) */
         }
         if ((!e->reused
              && log_recompile(co, reasons, 1, "dynamic shapes: these sizes "
