@@ -826,8 +826,8 @@ size_class(int64_t v)
     return v == 0 ? 0 : v == 1 ? 1 : 2;
 }
 
-static int
-stride_class(int64_t v)
+int
+tc_stride_class(int64_t v)
 {
     return v < 0 ? 3 : size_class(v);
 }
@@ -849,7 +849,8 @@ same_arg_generic(const tc_kernel *ka, const tc_karg *x, const tc_karg *y)
         return 0;
     }
     for (int d = 0; d < nd; d++) {
-        if (stride_class(x->strides[d]) != stride_class(y->strides[d])) {
+        if (tc_stride_class(x->strides[d])
+            != tc_stride_class(y->strides[d])) {
             return 0;
         }
     }

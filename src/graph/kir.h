@@ -313,6 +313,8 @@ int tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b);
  * comes from a size) not by value: the emitters specialize on exactly
  * those. */
 int tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b);
+/* The stride classes it compares: 0, 1, larger, negative (0..3). */
+int tc_stride_class(int64_t stride);
 
 /* A finite float KOP_CONST: a size-generic kernel reads it at run time
  * (it may be derived from a size: 1 / n, n - 1).  While such a kernel is

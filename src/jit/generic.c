@@ -28,15 +28,8 @@ typedef struct rec {
 } rec;
 
 static rec *records;
-static long nrecords;
 static gcc_jit_result **kept;
 static int nkept, capkept;
-
-static int
-stride_class(int64_t v)
-{
-    return v < 0 ? 3 : v == 0 ? 0 : v == 1 ? 1 : 2;
-}
 
 /* Same collapsed loop nest up to the sizes and strides the generic code
  * reads at run time (which strides are 0 or 1 is compiled in). */
@@ -54,8 +47,8 @@ same_loop(const tc_loop *a, const tc_loop *b)
             return 0;
         }
         for (int x = 0; x < a->nargs; x++) {
-            if (stride_class(a->strides[x][d])
-                != stride_class(b->strides[x][d])) {
+            if (tc_stride_class(a->strides[x][d])
+                != tc_stride_class(b->strides[x][d])) {
                 return 0;
             }
         }
@@ -124,7 +117,6 @@ tc_generic_add(const tc_kernel *k, const tc_loop *l, tc_kernel_fn fn)
     memcpy(r->l.strides, l->strides, sizeof(*l->strides) * (size_t)l->nargs);
     r->next = records;
     records = r;
-    nrecords++;
     return 0;
 }
 
@@ -142,10 +134,4 @@ tc_generic_keep(void *result)
     }
     kept[nkept++] = result;
     return 0;
-}
-
-long
-tc_generic_count(void)
-{
-    return nrecords;
 }

@@ -105,7 +105,6 @@ int tc_jit_red_plan(const tc_kernel *k, const tc_loop *l, tc_red_plan *p);
 tc_kernel_fn tc_generic_find(const tc_kernel *k, const tc_loop *l);
 int tc_generic_add(const tc_kernel *k, const tc_loop *l, tc_kernel_fn fn);
 int tc_generic_keep(void *result);
-long tc_generic_count(void);
 
 /* Compiles all kernels of plan with the flags of cpu.c: pointwise kernels
  * in one context, reduction kernels in another.  No Python involved.
