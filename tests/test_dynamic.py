@@ -357,3 +357,19 @@ def test_encoder_over_batches_of_varying_length():
     # fast-path check compiles nothing
     assert compiles() <= 3, c
     assert c["recompiles"] <= 2 and c["eager_fallbacks"] == 0, c
+
+
+@pytest.mark.parametrize("pre", range(0, 40, 3))
+def test_logsumexp_after_the_graph_grew(pre):
+    """Found by the dynamic-size fuzz mode under ASan: logsumexp read its
+    input's layout through a pointer into the node array after adding
+    nodes (a realloc): heap-use-after-free in graph.c.  `pre` ops before
+    it move the realloc across its nodes."""
+    def f(x):
+        for _ in range(pre):
+            x = x + 1
+        return torch.logsumexp(x, 1)
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3, 5, 2)
+    same(cf(x), f(x))
