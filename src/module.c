@@ -161,11 +161,13 @@ mod_counters(PyObject *m, PyObject *unused)
     /* extern_meta_*: generic extern nodes' meta runs at trace time (and
      * the signatures found in their cache), the seconds they took */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}", "frames_compiled",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}",
+        "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
         "kernels_compiled", c->kernels_compiled, "eager_fallbacks",
         c->eager_fallbacks, "frames_skipped", c->frames_skipped,
+        "dynamic_reuses", c->dynamic_reuses,
         "extern_meta_runs", meta_runs, "extern_meta_hits", meta_hits,
         "extern_meta_seconds", meta_seconds);
 }
@@ -382,7 +384,8 @@ module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "LOG_GUARDS", TC_LOG_GUARDS)
         || PyModule_AddIntConstant(m, "LOG_GRAPH", TC_LOG_GRAPH)
         || PyModule_AddIntConstant(m, "LOG_OUTPUT_CODE", TC_LOG_OUTPUT_CODE)
-        || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS);
+        || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS)
+        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC);
 }
 
 static PyModuleDef module_def = {

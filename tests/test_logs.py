@@ -44,7 +44,10 @@ def test_recompiles_exact_format(tcjit_logs):
             "    triggered by the following guard failure(s):\n")
     assert msgs[0].startswith(head), msgs[0]
     assert re.fullmatch(re.escape(head) + r"    - \d+/0: tensor 'x' size mismatch "
-                        r"at index 0\. expected 4, actual 8", msgs[0])
+                        r"at index 0\. expected 4, actual 8"
+                        r"\n    automatic dynamic shapes: recompiling with "
+                        r"size-generic kernels \(sizes are dynamic from now "
+                        r"on\)", msgs[0])
     rec = [r for r in caplog.records if r.name == "tcjit.recompiles"][0]
     assert rec.levelno == logging.INFO
 
@@ -55,7 +58,7 @@ def test_recompiles_lists_every_failing_entry(tcjit_logs):
     def f(x):
         return x * 2
 
-    cf = tcjit.compile(f)
+    cf = tcjit.compile(f, dynamic=False)
     cf(torch.randn(2))
     cf(torch.randn(3))
     cf(torch.randn(5))
@@ -84,7 +87,7 @@ def test_recompile_limit_logged_and_warned(tcjit_logs):
     def f(x):
         return x * 9
 
-    cf = tcjit.compile(f)
+    cf = tcjit.compile(f, dynamic=False)  # static: every size compiles
     with tcjit.config.patch(recompile_limit=2):
         with pytest.warns(RuntimeWarning, match=r"^tcjit hit config\.recompile_limit \(2\)"):
             cf(torch.randn(1))

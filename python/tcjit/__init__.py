@@ -35,7 +35,7 @@ from ._wrap import CompiledModule, wrap as _wrap
 
 __all__ = ["enable", "disable", "compile", "reset", "counters", "config",
            "set_logs", "Graph", "Node", "Unsupported", "is_enabled", "explain",
-           "ExplainOutput", "CompiledModule"]
+           "ExplainOutput", "CompiledModule", "mark_dynamic", "mark_static"]
 
 
 class Unsupported(RuntimeError):
@@ -68,7 +68,7 @@ def is_enabled():
     return _C.is_enabled()
 
 
-def compile(fn=None, *, fullgraph=False, backend="auto"):
+def compile(fn=None, *, fullgraph=False, backend="auto", dynamic=None):
     """Compile one function: ``tcjit.compile(fn)`` or ``@tcjit.compile(...)``.
     fn may also be a bound method or an nn.Module (tcjit.CompiledModule:
     calls run the module's forward compiled, sharing its parameters).
@@ -79,11 +79,40 @@ def compile(fn=None, *, fullgraph=False, backend="auto"):
     tcjit.Unsupported instead of running unsupported code eagerly.
     """
     if fn is None:
-        return functools.partial(compile, fullgraph=fullgraph, backend=backend)
-    compiled = _wrap(fn, Backend(backend, fullgraph))
+        return functools.partial(compile, fullgraph=fullgraph, backend=backend,
+                                 dynamic=dynamic)
+    compiled = _wrap(fn, Backend(backend, fullgraph, dynamic))
     if not isinstance(fn, torch.nn.Module):
         functools.update_wrapper(compiled, fn)
     return compiled
+
+
+def _dims(t, index):
+    return [index] if isinstance(index, int) else list(index)
+
+
+def mark_dynamic(t, index):
+    """Declare dim(s) ``index`` of tensor t dynamic, as
+    torch._dynamo.mark_dynamic: a function compiled with t as an input
+    makes size-generic kernels from its first compile (docs/dynamic.md)."""
+    dims = _dims(t, index)
+    for d in dims:
+        if not -t.dim() <= d < max(t.dim(), 1):
+            raise IndexError(f"mark_dynamic: dim {d} out of range for a "
+                             f"{t.dim()}-d tensor")
+    if not hasattr(t, "_dynamo_dynamic_indices"):
+        t._dynamo_dynamic_indices = set()
+    t._dynamo_dynamic_indices.update(d % max(t.dim(), 1) for d in dims)
+
+
+def mark_static(t, index):
+    """Keep dim(s) ``index`` of tensor t static, as
+    torch._dynamo.mark_static: a change of that size recompiles for the new
+    size instead of turning on dynamic shapes."""
+    dims = _dims(t, index)
+    if not hasattr(t, "_dynamo_static_indices"):
+        t._dynamo_static_indices = set()
+    t._dynamo_static_indices.update(d % max(t.dim(), 1) for d in dims)
 
 
 def reset():

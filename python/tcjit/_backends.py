@@ -10,7 +10,7 @@ class Backend:
     calls by the identity of this object and reads is_auto/fullgraph once
     per compile."""
 
-    def __init__(self, backend="auto", fullgraph=False):
+    def __init__(self, backend="auto", fullgraph=False, dynamic=None):
         if isinstance(backend, str):
             if backend not in ("auto", "eager"):
                 raise ValueError(f"unknown tcjit backend {backend!r}; use "
@@ -24,9 +24,16 @@ class Backend:
                             f"{type(backend).__name__}")
         self.is_auto = self.fn is None and self.name == "auto"
         self.fullgraph = bool(fullgraph)
+        if dynamic not in (None, True, False):
+            raise TypeError(f"dynamic must be None, True or False, got "
+                            f"{dynamic!r}")
+        # None: automatic dynamic shapes (size-generic kernels after a
+        # size change); True: from the first compile; False: never
+        self.dynamic = dynamic
 
     def __repr__(self):
-        return f"tcjit.Backend({self.name!r}, fullgraph={self.fullgraph})"
+        return (f"tcjit.Backend({self.name!r}, fullgraph={self.fullgraph}, "
+                f"dynamic={self.dynamic})")
 
     def compile(self, desc, text, example_inputs):
         graph = Graph(desc, text)

@@ -16,6 +16,7 @@ CHANNELS = {
     "graph": _C.LOG_GRAPH,
     "output_code": _C.LOG_OUTPUT_CODE,
     "graph_breaks": _C.LOG_GRAPH_BREAKS,
+    "dynamic": _C.LOG_DYNAMIC,
 }
 
 _root = logging.getLogger("tcjit")

@@ -43,10 +43,16 @@ typedef struct tc_entry {
     const tc_backend *be;
     void *code;
     PyObject *backend_fn;     /* other backends: callable(*inputs) */
+    int reused;               /* dynamic shapes: made without compiling a
+                                 kernel (all shared size-generic ones); not
+                                 counted against recompile_limit */
 } tc_entry;
 
 typedef struct {
     int skip;
+    int dynamic;              /* dynamic shapes: sizes changed (automatic
+                                 dynamic) or were declared dynamic, so
+                                 compiles make size-generic kernels */
     int frame_id;             /* assigned at first compile, for logs */
     int ncompiles;            /* entries ever made: 1 + recompiles */
     int limit_hit;            /* recompile limit reached: run eagerly */

@@ -262,7 +262,8 @@ dump_ptx(const tc_plan *plan, const char *title)
 }
 
 static int
-compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
+compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
+             int dynamic)
 {
     char err[256];
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
@@ -270,6 +271,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
         PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);
         return -1;
     }
+    plan->dynamic = dynamic;
     if (tc_config.ptx_dump_dir != NULL && device < 0) {
         dump_ptx(plan, title);
     }
@@ -283,7 +285,9 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device)
     }
     e->be = be;
     int nkernels = be->nkernels(e->code);
-    tc_stats.kernels_compiled += nkernels;
+    int built = be->ncompiled != NULL ? be->ncompiled(e->code) : nkernels;
+    tc_stats.kernels_compiled += built;
+    e->reused = dynamic && built == 0;
     if (!want_code || code == NULL) {
         free(code);
         return 0;
@@ -347,6 +351,41 @@ demote_to_eager(tc_entry *e, PyCodeObject *co)
     return 0;
 }
 
+/* tcjit.mark_dynamic(t, dim) on a graph input (torch's attribute): its
+ * code compiles size-generic kernels from the first compile.  1, 0, or -1
+ * with an exception. */
+static int
+inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
+{
+    tc_frame_view fv;
+    tc_view_of(f, &fv);
+    PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
+                                   sizeof(PyObject *));
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
+        PyMem_Free(vals);
+        return -1;
+    }
+    int marked = 0;
+    for (int i = 0; i < e->ninputs && !marked; i++) {
+        PyObject *d = PyObject_GetAttrString(vals[e->input_sources[i]],
+                                             "_dynamo_dynamic_indices");
+        if (d == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        marked = PyObject_Size(d) > 0;
+        PyErr_Clear();
+        Py_DECREF(d);
+    }
+    tc_guards_release(e->guards, vals);
+    PyMem_Free(vals);
+    return marked;
+}
+
 static int
 compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
@@ -384,8 +423,18 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         /* explain() sees the graph that is compiled, whatever the backend */
         rc = tc_recordf("graph", "(Ns)", graph_desc(g, device), text);
     }
+    /* size-generic kernels: the code's sizes changed or were marked
+     * dynamic, unless this backend says dynamic=False */
+    int policy = e->is_auto ? tc_backend_dynamic(e->backend) : -1;
+    rc = rc == 0 && policy < -1 ? -1 : rc;
+    if (rc == 0 && !st->dynamic && policy == 0) {
+        int marked = inputs_marked_dynamic(e, f);
+        rc = marked < 0 ? -1 : 0;
+        st->dynamic = marked > 0;
+    }
     if (rc == 0) {
-        rc = e->is_auto ? compile_auto(e, g, title, device)
+        int dynamic = policy > 0 || (policy == 0 && st->dynamic);
+        rc = e->is_auto ? compile_auto(e, g, title, device, dynamic)
                         : compile_python(e, g, f, text, device);
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e, co);
@@ -397,6 +446,21 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         tc_stats.graphs++;
     }
     return rc;
+}
+
+int
+tc_backend_dynamic(PyObject *backend)
+{
+    PyObject *v = PyObject_GetAttrString(backend, "dynamic");
+    if (v == NULL) {
+        return -2;
+    }
+    int r = v == Py_None ? 0 : PyObject_IsTrue(v) ? 1 : -1;
+    if (v != Py_None && PyErr_Occurred()) {
+        r = -2;
+    }
+    Py_DECREF(v);
+    return r;
 }
 
 /* Backend options are read once per compile, never per call. */

@@ -11,4 +11,8 @@
 tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
                            PyObject *backend, int *skip);
 
+/* tcjit.compile(dynamic=...) of a backend object: 1 True, 0 None, -1
+ * False, -2 with an exception. */
+int tc_backend_dynamic(PyObject *backend);
+
 #endif

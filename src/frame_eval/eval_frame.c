@@ -534,6 +534,9 @@ typedef struct {
     ptrbuf buf;
     PyObject **vals;          /* buf.v once reserved */
     PyObject *reasons;        /* list of failure lines, on a miss */
+    int nfailed;              /* entries whose guards failed */
+    int size_fail;            /* the first of them failed only on a
+                                 tensor's sizes (automatic dynamic) */
 } lookup_result;
 
 static int
@@ -544,11 +547,39 @@ lr_reserve(lookup_result *lr, int n)
     return rc;
 }
 
+/* mark_static(t, dim) (torch's attribute): that dim never becomes
+ * dynamic. */
+static int
+dim_marked_static(PyObject *t, int dim)
+{
+    PyObject *s = PyObject_GetAttrString(t, "_dynamo_static_indices");
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *d = PyLong_FromLong(dim);
+    int r = d != NULL ? PySequence_Contains(s, d) : -1;
+    Py_XDECREF(d);
+    Py_DECREF(s);
+    if (r < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r;
+}
+
 static int
 note_failure(lookup_result *lr, tc_code_state *st, tc_entry *e, int guard)
 {
     if (lr->reasons == NULL && (lr->reasons = PyList_New(0)) == NULL) {
         return -1;
+    }
+    if (lr->nfailed++ == 0) {
+        PyObject *t;
+        int dim;
+        lr->size_fail = tc_guard_size_failure(e->guards, guard, lr->vals, &t,
+                                              &dim)
+                        && !(dim >= 0 && dim_marked_static(t, dim));
     }
     PyObject *why = tc_guard_fail_reason(e->guards, guard, lr->vals);
     PyObject *line = why ? PyUnicode_FromFormat("%d/%d: %U", st->frame_id,
@@ -576,12 +607,14 @@ more_candidates(tc_entry *e, int pc, PyObject *backend)
  * values stay in lr->vals.  Entries tried after a failing one reuse the
  * values it fetched. */
 static int
-lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
-            PyObject *backend, lookup_result *lr)
+lookup_pass(const tc_frame_view *fv, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr, int notes)
 {
     tc_entry *prev = NULL;
     tc_fetched fetched = {NULL, NULL, 0};
     int rc = 0;
+    lr->nfailed = 0;
+    lr->size_fail = 0;
     for (tc_entry *e = st->entries; e; prev = e, e = e->next) {
         if (e->start_pc != pc || e->backend != backend) {
             continue;
@@ -599,7 +632,8 @@ lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
             lr->entry = e;
             break;
         }
-        if (ok < 0 || note_failure(lr, st, e, failed) < 0) {
+        lr->nfailed += !notes;
+        if (ok < 0 || (notes && note_failure(lr, st, e, failed) < 0)) {
             if (ok == 0) {
                 tc_guards_release(e->guards, lr->vals);
             }
@@ -619,6 +653,21 @@ lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
         tc_guards_stash(e->guards, lr->vals, &fetched);
     }
     tc_fetched_release(&fetched);
+    return rc;
+}
+
+/* The failure reasons (and whether sizes alone failed) are only wanted
+ * on a miss: formatting them for every entry tried before a hit cost a
+ * few us per call when calls alternate between entries (two batch
+ * sizes).  So a miss evaluates the guards a second time, noting why. */
+static int
+lookup_view(const tc_frame_view *fv, int pc, tc_code_state *st,
+            PyObject *backend, lookup_result *lr)
+{
+    int rc = lookup_pass(fv, pc, st, backend, lr, 0);
+    if (rc == 0 && lr->entry == NULL && lr->nfailed > 0) {
+        rc = lookup_pass(fv, pc, st, backend, lr, 1);
+    }
     return rc;
 }
 
@@ -697,7 +746,8 @@ tc_guard_time(PyObject *fn, PyObject *args, long n)
 }
 
 static int
-log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
+log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling,
+              const char *note)
 {
     if (!tc_log_on(TC_LOG_RECOMPILES)) {
         return 0;
@@ -708,10 +758,10 @@ log_recompile(PyCodeObject *co, PyObject *reasons, int recompiling)
     int rc = joined
         ? tc_logf(TC_LOG_RECOMPILES, "recompiles",
                   "%s function %U\n    triggered by the following guard "
-                  "failure(s):\n    - %U",
+                  "failure(s):\n    - %U%s%s",
                   recompiling ? "Recompiling"
                               : "Recompile limit reached, running eagerly:",
-                  where, joined)
+                  where, joined, note ? "\n    " : "", note ? note : "")
         : -1;
     Py_XDECREF(where);
     Py_XDECREF(sep);
@@ -731,14 +781,57 @@ warn_recompile_limit(PyCodeObject *co, PyObject *reasons)
         co->co_filename, co->co_firstlineno, last);
 }
 
+/* Entries of the segment that count against recompile_limit (those that
+ * reuse size-generic kernels do not: they are one compile's code). */
 static int
 entries_at(tc_code_state *st, int pc, PyObject *backend)
 {
     int n = 0;
     for (tc_entry *e = st->entries; e; e = e->next) {
-        n += e->start_pc == pc && e->backend == backend;
+        n += e->start_pc == pc && e->backend == backend && !e->reused;
     }
     return n;
+}
+
+static int
+log_dynamic(unsigned channel, const char *name, PyCodeObject *co,
+            PyObject *reasons, const char *what)
+{
+    if (!tc_log_on(channel)) {
+        return 0;
+    }
+    PyObject *where = tc_describe_code(co);
+    PyObject *first = PyList_GET_SIZE(reasons)
+        ? PyList_GET_ITEM(reasons, 0) : Py_None;
+    int rc = where ? tc_logf(channel, name, "%s function %U: %S", what,
+                             where, first)
+                   : -1;
+    Py_XDECREF(where);
+    return rc;
+}
+
+/* Automatic dynamic shapes: a miss of a segment that has entries, whose
+ * most recently hit entry failed only on sizes, makes the code's compiles
+ * size-generic from now on (tcjit.compile(dynamic=None), the default);
+ * dynamic=True makes them so from the first compile, dynamic=False
+ * never.  Returns 1 when this miss turned it on, 0, or -1 with an
+ * exception. */
+static int
+decide_dynamic(tc_code_state *st, PyObject *backend, int previous,
+               int size_fail)
+{
+    int policy = tc_backend_dynamic(backend);
+    if (policy < -1) {
+        return -1;
+    }
+    if (st->dynamic || policy < 0) {
+        return 0;
+    }
+    if (policy > 0 || (previous > 0 && size_fail)) {
+        st->dynamic = 1;
+        return policy > 0 ? 0 : 1;
+    }
+    return 0;
 }
 
 /* A miss: log, honour the recompile limit, convert.  Returns the new entry,
@@ -747,16 +840,21 @@ entries_at(tc_code_state *st, int pc, PyObject *backend)
  * per code object (its resume functions are code objects of their own). */
 static tc_entry *
 convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
-             PyObject *reasons, int *eager)
+             PyObject *reasons, int size_fail, int *eager)
 {
     PyCodeObject *co = f->f_code;
     int previous = entries_at(st, pc, backend);
     tc_stats.cache_misses++;
     *eager = 0;
+    int was_dynamic = st->dynamic;
+    int turned = decide_dynamic(st, backend, previous, size_fail);
+    if (turned < 0) {
+        return NULL;
+    }
     if (previous > 0 && previous >= tc_config.recompile_limit) {
         if (!st->limit_hit) {
             st->limit_hit = 1;
-            if (log_recompile(co, reasons, 0) < 0
+            if (log_recompile(co, reasons, 0, NULL) < 0
                 || warn_recompile_limit(co, reasons) < 0) {
                 return NULL;  /* e.g. the warning filtered into an error */
             }
@@ -764,14 +862,49 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         *eager = 1;
         return NULL;
     }
-    if (previous > 0) {
+    /* a new size of a dynamic segment is traced again and its kernels
+     * are looked up among the size-generic ones: logged as a recompile
+     * only if it compiles something (below) */
+    int resize = was_dynamic && size_fail && previous > 0;
+    if (previous > 0 && !resize) {
         tc_stats.recompiles++;
-        if (log_recompile(co, reasons, 1) < 0) {
+        const char *why = "automatic dynamic shapes: recompiling with "
+                          "size-generic kernels (sizes are dynamic from now "
+                          "on)";
+        if (log_recompile(co, reasons, 1, turned ? why : NULL) < 0
+            || (turned && log_dynamic(TC_LOG_DYNAMIC, "dynamic", co,
+                                      reasons, why) < 0)) {
             return NULL;
         }
     }
     int skip = 0;
     tc_entry *e = tc_convert_frame(f, pc, st, backend, &skip);
+    if (e != NULL && st->dynamic && e->code == NULL
+        && e->backend_fn == NULL) {
+        /* a segment with nothing to compile (no tensor work, or one that
+         * runs in CPython): a new size of it costs a trace, as one whose
+         * kernels are shared */
+        e->reused = 1;
+    }
+    if (e != NULL && resize) {
+        if (!e->reused) {
+            tc_stats.recompiles++;
+        }
+        else if (e->code != NULL) {
+            tc_stats.dynamic_reuses++;   /* a compiled entry (graphs) */
+        }
+        if ((!e->reused
+             && log_recompile(co, reasons, 1, "dynamic shapes: these sizes "
+                              "need kernels of their own (a size 0 or 1, "
+                              "another layout or schedule)") < 0)
+            || log_dynamic(TC_LOG_DYNAMIC, "dynamic", co, reasons,
+                           e->reused
+                           ? "new sizes, size-generic kernels reused, in"
+                           : "new sizes, new kernels compiled, in") < 0) {
+            tc_entry_free(e);
+            return NULL;
+        }
+    }
     if (e == NULL && skip) {
         st->skip = 1;
         tc_stats.frames_skipped++;
@@ -795,10 +928,11 @@ convert_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
  * warnings filters, a custom backend compiling) is not compiled. */
 static tc_entry *
 handle_miss(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
-            PyObject *reasons, int *eager)
+            PyObject *reasons, int size_fail, int *eager)
 {
     own_work++;
-    tc_entry *e = convert_miss(f, pc, st, backend, reasons, eager);
+    tc_entry *e = convert_miss(f, pc, st, backend, reasons, size_fail,
+                               eager);
     own_work--;
     return e;
 }
@@ -828,7 +962,8 @@ get_entry(tc_iframe *f, int pc, tc_code_state *st, PyObject *backend,
         return GOT_ERROR;
     }
     int eager = 0;
-    tc_entry *e = handle_miss(f, pc, st, backend, lr->reasons, &eager);
+    tc_entry *e = handle_miss(f, pc, st, backend, lr->reasons,
+                              lr->size_fail, &eager);
     Py_CLEAR(lr->reasons);
     if (e == NULL) {
         return eager ? GOT_EAGER : GOT_ERROR;

@@ -12,7 +12,9 @@
 
 typedef struct {
     long frames_compiled, cache_hits, cache_misses, recompiles, graphs,
-        kernels_compiled, eager_fallbacks, frames_skipped;
+        kernels_compiled, eager_fallbacks, frames_skipped,
+        dynamic_reuses;       /* entries for new sizes that compiled
+                                 nothing (size-generic kernels reused) */
 } tc_counters;
 
 extern tc_counters tc_stats;
@@ -30,7 +32,8 @@ enum {
     TC_LOG_GUARDS = 1 << 1,
     TC_LOG_GRAPH = 1 << 2,
     TC_LOG_OUTPUT_CODE = 1 << 3,
-    TC_LOG_GRAPH_BREAKS = 1 << 4
+    TC_LOG_GRAPH_BREAKS = 1 << 4,
+    TC_LOG_DYNAMIC = 1 << 5
 };
 
 extern unsigned tc_log_mask;

@@ -757,6 +757,11 @@ same_value(const tc_kernel *k, const int *vn, const int *region, int i,
         return 0;
     }
     if (a->op == KOP_CONST) {
+        /* parameters of a size-generic kernel are equal only to
+         * themselves: their values come at run time */
+        if (a->arg >= TC_KCONST_PARAM || b->arg >= TC_KCONST_PARAM) {
+            return a->arg == b->arg;
+        }
         return memcmp(&a->imm, &b->imm, sizeof(a->imm)) == 0;
     }
     if (!(region[i] & 1) || !(region[j] & 1) || a->op == KOP_STORE
@@ -813,20 +818,78 @@ same_arg(const tc_kernel *ka, const tc_karg *a, const tc_karg *b)
            && memcmp(a->strides, b->strides, sizeof(int64_t) * nd) == 0;
 }
 
+/* Size classes a size-generic kernel compiles in (kir.h
+ * tc_kernel_same_generic_code): 0, 1, larger; strides also negative. */
+static int
+size_class(int64_t v)
+{
+    return v == 0 ? 0 : v == 1 ? 1 : 2;
+}
+
 int
-tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
+tc_stride_class(int64_t v)
+{
+    return v < 0 ? 3 : size_class(v);
+}
+
+int
+tc_kconst_is_param(const tc_kinst *in)
+{
+    return in->op == KOP_CONST && (in->dtype == TC_F32 || in->dtype == TC_F64)
+           && isfinite(in->imm.f);
+}
+
+static int
+same_arg_generic(const tc_kernel *ka, const tc_karg *x, const tc_karg *y)
+{
+    int nd = ka->ndim + ka->nred;
+    if (x->dtype != y->dtype || x->is_output != y->is_output
+        || (x->offset != 0) != (y->offset != 0)
+        || (x->buffer == TC_KARG_INDEX) != (y->buffer == TC_KARG_INDEX)) {
+        return 0;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (tc_stride_class(x->strides[d])
+            != tc_stride_class(y->strides[d])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+same_sizes(const tc_kernel *a, const tc_kernel *b, int generic)
 {
     int nd = a->ndim + a->nred;
-    if (a->ndim != b->ndim || a->nred != b->nred || a->numel != b->numel
-        || a->red_numel != b->red_numel || a->nphases != b->nphases
+    if (!generic) {
+        return a->numel == b->numel && a->red_numel == b->red_numel
+               && memcmp(a->sizes, b->sizes, sizeof(int64_t) * nd) == 0;
+    }
+    if (size_class(a->numel) != size_class(b->numel)
+        || size_class(a->red_numel) != size_class(b->red_numel)) {
+        return 0;
+    }
+    for (int d = 0; d < nd; d++) {
+        if (size_class(a->sizes[d]) != size_class(b->sizes[d])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+same_code(const tc_kernel *a, const tc_kernel *b, int generic)
+{
+    if (a->ndim != b->ndim || a->nred != b->nred || a->nphases != b->nphases
         || a->nargs != b->nargs || a->ninsts != b->ninsts
-        || memcmp(a->sizes, b->sizes, sizeof(int64_t) * nd) != 0
+        || !same_sizes(a, b, generic)
         || memcmp(a->phases, b->phases,
                   sizeof(tc_kphase) * (size_t)a->nphases) != 0) {
         return 0;
     }
     for (int i = 0; i < a->nargs; i++) {
-        if (!same_arg(a, &a->args[i], &b->args[i])) {
+        if (!(generic ? same_arg_generic(a, &a->args[i], &b->args[i])
+                      : same_arg(a, &a->args[i], &b->args[i]))) {
             return 0;
         }
         /* which arguments alias decides restrict, ld.global.nc, reuse */
@@ -838,9 +901,28 @@ tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
         }
     }
     for (int i = 0; i < a->ninsts; i++) {
-        if (!same_inst(&a->insts[i], &b->insts[i])) {
+        const tc_kinst *x = &a->insts[i], *y = &b->insts[i];
+        if (generic && tc_kconst_is_param(x) && tc_kconst_is_param(y)) {
+            if (x->dtype != y->dtype) {
+                return 0;
+            }
+            continue;
+        }
+        if (!same_inst(x, y)) {
             return 0;
         }
     }
     return 1;
+}
+
+int
+tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b)
+{
+    return same_code(a, b, 1);
+}
+
+int
+tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b)
+{
+    return same_code(a, b, 0);
 }

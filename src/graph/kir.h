@@ -305,6 +305,25 @@ void tc_kernel_body_value_numbers(const tc_kernel *k, const int *region,
  * the same kernels once per layer; emitters compile each once. */
 int tc_kernel_same_code(const tc_kernel *a, const tc_kernel *b);
 
+/* Dynamic shapes: do a and b compile to the same size-generic code (an
+ * emitter that reads sizes, strides, offsets and parameter constants at
+ * run time)?  As tc_kernel_same_code, but sizes only by class (0, 1,
+ * larger), strides by class (0, 1, larger, negative), offsets by zero /
+ * non-zero, and parameter constants (tc_kconst_is_param: a mean's count
+ * comes from a size) not by value: the emitters specialize on exactly
+ * those. */
+int tc_kernel_same_generic_code(const tc_kernel *a, const tc_kernel *b);
+/* The stride classes it compares: 0, 1, larger, negative (0..3). */
+int tc_stride_class(int64_t stride);
+
+/* A finite float KOP_CONST: a size-generic kernel reads it at run time
+ * (it may be derived from a size: 1 / n, n - 1).  While such a kernel is
+ * emitted, its j-th one (in instruction order) carries arg
+ * TC_KCONST_PARAM + j, through the rewriting passes; value numbering
+ * never merges two of them. */
+#define TC_KCONST_PARAM (1 << 20)
+int tc_kconst_is_param(const tc_kinst *in);
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 

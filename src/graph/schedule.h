@@ -68,6 +68,11 @@ typedef struct {
     int nsteps;           /* execution order: steps[i] >= 0 runs kernel
                              steps[i], < 0 extern call -1 - steps[i] */
     int *steps;
+    int dynamic;          /* addition (dynamic shapes): compile its kernels
+                             size-generic where the target can (sizes,
+                             strides and offsets read at run time), so
+                             plans of other sizes reuse them; set by the
+                             caller after tc_schedule */
 } tc_plan;
 
 /* Reductions: a reduction is computed inside the kernel of its consumer

@@ -1192,6 +1192,39 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
     return guard_code(gs, g);
 }
 
+int
+tc_guard_size_failure(const tc_guard_set *gs, int i, PyObject *const *vals,
+                      PyObject **tensor, int *dim)
+{
+    const tc_guard *g = &gs->guards[i];
+    if (g->kind != TC_GUARD_TENSOR_MATCH || vals[g->source] == NULL) {
+        return 0;
+    }
+    PyObject *v = vals[g->source];
+    const tc_tensor_meta *m = &g->tensor;
+    tc_tensor_meta a;
+    tc_dtype dt;
+    uint64_t keys;
+    if ((PyObject *)Py_TYPE(v) != m->type || tc_tensor_keys(v, &keys) < 0
+        || keys != m->keys || tc_tensor_read_meta(v, &a, &dt) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (a.dtype != m->dtype || a.device_index != m->device_index
+        || a.requires_grad != m->requires_grad || a.ndim != m->ndim) {
+        return 0;
+    }
+    *tensor = v;
+    *dim = -1;
+    for (int d = 0; d < a.ndim; d++) {
+        if (a.sizes[d] != m->sizes[d]) {
+            *dim = d;
+            break;
+        }
+    }
+    return 1;
+}
+
 PyObject *
 tc_guards_format(const tc_guard_set *gs)
 {

@@ -196,6 +196,15 @@ void tc_fetched_release(tc_fetched *f);
 PyObject *tc_guard_fail_reason(const tc_guard_set *gs, int guard,
                                PyObject *const *vals);
 
+/* Dynamic shapes: 1 when the failing guard is a tensor's that differs
+ * only in sizes or strides (same type, dispatch keys, dtype, device,
+ * requires_grad and rank), what automatic dynamic shapes react to; then
+ * *tensor (borrowed) is the tensor and *dim its first size that changed
+ * (-1: only strides).  0 otherwise (also for errors, cleared: this only
+ * decides how to recompile). */
+int tc_guard_size_failure(const tc_guard_set *gs, int guard,
+                          PyObject *const *vals, PyObject **tensor, int *dim);
+
 /* One line per guard for TCJIT_LOGS=guards and explain(). */
 PyObject *tc_guards_format(const tc_guard_set *gs);
 

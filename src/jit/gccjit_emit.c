@@ -255,6 +255,12 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
     return 0;
 }
 
+int
+tc_jit_red_plan(const tc_kernel *k, const tc_loop *l, tc_red_plan *p)
+{
+    return tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target, p);
+}
+
 /* ---- types and small expression helpers -------------------------------- */
 
 typedef struct {
@@ -265,7 +271,75 @@ typedef struct {
     T *ut[TC_NDTYPES];      /* unsigned type of the same width */
     T *t_bool, *t_i32, *t_i64, *t_void, *t_voidp, *t_voidpp;
     gcc_jit_function *ipow[TC_NDTYPES];
+    /* Size-generic kernel (dynamic shapes, jit_internal.h tc_loop_dims):
+     * sizes, strides and offsets are read from the int64 block
+     * args[nargs] (dims, bound at each function's entry) instead of being
+     * constants.  Which strides are 0 or 1 stays compiled in. */
+    int generic;
+    int gnd;                 /* loop dims (outer + reduction) */
+    int gnargs;
+    int64_t gslots;          /* length of the block (tc_loop_dims) */
+    gcc_jit_lvalue **dimv;   /* [gslots]: the block's values, copied into
+                                locals at each function's entry: a local
+                                is a register to GCC, while a load through
+                                the block could alias the stores (uint8
+                                bool outputs alias anything) and stay in
+                                the loop, unvectorized */
 } emitter;
+
+static R *iconst(emitter *e, T *t, int64_t v);
+
+static R *
+dim_slot(emitter *e, int slot)
+{
+    return gcc_jit_lvalue_as_rvalue(e->dimv[slot]);
+}
+
+/* Size of loop dim d, stride of argument a along it, a's offset. */
+static R *
+loop_size(emitter *e, const tc_loop *l, int d)
+{
+    return e->generic ? dim_slot(e, d) : iconst(e, e->t_i64, l->sizes[d]);
+}
+
+static R *
+loop_stride(emitter *e, const tc_loop *l, int a, int d)
+{
+    return e->generic ? dim_slot(e, e->gnd + a * e->gnd + d)
+                      : iconst(e, e->t_i64, l->strides[a][d]);
+}
+
+static R *
+arg_offset(emitter *e, const tc_kernel *k, int a)
+{
+    return e->generic ? dim_slot(e, e->gnd * (1 + e->gnargs) + a)
+                      : iconst(e, e->t_i64, k->args[a].offset);
+}
+
+int64_t
+tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out)
+{
+    int nd = l->ndim + l->nred;
+    int64_t n = (int64_t)nd * (1 + k->nargs) + k->nargs;
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            if (out != NULL) {
+                memcpy(&out[n], &k->insts[i].imm.f, sizeof(double));
+            }
+            n++;
+        }
+    }
+    for (int d = 0; out != NULL && d < nd; d++) {
+        out[d] = l->sizes[d];
+        for (int a = 0; a < k->nargs; a++) {
+            out[nd + a * nd + d] = l->strides[a][d];
+        }
+    }
+    for (int a = 0; out != NULL && a < k->nargs; a++) {
+        out[nd * (1 + k->nargs) + a] = k->args[a].offset;
+    }
+    return n;
+}
 
 static int
 is_float(tc_dtype dt)
@@ -528,6 +602,12 @@ static R *
 emit_const(emitter *e, const tc_kinst *in)
 {
     T *t = e->vt[in->dtype];
+    if (e->generic && in->arg >= TC_KCONST_PARAM) {
+        /* a parameter: the double's bits in the block (tc_loop_dims) */
+        int slot = e->gnd * (1 + e->gnargs) + e->gnargs
+                   + (in->arg - TC_KCONST_PARAM);
+        return cast(e, from_bits(e, TC_F64, dim_slot(e, slot)), t);
+    }
     if (!is_float(in->dtype)) {
         int64_t v = in->dtype == TC_BOOL ? (in->imm.i != 0) : in->imm.i;
         return iconst(e, t, v);
@@ -1112,7 +1192,7 @@ advance_pointers(loop_state *ls, const tc_loop *l, int d, R *i,
             continue;
         }
         R *idx = st == 1 ? i : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
-                                   iconst(e, e->t_i64, st));
+                                   loop_stride(e, l, a, d));
         char name[24];
         snprintf(name, sizeof(name), "p%d_%d", a, d);
         gcc_jit_lvalue *q = gcc_jit_function_new_local(
@@ -1137,7 +1217,7 @@ inner_elements(loop_state *ls, const tc_loop *l, R *i, R **base)
         R *idx = st == 1   ? i
                  : st == 0 ? iconst(e, e->t_i64, 0)
                            : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
-                                 iconst(e, e->t_i64, st));
+                                 loop_stride(e, l, a, d));
         if (ls->kv->exact->args[a].buffer == TC_KARG_INDEX) {
             ls->index[a] = bin(e, GCC_JIT_BINARY_OP_PLUS, e->t_i64, base[a],
                                idx);
@@ -1155,10 +1235,26 @@ load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
                   gcc_jit_block *entry, R **base)
 {
     emitter *e = ls->e;
+    if (e->generic) {
+        R *dims = cast(e, lv(gcc_jit_context_new_array_access(
+                              e->ctx, NULL, args,
+                              iconst(e, e->t_i64, k->nargs))),
+                       gcc_jit_type_get_pointer(e->t_i64));
+        for (int64_t j = 0; j < e->gslots; j++) {
+            char name[24];
+            snprintf(name, sizeof(name), "dim%d", (int)j);
+            e->dimv[j] = gcc_jit_function_new_local(ls->fn, NULL, e->t_i64,
+                                                    name);
+            gcc_jit_block_add_assignment(
+                entry, NULL, e->dimv[j],
+                lv(gcc_jit_context_new_array_access(
+                    e->ctx, NULL, dims, iconst(e, e->t_i64, j))));
+        }
+    }
     for (int a = 0; a < k->nargs; a++) {
         if (k->args[a].buffer == TC_KARG_INDEX) {
             /* no memory: the offset itself is the value */
-            base[a] = iconst(e, e->t_i64, k->args[a].offset);
+            base[a] = arg_offset(e, k, a);
             continue;
         }
         T *pt = gcc_jit_type_get_pointer(e->vt[k->args[a].dtype]);
@@ -1171,7 +1267,7 @@ load_arg_pointers(loop_state *ls, const tc_kernel *k, R *args,
         R *ptr = cast(e, slot, pt);
         if (k->args[a].offset != 0) {
             /* a view's storage offset, in elements */
-            ptr = ptr_offset(e, ptr, iconst(e, e->t_i64, k->args[a].offset));
+            ptr = ptr_offset(e, ptr, arg_offset(e, k, a));
         }
         gcc_jit_block_add_assignment(entry, NULL, p, ptr);
         base[a] = lv(p);
@@ -1195,7 +1291,7 @@ emit_nest(loop_state *ls, const tc_loop *l, gcc_jit_param **params,
         R *lo = d == 0 ? gcc_jit_param_as_rvalue(params[1])
                        : iconst(e, e->t_i64, 0);
         R *hi = d == 0 ? gcc_jit_param_as_rvalue(params[2])
-                       : iconst(e, e->t_i64, l->sizes[d]);
+                       : loop_size(e, l, d);
         if (d == nd - 1) {
             inner_elements(ls, l, lv(i), base);
             if (ls->kv->fast != NULL) {
@@ -1663,7 +1759,7 @@ set_red_elems(red_state *s, R *i)
         R *idx = st == 1   ? i
                  : st == 0 ? iconst(e, e->t_i64, 0)
                            : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
-                                 iconst(e, e->t_i64, st));
+                                 loop_stride(e, s->l, a, d));
         s->elem[a] = gcc_jit_context_new_array_access(e->ctx, NULL,
                                                       s->cur[a], idx);
         s->relem[a] = s->elem[a];
@@ -1681,7 +1777,7 @@ advance(red_state *s, int d, R *i, gcc_jit_block *blk, R **ptrs)
             continue;
         }
         R *idx = st == 1 ? i : bin(e, GCC_JIT_BINARY_OP_MULT, e->t_i64, i,
-                                   iconst(e, e->t_i64, st));
+                                   loop_stride(e, s->l, a, d));
         gcc_jit_lvalue *q = new_local(s, gcc_jit_rvalue_get_type(ptrs[a]),
                                       "p");
         gcc_jit_block_add_assignment(blk, NULL, q, ptr_offset(e, ptrs[a],
@@ -1963,12 +2059,14 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
         gcc_jit_block *after = done;
         for (int d = 0; d < nr - 1; d++) {
             int64_t rowstride = 1;
+            R *growstride = iconst(e, i64, 1);
             for (int q = d + 1; q < nr; q++) {
                 rowstride *= l->sizes[off + q];
+                growstride = bin(e, GCC_JIT_BINARY_OP_MULT, i64, growstride,
+                                 loop_size(e, l, off + q));
             }
             R *lo = d == 0 && lo0 != NULL ? lo0 : iconst(e, i64, 0);
-            R *hi = d == 0 && hi0 != NULL ? hi0
-                                          : iconst(e, i64, l->sizes[off + d]);
+            R *hi = d == 0 && hi0 != NULL ? hi0 : loop_size(e, l, off + d);
             gcc_jit_lvalue *i = new_local(s, i64, "rd");
             gcc_jit_block *latch;
             gcc_jit_block *body = red_loop(s, blk, i, lo, hi, after, &latch);
@@ -1978,15 +2076,16 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
                 body, NULL, rr,
                 bin(e, GCC_JIT_BINARY_OP_PLUS, i64, rrow,
                     bin(e, GCC_JIT_BINARY_OP_MULT, i64, lv(i),
-                        iconst(e, i64, rowstride))));
+                        e->generic ? growstride
+                                   : iconst(e, i64, rowstride))));
             rrow = lv(rr);
             blk = body;
             after = latch;
         }
         int64_t n = l->sizes[off + nr - 1];
-        int ranged = nr == 1 && lo0 != NULL;
-        R *lo = ranged ? lo0 : iconst(e, i64, 0);
-        R *hi = ranged ? hi0 : iconst(e, i64, n);
+        int ranged = (nr == 1 && lo0 != NULL) || e->generic;
+        R *lo = nr == 1 && lo0 != NULL ? lo0 : iconst(e, i64, 0);
+        R *hi = nr == 1 && lo0 != NULL ? hi0 : loop_size(e, l, off + nr - 1);
         if (emit_red_inner(s, blk, p, lo, hi, rrow, ranged ? -1 : n,
                            after) < 0) {
             return NULL;
@@ -2140,7 +2239,7 @@ emit_red_rows(red_state *s, const char *name)
         R *lo = d == 0 ? gcc_jit_param_as_rvalue(params[1])
                        : iconst(e, e->t_i64, 0);
         R *hi = d == 0 ? gcc_jit_param_as_rvalue(params[2])
-                       : iconst(e, e->t_i64, l->sizes[d]);
+                       : loop_size(e, l, d);
         gcc_jit_lvalue *i = new_local(s, e->t_i64, "i");
         gcc_jit_block *latch;
         gcc_jit_block *body = red_loop(s, blk, i, lo, hi, after, &latch);
@@ -2635,17 +2734,36 @@ const tc_math_target tc_jit_math_target = {
 
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
+/* Size-generic kernels: number k's parameter constants (kir.h
+ * TC_KCONST_PARAM) before the rewriting passes, which keep them. */
+static void
+tag_params(tc_kernel *k)
+{
+    int j = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            k->insts[i].arg = TC_KCONST_PARAM + j++;
+        }
+    }
+}
+
 static int
 make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
-              kernel_variants *kv)
+              kernel_variants *kv, int params)
 {
     memset(exact, 0, sizeof(*exact));
     memset(fast, 0, sizeof(*fast));
     kv->exact = exact;
     kv->fast = NULL;
     kv->flag = -1;
-    if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0
-        || tc_kernel_lower_half_casts(exact) < 0
+    if (copy_insts(k, exact) < 0 || copy_insts(k, fast) < 0) {
+        return -1;
+    }
+    if (params) {
+        tag_params(exact);
+        tag_params(fast);
+    }
+    if (tc_kernel_lower_half_casts(exact) < 0
         || tc_kernel_lower_half_casts(fast) < 0
         || tc_kernel_decompose_math(exact, &tc_jit_math_target, NULL) < 0
         || tc_kernel_decompose_math(fast, &tc_jit_math_target, &kv->flag)
@@ -2762,17 +2880,30 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
                      k->name);
             return -1;
         }
-        if (tc_loop_build(k, &code->loops[i]) < 0) {
+        if (code->loops[i].strides == NULL
+            && tc_loop_build(k, &code->loops[i]) < 0) {
             snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
                      "nest", k->name);
             return -1;
         }
-        if (tc_plan_first_same_kernel(plan, i) != i) {
-            continue;   /* shares that kernel's functions (lookup_kernel) */
+        if (tc_plan_first_same_kernel(plan, i) != i || code->fns[i] != NULL) {
+            continue;   /* shares that kernel's functions (lookup_kernel),
+                           or a size-generic one compiled before */
         }
+        e->generic = code->dims != NULL && code->dims[i] != NULL;
+        e->gnd = code->loops[i].ndim + code->loops[i].nred;
+        e->gnargs = k->nargs;
+        e->gslots = tc_loop_dims(k, &code->loops[i], NULL);
+        e->dimv = e->generic ? calloc((size_t)e->gslots, sizeof(*e->dimv))
+                             : NULL;
+        if (e->generic && e->dimv == NULL) {
+            snprintf(err, errlen, "tcjit cpu: out of memory");
+            return -1;
+        }
+        code->ncompiled++;
         tc_kernel exact, fast;
         kernel_variants kv;
-        int rc = make_variants(k, &exact, &fast, &kv);
+        int rc = make_variants(k, &exact, &fast, &kv, e->generic);
         if (rc < 0) {
             snprintf(err, errlen, "tcjit cpu: out of memory");
         }
@@ -2786,6 +2917,9 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
                                    errlen);
         }
         variants_clear(&exact, &fast);
+        free(e->dimv);
+        e->dimv = NULL;
+        e->generic = 0;
         if (rc < 0) {
             return -1;
         }
@@ -2811,6 +2945,9 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
         code->fns[i] = code->fns[same];
         code->split[i] = code->split[same];
         return 0;
+    }
+    if (code->fns[i] != NULL) {
+        return 0;   /* from the generic cache */
     }
     char name[48];
     snprintf(name, sizeof(name), "tc_k%d", i);
@@ -2873,16 +3010,73 @@ compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
         }
         code->results[kind] = res;
     }
+    /* size-generic kernels compiled now join the generic cache, which
+     * then owns their gcc result (it must outlive every record) */
+    char fresh[plan->nkernels + 1];
+    int nfresh = 0;
     for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
-        if (kernel_kind(&plan->kernels[i]) == kind
-            && lookup_kernel(res, plan, code, i) < 0) {
+        fresh[i] = 0;
+        if (kernel_kind(&plan->kernels[i]) != kind) {
+            continue;
+        }
+        fresh[i] = code->fns[i] == NULL
+                   && tc_plan_first_same_kernel(plan, i) == i
+                   && code->dims != NULL && code->dims[i] != NULL;
+        nfresh += fresh[i];
+        if (lookup_kernel(res, plan, code, i) < 0) {
             snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
                      "compile", i);
             rc = -1;
         }
     }
+    if (rc == 0 && nfresh > 0 && tc_generic_keep(res) == 0) {
+        code->results[kind] = NULL;
+        for (int i = 0; i < plan->nkernels; i++) {
+            if (fresh[i]) {
+                /* out of memory: simply not shared */
+                (void)tc_generic_add(&plan->kernels[i], &code->loops[i],
+                                     code->fns[i]);
+            }
+        }
+    }
     gcc_jit_context_release(c);
     return rc;
+}
+
+/* Dynamic shapes: every kernel not split into chunks is made
+ * size-generic (its block of sizes and strides computed now, for this
+ * plan's sizes); those the generic cache already has are taken from it. */
+static int
+dynamic_prepare(const tc_plan *plan, tc_jit_code *code, char *err,
+                size_t errlen)
+{
+    int n = plan->nkernels;
+    code->dims = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t *));
+    if (code->dims == NULL) {
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const tc_kernel *k = &plan->kernels[i];
+        tc_loop *l = &code->loops[i];
+        if (tc_loop_build(k, l) < 0) {
+            snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
+                     "nest", k->name);
+            return -1;
+        }
+        if (l->nchunks > 0) {
+            continue;   /* chunk scratch depends on the sizes: constants */
+        }
+        int64_t nd = tc_loop_dims(k, l, NULL);
+        code->dims[i] = malloc(sizeof(int64_t) * (size_t)(nd + 1));
+        if (code->dims[i] == NULL) {
+            snprintf(err, errlen, "tcjit cpu: out of memory");
+            return -1;
+        }
+        tc_loop_dims(k, l, code->dims[i]);
+        code->fns[i] = tc_generic_find(k, l);
+    }
+    return 0;
 }
 
 static int
@@ -2890,8 +3084,13 @@ compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
                size_t errlen)
 {
     int have[NKINDS] = {0};
+    if (plan->dynamic && dynamic_prepare(plan, code, err, errlen) < 0) {
+        return -1;
+    }
     for (int i = 0; i < plan->nkernels; i++) {
-        have[kernel_kind(&plan->kernels[i])] = 1;
+        if (code->fns[i] == NULL) {
+            have[kernel_kind(&plan->kernels[i])] = 1;
+        }
     }
     for (int kind = 0; kind < NKINDS; kind++) {
         if (have[kind] && compile_kind(plan, code, kind, err, errlen) < 0) {
@@ -2915,6 +3114,10 @@ tc_jit_code_free(tc_jit_code *code)
     for (int i = 0; code->loops != NULL && i < code->nkernels; i++) {
         tc_loop_clear(&code->loops[i]);
     }
+    for (int i = 0; code->dims != NULL && i < code->nkernels; i++) {
+        free(code->dims[i]);
+    }
+    free(code->dims);
     free(code->loops);
     free(code->fns);
     free(code->split);

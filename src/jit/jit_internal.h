@@ -80,7 +80,31 @@ typedef struct tc_jit_code {
     tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
     tc_split_fns *split;        /* [nkernels]; used where loops[i].nchunks */
+    /* Dynamic shapes (tc_plan.dynamic): dims[i] is kernel i's block of
+     * sizes, strides and offsets (tc_loop_dims), passed as args[nargs],
+     * for a size-generic kernel; NULL for a constant-folded one. */
+    int64_t **dims;
+    int ncompiled;              /* kernels this compile built (the others
+                                   came from the generic cache) */
 } tc_jit_code;
+
+/* The block a size-generic kernel reads (gccjit_emit.c): loop sizes
+ * [0, nd), then the strides of argument a at nd + a * nd, then the
+ * argument offsets at nd * (1 + nargs), nd = l->ndim + l->nred.  Fills
+ * out (when not NULL) and returns its length. */
+int64_t tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out);
+
+/* The reduction schedule gccjit_emit.c compiles reduction kernel k with. */
+int tc_jit_red_plan(const tc_kernel *k, const tc_loop *l, tc_red_plan *p);
+
+/* generic.c: size-generic kernels already compiled, shared by plans of
+ * every size (the caller holds the compile lock).  find: the function of
+ * a kernel with k's generic code and l's loop structure, or NULL.  add:
+ * records one (0, or -1 when out of memory: simply not shared); keep:
+ * the gcc_jit_result holding recorded functions lives as long as them. */
+tc_kernel_fn tc_generic_find(const tc_kernel *k, const tc_loop *l);
+int tc_generic_add(const tc_kernel *k, const tc_loop *l, tc_kernel_fn fn);
+int tc_generic_keep(void *result);
 
 /* Compiles all kernels of plan with the flags of cpu.c: pointwise kernels
  * in one context, reduction kernels in another.  No Python involved.

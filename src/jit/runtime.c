@@ -24,6 +24,7 @@ struct tc_compiled {
     tc_jit_code *code;
     tc_tensor_alloc alloc;  /* buffers and outputs as torch tensors */
     tc_extern_rt *ext;      /* extern steps, NULL if none */
+    int max_kargs;          /* most kernel arguments + 1 (the dims block) */
 };
 
 static PyObject *cpu_device = NULL;     /* torch.device("cpu") */
@@ -117,6 +118,11 @@ tc_jit_compile(tc_plan *plan, char **code_text)
         return NULL;
     }
     c->plan = plan;
+    for (int i = 0; i < plan->nkernels; i++) {
+        if (plan->kernels[i].nargs + 1 > c->max_kargs) {
+            c->max_kargs = plan->kernels[i].nargs + 1;
+        }
+    }
     if (tc_alloc_prepare(&c->alloc, plan, cpu_device, 0, "tcjit cpu") < 0
         || ((c->ext = tc_extern_prepare(plan)) == NULL
             && plan->nexterns > 0)) {
@@ -203,8 +209,10 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
     void *ptrs_stack[TC_STACK_BUFS + TC_STACK_BUFS];
     PyObject **objs = objs_stack;
     void **ptrs = ptrs_stack, **args = ptrs_stack + TC_STACK_BUFS;
-    if (nb > TC_STACK_BUFS || c->alloc.max_args > TC_STACK_BUFS) {
-        size_t n = (size_t)(nb > c->alloc.max_args ? nb : c->alloc.max_args) + 1;
+    int na = c->max_kargs > c->alloc.max_args ? c->max_kargs
+                                               : c->alloc.max_args;
+    if (nb > TC_STACK_BUFS || na > TC_STACK_BUFS) {
+        size_t n = (size_t)(nb > na ? nb : na) + 1;
         objs = calloc(n, sizeof(PyObject *));
         ptrs = calloc(2 * n, sizeof(void *));
         if (objs == NULL || ptrs == NULL) {
@@ -235,6 +243,8 @@ tc_jit_run(tc_compiled *c, PyObject *const *inputs, Py_ssize_t ninputs,
                 int b = k->args[a].buffer;
                 args[a] = b == TC_KARG_INDEX ? NULL : ptrs[b];
             }
+            /* a size-generic kernel's sizes and strides (jit_internal.h) */
+            args[k->nargs] = c->code->dims ? c->code->dims[s] : NULL;
             rc = run_kernel(c->code, s, args);
         }
         tc_alloc_step_end(&c->alloc, i, objs, ptrs);
@@ -278,11 +288,19 @@ backend_nkernels(const void *c)
     return tc_jit_nkernels(c);
 }
 
+static int
+backend_ncompiled(const void *c)
+{
+    const tc_compiled *cc = c;
+    return cc != NULL && cc->code != NULL ? cc->code->ncompiled : 0;
+}
+
 const tc_backend tc_jit_backend = {
     .name = "cpu",
     .compile = backend_compile,
     .run = backend_run,
     .free = backend_free,
     .nkernels = backend_nkernels,
+    .ncompiled = backend_ncompiled,
     .code_kind = tc_jit_cflags,
 };

@@ -38,6 +38,10 @@ typedef struct tc_backend {
 
     int (*nkernels)(const void *handle);
 
+    /* Kernels this compile built (dynamic shapes: the others were shared
+     * size-generic kernels).  NULL: all of them (nkernels). */
+    int (*ncompiled)(const void *handle);
+
     /* What output_code logs say the code is: "PTX", "-O3 -march=..." */
     const char *(*code_kind)(void);
 } tc_backend;

@@ -485,7 +485,11 @@ def run_program(prog, backends=BACKENDS, device="cpu", progress=None):
         if progress:
             progress(backend)
         tcjit.reset()
-        cf = tcjit.compile(f, backend=backend)
+        # "dynamic": tcjit's kernels, size-generic from the first compile
+        # (docs/dynamic.md); the generic kernel cache outlives reset(), so
+        # later programs of a worker reuse earlier programs' kernels
+        cf = (tcjit.compile(f, dynamic=True) if backend == "dynamic"
+              else tcjit.compile(f, backend=backend))
         found = []
         for call, variant in ((1, 0), (2, 1)):
             if variant not in eager:
@@ -502,7 +506,69 @@ def run_program(prog, backends=BACKENDS, device="cpu", progress=None):
         for x in found[:MAX_FAILURES]:
             x["signature"] = signature(x)
             failures.append(x)
-        if backend == "auto":
+        if backend in ("auto", "dynamic"):
             stats = tcjit.counters()
+    tcjit.reset()
+    return failures, stats
+
+
+# ------------------------------------------------------------ dynamic sizes
+
+def _resized(prog, old, new):
+    """prog with every input dim of size old made new (base shapes, and
+    sizes in expand() layouts); specials past the new end dropped.  The
+    statements are unchanged: one that names old (view(15, 2)) may now
+    raise, in eager and in tcjit alike."""
+    import dataclasses
+    import math
+    inputs = []
+    for i in prog.inputs:
+        base = tuple(new if d == old else d for d in i.base_shape)
+        layout = re.sub(r"\.expand\(([^)]*)\)",
+                        lambda m: ".expand(" + ", ".join(
+                            str(new) if x.strip() == str(old) else x.strip()
+                            for x in m.group(1).split(",")) + ")",
+                        i.layout)
+        n = math.prod(base)
+        specials = tuple(s for s in i.specials if s[0] < n)
+        inputs.append(dataclasses.replace(i, base_shape=base, layout=layout,
+                                          specials=specials))
+    return dataclasses.replace(prog, inputs=inputs)
+
+
+def size_variants(prog, count=3):
+    """(old, [new sizes]): the most common input size >= 2 and sizes to
+    call the program with instead (dynamic-size mode), or None."""
+    sizes = [d for i in prog.inputs for d in i.base_shape if d >= 2]
+    if not sizes:
+        return None
+    old = max(sorted(set(sizes)), key=sizes.count)
+    return old, [old + 1, old + 3, old + 2, max(2, old - 1)][:count]
+
+
+def run_program_sizes(prog, device="cpu", count=3):
+    """Dynamic-size mode: one compiled f (automatic dynamic shapes) called
+    with the inputs at their own sizes, then with one size changed to each
+    of size_variants' sizes, every call checked against eager.  Returns
+    (failures, counters)."""
+    sv = size_variants(prog, count)
+    if sv is None:
+        return [], {}
+    old, news = sv
+    f, _ = prog.load()
+    tcjit.reset()
+    cf = tcjit.compile(f)
+    failures = []
+    for call, p in enumerate([prog] + [_resized(prog, old, n) for n in news], 1):
+        make_inputs = p.load()[1]
+        eager = Eager(p, f, make_inputs, 0, device)
+        inputs = make_inputs(0, device)
+        actual, exc = _call(cf, inputs)
+        for x in check_call(p, "dynamic-sizes", call, actual, exc, inputs,
+                            eager)[:MAX_FAILURES]:
+            x["signature"] = signature(x)
+            x["sizes"] = (old, p.inputs and [i.base_shape for i in p.inputs])
+            failures.append(x)
+    stats = tcjit.counters()
     tcjit.reset()
     return failures, stats
