@@ -388,6 +388,9 @@ class Plan:
         self.saved = []
         self.backward_fn = None
         self.eager_reason = None
+        # the inputs the backward reads, saved with their versions checked
+        # by autograd (the replay reads them all)
+        self.inputs_used = [n.input_index for n in graph.inputs]
         if not self.diff_outputs:
             return
         b = _Builder(graph, rg)
@@ -438,24 +441,36 @@ class Plan:
 
     # called by _Node.backward
     def backward(self, ctx, gos):
-        inputs = ctx.saved_tensors[:self.graph_ninputs]
         if self.eager_reason is not None or torch.is_grad_enabled():
-            return self.replay_backward(inputs, gos)
-        saved = ctx.saved_tensors[self.graph_ninputs:]
+            return self.replay_backward(ctx, gos)
         if self.backward_fn is None:
             from . import _AUTO
             self.backward_fn = _C.CompiledFunction(self.backward_py, _AUTO)
-        args = ([inputs[i] for i in self.inputs_used] + list(saved)
-                + [gos[j] for j in self.diff_outputs])
-        grads = self.backward_fn(*args)
+        grads = self.backward_fn(*ctx.saved_tensors,
+                                 *[gos[j] for j in self.diff_outputs])
         out = [None] * self.graph_ninputs
         for i, gr in zip(self.grad_inputs, grads):
             out[i] = gr
         return out
 
-    def replay_backward(self, inputs, gos):
+    def replay_backward(self, ctx, gos):
         """torch's autograd over an eager replay of the graph: ops without
         a rule, and create_graph=True (double backward)."""
+        if len(self.inputs_used) == self.graph_ninputs:
+            inputs = ctx.saved_tensors[:self.graph_ninputs]
+        else:
+            # inputs the compiled backward does not read: kept by
+            # reference, their versions checked here as autograd would
+            inputs = ctx.inputs
+            for x, v in zip(inputs, ctx.versions):
+                if x._version != v:
+                    raise RuntimeError(
+                        "one of the variables needed for gradient "
+                        "computation has been modified by an inplace "
+                        f"operation: [{x.type()} {list(x.shape)}] is at "
+                        f"version {x._version}; expected version {v} "
+                        "instead (tcjit: double backward of a compiled "
+                        "graph)")
         create = torch.is_grad_enabled()
         with torch.enable_grad():
             xs = list(inputs) if create else [
@@ -485,7 +500,14 @@ class _Node(torch.autograd.Function):
         res = plan.runner(*inputs)
         outs = res[:plan.nout]
         ctx.plan = plan
-        ctx.save_for_backward(*inputs, *res[plan.nout:])
+        used = plan.inputs_used
+        if len(used) == len(inputs):
+            ctx.save_for_backward(*inputs, *res[plan.nout:])
+        else:
+            ctx.save_for_backward(*[inputs[i] for i in used],
+                                  *res[plan.nout:])
+            ctx.inputs = inputs        # for a double backward's replay
+            ctx.versions = [x._version for x in inputs]
         nondiff = [outs[j] for j in plan.nondiff
                    if isinstance(outs[j], torch.Tensor)]
         if nondiff:
