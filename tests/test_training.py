@@ -516,6 +516,37 @@ def test_generated_chains(case):
     grads_like_eager(fn, x, y, atol=1e-4, rtol=1e-4)
 
 
+_TGT = torch.tensor([1, 0, 4, 2, 4, 3])
+
+LOSSES = {
+    "ce_mean": lambda x, w: F.cross_entropy(x, _TGT),
+    "ce_sum": lambda x, w: F.cross_entropy(x * 2, _TGT, reduction="sum"),
+    "ce_none": lambda x, w: F.cross_entropy(x, _TGT, reduction="none"),
+    "ce_ignore": lambda x, w: F.cross_entropy(x, _TGT, ignore_index=4),
+    "ce_weight": lambda x, w: F.cross_entropy(x, _TGT, weight=w.exp().detach()),
+    "ce_smoothing": lambda x, w: F.cross_entropy(x, _TGT,
+                                                 label_smoothing=0.1),
+    "ce_3d": lambda x, w: F.cross_entropy(x.reshape(2, 3, 5).transpose(1, 2),
+                                          _TGT.reshape(2, 3)),
+    "nll_mean": lambda x, w: F.nll_loss(F.log_softmax(x, 1), _TGT),
+    "nll_none_ignore": lambda x, w: F.nll_loss(x, _TGT, reduction="none",
+                                               ignore_index=0),
+    "embedding": lambda x, w: F.embedding(_TGT, x).sin(),
+    "embedding_padding": lambda x, w: F.embedding(_TGT, x, padding_idx=4),
+    "embedding_padding_neg": lambda x, w: F.embedding(_TGT.view(2, 3), x,
+                                                      padding_idx=-2) * w,
+    "embedding_scale_freq": lambda x, w: F.embedding(
+        _TGT, x, scale_grad_by_freq=True),
+    "embedding_module": lambda x, w: _EMB(_TGT) * x.sum(),
+}
+_EMB = nn.Embedding(6, 5, padding_idx=1)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_generated_losses_and_embeddings(name):
+    grads_like_eager(LOSSES[name], rg(6, 5, seed=21), rg(5, seed=22))
+
+
 # ---- nanoGPT ---------------------------------------------------------------------
 
 class GPT(nn.Module):

@@ -108,7 +108,8 @@ class _Fold(ast.NodeTransformer):
                 and e.attr == "shape"):
             return _const(tuple(self.metas[e.value.id].shape), e)
         if isinstance(e.value, ast.Name) and e.value.id == "n":
-            v = getattr(self.node, e.attr)
+            v = (len(self.node.args) if e.attr == "nin"
+                 else getattr(self.node, e.attr))
             return _const(tuple(v) if isinstance(v, torch.Size) else v, e)
         return e
 

@@ -924,7 +924,8 @@ const tc_op_def tc_ops[] = {
      .nn = {"Embedding", "F.embedding", "weight padding_idx max_norm"},
      .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"},
      .checks_values = 1,
-     .grad = "vjp"
+     .grad = "; torch.ops.aten.embedding_dense_backward(g, x0, "
+             "x1.shape[0], n.xattr[0], bool(n.xattr[1]))"
      },
     {"conv1d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: 1-d convolution (int stride/padding/dilation, groups)",
@@ -964,7 +965,11 @@ const tc_op_def tc_ops[] = {
                  "label_smoothing=0.0")},
      .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"},
      .checks_values = 1,
-     .grad = "vjp"
+     .grad = "(torch.softmax(x0, 1) - (torch.arange(x0.shape[1], "
+             "device=x0.device) == x1.unsqueeze(1)).to(x0.dtype)) * (x1 != "
+             "n.xattr[1]).unsqueeze(1) * (g / (x1 != n.xattr[1]).sum() if "
+             "n.xattr[0] == 1 else g if n.xattr[0] == 2 else g.unsqueeze(1)) "
+             "if x0.dim() == 2 and n.nin == 2 and n.xfattr == 0 else vjp"
      },
     {"nll_loss", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: class-index targets, weight, ignore_index, reduction",
@@ -973,7 +978,11 @@ const tc_op_def tc_ops[] = {
                  "ignore_index=-100, reduce=None, reduction=None")},
      .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"},
      .checks_values = 1,
-     .grad = "vjp"
+     .grad = "-(torch.arange(x0.shape[1], device=x0.device) == "
+             "x1.unsqueeze(1)).to(x0.dtype) * (x1 != n.xattr[1]).unsqueeze(1) "
+             "* (g / (x1 != n.xattr[1]).sum() if n.xattr[0] == 1 else g if "
+             "n.xattr[0] == 2 else g.unsqueeze(1)) if x0.dim() == 2 and "
+             "n.nin == 2 else vjp"
      },
     {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: num_groups, weight, bias, eps",
