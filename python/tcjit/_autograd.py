@@ -26,6 +26,7 @@ tensors.
 import ast
 import logging
 import math
+import re
 
 import torch
 import torch.nn.functional as F
@@ -217,20 +218,60 @@ class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg):
+    def __init__(self, graph, rg, recompute=True):
         self.graph, self.rg = graph, rg
         self.lines = []
         self.tmp = 0
         self.values = {}      # node index -> variable of its value
+        self.recomputed = {}  # node index -> variable, computed again
+        self.outputs = {o.index for o in graph.outputs}
+        self.recompute = recompute
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
 
     def value(self, n):
+        """The variable holding node n's forward value in the backward:
+        a saved value (a parameter), or recomputed from its operands."""
         if n.kind == "scalar":
             return _literal(n.value)
-        if n.index not in self.values:
-            self.values[n.index] = f"v{n.index}"
+        if n.index in self.values:
+            return self.values[n.index]
+        if n.index in self.recomputed:
+            return self.recomputed[n.index]
+        if self.recompute and self.cheap(n):
+            expr = self.replay(n)
+            name = f"r{n.index}"
+            # right before its first use: a value a later segment of
+            # the backward uses (after a vjp step) is computed there,
+            # not carried across the step
+            self.lines.append(f"    {name} = {expr}")
+            self.recomputed[n.index] = name
+            return name
+        self.values[n.index] = f"v{n.index}"
         return self.values[n.index]
+
+    def cheap(self, n):
+        """Recompute in the backward instead of saving (the partition's
+        rule, Inductor's default in spirit): a pointwise op that is not a
+        graph output (an output is kept anyway) and does not make a new
+        tensor (full, arange).  Reductions, externs and views are saved:
+        recomputing them costs a pass over their input, a view is free to
+        keep."""
+        row = _OPS[n.op] if n.kind == "op" else None
+        return (row is not None and row["kind"] == "pointwise"
+                and n.index not in self.outputs
+                and "n.device" not in (row["eager"] or ""))
+
+    def replay(self, n):
+        """n's eager expression (the registry's, as tcjit.Graph replays
+        it) over the backward's variables."""
+        row = _OPS[n.op]
+        src = row["eager"] or (
+            f"torch.{n.op}({', '.join(f'x{k}' for k in range(len(n.args)))})")
+        names = {f"x{k}": (lambda a=a: self.value(a))
+                 for k, a in enumerate(n.args)}
+        tree = _Fold(n).visit(ast.parse(src, mode="eval"))
+        return ast.unparse(_Subst(names).visit(tree.body))
 
     def fresh(self, expr):
         self.tmp += 1
@@ -367,6 +408,27 @@ class _Builder:
 _VJP = _Opaque(_vjp)
 
 
+def _drop_dead(lines):
+    """`del` the temporaries that are dead at each vjp step: the step
+    ends a compiled segment, whose live locals become its outputs (each a
+    stored buffer); a dead one must not be one."""
+    temp = re.compile(r"\b[tr]\d+\b")
+    last = {}
+    for i, line in enumerate(lines):
+        for v in temp.findall(line):
+            last[v] = i
+    out, defined, gone = [], set(), set()
+    for i, line in enumerate(lines):
+        if "_VJP(" in line:
+            dead = sorted(v for v in defined - gone if last[v] < i)
+            if dead:
+                out.append(f"    del {', '.join(dead)}")
+                gone.update(dead)
+        out.append(line)
+        defined.add(line.split("=")[0].strip())
+    return out
+
+
 # ---- the plan -----------------------------------------------------------------
 
 class Plan:
@@ -424,15 +486,16 @@ class Plan:
         order = ([b.values[graph.inputs[i].index] for i in inputs_used]
                  + [b.values[s] for s in saved])
         src = (f"def tcjit_backward({', '.join(order + gos)}):\n"
-               + "\n".join(b.lines)
-               + f"\n    return ({', '.join(rets)},)\n")
+               + "\n".join(_drop_dead(
+                   b.lines + [f"    return ({', '.join(rets)},)"]))
+               + "\n")
         self.backward_src = src
         code = compile(src, "<tcjit backward>", "exec")
         exec(code, b.env)
         self.backward_py = b.env["tcjit_backward"]
         _log("graph", f"tcjit training: backward of a graph with "
                       f"{len(graph.ops())} ops, {len(saved)} saved "
-                      f"values:\n{src}")
+                      f"values, {len(b.recomputed)} recomputed:\n{src}")
 
     def finish(self, runner):
         self.runner = runner

@@ -2193,6 +2193,8 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
     }
     const tc_layout *l = &g->nodes[x].layout;
     tc_dtype dt = g->nodes[x].dtype;
+    /* l dangles once nodes are added (the node array grows) */
+    int ndim = l->ndim;
     if (reduced_numel(l, mask) == 0 || tc_layout_numel(l) == 0) {
         int s = reduce_node(g, "sum", PW1("exp", x), mask, keepdim, dt, err,
                             errlen);
@@ -2210,7 +2212,7 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
     int e = PW1("exp", PW2("sub", x, mz));
     int s = e < 0 ? -1 : reduce_node(g, "sum", e, mask, keepdim, dt, err,
                                      errlen);
-    int ms = keepdim || mz < 0 ? mz : squeeze_mask(g, mz, mask, l->ndim, err,
+    int ms = keepdim || mz < 0 ? mz : squeeze_mask(g, mz, mask, ndim, err,
                                                    errlen);
     return PW2("add", PW1("log", s), ms);
 }
