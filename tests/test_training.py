@@ -573,6 +573,27 @@ class GPT(nn.Module):
         return logits, loss
 
 
+@pytest.mark.parametrize("recompute", [False, True])
+def test_recompute_partition_gives_the_same_gradients(recompute, monkeypatch):
+    import tcjit._autograd as A
+    monkeypatch.setattr(A, "_RECOMPUTE", recompute)
+
+    def f(x, w, b):
+        h = F.layer_norm(x, (8,), w, b)
+        return (F.gelu(h @ w.unsqueeze(1).expand(8, 8)) * h.sigmoid()).sum()
+
+    plans = []
+    orig = A.Plan.__init__
+
+    def spy(self, desc):
+        orig(self, desc)
+        plans.append(self)
+    monkeypatch.setattr(A.Plan, "__init__", spy)
+    grads_like_eager(f, rg(3, 8), rg(8), rg(8))
+    src = plans[0].backward_src
+    assert ("= torch.rsqrt(" in src) == recompute, src
+
+
 def test_nanogpt_three_adamw_steps_match_eager():
     torch.manual_seed(0)
     eager = GPT().eval()         # eval: dropout off, the same in both

@@ -26,6 +26,7 @@ tensors.
 import ast
 import logging
 import math
+import os
 import re
 
 import torch
@@ -35,6 +36,9 @@ from . import _C
 from .graph import Graph
 
 _OPS = {row["name"]: row for row in _C.op_table()}
+# TCJIT_RECOMPUTE=1: recompute cheap pointwise values in the backward
+# instead of saving them (docs/training.md says why it is off for now)
+_RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "0") == "1"
 _GENERIC = ("extern", "extern_item")
 
 
@@ -218,14 +222,14 @@ class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg, recompute=True):
+    def __init__(self, graph, rg, recompute=None):
         self.graph, self.rg = graph, rg
         self.lines = []
         self.tmp = 0
         self.values = {}      # node index -> variable of its value
         self.recomputed = {}  # node index -> variable, computed again
         self.outputs = {o.index for o in graph.outputs}
-        self.recompute = recompute
+        self.recompute = _RECOMPUTE if recompute is None else recompute
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
 
