@@ -114,14 +114,14 @@ _MODELS = {}
 
 
 def _nanogpt_train(batch, seq, n_layer, n_embd, vocab=512):
-    """A nanoGPT training step (tests/test_training.py's GPT): forward with
+    """A nanoGPT training step (tests/test_models.py's GPT): forward with
     the loss, backward, AdamW.  make(dev, wrap) -> (step, args): wrap is
     what each implementation does to the model (eager: nothing,
     tcjit.compile, torch.compile); every implementation trains a model of
     its own from the same initial weights.  eval(): dropout off, so the
     implementations compute the same steps."""
     def make(dev, wrap):
-        from test_training import GPT
+        from test_models import GPT
         torch.manual_seed(0)
         model = GPT(n_layer, vocab, seq, n_embd).to(dev).eval()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -353,9 +353,15 @@ def run_training(w, device, sync, budget, inductor):
             firsts[impl] = None if impl == "eager" else first
         except Exception as e:  # report, keep benchmarking the rest
             res[impl] = {"error": f"{type(e).__name__}: {e}"}
+    return _timed(res, impls, firsts, args, sync, budget)
+
+
+def _timed(res, impls, firsts, args, sync, budget):
+    """res with every implementation's per-call time and the ratios."""
+    nbytes = res["bytes"]
     for impl, t in per_call_seconds(impls, args, sync, budget).items():
         res[impl] = {"per_call_s": t, "first_call_s": firsts[impl],
-                     "gb_per_s": 0.0}
+                     "gb_per_s": nbytes / t / 1e9}
     tc = res.get("tcjit", {}).get("per_call_s")
     for base in ("eager", "torch.compile"):
         b = res.get(base, {}).get("per_call_s")
@@ -395,16 +401,7 @@ def run_workload(w, device, sync, budget, inductor):
         except Exception as e:
             res["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
 
-    for impl, t in per_call_seconds(impls, args, sync, budget).items():
-        res[impl] = {"per_call_s": t, "first_call_s": firsts[impl],
-                     "gb_per_s": nbytes / t / 1e9}
-
-    tc = res.get("tcjit", {}).get("per_call_s")
-    for base in ("eager", "torch.compile"):
-        b = res.get(base, {}).get("per_call_s")
-        if tc is not None and b:
-            res[f"tcjit/{base}"] = tc / b
-    return res
+    return _timed(res, impls, firsts, args, sync, budget)
 
 
 # -- output -------------------------------------------------------------------

@@ -523,7 +523,8 @@ LOSSES = {
     "ce_sum": lambda x, w: F.cross_entropy(x * 2, _TGT, reduction="sum"),
     "ce_none": lambda x, w: F.cross_entropy(x, _TGT, reduction="none"),
     "ce_ignore": lambda x, w: F.cross_entropy(x, _TGT, ignore_index=4),
-    "ce_weight": lambda x, w: F.cross_entropy(x, _TGT, weight=w.exp().detach()),
+    "ce_weight": lambda x, w: F.cross_entropy(x, _TGT,
+                                              weight=w.exp().detach()),
     "ce_smoothing": lambda x, w: F.cross_entropy(x, _TGT,
                                                  label_smoothing=0.1),
     "ce_3d": lambda x, w: F.cross_entropy(x.reshape(2, 3, 5).transpose(1, 2),
@@ -547,31 +548,7 @@ def test_generated_losses_and_embeddings(name):
     grads_like_eager(LOSSES[name], rg(6, 5, seed=21), rg(5, seed=22))
 
 
-# ---- nanoGPT ---------------------------------------------------------------------
-
-class GPT(nn.Module):
-    """tests/test_models.py's nanoGPT."""
-
-    def __init__(self, n_layer=2, vocab=50, block=16, n_embd=32):
-        super().__init__()
-        from test_models import Block
-        self.wte = nn.Embedding(vocab, n_embd)
-        self.wpe = nn.Embedding(block, n_embd)
-        self.h = nn.ModuleList([Block(n_embd, 2) for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm(n_embd)
-        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
-
-    def forward(self, idx, targets):
-        b, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
-                               targets.view(-1), ignore_index=-1)
-        return logits, loss
-
+# ---- the partition ----------------------------------------------------------------
 
 @pytest.mark.parametrize("recompute", [False, True])
 def test_recompute_partition_gives_the_same_gradients(recompute, monkeypatch):
@@ -594,10 +571,13 @@ def test_recompute_partition_gives_the_same_gradients(recompute, monkeypatch):
     assert ("= torch.rsqrt(" in src) == recompute, src
 
 
+# ---- nanoGPT ---------------------------------------------------------------------
+
 def test_nanogpt_three_adamw_steps_match_eager():
+    from test_models import GPT
     torch.manual_seed(0)
-    eager = GPT().eval()         # eval: dropout off, the same in both
-    comp = GPT().eval()
+    eager = GPT(n_layer=2).eval()    # eval: dropout off, the same in both
+    comp = GPT(n_layer=2).eval()
     comp.load_state_dict(eager.state_dict())
     opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-3)
     opt_c = torch.optim.AdamW(comp.parameters(), lr=1e-3)

@@ -39,7 +39,6 @@ _OPS = {row["name"]: row for row in _C.op_table()}
 # TCJIT_RECOMPUTE=1: recompute cheap pointwise values in the backward
 # instead of saving them (docs/training.md says why it is off for now)
 _RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "0") == "1"
-_GENERIC = ("extern", "extern_item")
 
 
 def _log(channel, message):
@@ -48,7 +47,7 @@ def _log(channel, message):
         log.info(message, extra={"channel": channel})
 
 
-# ---- which nodes require grad -------------------------------------------------
+# ---- which nodes require grad ---------------------------------------------
 
 def _meta(n, requires_grad):
     t = torch.empty_strided(n.shape, n.stride, dtype=n.dtype, device="meta")
@@ -84,7 +83,7 @@ def _requires_grad(graph):
     return rg
 
 
-# ---- rule text -> backward source ----------------------------------------------
+# ---- rule text -> backward source ------------------------------------------
 
 def _rules(op):
     """The op's per-operand rule expressions, or None (no rule)."""
@@ -368,7 +367,8 @@ class _Builder:
             t = self.fresh(f"{t}.permute({tuple(order)!r})")
         mapped = {vsrc[kept[i]]: kept[i] for i in order}
         if len(mapped) != len(kept):
-            self.reason = f"no derivative for the view {n.op} (a dim read twice)"
+            self.reason = (f"no derivative for the view {n.op} (a dim "
+                           f"read twice)")
             return None
         # x's dims in order: a slice of a dim is scattered into zeros, a
         # selected dim comes back as the index (slice_scatter and
@@ -433,7 +433,7 @@ def _drop_dead(lines):
     return out
 
 
-# ---- the plan -----------------------------------------------------------------
+# ---- the plan --------------------------------------------------------------
 
 class Plan:
     """What the C runtime reads: ``reason`` (None, or why the graph runs
