@@ -309,6 +309,23 @@ def test_custom_autograd_function_keeps_its_backward():
     grads_like_eager(f, rg(5))
 
 
+def test_logs_show_the_forward_and_the_backward_graphs(caplog):
+    def f(x, w):
+        return (x * w).tanh().sum()
+
+    tcjit.set_logs("graph")
+    try:
+        with caplog.at_level(logging.INFO, logger="tcjit"):
+            x, w = rg(3, 4), rg(4)
+            tcjit.compile(f)(x, w).backward()
+    finally:
+        tcjit.set_logs("")
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "graph f [" in text                       # the forward
+    assert "tcjit training: backward of a graph" in text   # its source
+    assert "graph tcjit_backward [" in text          # the backward traced
+
+
 def test_in_place_write_under_grad_mode_runs_eagerly():
     def f(x):
         y = x * 2
