@@ -326,6 +326,45 @@ def test_logs_show_the_forward_and_the_backward_graphs(caplog):
     assert "graph tcjit_backward [" in text          # the backward traced
 
 
+def test_dropout_in_training_keeps_its_mask_in_the_backward():
+    # the backward must not draw a new mask: the replay restores the RNG
+    # state the forward drew from
+    def f(x, w):
+        return F.dropout(x.sin() * w, 0.5, training=True) * 2
+
+    x, w = rg(200), rg(200)
+    xe, we = _leaves((x, w))
+    torch.manual_seed(0)
+    y = tcjit.compile(f)(x, w)
+    (y * torch.arange(200.0)).sum().backward()
+    torch.manual_seed(0)
+    ye = f(xe, we)
+    (ye * torch.arange(200.0)).sum().backward()
+    check_same(y.detach(), ye.detach())
+    torch.testing.assert_close(x.grad, xe.grad)
+    torch.testing.assert_close(w.grad, we.grad)
+
+
+def test_nanogpt_with_dropout_in_train_mode_matches_eager():
+    from test_models import GPT
+    torch.manual_seed(0)
+    eager = GPT(n_layer=1).train()
+    comp = GPT(n_layer=1).train()
+    comp.load_state_dict(eager.state_dict())
+    idx = torch.randint(0, 50, (2, 8))
+    tgt = torch.randint(0, 50, (2, 8))
+    torch.manual_seed(5)
+    _, loss_c = tcjit.compile(comp)(idx, tgt)
+    loss_c.backward()
+    torch.manual_seed(5)
+    _, loss_e = eager(idx, tgt)
+    loss_e.backward()
+    torch.testing.assert_close(loss_c, loss_e, atol=1e-4, rtol=1e-4)
+    for (name, pe), pc in zip(eager.named_parameters(), comp.parameters()):
+        torch.testing.assert_close(pc.grad, pe.grad, atol=1e-4, rtol=1e-4,
+                                   msg=name)
+
+
 def test_in_place_write_under_grad_mode_runs_eagerly():
     def f(x):
         y = x * 2

@@ -39,6 +39,8 @@ _OPS = {row["name"]: row for row in _C.op_table()}
 # TCJIT_RECOMPUTE=1: recompute cheap pointwise values in the backward
 # instead of saving them (docs/training.md says why it is off for now)
 _RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "0") == "1"
+# ops that may draw random numbers: the generic externs (extern.h)
+_GENERIC = ("extern", "extern_item")
 
 
 def _log(channel, message):
@@ -312,6 +314,13 @@ class _Builder:
         if rules is None:
             self.reason = f"no derivative rule for {n.op}"
             return []
+        if n.op in _GENERIC:
+            # torch's backward of it would call it again: a different
+            # random draw for dropout, rand-based ops (the replay restores
+            # the forward's RNG state first)
+            self.reason = (f"a generic extern that requires grad ({n.op}: "
+                           f"it may draw random numbers)")
+            return []
         if rules == ["vjp"]:
             return self.vjp(n, need, g)
         trees = {}
@@ -458,6 +467,10 @@ class Plan:
         # the inputs the backward reads, saved with their versions checked
         # by autograd (the replay reads them all)
         self.inputs_used = [n.input_index for n in graph.inputs]
+        # a replay draws the random numbers the forward drew only from the
+        # same RNG state: kept at each forward of a graph that may draw
+        self.random = any(n.op in _GENERIC for n in graph.nodes
+                          if n.kind == "op")
         if not self.diff_outputs:
             return
         b = _Builder(graph, rg)
@@ -540,7 +553,14 @@ class Plan:
                         "instead (tcjit: double backward of a compiled "
                         "graph)")
         create = torch.is_grad_enabled()
-        with torch.enable_grad():
+        cuda = self.graph.device.type == "cuda"
+        with torch.enable_grad(), torch.random.fork_rng(
+                devices=[self.graph.device] if cuda else [],
+                enabled=ctx.rng is not None):
+            if ctx.rng is not None:
+                torch.set_rng_state(ctx.rng[0])
+                if cuda:
+                    torch.cuda.set_rng_state(ctx.rng[1], self.graph.device)
             xs = list(inputs) if create else [
                 x.detach().requires_grad_(x.requires_grad)
                 if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -565,6 +585,11 @@ class _Node(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, plan, *inputs):
+        ctx.rng = None
+        if plan.random:
+            dev = plan.graph.device
+            ctx.rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev)
+                       if dev.type == "cuda" else None)
         res = plan.runner(*inputs)
         outs = res[:plan.nout]
         ctx.plan = plan
