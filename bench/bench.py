@@ -113,6 +113,33 @@ def _gpt2(batch, seq, blocks=1):
 _MODELS = {}
 
 
+def _nanogpt_train(batch, seq, n_layer, n_embd, vocab=512):
+    """A nanoGPT training step (tests/test_models.py's GPT): forward with
+    the loss, backward, AdamW.  make(dev, wrap) -> (step, args): wrap is
+    what each implementation does to the model (eager: nothing,
+    tcjit.compile, torch.compile); every implementation trains a model of
+    its own from the same initial weights.  eval(): dropout off, so the
+    implementations compute the same steps."""
+    def make(dev, wrap):
+        from test_models import GPT
+        torch.manual_seed(0)
+        model = GPT(n_layer, vocab, seq, n_embd).to(dev).eval()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        run = wrap(model)
+        gen = torch.Generator(device="cpu").manual_seed(1)
+        idx = torch.randint(0, vocab, (batch, seq), generator=gen).to(dev)
+        tgt = torch.randint(0, vocab, (batch, seq), generator=gen).to(dev)
+
+        def step(idx, tgt):
+            opt.zero_grad(set_to_none=True)
+            _, loss = run(idx, tgt)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return step, (idx, tgt)
+    return make
+
+
 def gpt2(x):
     return _MODELS[x.device.type](x)
 
@@ -176,7 +203,20 @@ WORKLOADS = [
         "bytes": lambda inp: 2 * _nbytes(inp[0]),
         "tol": dict(rtol=1e-3, atol=1e-3),
     },
+    {
+        "name": "nanoGPT train step (fwd+bwd+AdamW) 4x64, 4x256",
+        "devices": ("cpu",),
+        "train": _nanogpt_train(4, 64, n_layer=4, n_embd=256),
+        "tol": dict(rtol=1e-4, atol=1e-4),
+    },
     # --device cuda only (DESIGN.md's GPU rows) -------------------------------
+    {
+        # DESIGN.md's row: GPT-2 124M, batch 8 x 512, AdamW
+        "name": "nanoGPT 124M train step (fwd+bwd+AdamW) 8x512",
+        "devices": ("cuda",),
+        "train": _nanogpt_train(8, 512, n_layer=12, n_embd=768, vocab=50304),
+        "tol": dict(rtol=1e-3, atol=1e-3),
+    },
     {
         "name": "GPT-2 block 8x256x768",
         "devices": ("cuda",),
@@ -288,9 +328,53 @@ def first_call_seconds(fn, args, sync):
     return time.perf_counter() - t0, out
 
 
+def run_training(w, device, sync, budget, inductor):
+    """A training workload: each implementation wraps its own model; the
+    first call is the first step (trace + compile of forward and
+    backward), the losses of the first steps are compared."""
+    res = {"name": w["name"], "device": device, "bytes": 0}
+    wraps = {"eager": lambda m: m, "tcjit": tcjit.compile}
+    if inductor:
+        wraps["torch.compile"] = torch.compile
+    impls, firsts, args, expected = {}, {}, None, None
+    for impl, wrap in wraps.items():
+        try:
+            if impl == "tcjit":
+                tcjit.reset()
+            if impl == "torch.compile":
+                torch._dynamo.reset()
+            step, args = w["train"](device, wrap)
+            first, loss = first_call_seconds(step, args, sync)
+            if expected is None:
+                expected = loss
+            else:
+                tolerance.assert_close(loss, expected, **w.get("tol", {}))
+            impls[impl] = step
+            firsts[impl] = None if impl == "eager" else first
+        except Exception as e:  # report, keep benchmarking the rest
+            res[impl] = {"error": f"{type(e).__name__}: {e}"}
+    return _timed(res, impls, firsts, args, sync, budget)
+
+
+def _timed(res, impls, firsts, args, sync, budget):
+    """res with every implementation's per-call time and the ratios."""
+    nbytes = res["bytes"]
+    for impl, t in per_call_seconds(impls, args, sync, budget).items():
+        res[impl] = {"per_call_s": t, "first_call_s": firsts[impl],
+                     "gb_per_s": nbytes / t / 1e9}
+    tc = res.get("tcjit", {}).get("per_call_s")
+    for base in ("eager", "torch.compile"):
+        b = res.get(base, {}).get("per_call_s")
+        if tc is not None and b:
+            res[f"tcjit/{base}"] = tc / b
+    return res
+
+
 def run_workload(w, device, sync, budget, inductor):
     if "skip" in w:
         return {"name": w["name"], "device": device, "skipped": w["skip"]}
+    if "train" in w:
+        return run_training(w, device, sync, budget, inductor)
     torch.manual_seed(0)
     args = w["make_inputs"](device)
     nbytes = w["bytes"](args)
@@ -317,16 +401,7 @@ def run_workload(w, device, sync, budget, inductor):
         except Exception as e:
             res["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
 
-    for impl, t in per_call_seconds(impls, args, sync, budget).items():
-        res[impl] = {"per_call_s": t, "first_call_s": firsts[impl],
-                     "gb_per_s": nbytes / t / 1e9}
-
-    tc = res.get("tcjit", {}).get("per_call_s")
-    for base in ("eager", "torch.compile"):
-        b = res.get(base, {}).get("per_call_s")
-        if tc is not None and b:
-            res[f"tcjit/{base}"] = tc / b
-    return res
+    return _timed(res, impls, firsts, args, sync, budget)
 
 
 # -- output -------------------------------------------------------------------

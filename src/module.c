@@ -273,13 +273,14 @@ mod_op_table(PyObject *m, PyObject *unused)
         static const char *const kinds[] = {
             [TC_OPK_POINTWISE] = "pointwise", [TC_OPK_VIEW] = "view",
             [TC_OPK_REDUCTION] = "reduction", [TC_OPK_EXTERN] = "extern"};
-        PyObject *row = dtypes ? Py_BuildValue("{s:s,s:i,s:s,s:O,s:s,s:z}",
+        PyObject *row = dtypes ? Py_BuildValue("{s:s,s:i,s:s,s:O,s:s,s:z,s:z}",
                                                "name", op->name, "arity",
                                                op->nin, "kind",
                                                kinds[op->kind], "dtypes",
                                                dtypes, "doc",
                                                op->doc ? op->doc : "",
-                                               "eager", op->eager)
+                                               "eager", op->eager,
+                                               "grad", op->grad)
                                : NULL;
         Py_XDECREF(dtypes);
         if (row == NULL || PyList_Append(list, row) < 0) {

@@ -433,7 +433,7 @@ def test_output_can_be_freed():
 
 # ---- autograd --------------------------------------------------------------------------------
 
-def test_requires_grad_runs_eagerly_with_same_grads():
+def test_requires_grad_compiles_with_same_grads():
     def f(x, y):
         z = torch.sin(x) * y + x.exp()
         return z.relu(), (x * y).sigmoid()
@@ -447,7 +447,8 @@ def test_requires_grad_runs_eagerly_with_same_grads():
     out = cf(xa, ya)
     ref = f(xb, yb)
     check_same(out, ref)
-    assert counters()["eager_fallbacks"] > before
+    # an autograd node (test_training.py), not an eager run
+    assert counters()["eager_fallbacks"] == before
     (out[0].sum() + out[1].sum()).backward()
     (ref[0].sum() + ref[1].sum()).backward()
     torch.testing.assert_close(xa.grad, xb.grad)
@@ -571,7 +572,7 @@ def test_no_leaks_graph_break_and_fallback():
         return x.tanh()
 
     cg = tcjit.compile(g)
-    xr = torch.randn(8, requires_grad=True)    # eager fallback path
+    xr = torch.randn(8, requires_grad=True)    # the autograd node path
     _leak_check(cg, (xr,), n=3000)
 
 

@@ -217,7 +217,8 @@ def test_requires_grad_guard(tcjit_logs):
     out.backward(torch.ones(6))
     ref.backward(torch.ones(6))
     torch.testing.assert_close(xr.grad, xe.grad)
-    assert counters()["eager_fallbacks"] > before
+    # compiled as an autograd node (test_training.py), not eagerly
+    assert counters()["eager_fallbacks"] == before
     assert_one_recompile(caplog, f, "tensor 'x' requires_grad mismatch. "
                                     "expected requires_grad=0")
 

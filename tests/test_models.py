@@ -536,28 +536,32 @@ def test_loops_over_module_containers_unroll():
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 
 
+class GPT(nn.Module):
+    """nanoGPT's model (test_training.py trains it, bench.py times a
+    training step)."""
+
+    def __init__(self, n_layer=4, vocab=50, block=16, n_embd=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, 2) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               targets.view(-1), ignore_index=-1)
+        return logits[:, [-1], :] if targets is None else logits, loss
+
+
 @torch.no_grad()
 def test_nanogpt_model_loop_over_blocks_is_one_graph():
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(50, 32)
-            self.wpe = nn.Embedding(16, 32)
-            self.h = nn.ModuleList([Block(32, 2) for _ in range(4)])
-            self.ln_f = nn.LayerNorm(32)
-            self.lm_head = nn.Linear(32, 50, bias=False)
-
-        def forward(self, idx, targets):
-            b, t = idx.size()
-            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
-            for block in self.h:
-                x = block(x)
-            logits = self.lm_head(self.ln_f(x))
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)),
-                                   targets.view(-1), ignore_index=-1)
-            return logits[:, [-1], :] if targets is None else logits, loss
-
     torch.manual_seed(0)
     gpt = GPT().eval()
     idx = torch.randint(0, 50, (2, 8))

@@ -65,6 +65,12 @@ class Node:
         self.xattr = d.get("xattr")
         self.xfattr = d.get("xfattr")
         self.call = d.get("call")
+        # training (docs/training.md): made with grad mode on from an
+        # operand that requires grad; views: their affine index map onto
+        # the operand (view dim -> operand dim, step; operand dim ->
+        # start), or None
+        self.requires_grad = d.get("requires_grad", False)
+        self.vmap = d.get("vmap")
 
     @property
     def name(self):

@@ -2,6 +2,7 @@
  * graph, hand it to a backend, log what happened. */
 #include "convert.h"
 
+#include "autograd.h"
 #include "report.h"
 
 #include <time.h>
@@ -159,6 +160,20 @@ kind_fields(const tc_graph *g, int id)
         return Py_BuildValue("{s:N,s:O}", "dims", tc_int_tuple(nd, dims),
                              "keepdim", n->keepdim ? Py_True : Py_False);
     case TC_OPK_VIEW:
+        /* vmap: the affine index map onto the operand (graph.h), what a
+         * view's derivative scatters through (_autograd.py) */
+        if (n->vmap_affine) {
+            int64_t src[TC_MAX_DIMS];
+            for (int d = 0; d < n->layout.ndim; d++) {
+                src[d] = n->vsrc[d];
+            }
+            return Py_BuildValue(
+                "{s:i,s:L,s:(NNN)}", "view_base", n->view_base, "offset",
+                (long long)n->offset, "vmap",
+                tc_int_tuple(n->layout.ndim, src),
+                tc_int_tuple(n->layout.ndim, n->vcoef),
+                tc_int_tuple(g->nodes[n->in[0]].layout.ndim, n->voff));
+        }
         return Py_BuildValue("{s:i,s:L}", "view_base", n->view_base,
                              "offset", (long long)n->offset);
     case TC_OPK_EXTERN:
@@ -185,11 +200,12 @@ node_desc(const tc_graph *g, int id)
     PyObject *r = NULL;
     if (ins && sizes && strides && value) {
         r = Py_BuildValue(
-            "{s:s,s:s,s:O,s:s,s:O,s:O,s:O,s:i,s:s}", "kind", kinds[n->kind],
-            "op", n->kind == TC_NODE_OP ? tc_ops[n->op].name : "",
+            "{s:s,s:s,s:O,s:s,s:O,s:O,s:O,s:i,s:s,s:O}", "kind",
+            kinds[n->kind], "op", n->kind == TC_NODE_OP ? tc_ops[n->op].name : "",
             "inputs", ins, "dtype", tc_dtype_name(n->dtype), "shape", sizes,
             "stride", strides, "value", value, "input_index", n->input_index,
-            "to_dtype", tc_dtype_name(n->attr_dtype));
+            "to_dtype", tc_dtype_name(n->attr_dtype), "requires_grad",
+            n->requires_grad ? Py_True : Py_False);
     }
     PyObject *more = r ? kind_fields(g, id) : NULL;
     if (more == NULL || PyDict_Update(r, more) < 0) {
@@ -386,6 +402,40 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
     return marked;
 }
 
+/* A graph whose results require grad runs as an autograd node
+ * (autograd.h); what that does not cover yet runs eagerly, with the
+ * reason as a graph break. */
+static int
+plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
+              PyObject **plan)
+{
+    PyObject *reason = NULL;
+    int rc = 1;
+    if (!e->is_auto) {
+        reason = PyUnicode_FromString("a custom backend gets no autograd "
+                                      "graph (training is compiled by the "
+                                      "'auto' backend only)");
+    }
+    else if (e->wb.n > 0) {
+        reason = PyUnicode_FromString("an in-place write in a graph that "
+                                      "requires grad (not compiled yet)");
+    }
+    else {
+        PyObject *desc = graph_desc(g, device);
+        rc = desc ? tc_autograd_plan(g, desc, plan, &reason) : -1;
+        Py_XDECREF(desc);
+    }
+    if (rc != 1) {
+        return rc;
+    }
+    rc = reason ? log_graph_break(co, reason, co->co_firstlineno,
+                                  "the whole frame runs eagerly for these "
+                                  "inputs.") : -1;
+    Py_XDECREF(reason);
+    e->kind = TC_ENTRY_EAGER;
+    return rc;
+}
+
 static int
 compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
@@ -419,10 +469,25 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         free(text);
         return 0;
     }
+    /* explain() sees the graph that is compiled, whatever the backend
+     * (a training graph without the saved values it also returns) */
+    PyObject *seen = NULL, *plan = NULL;
     if (rc == 0 && tc_hooks.recorder != NULL) {
-        /* explain() sees the graph that is compiled, whatever the backend */
-        rc = tc_recordf("graph", "(Ns)", graph_desc(g, device), text);
+        seen = graph_desc(g, device);
+        rc = seen ? 0 : -1;
     }
+    int nresults = g->noutputs;
+    if (rc == 0 && tc_graph_requires_grad(g)) {
+        rc = plan_training(e, g, co, device, &plan);
+        nresults = g->noutputs;
+        if (rc < 0 && e->is_auto) {
+            rc = demote_to_eager(e, co);
+        }
+    }
+    if (rc == 0 && seen != NULL && e->kind == TC_ENTRY_COMPILED) {
+        rc = tc_recordf("graph", "(Os)", seen, text);
+    }
+    Py_XDECREF(seen);
     /* size-generic kernels: the code's sizes changed or were marked
      * dynamic, unless this backend says dynamic=False */
     int policy = e->is_auto ? tc_backend_dynamic(e->backend) : -1;
@@ -432,14 +497,19 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         rc = marked < 0 ? -1 : 0;
         st->dynamic = marked > 0;
     }
-    if (rc == 0) {
+    if (rc == 0 && e->kind == TC_ENTRY_COMPILED) {
         int dynamic = policy > 0 || (policy == 0 && st->dynamic);
         rc = e->is_auto ? compile_auto(e, g, title, device, dynamic)
                         : compile_python(e, g, f, text, device);
+        if (rc == 0 && plan != NULL) {
+            rc = tc_autograd_finish(e, plan, nresults);
+            plan = NULL;
+        }
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e, co);
         }
     }
+    Py_XDECREF(plan);
     free(text);
     if (rc == 0 && e->kind == TC_ENTRY_COMPILED) {
         tc_stats.frames_compiled++;

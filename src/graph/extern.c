@@ -696,6 +696,9 @@ tc_graph_unfuse_bias(tc_graph *g, char *err, size_t errlen)
         if (map[i] >= 0 && split) {
             int in[2] = {map[i], nd.in[2]};
             map[i] = tc_graph_op(ng, "add", 2, in, nd.dtype, err, errlen);
+            if (map[i] >= 0) {
+                ng->nodes[map[i]].requires_grad = nd.requires_grad;
+            }
         }
         if (map[i] < 0) {
             tc_set_err(err, errlen, "out of memory");

@@ -66,6 +66,8 @@ enum {
     TC_XA_CAT_DIM = 0,
     TC_XA_LOSS_REDUCTION = 0,
     TC_XA_LOSS_IGNORE_INDEX = 1,
+    TC_XA_EMB_PADDING_IDX = 0,   /* -1: none; only the derivative reads */
+    TC_XA_EMB_SCALE_GRAD = 1,    /* these two (ops.c "embedding") */
     TC_XA_GN_GROUPS = 0,
     TC_XA_GN_HAS_WEIGHT = 1,
     TC_XA_GN_HAS_BIAS = 2,

@@ -885,6 +885,7 @@ nodes_equal(const tc_node *a, const tc_node *b)
         generic = tc_op_lookup("extern");
     }
     if (a->kind != b->kind || a->dtype != b->dtype
+        || a->requires_grad != b->requires_grad
         || (a->kind == TC_NODE_OP && a->op == generic
             && !a->xattr[TC_XA_GENERIC_DROPPED])) {
         return 0;   /* extern.h tc_node_has_effects */
@@ -1024,6 +1025,7 @@ make_copy(tc_graph *g, int i, int src)
     c.nin = 1;
     c.in[0] = src;
     c.layout = n->layout;
+    c.requires_grad = n->requires_grad;
     *n = c;
 }
 

@@ -124,7 +124,18 @@ typedef struct {
      * float attributes whose meaning the op's entry in extern.c gives. */
     int64_t xattr[TC_MAX_XATTR];
     double xfattr;
+    /* Autograd (docs/training.md): the tracer sets it when the node was
+     * made with grad mode on from an operand that requires grad (inputs:
+     * the tensor's requires_grad).  python/tcjit/_autograd.py refines it
+     * (float dtypes only, torch's answer for generic externs).  Equal
+     * nodes with different flags stay apart (x * 2 under no_grad is a
+     * constant of the backward, x * 2 outside it is not).  The tracer
+     * may preset TC_GRAD_STOP on a node it makes (detach()'s alias):
+     * the node never requires grad. */
+    unsigned char requires_grad;
 } tc_node;
+
+#define TC_GRAD_STOP 2
 
 typedef struct tc_graph {
     tc_node *nodes;

@@ -488,87 +488,141 @@ const tc_op_def tc_ops[] = {
     {"add", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_add, "a + b",
      .eager = "x0 + x1",
      .py = {CALL(ADD_SUB, "torch.add Tensor.add",
-                 "input, other, *, alpha=1")}},
+                 "input, other, *, alpha=1")},
+     .grad = "g; g"
+     },
     {"sub", 2, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_sub, "a - b",
      .eager = "x0 - x1",
      .py = {CALL(ADD_SUB, "torch.sub torch.subtract Tensor.sub",
-                 "input, other, *, alpha=1")}},
+                 "input, other, *, alpha=1")},
+     .grad = "g; -g"
+     },
     {"mul", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_mul, "a * b",
      .eager = "x0 * x1",
-     .py = {CALL(OP, "torch.mul torch.multiply Tensor.mul", "input, other")}},
+     .py = {CALL(OP, "torch.mul torch.multiply Tensor.mul", "input, other")},
+     .grad = "g * x1; g * x0"
+     },
     {"div", 2, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_div,
-     "true division a / b", .eager = "x0 / x1",
+     "true division a / b",
+     .grad = "g / x1; -g * x0 / (x1 * x1)",
+     .eager = "x0 / x1",
      .py = {CALL(DIV, "torch.div torch.divide Tensor.div",
                  "input, other, *, rounding_mode=None"),
             CALL(OP, "torch.true_divide", "input, other")}},
     {"neg", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_neg, "-x",
      .eager = "-x0",
-     .py = {CALL(OP, "torch.neg torch.negative Tensor.neg", "input")}},
+     .py = {CALL(OP, "torch.neg torch.negative Tensor.neg", "input")},
+     .grad = "-g"
+     },
     {"abs", 1, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_abs, "|x|",
      .py = {CALL(OP, "torch.abs torch.absolute Tensor.abs builtins.abs",
-                 "input")}},
+                 "input")},
+     .grad = "g * torch.sgn(x0)"
+     },
     {"exp", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_exp, "e**x",
-     .py = {CALL(OP, "torch.exp Tensor.exp", "input")}},
+     .py = {CALL(OP, "torch.exp Tensor.exp", "input")},
+     .grad = "g * y"
+     },
     {"log", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_log,
      "natural logarithm",
-     .py = {CALL(OP, "torch.log Tensor.log", "input")}},
+     .py = {CALL(OP, "torch.log Tensor.log", "input")},
+     .grad = "g / x0"
+     },
     {"sqrt", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sqrt,
      "square root",
-     .py = {CALL(OP, "torch.sqrt Tensor.sqrt", "input")}},
+     .py = {CALL(OP, "torch.sqrt Tensor.sqrt", "input")},
+     .grad = "g / (2 * y)"
+     },
     {"rsqrt", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_rsqrt,
      "1 / sqrt(x)",
-     .py = {CALL(OP, "torch.rsqrt Tensor.rsqrt", "input")}},
+     .py = {CALL(OP, "torch.rsqrt Tensor.rsqrt", "input")},
+     .grad = "-0.5 * g * y * y * y"
+     },
     {"sin", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sin, "sine",
-     .py = {CALL(OP, "torch.sin Tensor.sin", "input")}},
+     .py = {CALL(OP, "torch.sin Tensor.sin", "input")},
+     .grad = "g * torch.cos(x0)"
+     },
     {"cos", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_cos, "cosine",
-     .py = {CALL(OP, "torch.cos Tensor.cos", "input")}},
+     .py = {CALL(OP, "torch.cos Tensor.cos", "input")},
+     .grad = "-g * torch.sin(x0)"
+     },
     {"tanh", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_tanh,
      "hyperbolic tangent",
      .py = {CALL(OP, "torch.tanh Tensor.tanh F.tanh", "input")},
-     .nn = {"Tanh", "torch.tanh", ""}},
+     .nn = {"Tanh", "torch.tanh", ""},
+     .grad = "g * (1 - y * y)"
+     },
     {"sigmoid", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sigmoid,
      "1 / (1 + exp(-x))",
      .py = {CALL(OP, "torch.sigmoid Tensor.sigmoid F.sigmoid", "input")},
-     .nn = {"Sigmoid", "torch.sigmoid", ""}},
+     .nn = {"Sigmoid", "torch.sigmoid", ""},
+     .grad = "g * y * (1 - y)"
+     },
     {"silu", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_silu,
-     "x * sigmoid(x)", .eager = "F.silu(x0)",
+     "x * sigmoid(x)",
+     .grad = "g * torch.sigmoid(x0) * (1 + x0 * (1 - torch.sigmoid(x0)))",
+     .eager = "F.silu(x0)",
      .py = {CALL(NO_INPLACE, "F.silu", "input, inplace=False")},
      .nn = {"SiLU", "F.silu", "inplace"}},
     {"gelu_tanh", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_gelu_tanh,
      "gelu(x, approximate='tanh')",
-     .eager = "F.gelu(x0, approximate=\"tanh\")"},
+     .eager = "F.gelu(x0, approximate=\"tanh\")",
+     .grad = "g * (0.5 * (1 + torch.tanh(0.7978845608028654 * (x0 + "
+             "0.044715 * x0 * x0 * x0))) + 0.5 * x0 * (1 - "
+             "torch.tanh(0.7978845608028654 * (x0 + 0.044715 * x0 * x0 * "
+             "x0)) ** 2) * 0.7978845608028654 * (1 + 0.134145 * x0 * x0))"
+     },
     {"gelu", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_gelu,
      "0.5 x (1 + erf(x / sqrt(2))): gelu(x, approximate='none')",
      .eager = "F.gelu(x0)",
-     .py = {CALL(GELU, "F.gelu", "input, *, approximate=None")}},
+     .py = {CALL(GELU, "F.gelu", "input, *, approximate=None")},
+     .grad = "g * (0.5 * (1 + torch.erf(x0 * 0.7071067811865476)) + x0 * "
+             "0.3989422804014327 * torch.exp(-0.5 * x0 * x0))"
+     },
     {"erf", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_erf,
      "error function (polynomial + exp, tcjit's own fit)",
-     .py = {CALL(OP, "torch.erf torch.special.erf Tensor.erf", "input")}},
+     .py = {CALL(OP, "torch.erf torch.special.erf Tensor.erf", "input")},
+     .grad = "g * 1.1283791670955126 * torch.exp(-x0 * x0)"
+     },
     {"sinc", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sinc,
      "sin(pi x) / (pi x), 1 at x = 0",
-     .py = {CALL(OP, "torch.sinc torch.special.sinc Tensor.sinc", "input")}},
+     .py = {CALL(OP, "torch.sinc torch.special.sinc Tensor.sinc", "input")},
+     .grad = "g * torch.where(x0 == 0, 0.0, (torch.cos(math.pi * x0) * "
+             "math.pi * x0 - torch.sin(math.pi * x0)) / (math.pi * x0 * x0))"
+     },
     {"softplus", 3, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_softplus,
      "softplus(x, beta, threshold): x where x*beta > threshold, else "
-     "log1p(exp(x*beta)) / beta", .eager = "F.softplus(x0, x1, x2)",
+     "log1p(exp(x*beta)) / beta",
+     .grad = "g * torch.where(x0 * x1 > x2, 1.0, torch.sigmoid(x0 * x1)); ; ",
+     .eager = "F.softplus(x0, x1, x2)",
      .py = {CALL(OP, "F.softplus", "input, beta=1, threshold=20")},
      .scalars = TC_SCALARS_TO_OPMATH},
     {"leaky_relu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_leaky_relu,
-     "x > 0 ? x : x * negative_slope", .eager = "F.leaky_relu(x0, x1)",
+     "x > 0 ? x : x * negative_slope",
+     .grad = "g * torch.where(x0 > 0, 1.0, x1); ",
+     .eager = "F.leaky_relu(x0, x1)",
      .py = {CALL(NO_INPLACE, "F.leaky_relu",
                  "input, negative_slope=0.01, inplace=False")},
      .scalars = TC_SCALARS_TO_OPMATH},
     {"elu", 2, PW, TC_PROMOTE_FIRST, MASK_FLOAT, lower_elu,
-     "x > 0 ? x : alpha * expm1(x)", .eager = "F.elu(x0, x1)",
+     "x > 0 ? x : alpha * expm1(x)",
+     .grad = "g * torch.where(x0 > 0, 1.0, x1 * torch.exp(x0)); ",
+     .eager = "F.elu(x0, x1)",
      .py = {CALL(NO_INPLACE, "F.elu", "input, alpha=1.0, inplace=False")},
      .scalars = TC_SCALARS_TO_OPMATH},
     {"mish", 1, PW, TC_PROMOTE_DEFAULT, MASK_FLOAT, lower_mish,
-     "x * tanh(softplus(x))", .eager = "F.mish(x0)",
+     "x * tanh(softplus(x))",
+     .grad = "g * (torch.tanh(F.softplus(x0)) + x0 * torch.sigmoid(x0) * (1 "
+             "- torch.tanh(F.softplus(x0)) ** 2))",
+     .eager = "F.mish(x0)",
      .py = {CALL(NO_INPLACE, "F.mish", "input, inplace=False")}},
     {"masked_fill", 3, PW, TC_PROMOTE_FIRST, MASK_ALL, lower_masked_fill,
      "mask ? value : x (contiguous result, x's dtype)",
      .py = {CALL(OP, "torch.masked_fill Tensor.masked_fill",
                  "input, mask, value")},
-     .scalars = TC_SCALARS_TO_OUT},
+     .scalars = TC_SCALARS_TO_OUT,
+     .grad = "torch.where(x1, 0.0, g); ; torch.where(x1, g, 0.0)"
+     },
     {"full", 1, PW, TC_PROMOTE_CAST, MASK_ALL, lower_to,
      "a new tensor filled with a number (zeros, ones, full, empty, *_like)",
      .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
@@ -577,10 +631,14 @@ const tc_op_def tc_ops[] = {
             CALL(NEW, "torch.full_like", "input, fill_value, *, " LIKE_KW),
             CALL(NEW, "Tensor.new_full",
                  "input, size, fill_value, *, " NEW_KW)},
-     .scalars = TC_SCALARS_TO_OUT},
+     .scalars = TC_SCALARS_TO_OUT,
+     .grad = ""
+     },
     {"arange", 2, PW, TC_PROMOTE_CAST, MASK_ALL & ~M(TC_BOOL), lower_arange,
      "start + step * i over a new tensor (arange; positions for tril/triu)",
-     1, .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
+     1,
+     .grad = "; ",
+     .eager = "torch.empty_strided(n.shape, n.stride, dtype=n.dtype, "
                  "device=n.device).copy_((x0 + x1 * torch.arange("
                  "n.shape.numel(), device=n.device, dtype=torch.float64 "
                  "if n.dtype.is_floating_point else torch.int64))"
@@ -591,18 +649,32 @@ const tc_op_def tc_ops[] = {
      "max(x, 0), NaN propagating",
      .py = {CALL(OP, "torch.relu Tensor.relu", "input"),
             CALL(NO_INPLACE, "F.relu", "input, inplace=False")},
-     .nn = {"ReLU", "F.relu", "inplace"}},
+     .nn = {"ReLU", "F.relu", "inplace"},
+     .grad = "torch.where(y > 0, g, 0.0)"
+     },
     {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_pow,
-     "a ** b (integer: constant exponent 0..64 only)", .eager = "x0 ** x1",
+     "a ** b (integer: constant exponent 0..64 only)",
+     .grad = "(torch.where(x1 == 0, 0.0, g * x1 * x0 ** (x1 - 1)) if "
+             "isinstance(x1, torch.Tensor) else g * 0.0 if x1 == 0 else g * "
+             "x1 * x0 ** (x1 - 1)); torch.where((x0 == 0) & (x1 >= 0), 0.0, "
+             "g * y * (torch.log(x0) if isinstance(x0, torch.Tensor) else "
+             "math.log(x0)))",
+     .eager = "x0 ** x1",
      .py = {CALL(OP, "torch.pow Tensor.pow", "input, exponent")}},
     {"maximum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "elementwise max, NaN propagating",
      .py = {CALL(OP, "torch.maximum Tensor.maximum",
-                 "input: Tensor, other: Tensor")}},
+                 "input: Tensor, other: Tensor")},
+     .grad = "torch.where(x0 == x1, g / 2, torch.where(x0 < x1, 0.0, g)); "
+             "torch.where(x0 == x1, g / 2, torch.where(x0 > x1, 0.0, g))"
+     },
     {"minimum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
      "elementwise min, NaN propagating",
      .py = {CALL(OP, "torch.minimum Tensor.minimum",
-                 "input: Tensor, other: Tensor")}},
+                 "input: Tensor, other: Tensor")},
+     .grad = "torch.where(x0 == x1, g / 2, torch.where(x0 > x1, 0.0, g)); "
+             "torch.where(x0 == x1, g / 2, torch.where(x0 < x1, 0.0, g))"
+     },
     {"clamp", 3, PW, TC_PROMOTE_DEFAULT, MASK_NOBOOL, lower_clamp,
      "min(max(x, lo), hi), NaN propagating",
      .py = {CALL(CLAMP, "torch.clamp torch.clip Tensor.clamp Tensor.clip",
@@ -610,19 +682,27 @@ const tc_op_def tc_ops[] = {
             CALL(HARDTANH, "F.hardtanh",
                  "input, min_val=-1.0, max_val=1.0, inplace=False"),
             CALL(HARDTANH, "F.relu6", "input, inplace=False")},
-     .scalars = TC_SCALARS_TO_OUT},
+     .scalars = TC_SCALARS_TO_OUT,
+     .grad = "torch.where((x0 >= x1) & (x0 <= x2), g, 0.0)"
+     },
     {"clamp_min", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
      "max(x, lo), NaN propagating",
      .py = {CALL(OP, "torch.clamp_min Tensor.clamp_min", "input, min")},
-     .scalars = TC_SCALARS_TO_OUT},
+     .scalars = TC_SCALARS_TO_OUT,
+     .grad = "torch.where(x0 >= x1, g, 0.0); torch.where(x0 < x1, g, 0.0)"
+     },
     {"clamp_max", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_minimum,
      "min(x, hi), NaN propagating",
      .py = {CALL(OP, "torch.clamp_max Tensor.clamp_max", "input, max")},
-     .scalars = TC_SCALARS_TO_OUT},
+     .scalars = TC_SCALARS_TO_OUT,
+     .grad = "torch.where(x0 <= x1, g, 0.0); torch.where(x0 > x1, g, 0.0)"
+     },
     {"where", 3, PW, TC_PROMOTE_WHERE, MASK_ALL, lower_where,
      "cond ? a : b",
      .py = {CALL(OP, "torch.where", "condition, input, other"),
-            CALL(WHERE_METHOD, "Tensor.where", "input, condition, other")}},
+            CALL(WHERE_METHOD, "Tensor.where", "input, condition, other")},
+     .grad = "; torch.where(x0, g, 0.0); torch.where(x0, 0.0, g)"
+     },
     {"lt", 2, PW, TC_PROMOTE_BOOL_OUT, MASK_ALL, lower_lt, "a < b",
      .eager = "x0 < x1",
      .py = {CALL(OP, "torch.lt torch.less Tensor.lt", "input, other")}},
@@ -677,20 +757,30 @@ const tc_op_def tc_ops[] = {
              "Tensor.long Tensor.bool Tensor.short Tensor.char Tensor.byte "
              "Tensor.half Tensor.bfloat16", "input",
              "float32 float64 int32 int64 bool int16 int8 uint8 float16 "
-             "bfloat16"}}},
+             "bfloat16"}},
+     .grad = "g"
+     },
     {"square", 1, PW, TC_PROMOTE_POW_INT, MASK_NOBOOL, lower_square,
      "x * x (bool -> int64, as pow(x, 2))",
-     .py = {CALL(OP, "torch.square Tensor.square", "input")}},
+     .py = {CALL(OP, "torch.square Tensor.square", "input")},
+     .grad = "g * 2 * x0"
+     },
     {"reciprocal", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT,
      lower_reciprocal, "1 / x",
-     .py = {CALL(OP, "torch.reciprocal Tensor.reciprocal", "input")}},
+     .py = {CALL(OP, "torch.reciprocal Tensor.reciprocal", "input")},
+     .grad = "-g * y * y"
+     },
     {"contiguous", 1, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_copy,
      "copy into a contiguous tensor (reshape of a non-viewable input)",
      .eager = "x0.clone(memory_format=torch.contiguous_format)",
-     .py = {CALL(VIEW, "Tensor.contiguous", "input")}},
+     .py = {CALL(VIEW, "Tensor.contiguous", "input")},
+     .grad = "g"
+     },
     {"clone", 1, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_copy,
      "copy with the node's layout (a graph output that eager returns as a "
-     "tensor of its own)"},
+     "tensor of its own)",
+     .grad = "g"
+     },
     /* views: layout-only nodes (graph.h), read through index arithmetic */
     {"permute", 1, VW, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "view: permute / transpose / t",
@@ -721,7 +811,9 @@ const tc_op_def tc_ops[] = {
      "sum over dims (ints and bool -> int64)",
      .eager = "torch.sum(x0, n.dims, n.keepdim, dtype=n.dtype)",
      .py = {CALL(REDUCE, "torch.sum Tensor.sum",
-                 "input, dim=None, keepdim: bool=False, *, dtype=None")}},
+                 "input, dim=None, keepdim: bool=False, *, dtype=None")},
+     .grad = "keep(g, n).expand(x0.shape)"
+     },
     {"prod", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "product over dims (ints and bool -> int64)",
      .eager = "torch.prod(x0, n.dims[0], n.keepdim, dtype=n.dtype) "
@@ -733,11 +825,17 @@ const tc_op_def tc_ops[] = {
     {"amax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "max over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amax Tensor.amax",
-                 "input, dim=None, keepdim: bool=False")}},
+                 "input, dim=None, keepdim: bool=False")},
+     .grad = "keep(g, n) * (x0 == keep(y, n)) / (x0 == keep(y, "
+             "n)).sum(n.dims, keepdim=True)"
+     },
     {"amin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "min over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amin Tensor.amin",
-                 "input, dim=None, keepdim: bool=False")}},
+                 "input, dim=None, keepdim: bool=False")},
+     .grad = "keep(g, n) * (x0 == keep(y, n)) / (x0 == keep(y, "
+             "n)).sum(n.dims, keepdim=True)"
+     },
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
      /* over bool only as max(dim) / min(dim)'s indices: eager's argmax
@@ -766,38 +864,58 @@ const tc_op_def tc_ops[] = {
     {"mm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: [n, k] @ [k, m]",
      .py = {CALL(EXTERN, "torch.mm Tensor.mm", "input, mat2")},
-     .xspec = {2, tc_xshape_mm, 0, "torch.mm"}},
+     .xspec = {2, tc_xshape_mm, 0, "torch.mm"},
+     .grad = "torch.mm(g, x1.t()); torch.mm(x0.t(), g)"
+     },
     {"bmm", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: batched [b, n, k] @ [b, k, m]",
      .py = {CALL(EXTERN, "torch.bmm Tensor.bmm", "input, mat2")},
-     .xspec = {2, tc_xshape_bmm, 0, "torch.bmm"}},
+     .xspec = {2, tc_xshape_bmm, 0, "torch.bmm"},
+     .grad = "torch.bmm(g, x1.transpose(1, 2)); torch.bmm(x0.transpose(1, "
+             "2), g)"
+     },
     {"matmul", 2, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: torch.matmul (1-d operands, broadcast batch dims)",
      .py = {CALL(EXTERN, "torch.matmul Tensor.matmul", "input, other")},
-     .xspec = {2, tc_xshape_matmul, 0, "torch.matmul"}},
+     .xspec = {2, tc_xshape_matmul, 0, "torch.matmul"},
+     .grad = "torch.matmul(g, x1.transpose(-1, -2)) if x0.dim() > 1 "
+             "and x1.dim() > 1 else vjp; torch.matmul(x0.transpose(-1, "
+             "-2), g) if x0.dim() > 1 and x1.dim() > 1 else vjp"
+     },
     {"addmm", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: bias + a @ b (beta = alpha = 1)",
      .py = {CALL(EXTERN, "torch.addmm",
                  "input, mat1, mat2, *, beta=1, alpha=1")},
-     .xspec = {3, tc_xshape_add_product, 0, "torch.addmm"}},
+     .xspec = {3, tc_xshape_add_product, 0, "torch.addmm"},
+     .grad = "g; torch.mm(g, x2.t()); torch.mm(x1.t(), g)"
+     },
     {"baddbmm", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: bias + bmm(a, b) (beta = alpha = 1)",
      .py = {CALL(EXTERN, "torch.baddbmm",
                  "input, batch1, batch2, *, beta=1, alpha=1")},
-     .xspec = {3, tc_xshape_add_product, 1, "torch.baddbmm"}},
+     .xspec = {3, tc_xshape_add_product, 1, "torch.baddbmm"},
+     .grad = "g; torch.bmm(g, x2.transpose(1, 2)); "
+             "torch.bmm(x1.transpose(1, 2), g)"
+     },
     {"linear", 3, EX, TC_PROMOTE_DEFAULT, MASK_NOBOOL, NULL,
      "extern: x @ w.T (+ b); a bias followed by pointwise ops is fused "
      "into their kernel instead",
      .py = {CALL(EXTERN, "F.linear", "input, weight, bias=None")},
      .nn = {"Linear", "F.linear", "weight bias"},
-     .xspec = {2, tc_xshape_linear, 0, "torch._C._nn.linear"}},
+     .xspec = {2, tc_xshape_linear, 0, "torch._C._nn.linear"},
+     .grad = "torch.matmul(g, x1); torch.mm(g.reshape(-1, g.shape[-1]).t(), "
+             "x0.reshape(-1, x0.shape[-1])) if x0.dim() > 1 else "
+             "torch.outer(g, x0); g"
+     },
     {"sdpa", 4, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: scaled_dot_product_attention (attn_mask, is_causal, scale; "
      "dropout_p = 0)",
      .py = {CALL(SDPA, "F.scaled_dot_product_attention",
                  "query, key, value, attn_mask=None, dropout_p=0.0, "
                  "is_causal=False, scale=None, enable_gqa=False")},
-     .xspec = {3, tc_xshape_sdpa, 0, "F.scaled_dot_product_attention"}},
+     .xspec = {3, tc_xshape_sdpa, 0, "F.scaled_dot_product_attention"},
+     .grad = "vjp"
+     },
     {"embedding", 2, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: rows of weight picked by int indices",
      .py = {CALL(EMBEDDING, "F.embedding",
@@ -805,28 +923,39 @@ const tc_op_def tc_ops[] = {
                  "norm_type=2.0, scale_grad_by_freq=False, sparse=False")},
      .nn = {"Embedding", "F.embedding", "weight padding_idx max_norm"},
      .xspec = {2, tc_xshape_embedding, 0, "torch.embedding"},
-     .checks_values = 1},
+     .checks_values = 1,
+     .grad = "; torch.ops.aten.embedding_dense_backward(g, x0, "
+             "x1.shape[0], n.xattr[0], bool(n.xattr[1]))"
+     },
     {"conv1d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: 1-d convolution (int stride/padding/dilation, groups)",
      .py = {CALL(CONV, "F.conv1d torch.conv1d", CONV_SIG)},
      .nn = {"Conv1d", "F.conv1d",
             "weight bias stride padding dilation groups"},
-     .xspec = {2, tc_xshape_conv, 1, "torch.conv1d"}},
+     .xspec = {2, tc_xshape_conv, 1, "torch.conv1d"},
+     .grad = "vjp"
+     },
     {"conv2d", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: 2-d convolution (int stride/padding/dilation, groups)",
      .py = {CALL(CONV, "F.conv2d torch.conv2d", CONV_SIG)},
      .nn = {"Conv2d", "F.conv2d",
             "weight bias stride padding dilation groups"},
-     .xspec = {2, tc_xshape_conv, 2, "torch.conv2d"}},
+     .xspec = {2, tc_xshape_conv, 2, "torch.conv2d"},
+     .grad = "vjp"
+     },
     {"cat", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: concatenate along dim (up to 8 tensors)",
      .py = {CALL(CAT, "torch.cat torch.concat torch.concatenate",
                  "tensors, dim=0")},
-     .xspec = {1, tc_xshape_cat, 0, "torch.cat"}},
+     .xspec = {1, tc_xshape_cat, 0, "torch.cat"},
+     .grad = "vjp"
+     },
     {"stack", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: stack along a new dim (up to 8 tensors)",
      .py = {CALL(CAT, "torch.stack", "tensors, dim=0")},
-     .xspec = {1, tc_xshape_cat, 1, "torch.stack"}},
+     .xspec = {1, tc_xshape_cat, 1, "torch.stack"},
+     .grad = "vjp"
+     },
     {"cross_entropy", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: class-index targets, weight, ignore_index, reduction, "
      "label_smoothing",
@@ -835,25 +964,41 @@ const tc_op_def tc_ops[] = {
                  "ignore_index=-100, reduce=None, reduction=None, "
                  "label_smoothing=0.0")},
      .xspec = {2, tc_xshape_loss, 0, "F.cross_entropy"},
-     .checks_values = 1},
+     .checks_values = 1,
+     .grad = "(torch.softmax(x0, 1) - (torch.arange(x0.shape[1], "
+             "device=x0.device) == x1.unsqueeze(1)).to(x0.dtype)) * (x1 != "
+             "n.xattr[1]).unsqueeze(1) * (g / (x1 != n.xattr[1]).sum() if "
+             "n.xattr[0] == 1 else g if n.xattr[0] == 2 else g.unsqueeze(1)) "
+             "if x0.dim() == 2 and n.nin == 2 and n.xfattr == 0 else vjp"
+     },
     {"nll_loss", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: class-index targets, weight, ignore_index, reduction",
      .py = {CALL(LOSS, "F.nll_loss",
                  "input, target, weight=None, size_average=None, "
                  "ignore_index=-100, reduce=None, reduction=None")},
      .xspec = {2, tc_xshape_loss, 0, "F.nll_loss"},
-     .checks_values = 1},
+     .checks_values = 1,
+     .grad = "-(torch.arange(x0.shape[1], device=x0.device) == "
+             "x1.unsqueeze(1)).to(x0.dtype) * (x1 != n.xattr[1]).unsqueeze(1) "
+             "* (g / (x1 != n.xattr[1]).sum() if n.xattr[0] == 1 else g if "
+             "n.xattr[0] == 2 else g.unsqueeze(1)) if x0.dim() == 2 and "
+             "n.nin == 2 else vjp"
+     },
     {"group_norm", 3, EX, TC_PROMOTE_DEFAULT, MASK_FLOAT, NULL,
      "extern: num_groups, weight, bias, eps",
      .py = {CALL(GROUP_NORM, "F.group_norm",
                  "input, num_groups, weight=None, bias=None, eps=0.00001")},
      .nn = {"GroupNorm", "F.group_norm", "num_groups weight bias eps"},
-     .xspec = {1, tc_xshape_group_norm, 0, "F.group_norm"}},
+     .xspec = {1, tc_xshape_group_norm, 0, "F.group_norm"},
+     .grad = "vjp"
+     },
     {"index", TC_MAX_OP_INPUTS, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: advanced indexing by int64 / int32 index tensors (aten.index; "
      "ints and slices in the same index are applied first, as views)",
      .xspec = {2, tc_xshape_index, 0, "Tensor.__getitem__"},
-     .checks_values = 1},
+     .checks_values = 1,
+     .grad = "vjp"
+     },
     /* The default entry: any other torch op.  The tracer calls it with
      * the operands it knows, its result's metadata comes from a meta run
      * (src/runtime/extern_table.h), xattr[TC_XA_GENERIC_CALL] names the
@@ -863,7 +1008,9 @@ const tc_op_def tc_ops[] = {
      "torch.nn.functional, torch.special / linalg / fft), called by torch "
      "at run time; its result's dtype and layout come from running it once "
      "on meta tensors at trace time",
-     .xspec = {0, NULL, 0, NULL}},
+     .xspec = {0, NULL, 0, NULL},
+     .grad = "vjp"
+     },
     {"extern_item", 1, EX, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "extern: item xattr[0] of a generic extern's tuple result (torch.sort's "
      "values and indices)",

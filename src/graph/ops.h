@@ -176,8 +176,20 @@ typedef struct {
      * would drop the check eager makes. */
     int checks_values;
     tc_scalar_conv scalars;
-    /* Issue 20's next fields belong here, beside the lowering: the
-     * derivative rule and the symbolic shape rule. */
+    /* The derivative (docs/training.md): one Python expression per
+     * operand, separated by ";", for the gradient flowing into that
+     * operand, over the operands x0, x1, ..., the result y, the incoming
+     * gradient g and the node n (as in eager), with torch, F, math and the
+     * helpers of python/tcjit/_autograd.py (keep, vjp) in scope.  The
+     * result is summed to the operand's shape and cast to its dtype by
+     * the caller.  An empty expression: no gradient flows there (a mask,
+     * a fill value); "vjp": torch's own backward of the op (externs).
+     * NULL: no rule (a graph needing one runs its backward through
+     * torch's autograd, with the reason in the logs).  Views need none:
+     * their affine index map is their derivative. */
+    const char *grad;
+    /* Issue 20's next field belongs here, beside the lowering: the
+     * symbolic shape rule. */
 } tc_op_def;
 
 /* A name the tracer understands that is not a registry op: the graph

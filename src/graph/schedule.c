@@ -54,6 +54,9 @@ typedef struct {
     int mixed;       /* a node that joined a group of another primary
                         reduction (or of none), -1: isolated (solo) on a
                         retry when the groups form a cycle */
+    int joined;      /* else the first node that joined a group it does not
+                        lead (two pointwise [n, 1] nodes, one before and
+                        one after a reduction over [n, k]) */
     int retry_node, retry_solo;
 } sched;
 
@@ -613,6 +616,9 @@ make_groups(sched *s)
             && s->mixed < 0) {
             s->mixed = i;   /* isolated first if the groups form a cycle */
         }
+        if (s->group_rep[grp] != i && s->joined < 0) {
+            s->joined = i;
+        }
         s->group_of[i] = grp;
     }
     free(seen);
@@ -684,8 +690,8 @@ order_groups(sched *s)
         s->order[n++] = pick;
     }
     free(deps), free(seen), free(done);
-    if (n < ng && s->mixed >= 0) {
-        return retry(s, s->mixed, 1);
+    if (n < ng && (s->mixed >= 0 || s->joined >= 0)) {
+        return retry(s, s->mixed >= 0 ? s->mixed : s->joined, 1);
     }
     return n == ng ? 0 : serr(s, "cyclic kernel dependencies");
 }
@@ -1653,6 +1659,7 @@ sched_alloc(sched *s)
     memset(s->group_of, -1, sizeof(int) * n);
     s->ngroups = 0;
     s->mixed = -1;
+    s->joined = -1;
     return 0;
 }
 

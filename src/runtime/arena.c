@@ -81,7 +81,11 @@ place(tc_arena *ar, const int *order, int n, const int64_t *bytes,
         }
         ar->off[b] = first_fit(busy, nb, bytes[b]);
         if (ar->off[b] + bytes[b] > ar->size) {
-            ar->size = ar->off[b] + bytes[b];
+            /* whole 64-byte blocks: every buffer's tensor has the arena
+             * as its storage, and torch ops that copy a tensor's storage
+             * (slice_scatter's clone_preserve_strides) need its size to be
+             * a multiple of the element size (a bool buffer last) */
+            ar->size = align64(ar->off[b] + bytes[b]);
         }
     }
     free(busy);

@@ -316,6 +316,11 @@ build_output(tracer *T, const char *name, const args_ctx *X,
         }
         node = tc_graph_as_strided(g, X->in[o->alias], &o->layout, o->offset,
                                    err, sizeof(err));
+        size_t len = strlen(name);
+        if (node >= 0 && len >= 6 && !strcmp(name + len - 6, "detach")) {
+            /* an alias that autograd does not flow through (graph.h) */
+            g->nodes[node].requires_grad = TC_GRAD_STOP;
+        }
     }
     else if (res->tuple) {
         if (*callnode < 0) {

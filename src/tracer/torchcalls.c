@@ -832,7 +832,22 @@ call_embedding(tracer *T, tc_var **p)
         return tc_tr_unsupported(T, "F.embedding with max_norm or sparse");
     }
     int in[2] = {p[0]->node, p[1]->node};
-    return tc_tr_push_extern(T, "embedding", 2, in, NULL, 0);
+    /* the result does not depend on them, its gradient does */
+    int64_t xa[TC_MAX_XATTR] = {-1, 0};
+    double pad = -1;
+    if ((!tc_tr_is_none(p[2]) && const_number(p[2], &pad) < 0)
+        || (p[5]->obj != Py_False && p[5]->obj != Py_True)) {
+        return tc_tr_unsupported(T, "F.embedding with a non-constant "
+                                 "padding_idx or scale_grad_by_freq");
+    }
+    const tc_layout *w = &T->out->graph->nodes[p[1]->node].layout;
+    xa[TC_XA_EMB_PADDING_IDX] = pad < 0 && w->ndim > 0
+                                ? (int64_t)pad + w->sizes[0] : (int64_t)pad;
+    if (tc_tr_is_none(p[2])) {
+        xa[TC_XA_EMB_PADDING_IDX] = -1;
+    }
+    xa[TC_XA_EMB_SCALE_GRAD] = p[5]->obj == Py_True;
+    return tc_tr_push_extern(T, "embedding", 2, in, xa, 0);
 }
 
 /* stride / padding / dilation: an int or a tuple of nsp ints. */

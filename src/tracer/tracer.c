@@ -123,32 +123,36 @@ grow_grad(trace_shared *sh, int n)
     return OK;
 }
 
-/* Inputs that require grad may be read and computed with under no_grad
- * (the results do not require grad, as in eager).  After every traced
- * instruction, the nodes it created require grad if grad mode is on and
- * an input of theirs does: that needs autograd, which is not compiled,
- * so the frame runs eagerly.  Checking here, not in each op, covers
- * every way of making nodes. */
+/* A node requires grad when grad mode is on and an operand of it does
+ * (under no_grad results do not, as in eager).  After every traced
+ * instruction the nodes it created are marked, here rather than in each
+ * op, so every way of making nodes is covered; the graph then compiles
+ * as an autograd node (frame_eval/autograd.c, docs/training.md). */
 static int
 sync_grad(tracer *T)
 {
     trace_shared *sh = T->sh;
-    const tc_graph *g = T->out->graph;
+    tc_graph *g = T->out->graph;
     if (grow_grad(sh, g->nnodes) != OK) {
         return ERROR;
     }
     for (; sh->grad_synced < g->nnodes; sh->grad_synced++) {
-        const tc_node *n = &g->nodes[sh->grad_synced];
+        tc_node *n = &g->nodes[sh->grad_synced];
         int needs = 0;
         for (int i = 0; i < n->nin; i++) {
             needs |= sh->grad[n->in[i]];
         }
-        if (needs && T->grad_mode) {
-            sh->force_eager = 1;
-            return tc_tr_unsupported(T,
-                                     "an input requires grad while grad mode "
-                                     "is on (training is not compiled yet)");
+        if (n->kind == TC_NODE_INPUT) {
+            needs = sh->grad[sh->grad_synced];
         }
+        else if (n->requires_grad == TC_GRAD_STOP) {
+            needs = 0;
+        }
+        else {
+            needs &= T->grad_mode != 0;
+        }
+        sh->grad[sh->grad_synced] = (unsigned char)needs;
+        n->requires_grad = (unsigned char)needs;
     }
     return OK;
 }

@@ -1,0 +1,617 @@
+"""Training: a traced graph whose results require grad runs as an autograd
+node (docs/training.md).
+
+The C runtime (src/frame_eval/autograd.c) calls ``plan(desc)`` with the
+graph of a segment in which some node requires grad.  The plan
+
+* decides which nodes really require grad (floating dtypes only; a generic
+  extern asks torch on meta tensors) and which graph outputs are
+  differentiable;
+* builds the backward from the derivative rules of the op registry
+  (src/graph/ops.c ``.grad``; views use their affine index map): Python
+  source over registry ops, compiled by tcjit like any function, so its
+  kernels are fused by the same scheduler;
+* names the values the backward reads: graph inputs, and computed nodes
+  that the compiled forward returns as extra outputs (``plan.saved``);
+* ``finish(runner)`` gets the compiled forward and returns the callable
+  the runtime calls: ``_Node.apply`` (a torch.autograd.Function).
+
+What the rules do not cover (an op without a rule, a double backward) runs
+the backward through torch's own autograd on an eager replay of the graph
+(tcjit.Graph), so a gradient is never wrong; the reason is logged on the
+``graph_breaks`` channel.  The forward, and the cost of a forward that is
+never backpropagated, stay those of the compiled kernels plus the saved
+tensors.
+"""
+import ast
+import logging
+import math
+import os
+import re
+
+import torch
+import torch.nn.functional as F
+
+from . import _C
+from .graph import Graph
+
+_OPS = {row["name"]: row for row in _C.op_table()}
+# TCJIT_RECOMPUTE=1: recompute cheap pointwise values in the backward
+# instead of saving them (docs/training.md says why it is off for now)
+_RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "0") == "1"
+# ops that may draw random numbers: the generic externs (extern.h)
+_GENERIC = ("extern", "extern_item")
+
+
+def _log(channel, message):
+    log = logging.getLogger(f"tcjit.{channel}")
+    if log.isEnabledFor(logging.INFO):
+        log.info(message, extra={"channel": channel})
+
+
+# ---- which nodes require grad ---------------------------------------------
+
+def _meta(n, requires_grad):
+    t = torch.empty_strided(n.shape, n.stride, dtype=n.dtype, device="meta")
+    return t.requires_grad_(requires_grad and t.is_floating_point())
+
+
+def _generic_requires_grad(n, rg):
+    """torch's answer for a generic extern: its call on meta tensors that
+    require grad as the operands do (detach, rand_like, ... do not)."""
+    try:
+        args = [_meta(a, rg[a.index]) if a.kind != "scalar" else a.value
+                for a in n.args]
+        with torch.enable_grad():
+            r = n.call(*args)
+    except Exception:        # no meta kernel: as the C flag says
+        return True
+    return isinstance(r, torch.Tensor) and r.requires_grad
+
+
+def _requires_grad(graph):
+    rg = {}
+    for n in graph.nodes:
+        if n.kind == "input":
+            rg[n.index] = n.requires_grad
+        elif n.kind == "scalar":
+            rg[n.index] = False
+        else:
+            r = (n.requires_grad and any(rg[a.index] for a in n.args)
+                 and (n.dtype.is_floating_point or n.dtype.is_complex))
+            if r and n.op == "extern":
+                r = _generic_requires_grad(n, rg)
+            rg[n.index] = r
+    return rg
+
+
+# ---- rule text -> backward source ------------------------------------------
+
+def _rules(op):
+    """The op's per-operand rule expressions, or None (no rule)."""
+    text = _OPS[op]["grad"]
+    if text is None:
+        return None
+    return [r.strip() for r in text.split(";")]
+
+
+class _Fold(ast.NodeTransformer):
+    """What is known when the backward is generated becomes a literal:
+    operands' shapes and dims, the node's attributes (n.dims), keep(t, n)
+    (a reshape), and a conditional on those (a rule's case split, such as
+    matmul's 1-d operands).  What a rule then reads of an operand is its
+    value only, so a rule that reads a shape saves nothing."""
+
+    def __init__(self, node):
+        self.node = node
+        self.metas = {f"x{i}": a for i, a in enumerate(node.args)
+                      if a.kind != "scalar"}
+        self.metas["y"] = self.metas["g"] = node
+
+    def visit_Attribute(self, e):
+        e = self.generic_visit(e)
+        if (isinstance(e.value, ast.Name) and e.value.id in self.metas
+                and e.attr == "shape"):
+            return _const(tuple(self.metas[e.value.id].shape), e)
+        if isinstance(e.value, ast.Name) and e.value.id == "n":
+            v = (len(self.node.args) if e.attr == "nin"
+                 else getattr(self.node, e.attr))
+            return _const(tuple(v) if isinstance(v, torch.Size) else v, e)
+        return e
+
+    def visit_Call(self, e):
+        if (isinstance(e.func, ast.Attribute) and e.func.attr == "dim"
+                and not e.args and isinstance(e.func.value, ast.Name)
+                and e.func.value.id in self.metas):
+            return _const(len(self.metas[e.func.value.id].shape), e)
+        e = self.generic_visit(e)
+        # keep(t, n): t with the reduced dims of n kept (size 1)
+        if isinstance(e.func, ast.Name) and e.func.id == "keep":
+            n = self.node
+            if n.keepdim:
+                return e.args[0]
+            shape = tuple(1 if d in n.dims else s
+                          for d, s in enumerate(n.args[0].shape))
+            return ast.copy_location(ast.parse(
+                f"({ast.unparse(e.args[0])}).reshape({shape!r})",
+                mode="eval").body, e)
+        return e
+
+    def visit_IfExp(self, e):
+        e = self.generic_visit(e)
+        try:
+            test = eval(compile(ast.Expression(e.test), "<rule>", "eval"),
+                        {"__builtins__": {}})
+        except Exception:
+            return e
+        return e.body if test else e.orelse
+
+
+def _const(v, at):
+    return ast.copy_location(ast.parse(_literal(v), mode="eval").body, at)
+
+
+class _Subst(ast.NodeTransformer):
+    """x0.., y, g -> the backward's variables (names and literals)."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, e):
+        if e.id in self.names:
+            v = self.names[e.id]
+            v = v() if callable(v) else v    # a value: saved when read
+            return ast.copy_location(ast.parse(v, mode="eval").body, e)
+        return e
+
+
+def _literal(v):
+    if isinstance(v, torch.dtype):
+        return str(v)          # "torch.float32"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"float({str(v)!r})"
+    return repr(v)
+
+
+def _sum_dims(src, dst):
+    """Dims of a src-shaped tensor to sum for a dst-shaped one (the
+    reverse of broadcasting)."""
+    lead = len(src) - len(dst)
+    dims = list(range(lead))
+    dims += [lead + i for i, s in enumerate(dst)
+             if s == 1 and src[lead + i] != 1]
+    return tuple(dims)
+
+
+def _meta_result(n, tree):
+    """Shape and dtype of a rule's result, from running it on meta
+    tensors (externs' rules: what to sum it back to)."""
+    env = {"torch": torch, "F": F, "math": math, "g": _meta(n, False),
+           "y": _meta(n, False)}
+    for i, a in enumerate(n.args):
+        env[f"x{i}"] = a.value if a.kind == "scalar" else _meta(a, False)
+    r = eval(compile(ast.Expression(tree), "<rule>", "eval"), env)
+    return tuple(r.shape), r.dtype
+
+
+def _vjp(call, need, g, *xs):
+    """torch's own backward of one extern call (the op's rule "vjp"):
+    the call again under grad mode, torch.autograd.grad of it.  Traced
+    backward code calls it through a STEP (_VJP below)."""
+    with torch.enable_grad():
+        ins = [x.detach().requires_grad_() if i in need else x
+               for i, x in enumerate(xs)]
+        y = call(*ins)
+        gs = torch.autograd.grad(y, [ins[i] for i in need], g,
+                                 allow_unused=True)
+    return tuple(torch.zeros_like(ins[i]) if r is None else r
+                 for i, r in zip(need, gs))
+
+
+class _Opaque:
+    """A callable the tracer does not inline: it runs as one STEP."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+class _Builder:
+    """Generates the backward's source from the rules, or finds the
+    reason it cannot."""
+
+    def __init__(self, graph, rg, recompute=None):
+        self.graph, self.rg = graph, rg
+        self.lines = []
+        self.tmp = 0
+        self.values = {}      # node index -> variable of its value
+        self.recomputed = {}  # node index -> variable, computed again
+        self.outputs = {o.index for o in graph.outputs}
+        self.recompute = _RECOMPUTE if recompute is None else recompute
+        self.env = {"torch": torch, "F": F, "math": math}
+        self.reason = None
+
+    def value(self, n):
+        """The variable holding node n's forward value in the backward:
+        a saved value (a parameter), or recomputed from its operands."""
+        if n.kind == "scalar":
+            return _literal(n.value)
+        if n.index in self.values:
+            return self.values[n.index]
+        if n.index in self.recomputed:
+            return self.recomputed[n.index]
+        if self.recompute and self.cheap(n):
+            expr = self.replay(n)
+            name = f"r{n.index}"
+            # right before its first use: a value a later segment of
+            # the backward uses (after a vjp step) is computed there,
+            # not carried across the step
+            self.lines.append(f"    {name} = {expr}")
+            self.recomputed[n.index] = name
+            return name
+        self.values[n.index] = f"v{n.index}"
+        return self.values[n.index]
+
+    def cheap(self, n):
+        """Recompute in the backward instead of saving (the partition's
+        rule, Inductor's default in spirit): a pointwise op that is not a
+        graph output (an output is kept anyway) and does not make a new
+        tensor (full, arange).  Reductions, externs and views are saved:
+        recomputing them costs a pass over their input, a view is free to
+        keep."""
+        row = _OPS[n.op] if n.kind == "op" else None
+        return (row is not None and row["kind"] == "pointwise"
+                and n.index not in self.outputs
+                and "n.device" not in (row["eager"] or ""))
+
+    def replay(self, n):
+        """n's eager expression (the registry's, as tcjit.Graph replays
+        it) over the backward's variables."""
+        row = _OPS[n.op]
+        src = row["eager"] or (
+            f"torch.{n.op}({', '.join(f'x{k}' for k in range(len(n.args)))})")
+        names = {f"x{k}": (lambda a=a: self.value(a))
+                 for k, a in enumerate(n.args)}
+        tree = _Fold(n).visit(ast.parse(src, mode="eval"))
+        return ast.unparse(_Subst(names).visit(tree.body))
+
+    def fresh(self, expr):
+        self.tmp += 1
+        name = f"t{self.tmp}"
+        self.lines.append(f"    {name} = {expr}")
+        return name
+
+    def build(self, grads_in):
+        """grads_in: output node index -> list of grad variables.  Returns
+        input node index -> grad variable."""
+        acc = {k: list(v) for k, v in grads_in.items()}
+        result = {}
+        for n in reversed(self.graph.nodes):
+            parts = acc.pop(n.index, None)
+            if not parts:
+                continue
+            g = parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
+            if n.kind == "input":
+                result[n.index] = g
+                continue
+            for k, expr in self.contributions(n, g):
+                acc.setdefault(n.args[k].index, []).append(expr)
+            if self.reason:
+                return None
+        return result
+
+    def contributions(self, n, g):
+        """(operand k, grad variable) for each operand that requires grad."""
+        need = [k for k, a in enumerate(n.args) if self.rg[a.index]]
+        if not need:
+            return []
+        if n.base is not None or n.op == "as_strided":
+            return [(0, self.view_grad(n, g))] if self.reason is None else []
+        rules = _rules(n.op)
+        if rules is None:
+            self.reason = f"no derivative rule for {n.op}"
+            return []
+        if n.op in _GENERIC:
+            # torch's backward of it would call it again: a different
+            # random draw for dropout, rand-based ops (the replay restores
+            # the forward's RNG state first)
+            self.reason = (f"a generic extern that requires grad ({n.op}: "
+                           f"it may draw random numbers)")
+            return []
+        if rules == ["vjp"]:
+            return self.vjp(n, need, g)
+        trees = {}
+        for k in need:
+            rule = rules[k] if k < len(rules) else ""
+            if not rule:
+                self.reason = f"no derivative of {n.op} for its operand {k}"
+                return []
+            trees[k] = _Fold(n).visit(ast.parse(rule, mode="eval"))
+        if any(isinstance(t.body, ast.Name) and t.body.id == "vjp"
+               for t in trees.values()):
+            return self.vjp(n, need, g)
+        return [(k, self.rule(n, k, trees[k].body, g)) for k in need]
+
+    def rule(self, n, k, tree, g):
+        names = {f"x{i}": (lambda a=a: self.value(a))
+                 for i, a in enumerate(n.args)}
+        names["y"] = lambda: self.value(n)
+        names["g"] = g
+        a = n.args[k]
+        shape, dtype = tuple(n.shape), n.dtype
+        if _OPS[n.op]["kind"] != "pointwise":
+            shape, dtype = _meta_result(n, tree)
+        expr = ast.unparse(_Subst(names).visit(tree))
+        dims = _sum_dims(shape, tuple(a.shape))
+        if dims:
+            expr = f"({expr}).sum({dims!r}, keepdim=True)"
+        if dims or shape != tuple(a.shape):
+            expr = f"({expr}).reshape({tuple(a.shape)!r})"
+        if a.dtype != dtype:
+            expr = f"({expr}).to({_literal(a.dtype)})"
+        return self.fresh(expr)
+
+    def view_grad(self, n, g):
+        """The view's index map run backwards: sum what broadcast, put
+        the dims back in the operand's order, scatter into zeros where the
+        view is a part of the operand."""
+        x = n.args[0]
+        if n.op == "view":
+            return self.fresh(f"{g}.reshape({tuple(x.shape)!r})")
+        if n.vmap is None:
+            self.reason = f"no derivative for the view {n.op} (no index map)"
+            return None
+        vsrc, vcoef, voff = n.vmap
+        red = tuple(e for e in range(len(n.shape))
+                    if vsrc[e] < 0 or vcoef[e] == 0)
+        kept = [e for e in range(len(n.shape)) if e not in red]
+        t = g
+        if red:
+            t = self.fresh(f"{t}.sum({red!r})")
+        order = sorted(range(len(kept)), key=lambda i: vsrc[kept[i]])
+        if order != list(range(len(kept))):
+            t = self.fresh(f"{t}.permute({tuple(order)!r})")
+        mapped = {vsrc[kept[i]]: kept[i] for i in order}
+        if len(mapped) != len(kept):
+            self.reason = (f"no derivative for the view {n.op} (a dim "
+                           f"read twice)")
+            return None
+        # x's dims in order: a slice of a dim is scattered into zeros, a
+        # selected dim comes back as the index (slice_scatter and
+        # select_scatter: functional, no in-place write in the backward)
+        shape = [n.shape[mapped[d]] if d in mapped else None
+                 for d in range(len(x.shape))]
+        for d, size in enumerate(x.shape):
+            if d in mapped:
+                e = mapped[d]
+                start, step, cnt = voff[d], vcoef[e], n.shape[e]
+                if start == 0 and step == 1 and cnt == size:
+                    continue
+                shape[d] = size
+                full = [s for s in shape if s is not None]
+                z = self.fresh(f"{t}.new_zeros({tuple(full)!r})")
+                pos = sum(1 for s in shape[:d] if s is not None)
+                t = self.fresh(f"torch.slice_scatter({z}, {t}, {pos}, "
+                               f"{start}, {start + step * (cnt - 1) + 1}, "
+                               f"{step})")
+            else:
+                shape[d] = size
+                pos = sum(1 for s in shape[:d] if s is not None)
+                if size == 1:
+                    t = self.fresh(f"{t}.unsqueeze({pos})")
+                    continue
+                full = [s for s in shape if s is not None]
+                z = self.fresh(f"{t}.new_zeros({tuple(full)!r})")
+                t = self.fresh(f"torch.select_scatter({z}, {t}, {pos}, "
+                               f"{voff[d]})")
+        return t
+
+    def vjp(self, n, need, g):
+        key = f"call{n.index}"
+        self.env[key] = n.call
+        self.env["_VJP"] = _VJP
+        args = ", ".join(self.value(a) for a in n.args)
+        r = self.fresh(f"_VJP({key}, {tuple(need)!r}, {g}, {args})")
+        return [(k, self.fresh(f"{r}[{i}]")) for i, k in enumerate(need)]
+
+
+_VJP = _Opaque(_vjp)
+
+
+def _drop_dead(lines):
+    """`del` the temporaries that are dead at each vjp step: the step
+    ends a compiled segment, whose live locals become its outputs (each a
+    stored buffer); a dead one must not be one."""
+    temp = re.compile(r"\b[tr]\d+\b")
+    last = {}
+    for i, line in enumerate(lines):
+        for v in temp.findall(line):
+            last[v] = i
+    out, defined, gone = [], set(), set()
+    for i, line in enumerate(lines):
+        if "_VJP(" in line:
+            dead = sorted(v for v in defined - gone if last[v] < i)
+            if dead:
+                out.append(f"    del {', '.join(dead)}")
+                gone.update(dead)
+        out.append(line)
+        defined.add(line.split("=")[0].strip())
+    return out
+
+
+# ---- the plan --------------------------------------------------------------
+
+class Plan:
+    """What the C runtime reads: ``reason`` (None, or why the graph runs
+    eagerly), ``saved`` (node ids returned after the outputs), and
+    ``finish(runner)``."""
+
+    reason = None
+
+    def __init__(self, desc):
+        self.graph = graph = Graph(desc)
+        self.rg = rg = _requires_grad(graph)
+        self.nout = len(graph.outputs)
+        self.diff_outputs = [j for j, o in enumerate(graph.outputs)
+                             if rg[o.index]]
+        self.nondiff = [j for j in range(self.nout)
+                        if j not in self.diff_outputs]
+        self.grad_inputs = [n.input_index for n in graph.inputs
+                            if rg[n.index]]
+        self.saved = []
+        self.backward_fn = None
+        self.eager_reason = None
+        # the inputs the backward reads, saved with their versions checked
+        # by autograd (the replay reads them all)
+        self.inputs_used = [n.input_index for n in graph.inputs]
+        # a replay draws the random numbers the forward drew only from the
+        # same RNG state: kept at each forward of a graph that may draw
+        self.random = any(n.op in _GENERIC for n in graph.nodes
+                          if n.kind == "op")
+        if not self.diff_outputs:
+            return
+        b = _Builder(graph, rg)
+        grads_in = {}
+        for j in self.diff_outputs:
+            grads_in.setdefault(graph.outputs[j].index, []).append(f"go{j}")
+        result = b.build(grads_in)
+        if b.reason:
+            self.eager_reason = b.reason
+            _log("graph_breaks", f"tcjit training: the backward of this graph "
+                                 f"runs through torch's autograd: {b.reason}")
+            return
+        # what the backward reads: graph inputs from the call, computed
+        # nodes as extra outputs of the forward
+        params, inputs_used, saved = [], [], []
+        for idx in sorted(b.values):
+            n = graph.nodes[idx]
+            params.append(b.values[idx])
+            if n.kind == "input":
+                inputs_used.append(n.input_index)
+            else:
+                saved.append(idx)
+        self.inputs_used = inputs_used
+        self.saved = saved
+        rets = []
+        for i in self.grad_inputs:
+            v = result.get(graph.inputs[i].index)
+            rets.append(v if v is not None else "None")
+        gos = [f"go{j}" for j in self.diff_outputs]
+        order = ([b.values[graph.inputs[i].index] for i in inputs_used]
+                 + [b.values[s] for s in saved])
+        src = (f"def tcjit_backward({', '.join(order + gos)}):\n"
+               + "\n".join(_drop_dead(
+                   b.lines + [f"    return ({', '.join(rets)},)"]))
+               + "\n")
+        self.backward_src = src
+        code = compile(src, "<tcjit backward>", "exec")
+        exec(code, b.env)
+        self.backward_py = b.env["tcjit_backward"]
+        _log("graph", f"tcjit training: backward of a graph with "
+                      f"{len(graph.ops())} ops, {len(saved)} saved "
+                      f"values, {len(b.recomputed)} recomputed:\n{src}")
+
+    def finish(self, runner):
+        self.runner = runner
+        if not self.diff_outputs:
+            return runner          # inference: no autograd node
+        return lambda *inputs: _Node.apply(self, *inputs)
+
+    # called by _Node.backward
+    def backward(self, ctx, gos):
+        if self.eager_reason is not None or torch.is_grad_enabled():
+            return self.replay_backward(ctx, gos)
+        if self.backward_fn is None:
+            from . import _AUTO
+            self.backward_fn = _C.CompiledFunction(self.backward_py, _AUTO)
+        grads = self.backward_fn(*ctx.saved_tensors,
+                                 *[gos[j] for j in self.diff_outputs])
+        out = [None] * self.graph_ninputs
+        for i, gr in zip(self.grad_inputs, grads):
+            out[i] = gr
+        return out
+
+    def replay_backward(self, ctx, gos):
+        """torch's autograd over an eager replay of the graph: ops without
+        a rule, and create_graph=True (double backward)."""
+        if len(self.inputs_used) == self.graph_ninputs:
+            inputs = ctx.saved_tensors[:self.graph_ninputs]
+        else:
+            # inputs the compiled backward does not read: kept by
+            # reference, their versions checked here as autograd would
+            inputs = ctx.inputs
+            for x, v in zip(inputs, ctx.versions):
+                if x._version != v:
+                    raise RuntimeError(
+                        "one of the variables needed for gradient "
+                        "computation has been modified by an inplace "
+                        f"operation: [{x.type()} {list(x.shape)}] is at "
+                        f"version {x._version}; expected version {v} "
+                        "instead (tcjit: double backward of a compiled "
+                        "graph)")
+        create = torch.is_grad_enabled()
+        cuda = self.graph.device.type == "cuda"
+        with torch.enable_grad(), torch.random.fork_rng(
+                devices=[self.graph.device] if cuda else [],
+                enabled=ctx.rng is not None):
+            if ctx.rng is not None:
+                torch.set_rng_state(ctx.rng[0])
+                if cuda:
+                    torch.cuda.set_rng_state(ctx.rng[1], self.graph.device)
+            xs = list(inputs) if create else [
+                x.detach().requires_grad_(x.requires_grad)
+                if isinstance(x, torch.Tensor) else x for x in inputs]
+            outs = self.graph._run(xs)
+            ys = [outs[j] for j in self.diff_outputs]
+            need = [i for i in self.grad_inputs]
+            grads = torch.autograd.grad(
+                ys, [xs[i] for i in need], [gos[j] for j in self.diff_outputs],
+                allow_unused=True, create_graph=create)
+        out = [None] * self.graph_ninputs
+        for i, gr in zip(need, grads):
+            out[i] = gr
+        return out
+
+    @property
+    def graph_ninputs(self):
+        return len(self.graph.inputs)
+
+
+class _Node(torch.autograd.Function):
+    """A compiled graph as one autograd node."""
+
+    @staticmethod
+    def forward(ctx, plan, *inputs):
+        ctx.rng = None
+        if plan.random:
+            dev = plan.graph.device
+            ctx.rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev)
+                       if dev.type == "cuda" else None)
+        res = plan.runner(*inputs)
+        outs = res[:plan.nout]
+        ctx.plan = plan
+        used = plan.inputs_used
+        if len(used) == len(inputs):
+            ctx.save_for_backward(*inputs, *res[plan.nout:])
+        else:
+            ctx.save_for_backward(*[inputs[i] for i in used],
+                                  *res[plan.nout:])
+            ctx.inputs = inputs        # for a double backward's replay
+            ctx.versions = [x._version for x in inputs]
+        nondiff = [outs[j] for j in plan.nondiff
+                   if isinstance(outs[j], torch.Tensor)]
+        if nondiff:
+            ctx.mark_non_differentiable(*nondiff)
+        return outs
+
+    @staticmethod
+    def backward(ctx, *gos):
+        return (None, *ctx.plan.backward(ctx, gos))
+
+
+def plan(desc):
+    """Called by the C runtime for a graph in which a node requires grad."""
+    return Plan(desc)
