@@ -377,6 +377,19 @@ def test_rms_norm_infinite_rows_cuda(dtype, n):
 
 
 @cuda_only
+def test_rms_norm_of_empty_rows_cuda():
+    """Rows of no elements: the fused-kernel path's amax of |x| (NaN for
+    rows holding inf) must not be taken of them; amax of an empty dim
+    raises (fuzz seed 44826)."""
+    x = torch.randn(0, device="cuda")
+    f = lambda x, w: torch.nn.functional.rms_norm(x, (0,), w)
+    for backend in ("auto", "eager"):
+        for w in (None, torch.randn(0, device="cuda")):
+            got, expected = tcjit.compile(f, backend=backend)(x, w), f(x, w)
+            assert got.shape == expected.shape == (0,)
+
+
+@cuda_only
 @pytest.mark.parametrize("offset", [0, 1, 2, 4])
 def test_rms_norm_infinite_rows_of_a_view_cuda(offset):
     """A view of a fresh tensor at an offset that is not a multiple of 4:

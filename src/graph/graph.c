@@ -2649,11 +2649,12 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     }
     int ms = x < 0 ? -1 : reduce_mean(g, PW2("mul", x, x), mask, 1, err,
                                       errlen);
-    if (ms >= 0 && scalar_path) {
+    if (ms >= 0 && scalar_path && reduced_numel(&g->nodes[x].layout,
+                                                 mask) > 0) {
         /* torch 2.11's CUDA kernel accumulates rows it cannot vectorize
          * with Welford's update, so an infinite element makes its whole
          * row NaN; an overflowing square does not.  0 * amax(|x|) is NaN
-         * exactly then. */
+         * exactly then (empty rows are NaN already; amax of them raises) */
         int big = reduce_node(g, "amax", PW1("abs", x), mask, 1,
                               g->nodes[x].dtype, err, errlen);
         ms = PW2("add", ms, PW2("mul", big, tc_graph_scalar_float(g, 0.0)));
