@@ -661,3 +661,85 @@ def test_enum_global_change_is_guarded():
         check_same(cf(x), _enum_fn(x))
     finally:
         _MODE = _Action.NONE
+
+
+# ---- no-op context managers: nullcontext, autocast(enabled=False) -----------
+
+class Rotary(torch.nn.Module):
+    """transformers 4.x's LlamaRotaryEmbedding.forward: float32 forced with
+    autocast(enabled=False) around the frequencies."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8))
+
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        device_type = x.device.type if isinstance(x.device.type, str) else "cpu"
+        with torch.autocast(device_type=device_type, enabled=False):
+            freqs = (inv.float() @ pos.float()).transpose(1, 2)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+        return cos.to(x.dtype), sin.to(x.dtype)
+
+
+def test_autocast_disabled_block_is_one_graph():
+    import contextlib
+
+    def f(x):
+        with contextlib.nullcontext():
+            y = x.sin()
+        with torch.autocast("cpu", torch.bfloat16, False):
+            y = y @ y.t()
+        return y + 1
+
+    one_graph(f, torch.randn(4, 4))
+    one_graph(Rotary(), torch.randn(2, 5, 8), torch.arange(5)[None].expand(2, 5))
+
+
+def test_autocast_enabled_breaks_with_eagers_dtypes():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return x @ x
+
+    x = torch.randn(4, 4)
+    ex = tcjit.explain(f)(x)
+    assert any("torch.autocast() region" in b.reason for b in ex.break_reasons)
+    got = tcjit.compile(f)(x)
+    assert got.dtype == f(x).dtype == torch.bfloat16
+    check_same(got, f(x))
+
+
+def test_autocast_bad_device_raises_eagers_error():
+    def f(x):
+        with torch.autocast("nope", enabled=False):
+            return x + 1
+
+    with pytest.raises(RuntimeError) as eager:
+        f(torch.ones(2))
+    with pytest.raises(RuntimeError) as got:
+        tcjit.compile(f)(torch.ones(2))
+    assert str(got.value) == str(eager.value)
+
+
+def test_segment_ending_inside_a_noop_context():
+    """A break inside the block: the rest of it runs in Python inside the
+    materialized context (a nullcontext), values as eager's."""
+    import os
+    seen = []
+
+    def f(x):
+        with torch.autocast("cpu", enabled=False):
+            y = x.cos()
+            seen.append(os.getpid() > 0)      # not traceable: a break
+            seen.append(torch.is_autocast_enabled())
+            z = y * 2
+        return z + 1
+
+    x = torch.randn(3)
+    ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count >= 1 and ex.graph_count >= 1
+    seen.clear()
+    check_same(tcjit.compile(f)(x), f(x))
+    assert seen == [True, False, True, False]

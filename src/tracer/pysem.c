@@ -22,7 +22,8 @@ static struct {
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
         *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
         *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
-        *is_any_autocast_enabled, *dispatch_stack_len;
+        *is_any_autocast_enabled, *dispatch_stack_len, *autocast,
+        *nullcontext;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -46,6 +47,8 @@ tc_tracer_init(void)
         {"builtins", "hasattr", &K.hasattr},
         {"functools", "partial", &K.partial},
         {"torch", "no_grad", &K.no_grad},
+        {"torch", "autocast", &K.autocast},
+        {"contextlib", "nullcontext", &K.nullcontext},
         {"torch", "enable_grad", &K.enable_grad},
         {"torch", "inference_mode", &K.inference_mode},
         {"torch", "set_grad_enabled", &K.set_grad_enabled},
@@ -936,11 +939,14 @@ const_truth(tracer *T, tc_var *v, int *truth)
     return rc;
 }
 
+/* The mode index of a context that leaves the grad mode as it is. */
+#define CTX_KEEP_MODE (-1)
+
 static int
 is_grad_ctx_object_type(PyObject *tp)
 {
     return tp == K.no_grad || tp == K.enable_grad || tp == K.inference_mode
-           || tp == K.set_grad_enabled;
+           || tp == K.set_grad_enabled || tp == K.nullcontext;
 }
 
 static int
@@ -1036,6 +1042,83 @@ make_grad_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
     return tc_tr_push(T, ctx);
 }
 
+/* The argument named `name` (or at position pos) of a call, or NULL. */
+static tc_var *
+call_arg(tc_var **args, int nargs, PyObject *kwnames, int pos,
+         const char *name)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    for (int i = 0; i < nkw; i++) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i),
+                                             name) == 0) {
+            return args[nargs - nkw + i];
+        }
+    }
+    return pos < nargs - nkw ? args[pos] : NULL;
+}
+
+/* ---- no-op context managers ----
+ * contextlib.nullcontext() and torch.autocast(device_type, ...,
+ * enabled=False) (transformers' rotary embeddings force float32 so):
+ * with autocast off, which GLOBAL_STATE guards (frames under autocast are
+ * not traced), neither changes what the block's ops compute.  Each is a
+ * grad-mode context that keeps the mode; a segment that ends inside the
+ * block materializes a nullcontext, equivalent there for the same
+ * reason.  Returns NOT_HANDLED for other callables. */
+static int
+noop_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
+         PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    if (fn == K.nullcontext) {
+        if (nargs != 0) {
+            return tc_tr_unsupported(T, "contextlib.nullcontext(enter_result)");
+        }
+        return make_grad_ctx(T, callable, NULL, 0, CTX_KEEP_MODE);
+    }
+    if (fn != K.autocast) {
+        return NOT_HANDLED;
+    }
+    tc_var *dev = call_arg(args, nargs, kwnames, 0, "device_type");
+    tc_var *en = call_arg(args, nargs, kwnames, 2, "enabled");
+    int enabled = -1;
+    int rc = en ? const_truth(T, en, &enabled) : OK;
+    if (rc != OK) {
+        return rc;
+    }
+    if (en == NULL || enabled != 0) {
+        return tc_tr_unsupported(T, "torch.autocast() region (autocast "
+                                 "changes the dtypes of the ops in it; only "
+                                 "enabled=False is traced)");
+    }
+    rc = dev ? tc_tr_reify(T, dev) : UNSUPPORTED;
+    if (rc == OK && (dev->kind != TC_VAR_CONST || !PyUnicode_Check(dev->obj))) {
+        rc = UNSUPPORTED;
+    }
+    if (rc == OK) {
+        /* eager's checks of the device type (it raises for unknown ones) */
+        PyObject *probe = PyObject_CallFunction(K.autocast, "OOO", dev->obj,
+                                                Py_None, Py_False);
+        rc = probe ? OK : UNSUPPORTED;
+        Py_XDECREF(probe);
+        PyErr_Clear();
+    }
+    if (rc != OK) {
+        return rc == ERROR ? rc
+                           : tc_tr_unsupported(T, "torch.autocast() with a "
+                                               "device_type that is no "
+                                               "constant autocast device");
+    }
+    if (guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    tc_var nc = {0};
+    nc.kind = TC_VAR_CONST;
+    nc.obj = K.nullcontext;
+    nc.source = -1;
+    return make_grad_ctx(T, &nc, NULL, 0, CTX_KEEP_MODE);
+}
+
 int
 tc_tr_op_before_with(tracer *T)
 {
@@ -1061,7 +1144,9 @@ tc_tr_op_before_with(tracer *T)
     if (tc_tr_push(T, exit) != OK) {
         return ERROR;
     }
-    T->grad_mode = ctx->index;
+    if (ctx->index != CTX_KEEP_MODE) {
+        T->grad_mode = ctx->index;
+    }
     return push_const(T, Py_NewRef(Py_None));  /* what __enter__ returns */
 }
 
@@ -3513,7 +3598,11 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
         return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
                                                mode);
     }
-    int rc = call_object_semantics(T, callable, args, nargs, kwnames);
+    int rc = noop_ctx(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
+    rc = call_object_semantics(T, callable, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }
