@@ -170,6 +170,7 @@ body_effect(tracer *T, PyCodeObject *co, PyObject *globals)
         }
         case LOAD_CONST:
         case LOAD_CLOSURE:
+        case LOAD_FAST:     /* 3.13: a cell for a closure (LOAD_CLOSURE) */
             PUSH(V_OTHER);
             break;
         case PUSH_NULL:
