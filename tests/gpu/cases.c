@@ -156,6 +156,35 @@ c_f64_math(char *err, size_t errlen)
     return finish(b, 8, outs);
 }
 
+tc_plan *
+tc_gpu_case_f64_trig(int64_t n, char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {n};
+    int x = in_(b, TC_F64, 1, s, NULL);
+    int outs[2] = {OP1(b, "sin", x), OP1(b, "cos", x)};
+    return finish(b, 2, outs);
+}
+
+/* f64 sin / cos of huge arguments (the exact reduction: every exponent
+ * band, DBL_MAX, inf from the overflowing products), from the harness's
+ * [-3, 3) inputs */
+static tc_plan *
+c_f64_math_wide(char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {20011};
+    int x = in_(b, TC_F64, 1, s, NULL);
+    static const double scale[8] = {1e6, 3e7, 1e30, 1e60, 1e120, 1e200,
+                                    1e290, 1e308};
+    int outs[8];
+    for (int i = 0; i < 8; i++) {
+        outs[i] = OP1(b, i % 2 ? "cos" : "sin",
+                      OP2(b, "mul", x, SF(b, scale[i])));
+    }
+    return finish(b, 8, outs);
+}
+
 /* integer dtypes: arithmetic wraps, comparisons, where, casts */
 static tc_plan *
 c_ints(char *err, size_t errlen)
@@ -379,6 +408,7 @@ const tc_gpu_case tc_gpu_cases[] = {
     {"f32_math_wide", c_f32_math_wide, 1},
     {"f32_unary5", c_f32_unary5, 1},
     {"f64_math", c_f64_math, 1},
+    {"f64_math_wide", c_f64_math_wide, 1},
     {"int_dtypes", c_ints, 1},
     {"casts", c_casts, 1},
     {"views", c_views, 1},

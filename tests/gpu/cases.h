@@ -27,6 +27,11 @@ tc_plan *tc_gpu_case_chain(int64_t n, char *err, size_t errlen);
  * outputs): harness.c checks them bit for bit against f32math_ref.c. */
 tc_plan *tc_gpu_case_f32_unary5(int64_t n, char *err, size_t errlen);
 
+/* sin and cos of one float64 input of n elements (two outputs):
+ * test_ptx.c checks their decomposition against long double libm over
+ * every exponent, harness.c the device against libm. */
+tc_plan *tc_gpu_case_f64_trig(int64_t n, char *err, size_t errlen);
+
 /* f32math_ref.c: CPU mirror of the PTX float32 transcendentals
  * (tc_ptx_f32_unary); tc_f32m_check(0) prints sampled ulp errors vs double
  * libm and returns the number of failing functions. */
