@@ -1,6 +1,7 @@
 /* cases.c - plans for the GPU tests (see cases.h). */
 #include "cases.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,4 +434,30 @@ tc_test_span(const tc_layout *l)
                                                       : l->strides[d]);
     }
     return span;
+}
+
+int64_t
+tc_trig64_check(const char *what, const double *x, const double *y,
+                int64_t n, int is_cos)
+{
+    double worst = 0, at = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        long double w = is_cos ? cosl((long double)x[i])
+                               : sinl((long double)x[i]);
+        double d = fabs((double)((long double)y[i] - w));
+        int ok = isfinite(x[i]) ? d <= TC_TRIG64_TOL : y[i] != y[i];
+        if (isfinite(x[i]) && d > worst) {
+            worst = d;
+            at = x[i];
+        }
+        if (!ok && bad++ < 3) {
+            printf("  %s(%a) = %.17g, want %.17Lg\n", is_cos ? "cos" : "sin",
+                   x[i], y[i], w);
+        }
+    }
+    printf("%s %s %s: max abs error %.3g (at %a) over %lld inputs vs long"
+           " double libm; %lld fail\n", bad ? "FAIL" : "PASS", what,
+           is_cos ? "cos" : "sin", worst, at, (long long)n, (long long)bad);
+    return bad;
 }
