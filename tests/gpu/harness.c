@@ -284,6 +284,26 @@ run_case(const char *name, tc_plan *p)
     prog_free(&g);
 }
 
+/* Loads plan p (a case of one input) into g: the input's buffer index,
+ * or -1 after printing a failure under name. */
+static int
+load_one_input(prog *g, tc_plan *p, const char *name)
+{
+    if (p == NULL || prog_load(g, p) < 0) {
+        printf("FAIL %s: %s\n", name, err);
+        fails++;
+        return -1;
+    }
+    for (int b = 0; b < p->nbuffers; b++) {
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            return b;
+        }
+    }
+    printf("FAIL %s: no input buffer\n", name);
+    fails++;
+    return -1;
+}
+
 /* The float32 transcendentals bit for bit against their CPU mirror
  * (f32math_ref.c): every op is IEEE-rounded (fma.rn, rcp.rn, cvt.rn), so
  * the GPU must reproduce the mirror exactly; the mirror's ulp errors (vs
@@ -295,16 +315,9 @@ f32_math_bits(void)
     int64_t n = 16 << 20;
     tc_plan *p = tc_gpu_case_f32_unary5(n, err, sizeof(err));
     prog g;
-    if (p == NULL || prog_load(&g, p) < 0) {
-        printf("FAIL f32_math_bits: %s\n", err);
-        fails++;
+    int xb = load_one_input(&g, p, "f32_math_bits");
+    if (xb < 0) {
         return;
-    }
-    int xb = -1;
-    for (int b = 0; b < p->nbuffers; b++) {
-        if (p->buffers[b].kind == TC_BUF_INPUT) {
-            xb = b;
-        }
     }
     float *x = g.host[xb];
     for (int64_t i = 0; i < n; i++) {
@@ -564,16 +577,9 @@ f64_trig(void)
     int64_t n = 4 << 20;
     tc_plan *p = tc_gpu_case_f64_trig(n, err, sizeof(err));
     prog g;
-    if (p == NULL || prog_load(&g, p) < 0) {
-        printf("FAIL f64_trig: %s\n", err);
-        fails++;
+    int xb = load_one_input(&g, p, "f64_trig");
+    if (xb < 0) {
         return;
-    }
-    int xb = -1;
-    for (int b = 0; b < p->nbuffers; b++) {
-        if (p->buffers[b].kind == TC_BUF_INPUT) {
-            xb = b;
-        }
     }
     double *x = g.host[xb];
     for (int64_t i = 0; i < n; i++) {

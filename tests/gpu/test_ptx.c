@@ -152,14 +152,6 @@ check_math(const char *name, const tc_plan *p)
  * the banded exact reduction above) interpreted by kir_ref.c against
  * long double libm (tc_trig64_check). */
 
-static double
-bits64(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
 /* input i: specials first, then by i % 4 random bit patterns (every
  * exponent, inf, nan, denormals), log-uniform magnitudes over every
  * exponent, doubles next to multiples of pi/2 (sin or cos near 0) and
@@ -184,7 +176,8 @@ trig64_input(int64_t i)
     double sign = r & 1 ? -1.0 : 1.0;
     switch (i % 4) {
     case 0:
-        return bits64(r);
+        memcpy(&m, &r, 8);
+        return m;
     case 1:
         return sign * ldexp(1 + m, e < -1074 ? -1074 : e > 1023 ? 1023 : e);
     case 2: {
