@@ -34,6 +34,14 @@ def band(k):
         assert mpmath.mpf(float(c)) == c, "chunk not a double"
         row.append(float(c))
     row.append(float(INV2PI - bits_below(s + CHUNK * NCHUNKS - 1)))
+    # what reduce_huge64 relies on, for every |x| < 2^(e + W) of the band:
+    # x times the tail and xl (< 2^(e + W - 26)) times the last chunk are
+    # below 1/16, xh (a multiple of 2^(e - 25)) times the first chunk (a
+    # multiple of 2^-(s + 25)) is an even integer
+    top = mpmath.mpf(2) ** (e + W)
+    assert top * abs(row[-1]) < 0.0625
+    assert top / 2 ** 26 * row[-2] < 0.0625
+    assert e - 25 - (s + CHUNK - 1) >= 1
     return e, row
 
 

@@ -22,8 +22,8 @@
  *
  * float64 forms: relative error ~1e-15 (float64 tolerances of assert_close
  * are rtol 1e-7, atol 1e-7); sin/cos reduce exactly for every finite x
- * (Cody-Waite below 1.6e6, a table-free Payne-Hanek above: absolute error
- * <= 3e-15 everywhere).  POW is exp(y log|x|) in float64 with the C99
+ * (Cody-Waite below 1.6e6, a table-free Payne-Hanek above; max absolute
+ * error measured over every exponent 2.3e-15).  POW is exp(y log|x|) in float64 with the C99
  * special cases (float32 rounds once).
  */
 #include "kir.h"
@@ -475,22 +475,23 @@ log64(tbuf *t, int x)
  * but a double's exponent reaches 1023, so the bits of 1/(2 pi) that
  * matter for x sit anywhere among ~1080: for x = M 2^(E-52) (M a 53-bit
  * integer) the bits of weight above 2^-(E-51) times x are integers
- * (whole turns), the bits from 2^-(E+3) on times x add less than 8 turns
- * all together and can be multiplied in rounded.  So the exponent range
- * is cut into bands of 126 exponents (mathconst.h, tc_f64m_trig_band),
- * and each band gets the 182 bits from 2^-(E_k - 51) on as seven 26-bit
- * chunks, plus a double tail for the rest; the band's row is picked by
+ * (whole turns), and what follows the first ~55 bits after those times x
+ * is so small that it can be multiplied in rounded.  So the exponent
+ * range is cut into bands of 126 exponents (mathconst.h,
+ * tc_f64m_trig_band), and each band gets the 182 bits from 2^-(E_k - 51)
+ * on as seven 26-bit chunks, plus a double tail for the rest (x * tail <
+ * 1/16 in the band); the band's row is picked by
  * comparing |x| with the bands' lower bounds (a select chain per chunk:
  * no table, no branch).  x = xh + xl with xh its top 26 significant bits
  * (a mask of the low 27 mantissa bits: no splitter constant times x to
  * overflow near DBL_MAX), so xh * chunk and xl * chunk are exact (<= 53
  * bits) and so are their fractions p - rint(p); xh times the band's first
  * chunk is always an even integer and is skipped, xl times the last one
- * is below 1/16 and needs no rint.  The fractions and x * tail sum to
- * x / (2 pi) mod 1 within ~1e-15 (at most 15 terms below 8 in
- * magnitude); four times that, minus its rint n, times pi/2 is r.
- * Measured against long double libm over every exponent (tests/gpu/
- * test_ptx.c): |error| of sin/cos <= 3e-15.
+ * is below 1/16 and needs no rint.  The fractions (12 of them <= 1/2 in
+ * magnitude) and the two small terms sum to x / (2 pi) mod 1 within a few
+ * 1e-16; four times that, minus its rint n, times pi/2 is r.  Measured
+ * against long double libm over every exponent (tests/gpu/test_ptx.c):
+ * max |error| of sin/cos 2.3e-15.
  *
  * Cost, in KIR instructions without constants: 7 compares, 8 chains of
  * 7 selects, 12 exact products at 4 ops (mul, rint, sub, add), xl times
