@@ -11,6 +11,7 @@ makes the runtime write gNNNNN_sm80.ptx / _sm90.ptx per CPU graph) must
 assemble with ptxas.  Skipped only when ptxas is not installed.
 """
 import glob
+import math
 import os
 import shutil
 import subprocess
@@ -127,10 +128,7 @@ def test_math_wide_range_cuda(dt):
     """Transcendentals over wide ranges and special values (the fast and
     the exact sin/cos paths, exp overflow/underflow, log of denormals)."""
     special = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-40,
-               105615.0, 105616.0]
-    if dt == torch.float32:
-        # float64 sin/cos reduce exactly only for |x| < 1.6e6 (ptx_math.c)
-        special += [3e38, -3e38, 1e20]
+               105615.0, 105616.0, 3e38, -3e38, 1e20]
     x = torch.cat([torch.linspace(-3e5, 3e5, 100003, dtype=dt),
                    torch.linspace(-120, 120, 10007, dtype=dt),
                    torch.tensor(special, dtype=dt)])
@@ -139,6 +137,34 @@ def test_math_wide_range_cuda(dt):
            lambda x: torch.log(x.abs()), lambda x: torch.tanh(x)]
     for fn in fns:
         run_both(fn, x)
+
+
+# float64 sin / cos arguments for the exact reduction (transcendental.c,
+# reduce_huge64): every exponent band, DBL_MAX, multiples of pi/2, both
+# sides of the 1.6e6 switch from the fast path
+HUGE_F64 = [1e30, -3e200, 1e6 * math.pi, 1e22, 1.7976931348623157e308,
+            -1.7976931348623157e308, 6381956970095103 * 2.0 ** 797, 2.0 ** 1023,
+            5.319372648326541e255, 1e300, 1.6e6, -1.6e6, 1.6000000000000002e6,
+            2.0 ** 20, 2.0 ** 21, 1e16 * math.pi / 2, 0.0, -0.0, 5e-324,
+            float("inf"), -float("inf"), float("nan")]
+
+
+@cuda_only
+def test_sin_cos_f64_huge_cuda():
+    """Issue 17: float64 sin / cos of huge arguments on CUDA (sin(1e30 * 1)
+    of an expanded tensor gave 6e223 where eager gives 0.9448)."""
+    a1 = torch.tensor([1e30], dtype=torch.float64, device="cuda").expand(4)
+    a2 = torch.ones(4, dtype=torch.float64, device="cuda")
+    run_both(lambda a, b: torch.mul(a, b).sin(), a1, a2, expect_compiled=True)
+    g = torch.Generator().manual_seed(17)
+    mant = torch.rand(20000, generator=g, dtype=torch.float64) + 1
+    expo = torch.randint(-60, 1024, (20000,), generator=g)
+    sign = torch.randint(0, 2, (20000,), generator=g) * 2 - 1
+    x = torch.cat([torch.tensor(HUGE_F64, dtype=torch.float64),
+                   torch.ldexp(mant, expo) * sign]).cuda()
+    for fn in [lambda x: x.sin(), lambda x: x.cos(),
+               lambda x: (x.sin(), x.cos())]:
+        run_both(fn, x, expect_compiled=True)
 
 
 @cuda_only
@@ -235,6 +261,7 @@ def test_ptx_assembles(tmp_path):
         x = torch.linspace(-3e5, 3e5, 1001)
         tcjit.compile(lambda x: (x.sin(), x.cos(), x.exp(), x.log(), x.tanh()))(x)
         tcjit.compile(lambda x: (x.double().sin(), x.double().exp()))(x)
+        tcjit.compile(lambda x: (x.double() * 1e300).cos())(x)
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     assert_ptxas_accepts(dumped_ptx(d, 40))

@@ -21,9 +21,10 @@
  * reweighted least squares) with mpmath references.
  *
  * float64 forms: relative error ~1e-15 (float64 tolerances of assert_close
- * are rtol 1e-7, atol 1e-7); sin/cos reduce exactly for |x| < 1.6e6, beyond
- * that the absolute error grows like |x| * 1e-16.  POW is exp(y log|x|) in
- * float64 with the C99 special cases (float32 rounds once).
+ * are rtol 1e-7, atol 1e-7); sin/cos reduce exactly for every finite x
+ * (Cody-Waite below 1.6e6, a table-free Payne-Hanek above; max absolute
+ * error measured over every exponent 2.3e-15).  POW is exp(y log|x|) in float64 with the C99
+ * special cases (float32 rounds once).
  */
 #include "kir.h"
 #include "mathconst.h"
@@ -466,11 +467,78 @@ log64(tbuf *t, int x)
     return where(t, D, isnan_(t, x), x, r);
 }
 
-/* sin / cos: n = rint(x * 2/pi), r = x - n pi/2 with pi/2 in four parts
- * (fdlibm's pio2_1, _2, _3 have 33 bits, so n * part is exact for
- * |n| < 2^20), |r| <= pi/4; sin r and cos r by Taylor series to r^17 /
- * r^18; the quadrant n mod 4 (plus one for cos) picks and negates.  inf
- * and nan give nan through inf - inf. */
+/* x = n pi/2 + r (mod 2 pi), |r| <= pi/4, for every finite x: *n gets
+ * the quadrant count n (a small integer, only n mod 4 matters), the
+ * result is r; inf and nan give nan for both.
+ *
+ * Payne-Hanek without the table lookup, as emit_sincos (float32) does it,
+ * but a double's exponent reaches 1023, so the bits of 1/(2 pi) that
+ * matter for x sit anywhere among ~1080: for x = M 2^(E-52) (M a 53-bit
+ * integer) the bits of weight above 2^-(E-51) times x are integers
+ * (whole turns), and what follows the first ~55 bits after those times x
+ * is so small that it can be multiplied in rounded.  So the exponent
+ * range is cut into bands of 126 exponents (mathconst.h,
+ * tc_f64m_trig_band), and each band gets the 182 bits from 2^-(E_k - 51)
+ * on as seven 26-bit chunks, plus a double tail for the rest (x * tail <
+ * 1/16 in the band); the band's row is picked by
+ * comparing |x| with the bands' lower bounds (a select chain per chunk:
+ * no table, no branch).  x = xh + xl with xh its top 26 significant bits
+ * (a mask of the low 27 mantissa bits: no splitter constant times x to
+ * overflow near DBL_MAX), so xh * chunk and xl * chunk are exact (<= 53
+ * bits) and so are their fractions p - rint(p); xh times the band's first
+ * chunk is always an even integer and is skipped, xl times the last one
+ * is below 1/16 and needs no rint.  The fractions (12 of them <= 1/2 in
+ * magnitude) and the two small terms sum to x / (2 pi) mod 1 within a few
+ * 1e-16; four times that, minus its rint n, times pi/2 is r.  Measured
+ * against long double libm over every exponent (tests/gpu/test_ptx.c):
+ * max |error| of sin/cos 2.3e-15.
+ *
+ * Cost, in KIR instructions without constants: 7 compares, 8 chains of
+ * 7 selects, 12 exact products at 4 ops (mul, rint, sub, add), xl times
+ * the last chunk 2, x times the tail 1, the split 5 (with the abs), the
+ * end 4: 123.  With the 3 that pick (n, r), a float64 sin or cos costs
+ * 180 instead of the fast path's 54 (fewer bands mean more chunks per
+ * band, more bands longer chains: 8 x 7 is about the minimum). */
+static int
+reduce_huge64(tbuf *t, int x, int ax, int *n)
+{
+    enum { NB = TC_F64M_TRIG_NBANDS, NC = TC_F64M_TRIG_NCHUNKS };
+    int in_band[NB];
+    for (int b = 1; b < NB; b++) {
+        in_band[b] = cmp(t, KOP_LE, kf(t, D, tc_f64m_trig_band[b]), ax);
+    }
+    /* chunk j (j == NC: the tail) of x's band */
+    int c[NC + 1];
+    for (int j = 0; j <= NC; j++) {
+        c[j] = kf(t, D, tc_f64m_inv2pi_band[0][j]);
+        for (int b = 1; b < NB; b++) {
+            c[j] = where(t, D, in_band[b], kf(t, D, tc_f64m_inv2pi_band[b][j]),
+                         c[j]);
+        }
+    }
+    int xh = bits(t, D, put(t, KOP_AND, L, bits(t, L, x),
+                            ki(t, L, ~(int64_t)0x7ffffff), -1));
+    int xl = sub(t, D, x, xh);
+    int g = mul(t, D, x, c[NC]);
+    for (int j = NC - 1; j >= 0; j--) {
+        int p = mul(t, D, xl, c[j]);
+        g = add(t, D, g, j == NC - 1 ? p : sub(t, D, p, rint_(t, D, p)));
+        if (j > 0) {
+            p = mul(t, D, xh, c[j]);
+            g = add(t, D, g, sub(t, D, p, rint_(t, D, p)));
+        }
+    }
+    int q = mul(t, D, g, kf(t, D, 4.0));
+    *n = rint_(t, D, q);
+    return mul(t, D, sub(t, D, q, *n), kf(t, D, TC_F64M_PIO2));
+}
+
+/* sin / cos.  |x| < TC_F64M_TRIG_FAST: n = rint(x * 2/pi), r = x - n pi/2
+ * with pi/2 in four parts (fdlibm's pio2_1, _2, _3 have 33 bits, so
+ * n * part is exact for |n| < 2^20), |r| <= pi/4.  Otherwise (and for inf
+ * and nan) the exact reduction above; both are computed and a select
+ * picks (n, r).  sin r and cos r by Taylor series to r^17 / r^18; the
+ * quadrant n mod 4 (plus one for cos) picks and negates. */
 static int
 sincos64(tbuf *t, int x, int is_cos)
 {
@@ -488,6 +556,12 @@ sincos64(tbuf *t, int x, int is_cos)
     r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_2)));
     r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_3)));
     r = sub(t, D, r, mul(t, D, n, kf(t, D, TC_F64M_PIO2_4)));
+    int ax = put(t, KOP_ABS, D, x, -1, -1);
+    int nh;
+    int rh = reduce_huge64(t, x, ax, &nh);
+    int fast = cmp(t, KOP_LT, ax, kf(t, D, TC_F64M_TRIG_FAST));
+    n = where(t, D, fast, n, nh);
+    r = where(t, D, fast, r, rh);
     int z = mul(t, D, r, r);
     int s = mul(t, D, r, horner(t, D, z, sc, 9));
     int c = horner(t, D, z, cc, 9);

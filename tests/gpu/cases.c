@@ -1,6 +1,7 @@
 /* cases.c - plans for the GPU tests (see cases.h). */
 #include "cases.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,35 @@ c_f64_math(char *err, size_t errlen)
                    OP1(b, "cos", x), OP1(b, "tanh", y),
                    OP2(b, "pow", OP1(b, "abs", x), y),
                    OP2(b, "minimum", x, y), OP1(b, "sqrt", OP1(b, "abs", x))};
+    return finish(b, 8, outs);
+}
+
+tc_plan *
+tc_gpu_case_f64_trig(int64_t n, char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {n};
+    int x = in_(b, TC_F64, 1, s, NULL);
+    int outs[2] = {OP1(b, "sin", x), OP1(b, "cos", x)};
+    return finish(b, 2, outs);
+}
+
+/* f64 sin / cos of huge arguments (the exact reduction: every exponent
+ * band, DBL_MAX, inf from the overflowing products), from the harness's
+ * [-3, 3) inputs */
+static tc_plan *
+c_f64_math_wide(char *err, size_t errlen)
+{
+    BEGIN;
+    int64_t s[1] = {20011};
+    int x = in_(b, TC_F64, 1, s, NULL);
+    static const double scale[8] = {1e6, 3e7, 1e30, 1e60, 1e120, 1e200,
+                                    1e290, 1e308};
+    int outs[8];
+    for (int i = 0; i < 8; i++) {
+        outs[i] = OP1(b, i % 2 ? "cos" : "sin",
+                      OP2(b, "mul", x, SF(b, scale[i])));
+    }
     return finish(b, 8, outs);
 }
 
@@ -379,6 +409,7 @@ const tc_gpu_case tc_gpu_cases[] = {
     {"f32_math_wide", c_f32_math_wide, 1},
     {"f32_unary5", c_f32_unary5, 1},
     {"f64_math", c_f64_math, 1},
+    {"f64_math_wide", c_f64_math_wide, 1},
     {"int_dtypes", c_ints, 1},
     {"casts", c_casts, 1},
     {"views", c_views, 1},
@@ -403,4 +434,30 @@ tc_test_span(const tc_layout *l)
                                                       : l->strides[d]);
     }
     return span;
+}
+
+int64_t
+tc_trig64_check(const char *what, const double *x, const double *y,
+                int64_t n, int is_cos)
+{
+    double worst = 0, at = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        long double w = is_cos ? cosl((long double)x[i])
+                               : sinl((long double)x[i]);
+        double d = fabs((double)((long double)y[i] - w));
+        int ok = isfinite(x[i]) ? d <= TC_TRIG64_TOL : y[i] != y[i];
+        if (isfinite(x[i]) && d > worst) {
+            worst = d;
+            at = x[i];
+        }
+        if (!ok && bad++ < 3) {
+            printf("  %s(%a) = %.17g, want %.17Lg\n", is_cos ? "cos" : "sin",
+                   x[i], y[i], w);
+        }
+    }
+    printf("%s %s %s: max abs error %.3g (at %a) over %lld inputs vs long"
+           " double libm; %lld fail\n", bad ? "FAIL" : "PASS", what,
+           is_cos ? "cos" : "sin", worst, at, (long long)n, (long long)bad);
+    return bad;
 }

@@ -27,6 +27,20 @@ tc_plan *tc_gpu_case_chain(int64_t n, char *err, size_t errlen);
  * outputs): harness.c checks them bit for bit against f32math_ref.c. */
 tc_plan *tc_gpu_case_f32_unary5(int64_t n, char *err, size_t errlen);
 
+/* sin and cos of one float64 input of n elements (two outputs):
+ * test_ptx.c checks their decomposition against long double libm over
+ * every exponent, harness.c the device against libm. */
+tc_plan *tc_gpu_case_f64_trig(int64_t n, char *err, size_t errlen);
+
+/* y = sin(x) (is_cos: cos) of n doubles against long double libm (glibc
+ * reduces those exactly): finite x within TC_TRIG64_TOL (the goal is
+ * 1e-12; torch's float64 atol is 1e-7), inf / nan give nan.  Prints the
+ * max error and the first failures under the name what; returns the
+ * number of failures. */
+#define TC_TRIG64_TOL 1e-13
+int64_t tc_trig64_check(const char *what, const double *x, const double *y,
+                        int64_t n, int is_cos);
+
 /* f32math_ref.c: CPU mirror of the PTX float32 transcendentals
  * (tc_ptx_f32_unary); tc_f32m_check(0) prints sampled ulp errors vs double
  * libm and returns the number of failing functions. */

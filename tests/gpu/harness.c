@@ -6,7 +6,8 @@
  * torch.testing.assert_close's default tolerances.  Then the float32
  * transcendentals bit for bit against their CPU mirror (f32math_ref.c),
  * the error of the sin / cos form used for float16 / bfloat16 results,
- * and the bandwidth of
+ * float64 sin / cos over every exponent vs long double libm, and the
+ * bandwidth of
  * the 16M-element float32 chain vs cuMemcpyDtoD.  Built and run by
  * tests/gpu/run_device.sh. */
 #include "cases.h"
@@ -283,6 +284,26 @@ run_case(const char *name, tc_plan *p)
     prog_free(&g);
 }
 
+/* Loads plan p (a case of one input) into g: the input's buffer index,
+ * or -1 after printing a failure under name. */
+static int
+load_one_input(prog *g, tc_plan *p, const char *name)
+{
+    if (p == NULL || prog_load(g, p) < 0) {
+        printf("FAIL %s: %s\n", name, err);
+        fails++;
+        return -1;
+    }
+    for (int b = 0; b < p->nbuffers; b++) {
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            return b;
+        }
+    }
+    printf("FAIL %s: no input buffer\n", name);
+    fails++;
+    return -1;
+}
+
 /* The float32 transcendentals bit for bit against their CPU mirror
  * (f32math_ref.c): every op is IEEE-rounded (fma.rn, rcp.rn, cvt.rn), so
  * the GPU must reproduce the mirror exactly; the mirror's ulp errors (vs
@@ -294,16 +315,9 @@ f32_math_bits(void)
     int64_t n = 16 << 20;
     tc_plan *p = tc_gpu_case_f32_unary5(n, err, sizeof(err));
     prog g;
-    if (p == NULL || prog_load(&g, p) < 0) {
-        printf("FAIL f32_math_bits: %s\n", err);
-        fails++;
+    int xb = load_one_input(&g, p, "f32_math_bits");
+    if (xb < 0) {
         return;
-    }
-    int xb = -1;
-    for (int b = 0; b < p->nbuffers; b++) {
-        if (p->buffers[b].kind == TC_BUF_INPUT) {
-            xb = b;
-        }
     }
     float *x = g.host[xb];
     for (int64_t i = 0; i < n; i++) {
@@ -549,6 +563,54 @@ time_ms(prog *g, int vec, int iters)
     return ms / iters;
 }
 
+/* ---- float64 sin / cos over every exponent --------------------------------
+ * The decomposition (transcendental.c, sincos64: Cody-Waite below 1.6e6,
+ * the banded exact reduction above) on the device against long double
+ * libm: 4M inputs, half random bit patterns (every exponent, inf, nan,
+ * denormals), half log-uniform magnitudes over every exponent, within
+ * TC_TRIG64_TOL (2.3e-15 on the CPU, tests/gpu/test_ptx.c); then the time
+ * of the sin + cos kernel (each element pays both paths). */
+
+static void
+f64_trig(void)
+{
+    int64_t n = 4 << 20;
+    tc_plan *p = tc_gpu_case_f64_trig(n, err, sizeof(err));
+    prog g;
+    int xb = load_one_input(&g, p, "f64_trig");
+    if (xb < 0) {
+        return;
+    }
+    double *x = g.host[xb];
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = next();
+        if (i % 2 == 0) {
+            memcpy(&x[i], &r, 8);
+        }
+        else {
+            double m = 1 + (double)(r >> 11) / 9007199254740992.0;
+            x[i] = (r & 1 ? -1 : 1) * ldexp(m, (int)(next() % 2098) - 1074);
+        }
+    }
+    CK(cu->cuMemcpyHtoD(g.dptr[xb], x, (size_t)n * 8));
+    if (prog_launch(&g, 1) < 0) {
+        printf("FAIL f64_trig: %s\n", err);
+        fails++;
+        prog_free(&g);
+        return;
+    }
+    CK(cu->cuCtxSynchronize());
+    for (int j = 0; j < 2; j++) {
+        int ob = p->output_buffer[j];
+        CK(cu->cuMemcpyDtoH(g.host[ob], g.dptr[ob], (size_t)n * 8));
+        fails += tc_trig64_check("f64_trig", x, g.host[ob], n, j) != 0;
+    }
+    double ms = time_ms(&g, 1, 20);
+    printf("BENCH f64 sin + cos 4M (both outputs): %.1f us, %.0f GB/s\n",
+           ms * 1e3, 3.0 * 8 * (double)n / ms / 1e6);
+    prog_free(&g);
+}
+
 static void
 bench(void)
 {
@@ -623,6 +685,9 @@ main(int argc, char **argv)
     }
     if (only == NULL || strcmp(only, "f32_trig_half") == 0) {
         f32_trig_half();
+    }
+    if (only == NULL || strcmp(only, "f64_trig") == 0) {
+        f64_trig();
     }
     if (only == NULL || strcmp(only, "bench") == 0) {
         bench();

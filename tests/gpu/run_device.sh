@@ -10,6 +10,8 @@
 #
 #   bash tests/gpu/run_device.sh f32_math_bits   float32 transcendentals
 #                                           bit for bit vs the CPU mirror
+#   bash tests/gpu/run_device.sh f64_trig   float64 sin / cos vs long
+#                                           double libm, every exponent
 # Prints PASS/FAIL per case and mode (scalar / vec entries) and BENCH lines
 # (GB/s of the 16M float32 chain vs cuMemcpyDtoD).  Exit status 0 = all
 # passed.

@@ -23,13 +23,19 @@
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
 
-static double
-urand(void)
+static uint64_t
+rand64(void)
 {
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
+    return rng;
+}
+
+static double
+urand(void)
+{
+    return (double)(rand64() >> 11) / 9007199254740992.0;
 }
 
 static double
@@ -46,20 +52,41 @@ sample(int64_t i)
     return i % 3 == 0 ? 40 * u - 20 : i % 3 == 1 ? 6 * u - 3 : 2000 * u - 1000;
 }
 
+/* *q = p with its own copies of the kernels, every transcendental
+ * decomposed; free with free_decomposed.  Returns 0 or -1. */
 static int
-check_math(const char *name, const tc_plan *p)
+decomposed(const tc_plan *p, tc_plan *q)
 {
-    tc_plan q = *p;
-    q.kernels = calloc((size_t)p->nkernels, sizeof(tc_kernel));
+    *q = *p;
+    q->kernels = calloc((size_t)p->nkernels, sizeof(tc_kernel));
     for (int i = 0; i < p->nkernels; i++) {
-        tc_kernel *k = &q.kernels[i];
+        tc_kernel *k = &q->kernels[i];
         *k = p->kernels[i];
         k->insts = malloc(sizeof(tc_kinst) * (size_t)k->ninsts);
         memcpy(k->insts, p->kernels[i].insts,
                sizeof(tc_kinst) * (size_t)k->ninsts);
         if (tc_kernel_decompose_math(k, &tc_math_target_none, NULL) < 0) {
-            return 1;
+            return -1;
         }
+    }
+    return 0;
+}
+
+static void
+free_decomposed(tc_plan *q)
+{
+    for (int i = 0; i < q->nkernels; i++) {
+        free(q->kernels[i].insts);
+    }
+    free(q->kernels);
+}
+
+static int
+check_math(const char *name, const tc_plan *p)
+{
+    tc_plan q;
+    if (decomposed(p, &q) < 0) {
+        return 1;
     }
     int nb = p->nbuffers, bad = 0;
     void **a = calloc((size_t)nb, sizeof(void *));
@@ -115,12 +142,123 @@ check_math(const char *name, const tc_plan *p)
     }
     free(a);
     free(b);
-    for (int i = 0; i < p->nkernels; i++) {
-        free(q.kernels[i].insts);
-    }
-    free(q.kernels);
+    free_decomposed(&q);
     printf("%s math %s (decomposed vs libm)\n", bad ? "FAIL" : "PASS", name);
     return bad != 0;
+}
+
+/* ---- float64 sin / cos over every exponent -------------------------------
+ * The decomposition (transcendental.c, sincos64: Cody-Waite below 1.6e6,
+ * the banded exact reduction above) interpreted by kir_ref.c against
+ * long double libm (tc_trig64_check). */
+
+/* input i: specials first, then by i % 4 random bit patterns (every
+ * exponent, inf, nan, denormals), log-uniform magnitudes over every
+ * exponent, doubles next to multiples of pi/2 (sin or cos near 0) and
+ * next to powers of two, and the fast path / exact path boundary */
+static double
+trig64_input(int64_t i)
+{
+    static const double special[] = {
+        0.0, -0.0, INFINITY, -INFINITY, NAN, 1.7976931348623157e308,
+        -1.7976931348623157e308, 2.2250738585072014e-308, 4.9e-324,
+        1e30, -3e200, 1e6 * M_PI, 1e22, 0x1.6ac5b262ca1ffp+849,
+        0x1.6ac5b262ca1ffp+799 /* 6381956970095103 * 2^797 */, 0x1p1023,
+        -0x1p1000, 1.6e6, -1.6e6, 1.6000000000000002e6, 0x1p20, 0x1p21,
+        5.319372648326541e255, 1e300, 8.98846567431158e307};
+    const int64_t ns = (int64_t)(sizeof(special) / sizeof(special[0]));
+    if (i < ns) {
+        return special[i];
+    }
+    uint64_t r = rand64();
+    double m = urand();
+    int e = (int)(urand() * 2098) - 1074;
+    double sign = r & 1 ? -1.0 : 1.0;
+    switch (i % 4) {
+    case 0:
+        memcpy(&m, &r, 8);
+        return m;
+    case 1:
+        return sign * ldexp(1 + m, e < -1074 ? -1074 : e > 1023 ? 1023 : e);
+    case 2: {
+        /* a multiple k of pi/2, k of up to 53 bits scaled to any exponent,
+         * rounded, then a few ulp either way */
+        double x = ldexp((double)(r >> 11), (int)(urand() * 1000) - 40)
+                   * (M_PI / 2);
+        if (!isfinite(x)) {
+            x = 0x1.921fb54442d18p+1020;
+        }
+        for (int s = (int)(r & 7); s > 0; s--) {
+            x = nextafter(x, r & 8 ? INFINITY : -INFINITY);
+        }
+        return sign * x;
+    }
+    default:
+        if (i % 8 == 3) {
+            return nextafter(sign * ldexp(1.0, (int)(urand() * 1024)),
+                             m < 0.5 ? 0 : INFINITY);
+        }
+        return sign * (m < 0.5 ? 1.6e6 * (1 + (m - 0.25) * 1e-6)
+                                : ldexp(1 + m, (int)(urand() * 30)));
+    }
+}
+
+/* Non-constant KIR instructions of sin after decomposition: what every
+ * float64 sin element pays on the GPU. */
+static int
+trig64_ops(const tc_plan *q)
+{
+    int ops = 0;
+    const tc_kernel *k = &q->kernels[0];
+    for (int i = 0; i < k->ninsts; i++) {
+        ops += k->insts[i].op != KOP_CONST && k->insts[i].op != KOP_LOAD
+               && k->insts[i].op != KOP_STORE;
+    }
+    return ops;
+}
+
+static int
+check_trig64(void)
+{
+    int64_t n = 1 << 17;
+    char err[256] = "";
+    tc_plan *p = tc_gpu_case_f64_trig(n, err, sizeof(err));
+    tc_plan q;
+    if (p == NULL || p->nkernels != 1 || decomposed(p, &q) < 0) {
+        printf("FAIL trig64: plan: %s\n", err);
+        return 1;
+    }
+    void **bufs = calloc((size_t)p->nbuffers, sizeof(void *));
+    int xb = -1;
+    for (int b = 0; b < p->nbuffers; b++) {
+        bufs[b] = calloc((size_t)tc_test_span(&p->buffers[b].layout), 8);
+        if (p->buffers[b].kind == TC_BUF_INPUT) {
+            xb = b;
+        }
+    }
+    double *x = bufs[xb];
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = trig64_input(i);
+    }
+    int bad = 0;
+    if (p->noutputs != 2 || tc_kir_ref_run(&q, bufs, err, sizeof(err)) < 0) {
+        printf("FAIL trig64: %s\n", err);
+        bad = 1;
+    }
+    /* outputs in plan order: sin, cos (tc_gpu_case_f64_trig) */
+    for (int j = 0; j < 2 && !bad; j++) {
+        bad += tc_trig64_check("trig64", x, bufs[p->output_buffer[j]], n, j)
+               != 0;
+    }
+    printf("trig64: %d KIR instructions per float64 sin or cos element"
+           " (half of the sin + cos kernel)\n", trig64_ops(&q) / 2);
+    for (int b = 0; b < p->nbuffers; b++) {
+        free(bufs[b]);
+    }
+    free(bufs);
+    free_decomposed(&q);
+    tc_plan_free(p);
+    return bad;
 }
 
 int
@@ -138,6 +276,7 @@ main(int argc, char **argv)
     int fails = 0, checked = 0;
     /* float32 transcendentals (PTX blocks) through their CPU mirror */
     fails += tc_f32m_check(0);
+    fails += check_trig64();
     for (int i = 0; i < tc_gpu_ncases; i++) {
         char err[512] = "";
         tc_plan *p = tc_gpu_cases[i].build(err, sizeof(err));
