@@ -527,3 +527,17 @@ def test_dispatch_modes_see_every_op():
         a = cf(x)
     check_same(a, e)
     assert got.ops == want.ops
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.float16, torch.bfloat16])
+def test_sin_keeps_the_sign_of_zero(dtype):
+    """sin(-0) is -0 in eager: 1 / sin(x) is -inf there.  Every range
+    reduction's x - n pi/2 made it +0 (CPU float32 fast path, PTX)."""
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        x = torch.tensor([-0.0, 0.0, -1e-30, 2.0], device=device).to(dtype)
+        f = lambda x: 1 / torch.sin(x * 1)
+        got, expected = tcjit.compile(f)(x), f(x)
+        assert torch.equal(torch.signbit(got), torch.signbit(expected))
+        torch.testing.assert_close(got, expected)

@@ -219,7 +219,13 @@ f32_sincos(pp *p, const char *d, const char *x, int is_cos, int uid)
     PL("shl.b32 %%n2, %%n2, 30;");
     PL("mov.b32 %%n3, %%m8;");
     PL("xor.b32 %%n3, %%n3, %%n2;");
-    PL("mov.b32 %s, %%n3;", d);
+    PL("mov.b32 %%m8, %%n3;");
+    if (!is_cos) {
+        /* sin(-0) is -0 (the reduction may give +0) */
+        PL("setp.eq.f32 %%o1, %s, 0f00000000;", x);
+        PL("selp.f32 %%m8, %s, %%m8, %%o1;", x);
+    }
+    PL("mov.f32 %s, %%m8;", d);
     f32_sincos_leave(p, d, x, is_cos, uid);
 }
 

@@ -720,11 +720,16 @@ expand(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
         int r = emit_pow(t, conv(t, D, x), conv(t, D, y));
         return conv(t, F, r);
     }
-    if (in->dtype == D) {
-        return expand64(t, in->op, x);
-    }
     int nonpos = c->nonpos != NULL && c->nonpos[in->a];
-    return expand32(t, in->op, x, c->flag, nonpos);
+    int r = in->dtype == D ? expand64(t, in->op, x)
+                           : expand32(t, in->op, x, c->flag, nonpos);
+    if (in->op == KOP_SIN && r >= 0) {
+        /* sin(-0) is -0 (1 / sin(x) is -inf there): every reduction's
+         * x - n pi/2 makes it +0 */
+        r = where(t, in->dtype, cmp(t, KOP_EQ, x, kf(t, in->dtype, 0.0)), x,
+                  r);
+    }
+    return r;
 }
 
 /* Is the float32 value i "v - max(v)" with the max an accumulator of

@@ -99,7 +99,8 @@ tc_ref_sincosf(float x, int is_cos)
         k += 1;
     }
     float v = (k & 1) ? cs : sn;
-    return bitsf(fbits(v) ^ ((k & 2) << 30));
+    v = bitsf(fbits(v) ^ ((k & 2) << 30));
+    return !is_cos && x == 0 ? x : v;   /* sin(-0) is -0 */
 }
 
 /* e^r * 2^n for the exp core: r reduced, n = bits(j) - MAGIC_BITS */
