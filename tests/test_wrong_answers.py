@@ -541,3 +541,34 @@ def test_sin_keeps_the_sign_of_zero(dtype):
         got, expected = tcjit.compile(f)(x), f(x)
         assert torch.equal(torch.signbit(got), torch.signbit(expected))
         torch.testing.assert_close(got, expected)
+
+
+_OPERATOR_CASES = {
+    "a // b": lambda a, b: a // b, "a % b": lambda a, b: a % b,
+    "a // 3": lambda a, b: a // 3, "17 // a": lambda a, b: 17 // a,
+    "-7.5 % a": lambda a, b: -7.5 % a, "a % -3": lambda a, b: a % -3,
+    "(a+1) // (b+2)": lambda a, b: (a + 1) // (b + 2),
+    "a << b": lambda a, b: a << b.clamp(0, 5), "a >> 1": lambda a, b: a >> 1,
+    "3 << b": lambda a, b: 3 << b.clamp(0, 5),
+    "100 >> b": lambda a, b: 100 >> b.clamp(0, 5),
+    "[[1.,2.],[3.,4.]] @ a": lambda a, b: torch.ones(2, 4) @ a.float().view(4, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_OPERATOR_CASES))
+@pytest.mark.parametrize("dtypes", [("int64", "int64"), ("float32", "float32"),
+                                    ("int64", "float32"), ("int32", "int64"),
+                                    ("float32", "0-d int64")])
+def test_floor_division_remainder_shift_operators(case, dtypes):
+    """//, %, <<, >> on tensors (either side) are torch functions in the
+    graph (GraphNet's timm graphs compute sizes with sym_sum(...) // 4 on
+    0-d tensors): eager's values, dtypes and exceptions."""
+    def make(name, base):
+        if name == "0-d int64":
+            return torch.tensor(9)
+        return (base * 3.25).to(getattr(torch, name))
+    base = torch.tensor([7.0, -5.0, 12.0, 3.0])
+    a, b = make(dtypes[0], base), make(dtypes[1], base.flip(0) + 10)
+    f = _OPERATOR_CASES[case]
+    tcjit.reset()
+    run_both(f, a, b, expect_compiled=True)

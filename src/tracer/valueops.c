@@ -405,6 +405,43 @@ sequence_op(tracer *T, int nb, tc_var *a, tc_var *b)
     return tc_tr_push(T, v);
 }
 
+/* Operators on tensors that Tensor defines as torch functions: a // b is
+ * torch.floor_divide(a, b) (reflected too), a % b torch.remainder, a << b
+ * Tensor.__lshift__ (float tensors too: x * 2**y), b << a
+ * torch.bitwise_left_shift(b, a); the call takes the registry entry or a
+ * generic extern.  (Matrix multiplication has its own node.) */
+static int
+torch_function_operator(tracer *T, int nb, tc_var *a, tc_var *b)
+{
+    static const struct {
+        int nb;
+        const char *fwd, *rev;   /* attributes of torch.Tensor / torch */
+    } ops[] = {
+        {NB_FLOOR_DIVIDE, "floor_divide", "floor_divide"},
+        {NB_REMAINDER, "remainder", "remainder"},
+        {NB_LSHIFT, "__lshift__", "bitwise_left_shift"},
+        {NB_RSHIFT, "__rshift__", "bitwise_right_shift"},
+        {NB_MATRIX_MULTIPLY, NULL, "matmul"},
+    };
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (ops[i].nb != nb) {
+            continue;
+        }
+        int fwd = a->kind == TC_VAR_TENSOR && ops[i].fwd != NULL;
+        PyObject *fn = tc_tr_torch_attr(fwd && ops[i].fwd[0] == '_'
+                                        ? "Tensor" : NULL,
+                                        fwd ? ops[i].fwd : ops[i].rev);
+        if (fn == NULL) {
+            return ERROR;
+        }
+        tc_var *args[2] = {a, b};
+        int rc = tc_tr_call_object(T, fn, args, 2);
+        Py_DECREF(fn);
+        return rc;
+    }
+    return tc_tr_unsupported(T, "tensor operator #%d", nb);
+}
+
 int
 tc_tr_op_binary(tracer *T, int nb)
 {
@@ -458,9 +495,7 @@ tc_tr_op_binary(tracer *T, int nb)
     }
     const char *op = binary_op_name(nb);
     if (op == NULL) {
-        return tc_tr_unsupported(T, "tensor operator #%d (matmul, floor "
-                                 "division, remainder and shifts are not "
-                                 "supported yet)", nb);
+        return torch_function_operator(T, nb, a, b);
     }
     if (nb == NB_TRUE_DIVIDE && a->kind != TC_VAR_TENSOR) {
         /* number / tensor is Tensor.__rtruediv__: reciprocal() * number,
