@@ -802,3 +802,16 @@ def test_skipped_frame_names_its_reason():
         [g.__code__.co_firstlineno + 1]
     assert "Skipped Frames" in str(ex)
     check_same(tcjit.compile(g)(2), g(2))
+
+
+def test_fx_printed_indexing_with_builtin_ellipsis_and_slice():
+    """Graphs printed by FX (GraphNet's timm models) index with the builtin
+    names: x[(Ellipsis, slice(None, 1, None))].  Ellipsis read from the
+    builtins is a constant guarded by identity."""
+    def f(x):
+        a = x[(Ellipsis, slice(None, 1, None))]
+        b = x[(slice(None, None, None), None, Ellipsis, 0)]
+        return a * 2 + b.squeeze(1)[..., None]
+
+    one_graph(f, torch.randn(3, 4))
+    one_graph(f, torch.randn(2, 5, 4))

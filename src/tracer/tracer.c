@@ -351,9 +351,11 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
             v->kind = TC_VAR_LAZY;
         }
     }
-    else if (tc_tr_is_enum_member(value)) {
-        /* a member of an enum (a library's Action.NONE): fixed, guarded
-         * by identity, a constant for ==, `is` and `in` */
+    else if (tc_tr_is_enum_member(value) || value == Py_Ellipsis
+             || value == Py_NotImplemented) {
+        /* a member of an enum (a library's Action.NONE), or the builtin
+         * Ellipsis (FX-printed code indexes x[(Ellipsis, slice(...))]):
+         * fixed, guarded by identity, a constant for ==, `is` and `in` */
         if (tc_guard_id(gs, source, value) < 0) {
             *rc = ERROR;
             return NULL;
