@@ -724,3 +724,25 @@ def test_nn_functions_inplace_outside_the_registry(backend):
         return y, z
     make = lambda: ((torch.randn(8),), ())  # noqa: E731
     check_mutation(f, make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("form", ["hardtanh", "relu6", "module"])
+def test_hardtanh_inplace(form, backend):
+    """F.hardtanh(x, lo, hi, True) / F.relu6(inplace=True) /
+    nn.ReLU6(inplace=True) write into their input (mobilenet_v2's
+    GraphNet graphs call hardtanh(x, 0.0, 6.0, True)); intermediate and
+    input targets, values, versions and identity as eager's."""
+    import torch.nn.functional as F
+    act = {"hardtanh": lambda t: F.hardtanh(t, -1.5, 2.0, True),
+           "relu6": lambda t: F.relu6(t, inplace=True),
+           "module": torch.nn.ReLU6(inplace=True)}[form]
+
+    def fn(x, y):
+        z = act(x * 4)
+        w = act(y)
+        return z, w, w is y
+
+    def make():
+        return [torch.randn(16), torch.randn(3, 4) * 5], []
+    check_mutation(fn, make, backend)

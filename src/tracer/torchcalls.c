@@ -1163,11 +1163,13 @@ call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
 {
     int relu6 = b->nparams == 2;
     double lo = 0, hi = 6;
-    if (!is_false(p[b->nparams - 1]) || p[0]->kind != TC_VAR_TENSOR
+    tc_var *inplace = p[b->nparams - 1];
+    int is_inplace = inplace->kind == TC_VAR_CONST && inplace->obj == Py_True;
+    if ((!is_false(inplace) && !is_inplace) || p[0]->kind != TC_VAR_TENSOR
         || (!relu6 && (const_number(p[1], &lo) < 0
                        || const_number(p[2], &hi) < 0))) {
-        return tc_tr_unsupported(T, "%s() on a non-tensor, with inplace=True "
-                                 "or limits that are not numbers",
+        return tc_tr_unsupported(T, "%s() on a non-tensor, with inplace not "
+                                 "a bool or limits that are not numbers",
                                  b->def->path);
     }
     /* F.hardtanh's ValueError and aten's hardtanh checks (the frame runs
@@ -1183,9 +1185,15 @@ call_hardtanh(tracer *T, const tc_binding *b, tc_var **p)
     if (args[1] == NULL || args[2] == NULL) {
         return ERROR;
     }
+    int first = T->out->graph->nnodes;
     int rc = call_clamp(T, args);
     rc = rc != OK ? rc : call_cast(T, tc_tr_pop(T),
                                    tc_tr_tensor_node(T, p[0])->dtype);
+    if (rc == OK && is_inplace) {
+        /* hardtanh_: the clamped values written into the input */
+        return tc_tr_inplace_result(T, p[0], args + 1, 2, first,
+                                    b->def->path);
+    }
     if (rc == OK && tc_graph_result_like(T->out->graph, tc_tr_peek(T, 1)->node,
                                          p[0]->node) < 0) {
         return tc_tr_unsupported(T, "%s() whose result is not a new tensor",
