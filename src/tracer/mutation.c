@@ -702,6 +702,45 @@ assign(tracer *T, tc_var *target, tc_var *value)
     return rc == OK ? mutate(T, target, w, first) : rc;
 }
 
+/* torch.addcdiv(x, t1, t2, value=v) / addcmul with v a tensor (an
+ * optimizer's step size under torch.compiler.is_compiling(), 0-d):
+ * eager takes v.item() as the Scalar; the same arithmetic, in eager's
+ * order (x + v * t1 / t2, x + v * t1 * t2), from graph ops, pushed.
+ * NOT_HANDLED for other calls. */
+static int
+addc_tensor_value(tracer *T, const char *base, tc_var **args, int nargs,
+                  PyObject *kwnames)
+{
+    int div = !strcmp(base, "addcdiv");
+    if ((!div && strcmp(base, "addcmul")) || kwnames == NULL || nargs != 4
+        || PyTuple_GET_SIZE(kwnames) != 1
+        || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                            "value") != 0
+        || args[3]->kind != TC_VAR_TENSOR
+        || tc_tr_tensor_node(T, args[3])->layout.ndim != 0) {
+        return NOT_HANDLED;
+    }
+    static const char *const names[] = {"mul", "div", "add"};
+    tc_var *acc = args[3];
+    for (int i = 0; i < 3; i++) {
+        const char *op = i == 1 && !div ? "mul" : names[i];
+        PyObject *fn = PyObject_GetAttrString(tc_torch_module, op);
+        tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
+        Py_XDECREF(fn);
+        if (f == NULL) {
+            return ERROR;
+        }
+        f->kind = TC_VAR_OBJECT;
+        tc_var *a[2] = {i == 2 ? args[0] : acc, i == 2 ? acc : args[1 + i]};
+        int rc = tc_tr_call_with_args(T, f, a, 2, NULL);
+        if (rc != OK) {
+            return rc;
+        }
+        acc = tc_tr_pop(T);
+    }
+    return tc_tr_push(T, acc);
+}
+
 /* x.foo_(...) that no pointwise registry entry defines: torch.foo(x,
  * ...), its out-of-place form (index_copy, scatter, addcdiv, lerp, ...),
  * as a generic extern node, written into x.  NOT_HANDLED when torch has
@@ -740,7 +779,10 @@ call_functional(tracer *T, const char *name, tc_var **args, int nargs,
     }
     tc_graph *g = T->out->graph;
     int sp = T->sp, first = g->nnodes;
-    int rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    int rc = addc_tensor_value(T, base, args, nargs, kwnames);
+    if (rc == NOT_HANDLED) {
+        rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    }
     Py_DECREF(fn);
     if (rc == OK && T->sp != sp + 1) {
         rc = tc_tr_unsupported(T, "Tensor.%s: unexpected result", name);
@@ -837,6 +879,56 @@ tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
     return tc_tr_push(T, self);
 }
 
+/* The arguments of item k of a torch._foreach_* call (args reified):
+ * the k-th item of each list argument, the others as given, keywords
+ * kwnames.  _foreach_addcmul/_addcdiv's fourth positional argument is
+ * the scalar `value` (Tensor.addcmul takes it by keyword only); as a
+ * 1-d tensor of one scalar per item (Adam's stacked step sizes) item k
+ * gets value=scalars[k], a 0-d tensor.  *kw: the item call's keywords. */
+static int
+foreach_item_args(tracer *T, const char *name, tc_var **args, int nargs,
+                  PyObject *kwnames, int k, tc_var **a, PyObject **kw)
+{
+    static PyObject *value_kw;
+    *kw = kwnames;
+    for (int i = 0; i < nargs; i++) {
+        int seq = args[i]->kind == TC_VAR_LIST
+                  || args[i]->kind == TC_VAR_TUPLE;
+        a[i] = seq ? args[i]->items[k] : args[i];
+    }
+    if (kwnames != NULL || nargs != 4
+        || (strncmp(name + 9, "addcmul", 7) && strncmp(name + 9, "addcdiv", 7))) {
+        return OK;
+    }
+    if (value_kw == NULL
+        && (value_kw = Py_BuildValue("(s)", "value")) == NULL) {
+        return ERROR;
+    }
+    *kw = value_kw;   /* kept for the process */
+    tc_var *v = args[3];
+    if (v->kind != TC_VAR_TENSOR
+        || tc_tr_tensor_node(T, v)->layout.ndim != 1) {
+        return OK;
+    }
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, "select");
+    PyObject *dim = PyLong_FromLong(0), *ix = PyLong_FromLong(k);
+    tc_var *sel[3] = {v, dim ? tc_tr_const_var(T, dim) : NULL,
+                      ix ? tc_tr_const_var(T, ix) : NULL};
+    tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(dim);
+    Py_XDECREF(ix);
+    if (f == NULL || sel[1] == NULL || sel[2] == NULL) {
+        return ERROR;
+    }
+    f->kind = TC_VAR_OBJECT;
+    int rc = tc_tr_call_with_args(T, f, sel, 3, NULL);
+    if (rc == OK) {
+        a[3] = tc_tr_pop(T);
+    }
+    return rc;
+}
+
 /* torch._foreach_foo_(xs, ...): xs[k].foo_(...) for every k, the k-th
  * item of each list argument (scalars, tensors and keywords as given):
  * the same math, and the per-tensor ops fuse.  All or nothing: a refused
@@ -867,13 +959,11 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
     }
     tc_tr_mut_mark(T, mark);
     for (int k = 0; rc == OK && k < xs->nitems; k++) {
-        a[0] = xs->items[k];
-        for (int i = 1; i < nargs; i++) {
-            int seq = args[i]->kind == TC_VAR_LIST
-                      || args[i]->kind == TC_VAR_TUPLE;
-            a[i] = seq ? args[i]->items[k] : args[i];
+        PyObject *kw;
+        rc = foreach_item_args(T, name, args, nargs, kwnames, k, a, &kw);
+        if (rc == OK) {
+            rc = tc_tr_call_inplace(T, method, a, nargs, kw);
         }
-        rc = tc_tr_call_inplace(T, method, a, nargs, kwnames);
         if (rc == OK) {
             tc_tr_pop(T);
         }
@@ -891,6 +981,71 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
     return tc_tr_push(T, xs);  /* eager returns its list argument */
 }
 
+/* torch._foreach_foo(xs, ...) (out of place): [torch.foo(xs[k], ...)
+ * for every k], each through the ordinary CALL path (the k-th item of
+ * every list argument; scalars, tensors and keywords as given), so the
+ * per-tensor ops fuse.  The first list argument sets the length
+ * (_foreach_pow(scalar, xs) has it second). */
+static int
+call_foreach_functional(tracer *T, const char *name, tc_var **args,
+                        int nargs, PyObject *kwnames)
+{
+    tc_var *a[TC_MAX_CALL_ARGS], *out[64];
+    int n = -1, rc = OK;
+    if (nargs > TC_MAX_CALL_ARGS) {
+        return NOT_HANDLED;
+    }
+    for (int i = 0; i < nargs; i++) {
+        if ((rc = tc_tr_reify(T, args[i])) != OK) {
+            return rc;
+        }
+        if (args[i]->kind != TC_VAR_LIST && args[i]->kind != TC_VAR_TUPLE) {
+            continue;
+        }
+        if (n >= 0 && args[i]->nitems != n) {
+            return tc_tr_unsupported(T, "%s with lists of different "
+                                     "lengths", name);
+        }
+        n = args[i]->nitems;
+    }
+    if (n < 0) {
+        return NOT_HANDLED;
+    }
+    if (n > 64) {
+        return tc_tr_unsupported(T, "%s of %d tensors", name, n);
+    }
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, name + 9);
+    if (fn == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "%s (no torch.%s)", name, name + 9);
+    }
+    tc_var *f = tc_tr_const_var(T, fn);
+    Py_DECREF(fn);
+    if (f == NULL) {
+        return ERROR;
+    }
+    f->kind = TC_VAR_OBJECT;  /* a function of torch, fixed */
+    for (int k = 0; rc == OK && k < n; k++) {
+        PyObject *kw;
+        rc = foreach_item_args(T, name, args, nargs, kwnames, k, a, &kw);
+        if (rc == OK) {
+            rc = tc_tr_call_with_args(T, f, a, nargs, kw);
+        }
+        if (rc == OK) {
+            out[k] = tc_tr_pop(T);
+            if (out[k] == NULL || out[k]->kind != TC_VAR_TENSOR) {
+                rc = tc_tr_unsupported(T, "%s: torch.%s gave no tensor",
+                                       name, name + 9);
+            }
+        }
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *list = tc_var_seq(&T->sh->arena, TC_VAR_LIST, n, out);
+    return list == NULL ? ERROR : tc_tr_push(T, list);
+}
+
 int
 tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
                          PyObject *kwnames)
@@ -900,6 +1055,14 @@ tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
     }
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     size_t len = strlen(name);
+    if (len > 9 && !strncmp(name, "_foreach_", 9) && name[len - 1] != '_') {
+        PyObject *same = PyObject_GetAttrString(tc_torch_module, name);
+        Py_XDECREF(same);   /* (compared by identity only) */
+        PyErr_Clear();
+        if (same == fn) {
+            return call_foreach_functional(T, name, args, nargs, kwnames);
+        }
+    }
     if (len < 2 || name[len - 1] != '_') {
         return NOT_HANDLED;
     }

@@ -149,8 +149,8 @@ struct tc_undo {
     int nitems;
 };
 
-static int
-log_state(tracer *T, tc_var *o)
+int
+tc_tr_log_state(tracer *T, tc_var *o)
 {
     trace_shared *sh = T->sh;
     if (T->depth == 0 || o->index >= T->serial) {
@@ -174,7 +174,7 @@ log_state(tracer *T, tc_var *o)
     }
     memcpy(u->items, o->items, o->nitems * sizeof(tc_var *));
     u->nitems = o->nitems;
-    u->obj = Py_NewRef(o->obj);
+    u->obj = Py_XNewRef(o->obj);   /* (NULL: a list's) */
     u->target = o;
     sh->nundo++;
     return OK;
@@ -194,14 +194,14 @@ tc_tr_undo_to(trace_shared *sh, int mark)
             /* the arena frees the state the failed call left through a
              * var of its own */
             tc_var *t = u->target;
-            Py_SETREF(t->obj, u->obj);
+            Py_XSETREF(t->obj, u->obj);
             tc_var **cur = t->items;
             t->items = u->items;
             t->nitems = u->nitems;
             PyMem_Free(cur);
         }
         else {
-            Py_DECREF(u->obj);
+            Py_XDECREF(u->obj);
             PyMem_Free(u->items);
         }
     }
@@ -240,7 +240,7 @@ state_set(tracer *T, tc_var *o, int where, PyObject *name, tc_var *value)
                                  "traced call", name,
                                  class_of(o)->tp_name);
     }
-    if (log_state(T, o) != OK) {
+    if (tc_tr_log_state(T, o) != OK) {
         return ERROR;
     }
     int base, i = state_index(o, where, name, &base);

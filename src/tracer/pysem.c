@@ -22,7 +22,8 @@ static struct {
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
         *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
         *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
-        *is_any_autocast_enabled, *dispatch_stack_len;
+        *is_any_autocast_enabled, *dispatch_stack_len, *defaultdict,
+        *privateuse1_name;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -77,6 +78,8 @@ tc_tracer_init(void)
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
+        {"collections", "defaultdict", &K.defaultdict},
+        {"torch._C", "_get_privateuse1_backend_name", &K.privateuse1_name},
         {"builtins", "__import__", &K.import},
     };
     if (K.import != NULL) {
@@ -119,9 +122,9 @@ guard_callable(tracer *T, tc_var *callable)
 
 /* Call callable(*args) with keywords kwnames (a tuple some arena var
  * owns) through the ordinary CALL path. */
-static int
-call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
-               PyObject *kwnames)
+int
+tc_tr_call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
+                     PyObject *kwnames)
 {
     if (tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) != OK
         || tc_tr_push(T, callable) != OK) {
@@ -555,6 +558,39 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return PyErr_Occurred() ? ERROR : NOT_HANDLED;
     }
     return tc_tr_push(T, make_iter(T, fn, args, nargs));
+}
+
+/* zip(*seqs, strict=flag) (an optimizer's step zips its lists so): with
+ * lengths known to be equal, zip(*seqs); eager's ValueError for unequal
+ * ones comes from Python (a graph break). */
+static int
+call_zip_strict(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
+{
+    if (PyTuple_GET_SIZE(kwnames) != 1 || nargs < 2
+        || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                            "strict") != 0) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify(T, args[nargs - 1]);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *flag = args[nargs - 1];
+    if (flag->kind != TC_VAR_CONST || !PyBool_Check(flag->obj)) {
+        return tc_tr_unsupported(T, "zip(strict=) with a non-constant flag");
+    }
+    for (int i = 1; flag->obj == Py_True && i < nargs - 1; i++) {
+        Py_ssize_t n0 = seq_length(T, args[0], &rc);
+        Py_ssize_t n = rc == OK ? seq_length(T, args[i], &rc) : -1;
+        if (rc != OK) {
+            return rc;
+        }
+        if (n0 < 0 || n != n0) {
+            return tc_tr_unsupported(T, "zip(strict=True) of sequences of "
+                                     "unknown or different lengths");
+        }
+    }
+    return call_iter_builtin(T, K.zip, args, nargs - 1);
 }
 
 /* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
@@ -1163,6 +1199,27 @@ tc_tr_as_dict(tracer *T, tc_var *v)
     return OK;
 }
 
+/* *key reified, and a tuple of constants made one constant (a key
+ * such as (None, None)); other kinds are left for the caller to refuse. */
+static int
+const_key_var(tracer *T, tc_var **key)
+{
+    int rc = tc_tr_reify(T, *key);
+    if (rc != OK || (*key)->kind != TC_VAR_TUPLE) {
+        return rc;
+    }
+    PyObject *kv = tc_tr_const_value(T, *key);
+    if (kv == NULL) {
+        return PyErr_Occurred() ? ERROR : OK;
+    }
+    tc_var *c = new_const(T, kv);
+    if (c == NULL) {
+        return ERROR;
+    }
+    *key = c;
+    return OK;
+}
+
 /* Where key is among d's keys (hash, then identity or equality, as a
  * real dict finds it): *at is its index or -1.  A key must be a
  * constant (or a tuple of them); an unhashable one breaks (eager raises
@@ -1170,19 +1227,9 @@ tc_tr_as_dict(tracer *T, tc_var *v)
 static int
 dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
 {
-    int rc = tc_tr_reify(T, key);
+    int rc = const_key_var(T, &key);
     if (rc != OK) {
         return rc;
-    }
-    if (key->kind == TC_VAR_TUPLE) {
-        PyObject *kv = tc_tr_const_value(T, key);
-        if (kv == NULL && PyErr_Occurred()) {
-            return ERROR;
-        }
-        key = kv ? new_const(T, kv) : key;
-        if (key == NULL) {
-            return ERROR;
-        }
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T, "a dict key of type %s",
@@ -1254,6 +1301,12 @@ check_mutable(tracer *T, tc_var *d, const char *what)
         T->written[T->out->guards->sources[d->source].index] = 1;
         d->source = -1;
         d->index = T->serial;
+    }
+    if (d->source < 0 && d->index >= 0 && d->index < T->serial) {
+        /* built by a caller (an optimizer's step passes its lists to
+         * _init_group): changed in place, logged first so that a call
+         * that fails leaves it as it was */
+        return tc_tr_log_state(T, d);
     }
     if (d->source >= 0 || d->index != T->serial) {
         return tc_tr_unsupported(T, "%s on a %s the traced function did "
@@ -1362,7 +1415,7 @@ tc_tr_op_build_map(tracer *T, int n, int const_keys)
     for (int i = 0; rc == OK && i < n; i++) {
         tc_var *k = const_keys ? kv->items[i] : base[2 * i];
         values[i] = const_keys ? base[i] : base[2 * i + 1];
-        rc = tc_tr_reify(T, k);
+        rc = const_key_var(T, &k);
         if (rc == OK && k->kind != TC_VAR_CONST) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    tc_var_kind_name(k));
@@ -1451,7 +1504,7 @@ tc_tr_op_map_add(tracer *T, int oparg)
     if (value == NULL || key == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    int rc = tc_tr_reify(T, key);
+    int rc = const_key_var(T, &key);
     if (rc != OK) {
         return rc;
     }
@@ -1467,6 +1520,54 @@ tc_tr_op_map_add(tracer *T, int oparg)
     }
     rc = tc_tr_push(T, one);
     return rc != OK ? rc : tc_tr_op_dict_merge(T, oparg, 0);
+}
+
+/* d[t] of a dict (or defaultdict) read from the frame keyed by a tensor
+ * read from the frame: an optimizer's self.state[p].  A tensor hashes
+ * by identity, so the lookup is of that object: ID_MATCH on t's source,
+ * TYPE_MATCH on d's, and the value a source of its own, d[t] (read from
+ * the dict's storage at run time, as d[t] finds a key that is there; a
+ * key missing then fails that source's guards).  A key missing while
+ * tracing (the first step of an optimizer, whose state is made then)
+ * is a graph break: a defaultdict would insert it.  NOT_HANDLED for
+ * other subscripts. */
+int
+tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    if (key->kind != TC_VAR_TENSOR || key->source < 0 || key->obj == NULL
+        || d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
+        || !(PyDict_CheckExact(d->obj)
+             || (PyObject *)Py_TYPE(d->obj) == K.defaultdict)) {
+        return NOT_HANDLED;
+    }
+    tc_guard_set *gs = T->out->guards;
+    PyObject *value = PyDict_GetItemWithError(d->obj, key->obj);
+    if (value == NULL) {
+        if (PyErr_Occurred()) {
+            return ERROR;
+        }
+        if (dflt != NULL) {
+            return tc_guard_id(gs, key->source, key->obj) < 0
+                   || tc_guard_type(gs, d->source, d->obj) < 0
+                   ? ERROR : tc_tr_push(T, dflt);
+        }
+        return tc_tr_unsupported(T, "a %s has no item for this tensor yet "
+                                 "(e.g. an optimizer's first step makes "
+                                 "its state)", Py_TYPE(d->obj)->tp_name);
+    }
+    Py_INCREF(value);
+    int rc = OK;
+    int src = tc_source_add(gs, TC_SRC_DICT_ITEM, d->source, 0, key->obj);
+    tc_var *v = NULL;
+    if (src < 0 || tc_guard_id(gs, key->source, key->obj) < 0
+        || tc_guard_type(gs, d->source, d->obj) < 0) {
+        rc = ERROR;
+    }
+    else {
+        v = tc_tr_wrap_value(T, value, src, &rc);
+    }
+    Py_DECREF(value);
+    return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
 }
 
 /* d[key] and d.get(key, default) with a constant key. */
@@ -1653,11 +1754,27 @@ tc_tr_op_store_subscr(tracer *T)
     if (d->kind == TC_VAR_TENSOR) {
         return tc_tr_setitem(T, d, key, value);
     }
+    int at, rc = tc_tr_as_dict(T, d);
+    if (rc != OK && rc != NOT_HANDLED) {
+        return rc;
+    }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
                                  tc_var_kind_name(d));
     }
-    int at, rc = check_mutable(T, d, "item assignment");
+    if (d->source >= 0 && d->index < 0
+        && (rc = dict_index(T, d, key, &at)) == OK && at >= 0
+        && (value == d->items[at]
+            || (value->source >= 0 && value->source == d->items[at]->source))) {
+        /* d[k] = d[k] of a frame dict (an optimizer's step writes back
+         * the state tensors it updated in place): the same object, the
+         * dict unchanged */
+        return OK;
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    rc = check_mutable(T, d, "item assignment");
     if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
         return rc;
     }
@@ -1703,7 +1820,7 @@ tc_tr_op_call_ex(tracer *T, int oparg)
         args[a->nitems + i] = kw->items[i];
     }
     /* the dict var owns its keys tuple for the whole trace */
-    return call_with_args(T, f, args, n,
+    return tc_tr_call_with_args(T, f, args, n,
                           kw && kw->nitems ? kw->obj : NULL);
 }
 
@@ -2793,7 +2910,8 @@ is_state_query(PyObject *fn)
 {
     return fn == K.torch_function_mode_enabled || fn == K.get_tracing_state
            || fn == K.is_tracing || fn == K.deterministic
-           || fn == K.deterministic_warn_only || fn == K.get_default_dtype;
+           || fn == K.deterministic_warn_only || fn == K.get_default_dtype
+           || fn == K.privateuse1_name;
 }
 
 /* torch.is_grad_enabled() is the mode the trace is in (a with block of
@@ -2916,6 +3034,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 {
     PyObject *fn = callable->obj;
     int rc = NOT_HANDLED;
+    if (fn == K.zip && kwnames != NULL) {
+        return call_zip_strict(T, args, nargs, kwnames);
+    }
     if (kwnames != NULL) {
         return NOT_HANDLED;
     }
@@ -3440,7 +3561,7 @@ call_partial(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "call with %d arguments", n);
         goto done;
     }
-    rc = call_with_args(T, f, all, n,
+    rc = tc_tr_call_with_args(T, f, all, n,
                         PyTuple_GET_SIZE(keys) ? keys : NULL);
 done:
     Py_XDECREF(func);

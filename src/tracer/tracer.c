@@ -592,6 +592,24 @@ load_fast_and_clear(tracer *T, int i)
     return T->locals[i] != NULL ? OK : ERROR;
 }
 
+/* DELETE_FAST: the local becomes unbound (eager's UnboundLocalError for
+ * one that is not bound comes from Python: a break before it). */
+static int
+delete_local(tracer *T, int i)
+{
+    if (is_cell_slot(T, i) || is_free_slot(T, i)) {
+        return tc_tr_unsupported(T, "del of a variable in a closure");
+    }
+    int rc = load_local(T, i);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_tr_pop(T);
+    T->locals[i] = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+    T->written[i] = 1;
+    return T->locals[i] != NULL ? OK : ERROR;
+}
+
 /* LOAD_CLOSURE: the cell of the frame's variable i, for a closure that
  * MAKE_FUNCTION builds.  An inlined call of the closure reads the
  * variable's current value (tc_tr_inline_call); at an exit the template
@@ -1226,6 +1244,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return T->sp > 0 ? OK : tc_tr_unsupported(T, "malformed stack");
     case LOAD_FAST_AND_CLEAR:
         return load_fast_and_clear(T, oparg);
+    case DELETE_FAST:
+        return delete_local(T, oparg);
     case LOAD_CLOSURE:
         return load_closure(T, oparg);
     case LOAD_CONST:
