@@ -23,7 +23,8 @@ static struct {
         *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
         *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
         *is_any_autocast_enabled, *dispatch_stack_len, *defaultdict,
-        *privateuse1_name;
+        *privateuse1_name, *ordered_dict, *chain, *record_function,
+        *profiler_enabled;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -79,6 +80,10 @@ tc_tracer_init(void)
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
         {"collections", "defaultdict", &K.defaultdict},
+        {"collections", "OrderedDict", &K.ordered_dict},
+        {"itertools", "chain", &K.chain},
+        {"torch.autograd.profiler", "record_function", &K.record_function},
+        {"torch.autograd", "_profiler_enabled", &K.profiler_enabled},
         {"torch._C", "_get_privateuse1_backend_name", &K.privateuse1_name},
         {"builtins", "__import__", &K.import},
     };
@@ -558,6 +563,34 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
         return PyErr_Occurred() ? ERROR : NOT_HANDLED;
     }
     return tc_tr_push(T, make_iter(T, fn, args, nargs));
+}
+
+/* itertools.chain(*seqs) of sequences known item by item (tuples,
+ * lists, a frame dict's views): iter() of their items, one tuple. */
+static int
+call_chain(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *items[128];
+    int n = 0;
+    for (int i = 0; i < nargs; i++) {
+        int rc = tc_tr_reify(T, args[i]);
+        if (rc != OK) {
+            return rc;
+        }
+        tc_var *s = args[i];
+        if (s->kind != TC_VAR_TUPLE && s->kind != TC_VAR_LIST) {
+            return tc_tr_unsupported(T, "itertools.chain() of a %s",
+                                     tc_var_kind_name(s));
+        }
+        if (n + s->nitems > 128) {
+            return tc_tr_unsupported(T, "itertools.chain() of more than "
+                                     "128 items");
+        }
+        memcpy(items + n, s->items, s->nitems * sizeof(tc_var *));
+        n += s->nitems;
+    }
+    tc_var *all = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items);
+    return all == NULL ? ERROR : tc_tr_push(T, tc_tr_iter_of(T, all));
 }
 
 /* zip(*seqs, strict=flag) (an optimizer's step zips its lists so): with
@@ -1080,6 +1113,7 @@ tc_tr_op_before_with(tracer *T)
     int grad_ctx = ctx != NULL && ctx->kind == TC_VAR_DEFERRED
         && ctx->node == TC_TMPL_CALL
         && (PyType_Check(ctx->obj) ? is_grad_ctx_object_type(ctx->obj)
+                                     || ctx->obj == K.record_function
             : PyMethod_Check(ctx->obj)
               && is_grad_ctx_object(PyMethod_GET_SELF(ctx->obj)));
     if (!grad_ctx) {
@@ -1097,8 +1131,105 @@ tc_tr_op_before_with(tracer *T)
     if (tc_tr_push(T, exit) != OK) {
         return ERROR;
     }
-    T->grad_mode = ctx->index;
+    if (ctx->index >= 0) {   /* (record_function: -1, no mode of its own) */
+        T->grad_mode = ctx->index;
+    }
     return push_const(T, Py_NewRef(Py_None));  /* what __enter__ returns */
+}
+
+/* Whether a traced with block of a grad-mode context is open here (its
+ * exit value, a TC_TMPL_ENTER, on this or a caller's stack). */
+static int
+in_grad_block(tracer *T)
+{
+    for (; T != NULL; T = T->parent) {
+        for (int i = 0; i < T->sp; i++) {
+            tc_var *v = T->stack[i];
+            if (v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_ENTER
+                && v->items[0]->obj != K.record_function) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *guarded_state(tracer *T, PyObject *fn, int *rc);
+
+/* torch.autograd.profiler.record_function(name[, args]): a range for
+ * the profiler.  With no profiler running (torch.autograd.
+ * _profiler_enabled(), guarded False) entering and leaving it records
+ * nothing, so a traced with block of it is its body; like a grad-mode
+ * context it is a DEFERRED call that an exit inside the block makes and
+ * enters for real.  NOT_HANDLED for other calls. */
+static int
+call_record_function(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames)
+{
+    if (callable->obj != K.record_function) {
+        return NOT_HANDLED;
+    }
+    if (kwnames != NULL || nargs < 1 || nargs > 2
+        || next_opcode(T) != BEFORE_WITH) {
+        return tc_tr_unsupported(T, "record_function() outside a with "
+                                 "statement, or with keywords");
+    }
+    int rc;
+    PyObject *on = guarded_state(T, K.profiler_enabled, &rc);
+    if (on == NULL) {
+        return rc;
+    }
+    int running = on != Py_False;
+    Py_DECREF(on);
+    if (running) {
+        return tc_tr_unsupported(T, "record_function() while the profiler "
+                                 "runs (its range is recorded in Python)");
+    }
+    return make_grad_ctx(T, callable, args, nargs, -1);
+}
+
+/* torch.set_grad_enabled(mode) as a call (its object dropped): it sets
+ * the grad mode at once (torch's __init__ does), for the ops traced
+ * after it and for every exit after it, which sets the mode before the
+ * frame goes on (tc_exit.set_grad; the next segment's GLOBAL_STATE guard
+ * then sees it).  An optimizer's step turns grad off so, and back on in
+ * a finally block.  NOT_HANDLED for the with-statement form. */
+static int
+call_set_grad_enabled(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    if (callable->obj != K.set_grad_enabled || next_opcode(T) == BEFORE_WITH) {
+        return NOT_HANDLED;
+    }
+    int mode, rc;
+    if (kwnames != NULL || nargs != 1) {
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() with these "
+                                 "arguments");
+    }
+    if ((rc = const_truth(T, args[0], &mode)) != OK) {
+        return rc;
+    }
+    if (mode < 0) {
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() with a "
+                                 "non-constant mode");
+    }
+    if (next_opcode(T) != POP_TOP) {
+        return tc_tr_unsupported(T, "the object torch.set_grad_enabled() "
+                                 "returns, kept (a context manager that "
+                                 "changed the grad mode when made)");
+    }
+    if (in_grad_block(T)) {
+        /* the block's __enter__, made at an exit, would record the mode
+         * before this call as the one to restore */
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() inside a "
+                                 "with block of a grad-mode context");
+    }
+    if (guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    T->grad_mode = mode;
+    T->sh->set_grad = 1 + mode;
+    return push_const(T, Py_NewRef(Py_None));  /* dropped by POP_TOP */
 }
 
 /* The normal exit of a with block: exit(None, None, None). */
@@ -1157,25 +1288,34 @@ tc_tr_as_dict(tracer *T, tc_var *v)
         return OK;
     }
     if (v->kind != TC_VAR_UNKNOWN || v->source < 0
-        || !PyDict_CheckExact(v->obj)) {
+        || !(PyDict_CheckExact(v->obj)
+             || (PyObject *)Py_TYPE(v->obj) == K.ordered_dict)) {
         return NOT_HANDLED;
     }
     tc_guard_set *gs = T->out->guards;
     PyObject *d = v->obj, *k, *val;
-    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0;
+    Py_ssize_t n = PyDict_GET_SIZE(d);
     if (n > MAX_FRAME_DICT) {
         return tc_tr_unsupported(T, "a dict of %zd items", n);
     }
     tc_var *items[MAX_FRAME_DICT];
-    PyObject *keys = PyTuple_New(n);
-    int i = 0, rc = keys ? OK : ERROR;
-    while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
+    /* (in the dict's own order: an OrderedDict's may differ from its
+     * storage's; the keys guard compares tuple(d), that order) */
+    PyObject *keys = PySequence_Tuple(d);
+    int i = 0, rc = keys && PyTuple_GET_SIZE(keys) == n ? OK : ERROR;
+    while (rc == OK && i < n) {
+        k = PyTuple_GET_ITEM(keys, i);
+        val = PyDict_GetItemWithError(d, k);
+        if (val == NULL) {
+            rc = PyErr_Occurred() ? ERROR
+                 : tc_tr_unsupported(T, "a dict changed while read");
+            break;
+        }
         if (!constant_key(k, 0)) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    Py_TYPE(k)->tp_name);
             break;
         }
-        PyTuple_SET_ITEM(keys, i, Py_NewRef(k));
         int src = tc_source_add(gs, TC_SRC_DICT_ITEM, v->source, 0, k);
         items[i] = src < 0 ? NULL : tc_tr_wrap_value(T, val, src, &rc);
         if (items[i++] == NULL) {
@@ -1529,8 +1669,8 @@ tc_tr_op_map_add(tracer *T, int oparg)
  * the dict's storage at run time, as d[t] finds a key that is there; a
  * key missing then fails that source's guards).  A key missing while
  * tracing (the first step of an optimizer, whose state is made then)
- * is a graph break: a defaultdict would insert it.  NOT_HANDLED for
- * other subscripts. */
+ * is a graph break (a defaultdict would insert it) that guards d's
+ * length.  NOT_HANDLED for other subscripts. */
 int
 tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
@@ -1551,9 +1691,12 @@ tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
                    || tc_guard_type(gs, d->source, d->obj) < 0
                    ? ERROR : tc_tr_push(T, dflt);
         }
-        return tc_tr_unsupported(T, "a %s has no item for this tensor yet "
-                                 "(e.g. an optimizer's first step makes "
-                                 "its state)", Py_TYPE(d->obj)->tp_name);
+        /* the break performs the lookup in Python; the dict's length
+         * guarded, so the code is traced again once the item exists */
+        return tc_guard_length(gs, d->source, d->obj) < 0 ? ERROR
+            : tc_tr_unsupported(T, "a %s has no item for this tensor yet "
+                                "(e.g. an optimizer's first step makes its "
+                                "state)", Py_TYPE(d->obj)->tp_name);
     }
     Py_INCREF(value);
     int rc = OK;
@@ -1650,7 +1793,11 @@ static int
 dict_view(tracer *T, tc_var *d, const char *which)
 {
     int op = T->code[T->pc] & 0xff;
-    if (op != GET_ITER && next_opcode(T) != GET_ITER) {
+    /* a dict read from the frame is never changed by the trace (the
+     * same holds for what it inlines): a view of it is its snapshot
+     * (itertools.chain(hooks.values(), ...)) */
+    int frozen = d->source >= 0 && d->index < 0;
+    if (!frozen && op != GET_ITER && next_opcode(T) != GET_ITER) {
         return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
     }
     tc_var *items[4 * TC_MAX_CALL_ARGS];
@@ -3056,6 +3203,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.signature && nargs == 1) {
         rc = fold_signature(T, args[0]);
     }
+    else if (fn == K.chain) {
+        rc = call_chain(T, args, nargs);
+    }
     else if (fn == K.iter || fn == K.reversed || fn == K.enumerate
         || fn == K.zip) {
         rc = call_iter_builtin(T, fn, args, nargs);
@@ -3629,12 +3779,19 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
         return NOT_HANDLED;
     }
     PyObject *fn = callable->obj;
+    int rc = call_set_grad_enabled(T, callable, args, nargs, kwnames);
+    if (rc == NOT_HANDLED) {
+        rc = call_record_function(T, callable, args, nargs, kwnames);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     int mode = grad_ctx_mode(T, fn, args, nargs, kwnames);
     if (mode != -1) {
         return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
                                                mode);
     }
-    int rc = call_object_semantics(T, callable, args, nargs, kwnames);
+    rc = call_object_semantics(T, callable, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }

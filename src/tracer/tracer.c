@@ -163,6 +163,17 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     tc_tensor_meta m;
     tc_dtype dt;
     T->sh->touched_tensor = 1;
+    tc_var_arena *a = &T->sh->arena;
+    for (int i = 0; i < a->n; i++) {
+        /* read from this source before (an optimizer's state[p] looked up
+         * twice): that var, which in-place writes since have updated; a
+         * second graph input would hold the value before them */
+        tc_var *seen = a->vars[i];
+        if (seen->kind == TC_VAR_TENSOR && seen->source == source
+            && seen->obj == value) {
+            return seen;
+        }
+    }
     int r = tc_tensor_read_meta(value, &m, &dt);
     if (r != 0) {
         PyObject *why = r > 0 ? tc_tensor_unsupported_reason(value) : NULL;
@@ -1019,6 +1030,7 @@ op_return(tracer *T, tc_var *v, int pushes)
                                  "function's variables");
     }
     T->out->exit.kind = TC_EXIT_RETURN;
+    T->out->exit.set_grad = T->sh->set_grad;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
     int rc = tc_tr_attach_effects(T, &v);  /* attribute writes (objects.c) */
@@ -1079,6 +1091,7 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
     x->kwnames = Py_XNewRef(opcode == CALL ? kwnames : NULL);
     x->reason = Py_XNewRef(T->out->reason);
     x->reason_line = T->out->reason_line;
+    x->set_grad = T->sh->set_grad;
     if (tc_tr_attach_effects(T, NULL) != OK) {  /* attribute writes */
         return ERROR;
     }

@@ -49,6 +49,8 @@ typedef struct {
                                  from the frame, made at the exit */
     int nfx, fx_cap;
     struct tc_mut_state *mut; /* in-place writes so far (mutation.c) */
+    int set_grad;             /* 1 + the mode the last traced call of
+                                 torch.set_grad_enabled(mode) set, or 0 */
 } trace_shared;
 
 typedef struct {
