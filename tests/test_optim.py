@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 
 import tcjit
+from conftest import check_same
 
 
 def _model(seed=0):
@@ -74,3 +75,435 @@ def run_steps(name, foreach, wrap, steps=3, atol=1e-6, warm=0):
         ob.step()
         _same_state(oa, ob, atol)
     return oa, ob
+
+
+def same_outcome(fn, *args):
+    """Compiled and eager agree: the value, or the exception's type."""
+    def run(f):
+        try:
+            return f(*args), None
+        except Exception as e:  # noqa: BLE001 - compared below
+            return None, e
+    ev, ee = run(fn)
+    cv, ce = run(tcjit.compile(fn))
+    assert type(ce) is type(ee), (ce, ee)
+    if ee is None:
+        check_same(cv, ev)
+
+
+# ---- opt.step as one graph -------------------------------------------------------
+
+@pytest.mark.parametrize("foreach", [None, True], ids=["default", "foreach"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_step_is_one_graph_and_equals_eager(name, foreach):
+    oa, _ = run_steps(name, foreach, lambda o: tcjit.compile(o.step), warm=1)
+    assert tcjit.counters()["graphs"] == 1
+    assert tcjit.counters()["eager_fallbacks"] == 0
+    ex = tcjit.explain(oa.step)()
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    assert not ex.skipped_frames
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum", "adamw"])
+def test_first_step_makes_the_state_then_compiles(name):
+    # the first step's state[p] is missing: a break that guards the state's
+    # length, so the second step traces again, whole
+    run_steps(name, None, lambda o: tcjit.compile(o.step), warm=0, steps=4)
+    c = tcjit.counters()
+    assert c["graphs"] == 1 and c["recompiles"] == 1
+
+
+def test_step_under_enable_keeps_the_grad_mode():
+    ma, mb = _model(), _model()
+    oa = torch.optim.AdamW(ma.parameters(), lr=1e-2)
+    ob = torch.optim.AdamW(mb.parameters(), lr=1e-2)
+    tcjit.enable()
+    try:
+        for s in range(3):
+            _grads(ma, s)
+            _grads(mb, s)
+            assert torch.is_grad_enabled()
+            oa.step()
+            assert torch.is_grad_enabled()
+            with torch.no_grad():
+                oa.step.__wrapped__  # (a plain attribute read)
+            tcjit.disable()
+            ob.step()
+            tcjit.enable()
+            _same_state(oa, ob, 1e-6)
+    finally:
+        tcjit.disable()
+
+
+def test_step_with_a_hook_registered_recompiles_and_runs_it():
+    calls = []
+    oa, _ = run_steps("adam", None, lambda o: tcjit.compile(o.step), warm=1)
+    oa.register_step_post_hook(lambda opt, a, k: calls.append(len(a)))
+    ob = torch.optim.Adam(_model().parameters(), lr=1e-2)
+    step = tcjit.compile(oa.step)
+    for _ in range(2):
+        for p in oa.param_groups[0]["params"]:
+            p.grad = torch.ones_like(p)
+        step()
+    assert calls == [1, 1]
+
+
+# ---- training: forward compiled, backward, the step compiled ----------------------
+
+def test_nanogpt_train_step_matches_eager():
+    # forward (compiled), loss.backward(), opt.step() (compiled) against
+    # eager: the loss and every gradient at 1e-4; then the step on equal
+    # gradients (eager's copied: Adam turns the rounding noise of a zero
+    # gradient, such as the attention's key bias, into +-lr) at 1e-6
+    from test_models import GPT
+    torch.manual_seed(0)
+    eager = GPT(n_layer=2).eval()
+    comp = GPT(n_layer=2).eval()
+    comp.load_state_dict(eager.state_dict())
+    oa = torch.optim.AdamW(comp.parameters(), lr=1e-3)
+    ob = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    fwd, step = tcjit.compile(comp), tcjit.compile(oa.step)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        idx = torch.randint(0, 50, (2, 16), generator=gen)
+        tgt = torch.randint(0, 50, (2, 16), generator=gen)
+        losses = []
+        for m, o, f in ((comp, oa, fwd), (eager, ob, eager)):
+            o.zero_grad(set_to_none=True)
+            _, loss = f(idx, tgt)
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[0], losses[1], atol=1e-4,
+                                   rtol=1e-4)
+        for (na, pa), pb in zip(comp.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(pa.grad, pb.grad, atol=1e-4,
+                                       rtol=1e-4, msg=na)
+            pa.grad.copy_(pb.grad)
+        step()
+        ob.step()
+        _same_state(oa, ob, 1e-6)
+    ex = tcjit.explain(oa.step)()
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+# ---- the constructs, one by one ------------------------------------------------------
+
+def test_tensor_grad_of_an_input():
+    def f(p):
+        if p.grad is None:
+            return p * 2
+        return p - 0.1 * p.grad
+
+    p = nn.Parameter(torch.randn(4))
+    same_outcome(f, p)
+    p.grad = torch.randn(4)
+    same_outcome(f, p)
+    ex = tcjit.explain(f)(p)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    # the grad's guards follow it: None again, another shape
+    comp = tcjit.compile(f)
+    comp(p)
+    p.grad = None
+    check_same(comp(p), f(p))
+    p.grad = torch.randn(4)
+    check_same(comp(p), f(p))
+    p.grad = torch.randn(4).t()[None][0]       # another object, strided view
+    check_same(comp(p), f(p))
+
+
+def test_dict_keyed_by_a_tensor():
+    a, b = torch.randn(3), torch.randn(3)
+    state = collections.defaultdict(dict)
+    state[a]["m"] = torch.zeros(3)
+
+    def f(state, a, x):
+        s = state[a]
+        s["m"].mul_(0.5).add_(x)
+        return s["m"] + state[a]["m"]
+
+    x = torch.ones(3)
+    comp = tcjit.compile(f)
+    sa = collections.defaultdict(dict, {a: {"m": torch.zeros(3)}})
+    sb = collections.defaultdict(dict, {a: {"m": torch.zeros(3)}})
+    for _ in range(3):
+        check_same(comp(sa, a, x), f(sb, a, x))
+        check_same(sa[a]["m"], sb[a]["m"])
+    ex = tcjit.explain(f)(sa, a, x)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    # another key object: the identity guard fails, eager's KeyError... a
+    # defaultdict makes the item, as eager does
+    sc = collections.defaultdict(dict)
+    with pytest.raises(KeyError):
+        comp(sc, b, x)
+    assert b in sc and sc[b] == {}
+
+
+def test_dict_keyed_by_a_tensor_missing_then_present():
+    a = torch.randn(3)
+
+    def f(state, a, x):
+        s = state[a]
+        if len(s) == 0:
+            s["m"] = torch.zeros_like(x)
+        s["m"].add_(x)
+        return s["m"] * 1
+
+    comp = tcjit.compile(f)
+    sa, sb = collections.defaultdict(dict), collections.defaultdict(dict)
+    x = torch.ones(3)
+    for _ in range(3):
+        check_same(comp(sa, a, x), f(sb, a, x))
+    check_same(sa[a]["m"], sb[a]["m"])
+    assert tcjit.counters()["recompiles"] == 1
+
+
+def test_frame_dict_item_stored_back_is_a_no_op():
+    def f(d, x):
+        m = d["m"]
+        m.add_(x)
+        d["m"] = m
+        return x * 2
+
+    da, db = {"m": torch.zeros(3)}, {"m": torch.zeros(3)}
+    check_same(tcjit.compile(f)(da, torch.ones(3)), f(db, torch.ones(3)))
+    check_same(da["m"], db["m"])
+    ex = tcjit.explain(f)({"m": torch.zeros(3)}, torch.ones(3))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_one_input_per_source_sees_inplace_writes():
+    # the same tensor read twice from the frame (state[p] looked up twice,
+    # as SGD's step does) is one graph input: the second read sees the
+    # first's in-place write, with no eager fallback for aliased inputs
+    a = torch.randn(3)
+
+    def f(state, a, x):
+        state[a]["m"].mul_(2).add_(x)
+        return state[a]["m"] + 1
+
+    sa = collections.defaultdict(dict, {a: {"m": torch.ones(3)}})
+    sb = collections.defaultdict(dict, {a: {"m": torch.ones(3)}})
+    comp = tcjit.compile(f)
+    for _ in range(2):
+        check_same(comp(sa, a, torch.ones(3)), f(sb, a, torch.ones(3)))
+    check_same(sa[a]["m"], sb[a]["m"])
+    assert tcjit.counters()["eager_fallbacks"] == 0
+    assert tcjit.counters()["graphs"] == 1
+
+
+@pytest.mark.parametrize("case", ["mul", "add_alpha", "sqrt", "pow_scalar",
+                                  "addcmul_value", "addcdiv_scalars",
+                                  "addcdiv_tensor_scalars", "lerp"])
+def test_foreach_functional_and_inplace(case):
+    def f(xs, ys, zs):
+        if case == "mul":
+            return torch._foreach_mul(xs, ys)
+        if case == "add_alpha":
+            return torch._foreach_add(xs, ys, alpha=0.5)
+        if case == "sqrt":
+            return torch._foreach_sqrt(torch._foreach_abs(xs))
+        if case == "pow_scalar":
+            return torch._foreach_pow(0.9, xs)
+        if case == "addcmul_value":
+            torch._foreach_addcmul_(xs, ys, zs, 0.25)
+            return xs
+        if case == "addcdiv_scalars":
+            torch._foreach_addcdiv_(xs, ys, zs, [0.5, -1.0])
+            return xs
+        if case == "addcdiv_tensor_scalars":
+            torch._foreach_addcdiv_(xs, ys, zs, torch.stack([y.sum() for y
+                                                             in ys]))
+            return xs
+        torch._foreach_lerp_(xs, ys, 0.1)
+        return xs
+
+    def args():
+        g = torch.Generator().manual_seed(0)
+        mk = lambda: [torch.rand(3, generator=g) + 0.5,
+                      torch.rand(2, 2, generator=g) + 0.5]
+        return mk(), mk(), mk()
+
+    a, b = args(), args()
+    check_same(tcjit.compile(f)(*a), f(*b))
+    check_same(a, b)
+    ex = tcjit.explain(f)(*args())
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_tensor_valued_addcdiv_scalar():
+    def f(x, t1, t2, v):
+        return x.addcdiv_(t1, t2, value=-v)
+
+    g = torch.Generator().manual_seed(0)
+    mk = lambda: [torch.rand(5, generator=g) + 0.5 for _ in range(3)] + [
+        torch.tensor(0.3)]
+    a = mk()
+    b = [t.clone() for t in a]
+    check_same(tcjit.compile(f)(*a), f(*b))
+    ex = tcjit.explain(f)(*mk())
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_zip_strict():
+    def f(x, a, b):
+        n = 0
+        for u, v in zip(a, b, strict=True):
+            n = n + u * v
+        return x * n
+
+    same_outcome(f, torch.randn(3), [1, 2], [3, 4])
+    same_outcome(f, torch.randn(3), [1, 2], [3])       # ValueError
+    ex = tcjit.explain(f)(torch.randn(3), [1, 2], [3, 4])
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_del_of_a_local():
+    def f(x):
+        y = x * 2
+        z = y + 1
+        del y
+        return z
+
+    def g(x):
+        y = x * 2
+        del y
+        return y
+
+    same_outcome(f, torch.randn(3))
+    same_outcome(g, torch.randn(3))               # UnboundLocalError
+    ex = tcjit.explain(f)(torch.randn(3))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_builtin_type_subscript_in_a_cast():
+    from typing import cast
+
+    def f(xs):
+        ys = cast(list[torch.Tensor], xs)
+        return ys[0] + 1
+
+    same_outcome(f, [torch.randn(3)])
+    ex = tcjit.explain(f)([torch.randn(3)])
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def _set_grad_and_restore(x, w, mode):
+    prev = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(mode)
+        y = x * w
+    finally:
+        torch.set_grad_enabled(prev)
+    return y, torch.is_grad_enabled()
+
+
+def test_set_grad_enabled_call_in_try_finally():
+    w = torch.randn(3, requires_grad=True)
+    for mode in (False, True):
+        y, on = tcjit.compile(_set_grad_and_restore)(torch.randn(3), w, mode)
+        assert y.requires_grad == mode and on and torch.is_grad_enabled()
+    ex = tcjit.explain(_set_grad_and_restore)(torch.randn(3), w, False)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_set_grad_enabled_call_then_a_break():
+    # the exit before the break sets the mode the traced call set, so the
+    # rest (and Python's view of the mode) is as in eager
+    w = torch.randn(3, requires_grad=True)
+
+    def f(x):
+        torch.set_grad_enabled(False)
+        y = x * w
+        print(end="")
+        z = x * w
+        on = torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        return y.requires_grad, z.requires_grad, on, (x * w).requires_grad
+
+    try:
+        assert tcjit.compile(f)(torch.randn(3)) == (False, False, False, True)
+        assert torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_set_grad_enabled_call_left_off_at_return():
+    def f(x):
+        torch.set_grad_enabled(False)
+        return x + 1
+
+    try:
+        tcjit.compile(f)(torch.randn(3))
+        assert not torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_set_grad_enabled_call_inside_no_grad_breaks():
+    def f(x):
+        with torch.no_grad():
+            torch.set_grad_enabled(True)
+            y = x * 2
+        return y
+
+    same_outcome(f, torch.randn(3, requires_grad=True))
+    ex = tcjit.explain(f)(torch.randn(3, requires_grad=True))
+    assert any("inside a with block" in b.reason for b in ex.break_reasons)
+
+
+def test_record_function_without_a_profiler_is_its_body():
+    def f(x):
+        with torch.autograd.profiler.record_function("tcjit-range"):
+            y = x.sin() * 2
+        return y + 1
+
+    same_outcome(f, torch.randn(8))
+    ex = tcjit.explain(f)(torch.randn(8))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_record_function_with_a_profiler_records_its_range():
+    def f(x):
+        with torch.autograd.profiler.record_function("tcjit-range"):
+            y = x.sin() * 2
+        return y + 1
+
+    comp = tcjit.compile(f)
+    comp(torch.randn(8))                  # compiled with no profiler
+    with torch.autograd.profiler.profile() as prof:
+        check_same(comp(torch.randn(8).zero_()), f(torch.zeros(8)))
+    assert any(e.name == "tcjit-range" for e in prof.function_events)
+
+
+def test_record_function_block_with_a_break_inside():
+    def f(x):
+        with torch.autograd.profiler.record_function("tcjit-range"):
+            y = x.sin()
+            print(end="")
+            z = y * 2
+        return z
+
+    same_outcome(f, torch.randn(8))
+    with torch.autograd.profiler.profile() as prof:
+        tcjit.compile(f)(torch.randn(8))
+    assert any(e.name == "tcjit-range" for e in prof.function_events)
+
+
+_HOOKS = collections.OrderedDict()
+
+
+def test_chain_of_dict_views():
+    def f(x, hooks):
+        for h in itertools.chain(_HOOKS.values(), hooks.values()):
+            x = h(x)
+        return x + 1
+
+    hooks = collections.OrderedDict()
+    same_outcome(f, torch.randn(3), hooks)
+    hooks[0] = lambda t: t * 2
+    hooks[1] = torch.sin
+    same_outcome(f, torch.randn(3), hooks)
+    ex = tcjit.explain(f)(torch.randn(3), hooks)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    hooks.move_to_end(0)     # another order: guarded
+    same_outcome(f, torch.randn(3), hooks)

@@ -981,8 +981,8 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
     return tc_tr_push(T, xs);  /* eager returns its list argument */
 }
 
-/* torch._foreach_foo(xs, ...) (out of place): [torch.foo(xs[k], ...)
- * for every k], each through the ordinary CALL path (the k-th item of
+/* torch._foreach_foo(xs, ...) (out of place): (torch.foo(xs[k], ...)
+ * for every k), each through the ordinary CALL path (the k-th item of
  * every list argument; scalars, tensors and keywords as given), so the
  * per-tensor ops fuse.  The first list argument sets the length
  * (_foreach_pow(scalar, xs) has it second). */
@@ -1042,7 +1042,8 @@ call_foreach_functional(tracer *T, const char *name, tc_var **args,
     if (rc != OK) {
         return rc;
     }
-    tc_var *list = tc_var_seq(&T->sh->arena, TC_VAR_LIST, n, out);
+    /* (a tuple, as eager's) */
+    tc_var *list = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, out);
     return list == NULL ? ERROR : tc_tr_push(T, list);
 }
 
