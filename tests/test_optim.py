@@ -507,3 +507,48 @@ def test_chain_of_dict_views():
     assert ex.graph_count == 1 and ex.graph_break_count == 0
     hooks.move_to_end(0)     # another order: guarded
     same_outcome(f, torch.randn(3), hooks)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["lerp_small", "lerp_large", "lerp_neg",
+                                  "addcmul", "addcmul_value", "addcdiv",
+                                  "addcdiv_tensor_value"])
+def test_inplace_addc_and_lerp_are_pointwise_ops(case, dtype):
+    # what an optimizer's update is made of: decomposed into registry ops
+    # in eager's kernel order (one fused kernel, no extern call), equal
+    # to eager's to an ulp of the operands (eager's vectorized kernels
+    # contract a multiply and an add into an fma where we round twice)
+    def f(x, a, b, v):
+        if case.startswith("lerp"):
+            w = {"lerp_small": 0.1, "lerp_large": 0.7, "lerp_neg": -0.6}[case]
+            return x.lerp_(a, w) * 1
+        if case == "addcmul":
+            return x.addcmul_(a, b) * 1
+        if case == "addcmul_value":
+            return x.addcmul_(a, b, value=-0.25) * 1
+        if case == "addcdiv":
+            return x.addcdiv_(a, b, value=0.5) * 1
+        return x.addcdiv_(a, b, value=-v) * 1
+
+    g = torch.Generator().manual_seed(0)
+    mk = lambda: [torch.rand(1000, generator=g, dtype=dtype) + 0.5
+                  for _ in range(3)] + [torch.tensor(0.3, dtype=dtype)]
+    a = mk()
+    b = [t.clone() for t in a]
+    out = tcjit.compile(f)(*a)
+    ref = f(*b)
+    ulp = 2 * torch.finfo(dtype).eps     # operands are in [0.5, 1.5)
+    torch.testing.assert_close(out, ref, atol=ulp, rtol=ulp)
+    torch.testing.assert_close(a[0], b[0], atol=ulp, rtol=ulp)
+    ex = tcjit.explain(f)(*mk())
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    assert not any("extern" in str(op) for op in ex.ops_per_graph[0])
+
+
+def test_inplace_addcmul_of_ints_stays_eagers():
+    def f(x, a, b):
+        return x.addcmul_(a, b, value=2)
+
+    a = [torch.arange(6), torch.arange(6), torch.ones(6, dtype=torch.long)]
+    b = [t.clone() for t in a]
+    check_same(tcjit.compile(f)(*a), f(*b))

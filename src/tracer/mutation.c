@@ -28,6 +28,8 @@
  */
 #include "tracer_internal.h"
 
+#include <math.h>
+
 #include "../graph/extern.h"
 
 typedef struct {
@@ -702,43 +704,114 @@ assign(tracer *T, tc_var *target, tc_var *value)
     return rc == OK ? mutate(T, target, w, first) : rc;
 }
 
-/* torch.addcdiv(x, t1, t2, value=v) / addcmul with v a tensor (an
- * optimizer's step size under torch.compiler.is_compiling(), 0-d):
- * eager takes v.item() as the Scalar; the same arithmetic, in eager's
- * order (x + v * t1 / t2, x + v * t1 * t2), from graph ops, pushed.
- * NOT_HANDLED for other calls. */
-static int
-addc_tensor_value(tracer *T, const char *base, tc_var **args, int nargs,
-                  PyObject *kwnames)
+/* torch.<op>(a, b) through the ordinary CALL path (a registry op, so it
+ * fuses): the result var, or NULL with *rc set. */
+static tc_var *
+torch_binary(tracer *T, const char *op, tc_var *a, tc_var *b, int *rc)
 {
-    int div = !strcmp(base, "addcdiv");
-    if ((!div && strcmp(base, "addcmul")) || kwnames == NULL || nargs != 4
-        || PyTuple_GET_SIZE(kwnames) != 1
-        || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
-                                            "value") != 0
-        || args[3]->kind != TC_VAR_TENSOR
-        || tc_tr_tensor_node(T, args[3])->layout.ndim != 0) {
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, op);
+    tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
+    Py_XDECREF(fn);
+    if (f == NULL) {
+        *rc = ERROR;
+        return NULL;
+    }
+    f->kind = TC_VAR_OBJECT;
+    tc_var *args[2] = {a, b};
+    *rc = tc_tr_call_with_args(T, f, args, 2, NULL);
+    return *rc == OK ? tc_tr_pop(T) : NULL;
+}
+
+static int
+is_float_tensor(tracer *T, tc_var *v, tc_dtype dt)
+{
+    return v->kind == TC_VAR_TENSOR && tc_tr_tensor_node(T, v)->dtype == dt
+           && (dt == TC_F32 || dt == TC_F64);
+}
+
+/* addcmul / addcdiv (x, t1, t2, value=v) and lerp (x, end, w) of float
+ * tensors of one dtype, v a number or 0-d tensor (an optimizer's step
+ * size under torch.compiler.is_compiling(): eager takes its item()), w a
+ * number: the same arithmetic from registry pointwise ops, in eager's
+ * kernels' order (x + v * t1 * t2, x + v * t1 / t2; lerp: x + w * (end -
+ * x) for |w| < 0.5, else end + (w - 1) * (end - x), which the vectorized
+ * kernel fuses (at most an ulp apart)), so an optimizer's update fuses
+ * into one kernel instead of extern calls.  The value pushed, or
+ * NOT_HANDLED. */
+static int
+decompose_pointwise(tracer *T, const char *base, tc_var **args, int nargs,
+                    PyObject *kwnames)
+{
+    int lerp = !strcmp(base, "lerp"), div = !strcmp(base, "addcdiv");
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    if ((!lerp && !div && strcmp(base, "addcmul"))
+        || args[0]->kind != TC_VAR_TENSOR) {
         return NOT_HANDLED;
     }
-    static const char *const names[] = {"mul", "div", "add"};
-    tc_var *acc = args[3];
-    for (int i = 0; i < 3; i++) {
-        const char *op = i == 1 && !div ? "mul" : names[i];
-        PyObject *fn = PyObject_GetAttrString(tc_torch_module, op);
-        tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
-        Py_XDECREF(fn);
-        if (f == NULL) {
+    tc_dtype dt = tc_tr_tensor_node(T, args[0])->dtype;
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    for (int i = 0; i < (lerp ? 2 : 3); i++) {
+        if (nargs <= i || !is_float_tensor(T, args[i], dt)) {
+            return NOT_HANDLED;
+        }
+    }
+    tc_var *acc;
+    if (lerp) {
+        tc_var *w = nargs == 3 && nkw == 0 ? args[2] : NULL;
+        if (w == NULL || w->kind != TC_VAR_CONST || !PyFloat_Check(w->obj)) {
+            return NOT_HANDLED;
+        }
+        double wd = PyFloat_AS_DOUBLE(w->obj);
+        /* the weight as the kernel has it, in its opmath type */
+        double wo = dt == TC_F64 ? wd : (double)(float)wd;
+        int small = fabs(wo) < 0.5;
+        double coeff = small ? wo : (dt == TC_F64 ? wo - 1.0
+                                     : (double)((float)wo - 1.0f));
+        PyObject *c = PyFloat_FromDouble(coeff);
+        tc_var *cv = c ? tc_tr_const_var(T, c) : NULL;
+        Py_XDECREF(c);
+        if (cv == NULL) {
             return ERROR;
         }
-        f->kind = TC_VAR_OBJECT;
-        tc_var *a[2] = {i == 2 ? args[0] : acc, i == 2 ? acc : args[1 + i]};
-        int rc = tc_tr_call_with_args(T, f, a, 2, NULL);
-        if (rc != OK) {
-            return rc;
-        }
-        acc = tc_tr_pop(T);
+        tc_var *diff = torch_binary(T, "sub", args[1], args[0], &rc);
+        acc = diff ? torch_binary(T, "mul", cv, diff, &rc) : NULL;
+        acc = acc ? torch_binary(T, "add", small ? args[0] : args[1], acc,
+                                 &rc) : NULL;
+        return acc ? tc_tr_push(T, acc) : rc;
     }
-    return tc_tr_push(T, acc);
+    tc_var *v = NULL;
+    if (nargs == 4 && nkw == 1
+        && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                            "value") == 0) {
+        v = args[3];
+    }
+    else if (nargs != 3 || nkw != 0) {
+        return NOT_HANDLED;
+    }
+    if (v != NULL && !(v->kind == TC_VAR_CONST && (PyFloat_Check(v->obj)
+                                                   || PyLong_Check(v->obj)))
+        && !(v->kind == TC_VAR_TENSOR
+             && tc_tr_tensor_node(T, v)->layout.ndim == 0
+             && (tc_tr_tensor_node(T, v)->dtype == TC_F32
+                 || tc_tr_tensor_node(T, v)->dtype == TC_F64))) {
+        return NOT_HANDLED;
+    }
+    if (v == NULL) {
+        PyObject *one = PyLong_FromLong(1);
+        v = one ? tc_tr_const_var(T, one) : NULL;
+        Py_XDECREF(one);
+        if (v == NULL) {
+            return ERROR;
+        }
+    }
+    acc = torch_binary(T, "mul", v, args[1], &rc);
+    acc = acc ? torch_binary(T, div ? "div" : "mul", acc, args[2], &rc)
+              : NULL;
+    acc = acc ? torch_binary(T, "add", args[0], acc, &rc) : NULL;
+    return acc ? tc_tr_push(T, acc) : rc;
 }
 
 /* x.foo_(...) that no pointwise registry entry defines: torch.foo(x,
@@ -779,7 +852,7 @@ call_functional(tracer *T, const char *name, tc_var **args, int nargs,
     }
     tc_graph *g = T->out->graph;
     int sp = T->sp, first = g->nnodes;
-    int rc = addc_tensor_value(T, base, args, nargs, kwnames);
+    int rc = decompose_pointwise(T, base, args, nargs, kwnames);
     if (rc == NOT_HANDLED) {
         rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
     }
