@@ -552,3 +552,37 @@ def test_inplace_addcmul_of_ints_stays_eagers():
     a = [torch.arange(6), torch.arange(6), torch.ones(6, dtype=torch.long)]
     b = [t.clone() for t in a]
     check_same(tcjit.compile(f)(*a), f(*b))
+
+
+def test_stack_and_cat_of_many_tensors():
+    # Adam's foreach step stacks one step size per parameter
+    def f(xs):
+        return torch.stack([x.sum() for x in xs]) * 2, torch.cat(xs, 0) + 1
+
+    xs = [torch.randn(3) for _ in range(37)]
+    same_outcome(f, xs)
+    ex = tcjit.explain(f)(xs)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_gpt2_sized_parameter_list_is_one_graph():
+    # GPT-2's 148 parameter tensors: lists, generators and the traced
+    # loop's length are no limit below that
+    from test_models import GPT
+    for fe in (None, True):
+        torch.manual_seed(0)
+        ma, mb = GPT(12, 64, 16, 16), GPT(12, 64, 16, 16)
+        mb.load_state_dict(ma.state_dict())
+        oa = torch.optim.AdamW(ma.parameters(), lr=1e-2, foreach=fe)
+        ob = torch.optim.AdamW(mb.parameters(), lr=1e-2, foreach=fe)
+        step = tcjit.compile(oa.step)
+        for s in range(3):
+            for pa, pb in zip(ma.parameters(), mb.parameters()):
+                pa.grad = torch.randn_like(pa)
+                pb.grad = pa.grad.clone()
+            step()
+            ob.step()
+        _same_state(oa, ob, 1e-6)
+        ex = tcjit.explain(oa.step)()
+        assert ex.graph_count == 1 and ex.graph_break_count == 0
+        tcjit.reset()

@@ -615,11 +615,12 @@ tc_tr_op_generator(tracer *T, int opcode)
         return tc_tr_unsupported(T, "a generator");
     }
     if (opcode == YIELD_VALUE) {
-        tc_var *v = tc_tr_pop(T), *items[128];
+        tc_var *v = tc_tr_pop(T), *items[TC_MAX_ITEMS];
         int n = T->yielded->nitems;
-        if (v == NULL || n >= 128) {
-            return tc_tr_unsupported(T, v ? "a generator of more than 128 "
-                                     "items" : "malformed stack");
+        if (v == NULL || n >= TC_MAX_ITEMS) {
+            return v ? tc_tr_unsupported(T, "a generator of more than %d "
+                                         "items", TC_MAX_ITEMS)
+                     : tc_tr_unsupported(T, "malformed stack");
         }
         memcpy(items, T->yielded->items, n * sizeof(tc_var *));
         items[n] = v;

@@ -1063,7 +1063,7 @@ static int
 call_foreach_functional(tracer *T, const char *name, tc_var **args,
                         int nargs, PyObject *kwnames)
 {
-    tc_var *a[TC_MAX_CALL_ARGS], *out[64];
+    tc_var *a[TC_MAX_CALL_ARGS], *out[TC_MAX_ITEMS];
     int n = -1, rc = OK;
     if (nargs > TC_MAX_CALL_ARGS) {
         return NOT_HANDLED;
@@ -1084,7 +1084,7 @@ call_foreach_functional(tracer *T, const char *name, tc_var **args,
     if (n < 0) {
         return NOT_HANDLED;
     }
-    if (n > 64) {
+    if (n > TC_MAX_ITEMS) {
         return tc_tr_unsupported(T, "%s of %d tensors", name, n);
     }
     PyObject *fn = PyObject_GetAttrString(tc_torch_module, name + 9);

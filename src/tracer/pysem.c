@@ -570,7 +570,7 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
 static int
 call_chain(tracer *T, tc_var **args, int nargs)
 {
-    tc_var *items[128];
+    tc_var *items[TC_MAX_ITEMS];
     int n = 0;
     for (int i = 0; i < nargs; i++) {
         int rc = tc_tr_reify(T, args[i]);
@@ -582,9 +582,9 @@ call_chain(tracer *T, tc_var **args, int nargs)
             return tc_tr_unsupported(T, "itertools.chain() of a %s",
                                      tc_var_kind_name(s));
         }
-        if (n + s->nitems > 128) {
+        if (n + s->nitems > TC_MAX_ITEMS) {
             return tc_tr_unsupported(T, "itertools.chain() of more than "
-                                     "128 items");
+                                     "%d items", TC_MAX_ITEMS);
         }
         memcpy(items + n, s->items, s->nitems * sizeof(tc_var *));
         n += s->nitems;
@@ -633,7 +633,7 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
     tc_var_kind kind = fn == (PyObject *)&PyTuple_Type ? TC_VAR_TUPLE
                                                       : TC_VAR_LIST;
-    tc_var *items[128];
+    tc_var *items[TC_MAX_ITEMS];
     Py_ssize_t n = 0;
     int rc = OK;
     if (nargs > 1) {
@@ -647,7 +647,7 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
             return NOT_HANDLED;
         }
         n = seq_length(T, args[0], &rc);
-        if (n < 0 || n > 128) {
+        if (n < 0 || n > TC_MAX_ITEMS) {
             return rc != OK ? rc : NOT_HANDLED;
         }
     }
@@ -1476,8 +1476,8 @@ call_list_method(tracer *T, tc_var *l, PyObject *name, tc_var **args,
                                  tc_var_kind_name(src));
     }
     int add = append ? 1 : src->nitems;
-    tc_var *items[128];
-    if (l->nitems + add > 128) {
+    tc_var *items[TC_MAX_ITEMS];
+    if (l->nitems + add > TC_MAX_ITEMS) {
         return tc_tr_unsupported(T, "list too long");
     }
     memcpy(items, l->items, l->nitems * sizeof(tc_var *));

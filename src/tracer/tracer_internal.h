@@ -25,6 +25,10 @@
  * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
 #define STACK_SLACK 40
 
+/* Most items of a list, tuple or chain the tracer models item by item
+ * (an optimizer's parameter list: GPT-2's has 148 tensors). */
+#define TC_MAX_ITEMS 1024
+
 /* Most arguments of one call the tracer handles. */
 #define TC_MAX_CALL_ARGS 32
 

@@ -746,9 +746,10 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (rc != OK) {
         return rc;
     }
-    tc_var *items[128];
-    int n = list->kind == TC_VAR_LIST && list->nitems <= 128
-            ? seq_items(T, src, items + list->nitems, 128 - list->nitems)
+    tc_var *items[TC_MAX_ITEMS];
+    int n = list->kind == TC_VAR_LIST && list->nitems <= TC_MAX_ITEMS
+            ? seq_items(T, src, items + list->nitems,
+                        TC_MAX_ITEMS - list->nitems)
             : UNSUPPORTED;
     if (n == ERROR) {
         return ERROR;
@@ -902,13 +903,14 @@ static int
 slice_sequence(tracer *T, tc_var *seq, PyObject *slice)
 {
     Py_ssize_t start, stop, step, n;
-    tc_var *items[64];
+    tc_var *items[TC_MAX_ITEMS];
     if (PySlice_Unpack(slice, &start, &stop, &step) < 0) {
         return ERROR;
     }
     n = PySlice_AdjustIndices(seq->nitems, &start, &stop, step);
-    if (n > 64) {
-        return tc_tr_unsupported(T, "a slice of more than 64 items");
+    if (n > TC_MAX_ITEMS) {
+        return tc_tr_unsupported(T, "a slice of more than %d items",
+                                 TC_MAX_ITEMS);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         items[i] = seq->items[start + i * step];
