@@ -586,3 +586,89 @@ def test_gpt2_sized_parameter_list_is_one_graph():
         ex = tcjit.explain(oa.step)()
         assert ex.graph_count == 1 and ex.graph_break_count == 0
         tcjit.reset()
+
+
+# ---- with blocks of context managers written in Python ---------------------------
+
+class _Scale:
+    def __init__(self, k):
+        self.k = k
+        self.entered = 0
+        self.exited = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self.k
+
+    def __exit__(self, et, ev, tb):
+        self.exited += 1
+        return False
+
+
+def _with_frame_object(x, cm):
+    with cm as k:
+        y = x * k
+    return y + 1, cm.entered, cm.exited
+
+
+def _with_new_object(x):
+    with _Scale(3) as k:
+        y = x * k
+    return y
+
+
+def _with_a_break_inside(x, cm):
+    with cm as k:
+        y = x * k
+        print(end="")
+        z = y + 1
+    return z, cm.entered, cm.exited
+
+
+@pytest.mark.parametrize("fn", [_with_frame_object, _with_new_object,
+                                _with_a_break_inside])
+def test_python_context_manager_is_inlined(fn):
+    def args():
+        return (torch.ones(3),) + ((_Scale(2),) if fn is not _with_new_object
+                                   else ())
+    a, b = args(), args()
+    check_same(tcjit.compile(fn)(*a), fn(*b))
+    for ca, cb in zip(a[1:], b[1:]):
+        assert vars(ca) == vars(cb)
+    ex = tcjit.explain(fn)(*args())
+    assert ex.graph_count == (2 if fn is _with_a_break_inside else 1)
+    assert ex.graph_break_count == (fn is _with_a_break_inside)
+
+
+def test_python_context_manager_exit_runs_on_an_exception():
+    def f(x, cm):
+        with cm as k:
+            y = x * k
+            raise ValueError("boom")
+
+    for fn in (f, tcjit.compile(f)):
+        cm = _Scale(2)
+        with pytest.raises(ValueError, match="boom"):
+            fn(torch.ones(3), cm)
+        assert vars(cm) == {"k": 2, "entered": 1, "exited": 1}
+
+
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+
+
+def test_attribute_set_through_a_bound_method_is_seen():
+    # o.n after m() with m = o.bump: the write made through m's __self__
+    # is the object's (a wrong answer before: the read missed it)
+    def f(x, o):
+        m = o.bump
+        m()
+        return x + o.n, o.n
+
+    a, b = _Counter(), _Counter()
+    check_same(tcjit.compile(f)(torch.zeros(1), a), f(torch.zeros(1), b))
+    assert a.n == b.n == 1

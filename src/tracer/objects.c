@@ -660,16 +660,28 @@ is_effects(const tc_var *v)
            && ((PyCFunctionObject *)v->obj)->m_ml == &apply_effects_def;
 }
 
-/* The value of owner.name the segment set last, or NULL. */
+/* The value of owner.name the segment set last, or NULL.  An object
+ * reached through two sources (o, and the __self__ of a bound method of
+ * o the frame holds) is one object: matched by identity, both sources
+ * pinned (ID_MATCH) so that it stays one. */
 tc_var *
 tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name)
 {
     trace_shared *sh = T->sh;
     for (int i = sh->nfx - 1; i >= 0; i--) {
         struct tc_effect *e = &sh->fx[i];
-        if ((e->owner == owner || (owner->source >= 0
-                                   && e->owner->source == owner->source))
-            && PyUnicode_Compare(e->name, name) == 0) {
+        int same = e->owner == owner || (owner->source >= 0
+                                         && e->owner->source == owner->source);
+        int alias = !same && owner->source >= 0 && e->owner->source >= 0
+                    && owner->obj != NULL && e->owner->obj == owner->obj;
+        if ((same || alias) && PyUnicode_Compare(e->name, name) == 0) {
+            if (alias
+                && (tc_guard_id(T->out->guards, owner->source, owner->obj) < 0
+                    || tc_guard_id(T->out->guards, e->owner->source,
+                                   owner->obj) < 0)) {
+                PyErr_Clear();   /* (out of memory: not matched) */
+                continue;
+            }
             return e->value;
         }
     }

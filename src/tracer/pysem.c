@@ -1105,6 +1105,44 @@ make_grad_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
     return tc_tr_push(T, ctx);
 }
 
+/* BEFORE_WITH of a context manager whose class defines __enter__ and
+ * __exit__ in Python (an object read from the frame or made by the
+ * trace): `exit = ctx.__exit__` and `ctx.__enter__()` inlined, as CPython
+ * does them; the block's normal end calls exit(None, None, None), which
+ * is inlined too.  A segment that ends inside the block leaves the bound
+ * __exit__ of the real object where CPython expects it (the object
+ * carries what the traced __enter__ did to it), so the rest of the block
+ * and its exception path run in Python as eager.  NOT_HANDLED for other
+ * objects. */
+static int
+python_context(tracer *T, tc_var *ctx)
+{
+    static PyObject *enter_name, *exit_name;
+    PyTypeObject *tp = tc_tr_is_new_object(ctx) ? tc_tr_new_object_class(ctx)
+        : ctx->kind == TC_VAR_UNKNOWN && ctx->source >= 0 && ctx->obj
+          && !PyType_Check(ctx->obj)
+          && (Py_TYPE(ctx->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        ? Py_TYPE(ctx->obj) : NULL;
+    if (enter_name == NULL
+        && ((enter_name = PyUnicode_InternFromString("__enter__")) == NULL
+            || (exit_name = PyUnicode_InternFromString("__exit__"))
+               == NULL)) {
+        return ERROR;
+    }
+    PyObject *enter = tp ? _PyType_Lookup(tp, enter_name) : NULL;
+    PyObject *exit = tp ? _PyType_Lookup(tp, exit_name) : NULL;
+    if (enter == NULL || exit == NULL || !PyFunction_Check(enter)
+        || !PyFunction_Check(exit)) {
+        return NOT_HANDLED;
+    }
+    tc_tr_pop(T);
+    /* (a method var: its call binds this very var as self, so what
+     * __enter__ and __exit__ set on it is seen after the block) */
+    int rc = tc_tr_push_method_var(T, ctx, exit_name);
+    return rc == OK ? tc_tr_call_python_dunder(T, ctx, "__enter__", NULL, 0)
+                    : rc;
+}
+
 int
 tc_tr_op_before_with(tracer *T)
 {
@@ -1116,9 +1154,14 @@ tc_tr_op_before_with(tracer *T)
                                      || ctx->obj == K.record_function
             : PyMethod_Check(ctx->obj)
               && is_grad_ctx_object(PyMethod_GET_SELF(ctx->obj)));
+    int rc = !grad_ctx && ctx != NULL ? python_context(T, ctx) : NOT_HANDLED;
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (!grad_ctx) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
-                                 "context managers are traced)",
+                                 "context managers and ones of Python "
+                                 "classes are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
     }
     tc_var *exit = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &ctx);
