@@ -567,7 +567,6 @@ mutate(tracer *T, tc_var *target, int w, int first)
         g->nodes[c].layout = *rl;
         value = c;
     }
-    const mut_storage *prev = record_of(T, r);
     tc_var_arena *a = &T->sh->arena;
     for (int i = 0; i < a->n; i++) {
         /* an f-string field (or a call) is made at the exit, from the
@@ -595,6 +594,8 @@ mutate(tracer *T, tc_var *target, int w, int first)
         PyMem_Free(map);
         return map == NULL ? (PyErr_NoMemory(), ERROR) : ERROR;
     }
+    /* (looked up after m->st may have moved) */
+    const mut_storage *prev = record_of(T, r);
     /* the views on the new value, made before any var changes */
     int nmap = 0;
     for (int i = 0; i < a->n; i++) {
