@@ -12,6 +12,7 @@ import torch.nn as nn
 
 import tcjit
 from conftest import check_same
+from test_torch_function import same_outcome
 
 
 def _model(seed=0):
@@ -75,20 +76,6 @@ def run_steps(name, foreach, wrap, steps=3, atol=1e-6, warm=0):
         ob.step()
         _same_state(oa, ob, atol)
     return oa, ob
-
-
-def same_outcome(fn, *args):
-    """Compiled and eager agree: the value, or the exception's type."""
-    def run(f):
-        try:
-            return f(*args), None
-        except Exception as e:  # noqa: BLE001 - compared below
-            return None, e
-    ev, ee = run(fn)
-    cv, ce = run(tcjit.compile(fn))
-    assert type(ce) is type(ee), (ce, ee)
-    if ee is None:
-        check_same(cv, ev)
 
 
 # ---- opt.step as one graph -------------------------------------------------------
