@@ -1271,7 +1271,8 @@ call_set_grad_enabled(tracer *T, tc_var *callable, tc_var **args, int nargs,
         return ERROR;
     }
     T->grad_mode = mode;
-    T->sh->set_grad = 1 + mode;
+    /* (the mode the segment was entered in needs no setting at exits) */
+    T->sh->set_grad = mode == T->sh->entry_grad ? 0 : 1 + mode;
     return push_const(T, Py_NewRef(Py_None));  /* dropped by POP_TOP */
 }
 
@@ -1715,7 +1716,7 @@ tc_tr_op_map_add(tracer *T, int oparg)
  * is a graph break (a defaultdict would insert it) that guards d's
  * length.  NOT_HANDLED for other subscripts. */
 int
-tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key)
 {
     if (key->kind != TC_VAR_TENSOR || key->source < 0 || key->obj == NULL
         || d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
@@ -1728,11 +1729,6 @@ tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
     if (value == NULL) {
         if (PyErr_Occurred()) {
             return ERROR;
-        }
-        if (dflt != NULL) {
-            return tc_guard_id(gs, key->source, key->obj) < 0
-                   || tc_guard_type(gs, d->source, d->obj) < 0
-                   ? ERROR : tc_tr_push(T, dflt);
         }
         /* the break performs the lookup in Python; the dict's length
          * guarded, so the code is traced again once the item exists */

@@ -1530,6 +1530,7 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
     if (T->grad_mode < 0 || tc_guard_global_state(t->guards) < 0) {
         return ERROR;
     }
+    T->sh->entry_grad = T->grad_mode;
     /* The op registry promotes Python floats and int->float ops to
      * float32, torch's default default dtype. */
     PyObject *dt = tc_default_dtype();

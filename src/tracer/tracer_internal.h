@@ -54,7 +54,9 @@ typedef struct {
     int nfx, fx_cap;
     struct tc_mut_state *mut; /* in-place writes so far (mutation.c) */
     int set_grad;             /* 1 + the mode the last traced call of
-                                 torch.set_grad_enabled(mode) set, or 0 */
+                                 torch.set_grad_enabled(mode) set, or 0
+                                 (none, or it set the entry's mode) */
+    int entry_grad;           /* the grad mode the segment starts in */
 } trace_shared;
 
 typedef struct {
@@ -176,9 +178,9 @@ int tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_op_set_add(tracer *T, int oparg, int update);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
 int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
-/* d[t] / d.get(t, dflt) of a frame dict keyed by a frame tensor
- * (self.state[p]); NOT_HANDLED for other lookups. */
-int tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
+/* d[t] of a frame dict keyed by a frame tensor (self.state[p]);
+ * NOT_HANDLED for other lookups. */
+int tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key);
 int tc_tr_as_dict(tracer *T, tc_var *v);
 int tc_tr_op_store_subscr(tracer *T);
 int tc_tr_op_is(tracer *T, int invert);

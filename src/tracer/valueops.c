@@ -928,7 +928,7 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
-    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx, NULL)) != NOT_HANDLED) {
+    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED) {
         return rc;
     }
     if ((rc = tc_tr_as_dict(T, seq)) == OK) {
