@@ -659,3 +659,24 @@ def test_attribute_set_through_a_bound_method_is_seen():
     a, b = _Counter(), _Counter()
     check_same(tcjit.compile(f)(torch.zeros(1), a), f(torch.zeros(1), b))
     assert a.n == b.n == 1
+
+
+def test_set_grad_enabled_in_try_finally_when_the_graph_raises():
+    # the graph's error is raised with the frame as it was (the exit that
+    # would set the mode never ran): the mode is the caller's, as eager's
+    # finally leaves it
+    def f(x, idx):
+        prev = torch.is_grad_enabled()
+        try:
+            torch.set_grad_enabled(False)
+            y = torch.index_select(x, 0, idx) * 2
+        finally:
+            torch.set_grad_enabled(prev)
+        return y
+
+    x = torch.randn(4, requires_grad=True)
+    comp = tcjit.compile(f)
+    assert not comp(x, torch.tensor([1, 2])).requires_grad
+    with pytest.raises(IndexError):
+        comp(x, torch.tensor([1, 7]))
+    assert torch.is_grad_enabled()
