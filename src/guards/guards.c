@@ -1107,9 +1107,11 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
                                  ((PyTypeObject *)g->obj)->tp_name);
         break;
     case TC_GUARD_ID_MATCH:
-        /* a function's globals: the dict's address, not its contents */
-        r = PyDict_Check(g->obj)
-            ? PyUnicode_FromFormat("%U is <dict at %p>", src, g->obj)
+        /* a function's globals, a tensor (an optimizer's parameter, a
+         * state key): the address, not the contents */
+        r = PyDict_Check(g->obj) || tc_tensor_type_plain(g->obj)
+            ? PyUnicode_FromFormat("%U is <%s at %p>", src,
+                                   Py_TYPE(g->obj)->tp_name, g->obj)
             : PyUnicode_FromFormat("%U is %R", src, g->obj);
         break;
     case TC_GUARD_EQUALS:
