@@ -116,16 +116,17 @@ _MODELS = {}
 def _nanogpt_train(batch, seq, n_layer, n_embd, vocab=512):
     """A nanoGPT training step (tests/test_models.py's GPT): forward with
     the loss, backward, AdamW.  make(dev, wrap) -> (step, args): wrap is
-    what each implementation does to the model (eager: nothing,
-    tcjit.compile, torch.compile); every implementation trains a model of
-    its own from the same initial weights.  eval(): dropout off, so the
-    implementations compute the same steps."""
+    what each implementation does to the model and to opt.step (eager:
+    nothing, tcjit.compile, torch.compile); every implementation trains a
+    model of its own from the same initial weights.  eval(): dropout off,
+    so the implementations compute the same steps."""
     def make(dev, wrap):
         from test_models import GPT
         torch.manual_seed(0)
         model = GPT(n_layer, vocab, seq, n_embd).to(dev).eval()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         run = wrap(model)
+        opt_step = wrap(opt.step)
         gen = torch.Generator(device="cpu").manual_seed(1)
         idx = torch.randint(0, vocab, (batch, seq), generator=gen).to(dev)
         tgt = torch.randint(0, vocab, (batch, seq), generator=gen).to(dev)
@@ -134,7 +135,7 @@ def _nanogpt_train(batch, seq, n_layer, n_embd, vocab=512):
             opt.zero_grad(set_to_none=True)
             _, loss = run(idx, tgt)
             loss.backward()
-            opt.step()
+            opt_step()
             return loss.detach()
         return step, (idx, tgt)
     return make

@@ -184,7 +184,7 @@ def test_exception_inside_unrolled_loop_keeps_type_message_and_line():
 def test_instruction_budget_stops_long_unrolling():
     def f(x):
         n = 0
-        for i in range(20000):
+        for i in range(100000):
             n = n + i
         return x + n
 

@@ -1029,6 +1029,10 @@ take_exit(PyThreadState *ts, tc_iframe *f, tc_entry *e, PyObject **outputs,
     build_ctx cx = {outputs, vals, f->f_globals, memo, f->localsplus};
     int rc = (*pc == 0) ? pyframe_run_prologue(f) : 0;
     tc_iframe *outer = pyframe_make_current(ts, f, x->op_pc);
+    if (rc == 0 && x->set_grad) {
+        /* before with blocks the exit enters record the mode */
+        rc = tc_set_grad_mode(x->set_grad - 1);
+    }
     if (rc == 0) {
         rc = write_back(f, x, &cx);
     }
@@ -1103,6 +1107,10 @@ run_frame(PyThreadState *ts, tc_iframe *f, tc_code_state *st,
             build_ctx cx = {outputs, lr.vals, f->f_globals, memo,
                             f->localsplus};
             PyObject *result = build_result(&e->ret, &cx);
+            if (result != NULL && e->exit.set_grad
+                && tc_set_grad_mode(e->exit.set_grad - 1) < 0) {
+                Py_CLEAR(result);
+            }
             memo_release(memo, e->nmemo);
             release_outputs(e, outputs);
             tc_guards_release(e->guards, lr.vals);

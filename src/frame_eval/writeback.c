@@ -94,6 +94,14 @@ version_of(PyObject *x)
     return r;
 }
 
+static int grad_mode(int on);
+
+int
+tc_set_grad_mode(int on)
+{
+    return init() < 0 ? -1 : grad_mode(on);
+}
+
 /* torch._C._set_grad_enabled(on): 0, or -1 with an exception. */
 static int
 grad_mode(int on)

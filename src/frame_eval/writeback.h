@@ -17,4 +17,8 @@ int tc_writeback_aliased(const tc_writebacks *w, PyObject *const *inputs);
 int tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
                        PyObject *const *outputs);
 
+/* torch._C._set_grad_enabled(on) (an exit's tc_exit.set_grad): 0, or
+ * -1 with an exception. */
+int tc_set_grad_mode(int on);
+
 #endif

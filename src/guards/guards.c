@@ -257,8 +257,15 @@ tc_source_repr(const tc_guard_set *gs, int src)
             r = PyUnicode_FromFormat("%U.__closure__[%zd].cell_contents",
                                      parent, s->index);
         }
-        else if (s->kind == TC_SRC_DICT_ITEM) {
+        else if (s->kind == TC_SRC_DICT_ITEM
+                 && (PyUnicode_Check(s->name) || PyLong_Check(s->name))) {
             r = PyUnicode_FromFormat("%U[%R]", parent, s->name);
+        }
+        else if (s->kind == TC_SRC_DICT_ITEM) {
+            /* an object key (a tensor: an optimizer's state[p]), by
+             * identity; its repr would print its values */
+            r = PyUnicode_FromFormat("%U[<%s at %p>]", parent,
+                                     Py_TYPE(s->name)->tp_name, s->name);
         }
         else {
             r = PyUnicode_FromFormat("%U.%U", parent, s->name);
@@ -392,7 +399,9 @@ fetch_one(const tc_source *s, const tc_frame_view *fv, PyObject *const *vals)
         return fetch_function_slot(s, (PyFunctionObject *)parent);
     case TC_SRC_DICT_ITEM:
         parent = vals[s->parent];
-        if (parent == NULL || !PyDict_CheckExact(parent)) {
+        /* (a dict subclass only where the tracer guarded its type: a
+         * defaultdict, whose storage holds what d[key] finds) */
+        if (parent == NULL || !PyDict_Check(parent)) {
             return NULL;
         }
         return Py_XNewRef(PyDict_GetItemWithError(parent, s->name));
@@ -1098,9 +1107,11 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
                                  ((PyTypeObject *)g->obj)->tp_name);
         break;
     case TC_GUARD_ID_MATCH:
-        /* a function's globals: the dict's address, not its contents */
-        r = PyDict_Check(g->obj)
-            ? PyUnicode_FromFormat("%U is <dict at %p>", src, g->obj)
+        /* a function's globals, a tensor (an optimizer's parameter, a
+         * state key): the address, not the contents */
+        r = PyDict_Check(g->obj) || tc_tensor_type_plain(g->obj)
+            ? PyUnicode_FromFormat("%U is <%s at %p>", src,
+                                   Py_TYPE(g->obj)->tp_name, g->obj)
             : PyUnicode_FromFormat("%U is %R", src, g->obj);
         break;
     case TC_GUARD_EQUALS:

@@ -538,6 +538,7 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     }
     tracer C;
     int undo_mark = T->sh->nundo, fx_mark = T->sh->nfx;
+    int set_grad = T->sh->set_grad;
     tracer *owner = fn == NULL ? closure_owner(T, callable) : NULL;
     if (fn == NULL && owner == NULL) {
         return tc_tr_unsupported(T, "call to %U (a closure of a call that "
@@ -581,6 +582,7 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     }
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
+        T->grad_mode = C.grad_mode;  /* torch.set_grad_enabled() in it */
         if (T->depth == 0) {
             tc_tr_undo_to(T->sh, -undo_mark - 1);  /* kept: forget them */
         }
@@ -591,6 +593,7 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
      * wrote are not written */
     tc_tr_undo_to(T->sh, undo_mark);
     T->sh->nfx = fx_mark;
+    T->sh->set_grad = set_grad;
     tc_tr_mut_rollback(T, mark);
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
@@ -612,11 +615,12 @@ tc_tr_op_generator(tracer *T, int opcode)
         return tc_tr_unsupported(T, "a generator");
     }
     if (opcode == YIELD_VALUE) {
-        tc_var *v = tc_tr_pop(T), *items[128];
+        tc_var *v = tc_tr_pop(T), *items[TC_MAX_ITEMS];
         int n = T->yielded->nitems;
-        if (v == NULL || n >= 128) {
-            return tc_tr_unsupported(T, v ? "a generator of more than 128 "
-                                     "items" : "malformed stack");
+        if (v == NULL || n >= TC_MAX_ITEMS) {
+            return v ? tc_tr_unsupported(T, "a generator of more than %d "
+                                         "items", TC_MAX_ITEMS)
+                     : tc_tr_unsupported(T, "malformed stack");
         }
         memcpy(items, T->yielded->items, n * sizeof(tc_var *));
         items[n] = v;

@@ -28,6 +28,8 @@
  */
 #include "tracer_internal.h"
 
+#include <math.h>
+
 #include "../graph/extern.h"
 
 typedef struct {
@@ -565,7 +567,6 @@ mutate(tracer *T, tc_var *target, int w, int first)
         g->nodes[c].layout = *rl;
         value = c;
     }
-    const mut_storage *prev = record_of(T, r);
     tc_var_arena *a = &T->sh->arena;
     for (int i = 0; i < a->n; i++) {
         /* an f-string field (or a call) is made at the exit, from the
@@ -593,6 +594,8 @@ mutate(tracer *T, tc_var *target, int w, int first)
         PyMem_Free(map);
         return map == NULL ? (PyErr_NoMemory(), ERROR) : ERROR;
     }
+    /* (looked up after m->st may have moved) */
+    const mut_storage *prev = record_of(T, r);
     /* the views on the new value, made before any var changes */
     int nmap = 0;
     for (int i = 0; i < a->n; i++) {
@@ -702,6 +705,116 @@ assign(tracer *T, tc_var *target, tc_var *value)
     return rc == OK ? mutate(T, target, w, first) : rc;
 }
 
+/* torch.<op>(a, b) through the ordinary CALL path (a registry op, so it
+ * fuses): the result var, or NULL with *rc set. */
+static tc_var *
+torch_binary(tracer *T, const char *op, tc_var *a, tc_var *b, int *rc)
+{
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, op);
+    tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
+    Py_XDECREF(fn);
+    if (f == NULL) {
+        *rc = ERROR;
+        return NULL;
+    }
+    f->kind = TC_VAR_OBJECT;
+    tc_var *args[2] = {a, b};
+    *rc = tc_tr_call_with_args(T, f, args, 2, NULL);
+    return *rc == OK ? tc_tr_pop(T) : NULL;
+}
+
+static int
+is_float_tensor(tracer *T, tc_var *v, tc_dtype dt)
+{
+    return v->kind == TC_VAR_TENSOR && tc_tr_tensor_node(T, v)->dtype == dt
+           && (dt == TC_F32 || dt == TC_F64);
+}
+
+/* addcmul / addcdiv (x, t1, t2, value=v) and lerp (x, end, w) of float
+ * tensors of one dtype, v a number or 0-d tensor (an optimizer's step
+ * size under torch.compiler.is_compiling(): eager takes its item()), w a
+ * number: the same arithmetic from registry pointwise ops, in eager's
+ * kernels' order (x + v * t1 * t2, x + v * t1 / t2; lerp: x + w * (end -
+ * x) for |w| < 0.5, else end + (w - 1) * (end - x), which the vectorized
+ * kernel fuses (at most an ulp apart)), so an optimizer's update fuses
+ * into one kernel instead of extern calls.  The value pushed, or
+ * NOT_HANDLED. */
+static int
+decompose_pointwise(tracer *T, const char *base, tc_var **args, int nargs,
+                    PyObject *kwnames)
+{
+    int lerp = !strcmp(base, "lerp"), div = !strcmp(base, "addcdiv");
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    if ((!lerp && !div && strcmp(base, "addcmul"))
+        || args[0]->kind != TC_VAR_TENSOR) {
+        return NOT_HANDLED;
+    }
+    tc_dtype dt = tc_tr_tensor_node(T, args[0])->dtype;
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    for (int i = 0; i < (lerp ? 2 : 3); i++) {
+        if (nargs <= i || !is_float_tensor(T, args[i], dt)) {
+            return NOT_HANDLED;
+        }
+    }
+    tc_var *acc;
+    if (lerp) {
+        tc_var *w = nargs == 3 && nkw == 0 ? args[2] : NULL;
+        if (w == NULL || w->kind != TC_VAR_CONST || !PyFloat_Check(w->obj)) {
+            return NOT_HANDLED;
+        }
+        double wd = PyFloat_AS_DOUBLE(w->obj);
+        /* the weight as the kernel has it, in its opmath type */
+        double wo = dt == TC_F64 ? wd : (double)(float)wd;
+        int small = fabs(wo) < 0.5;
+        double coeff = small ? wo : (dt == TC_F64 ? wo - 1.0
+                                     : (double)((float)wo - 1.0f));
+        PyObject *c = PyFloat_FromDouble(coeff);
+        tc_var *cv = c ? tc_tr_const_var(T, c) : NULL;
+        Py_XDECREF(c);
+        if (cv == NULL) {
+            return ERROR;
+        }
+        tc_var *diff = torch_binary(T, "sub", args[1], args[0], &rc);
+        acc = diff ? torch_binary(T, "mul", cv, diff, &rc) : NULL;
+        acc = acc ? torch_binary(T, "add", small ? args[0] : args[1], acc,
+                                 &rc) : NULL;
+        return acc ? tc_tr_push(T, acc) : rc;
+    }
+    tc_var *v = NULL;
+    if (nargs == 4 && nkw == 1
+        && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                            "value") == 0) {
+        v = args[3];
+    }
+    else if (nargs != 3 || nkw != 0) {
+        return NOT_HANDLED;
+    }
+    if (v != NULL && !(v->kind == TC_VAR_CONST && (PyFloat_Check(v->obj)
+                                                   || PyLong_Check(v->obj)))
+        && !(v->kind == TC_VAR_TENSOR
+             && tc_tr_tensor_node(T, v)->layout.ndim == 0
+             && (tc_tr_tensor_node(T, v)->dtype == TC_F32
+                 || tc_tr_tensor_node(T, v)->dtype == TC_F64))) {
+        return NOT_HANDLED;
+    }
+    if (v == NULL) {
+        PyObject *one = PyLong_FromLong(1);
+        v = one ? tc_tr_const_var(T, one) : NULL;
+        Py_XDECREF(one);
+        if (v == NULL) {
+            return ERROR;
+        }
+    }
+    acc = torch_binary(T, "mul", v, args[1], &rc);
+    acc = acc ? torch_binary(T, div ? "div" : "mul", acc, args[2], &rc)
+              : NULL;
+    acc = acc ? torch_binary(T, "add", args[0], acc, &rc) : NULL;
+    return acc ? tc_tr_push(T, acc) : rc;
+}
+
 /* x.foo_(...) that no pointwise registry entry defines: torch.foo(x,
  * ...), its out-of-place form (index_copy, scatter, addcdiv, lerp, ...),
  * as a generic extern node, written into x.  NOT_HANDLED when torch has
@@ -740,7 +853,10 @@ call_functional(tracer *T, const char *name, tc_var **args, int nargs,
     }
     tc_graph *g = T->out->graph;
     int sp = T->sp, first = g->nnodes;
-    int rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    int rc = decompose_pointwise(T, base, args, nargs, kwnames);
+    if (rc == NOT_HANDLED) {
+        rc = tc_tr_call_generic(T, fn, args, nargs, kwnames, 0);
+    }
     Py_DECREF(fn);
     if (rc == OK && T->sp != sp + 1) {
         rc = tc_tr_unsupported(T, "Tensor.%s: unexpected result", name);
@@ -837,6 +953,56 @@ tc_tr_call_inplace(tracer *T, PyObject *name, tc_var **args, int nargs,
     return tc_tr_push(T, self);
 }
 
+/* The arguments of item k of a torch._foreach_* call (args reified):
+ * the k-th item of each list argument, the others as given, keywords
+ * kwnames.  _foreach_addcmul/_addcdiv's fourth positional argument is
+ * the scalar `value` (Tensor.addcmul takes it by keyword only); as a
+ * 1-d tensor of one scalar per item (Adam's stacked step sizes) item k
+ * gets value=scalars[k], a 0-d tensor.  *kw: the item call's keywords. */
+static int
+foreach_item_args(tracer *T, const char *name, tc_var **args, int nargs,
+                  PyObject *kwnames, int k, tc_var **a, PyObject **kw)
+{
+    static PyObject *value_kw;
+    *kw = kwnames;
+    for (int i = 0; i < nargs; i++) {
+        int seq = args[i]->kind == TC_VAR_LIST
+                  || args[i]->kind == TC_VAR_TUPLE;
+        a[i] = seq ? args[i]->items[k] : args[i];
+    }
+    if (kwnames != NULL || nargs != 4
+        || (strncmp(name + 9, "addcmul", 7) && strncmp(name + 9, "addcdiv", 7))) {
+        return OK;
+    }
+    if (value_kw == NULL
+        && (value_kw = Py_BuildValue("(s)", "value")) == NULL) {
+        return ERROR;
+    }
+    *kw = value_kw;   /* kept for the process */
+    tc_var *v = args[3];
+    if (v->kind != TC_VAR_TENSOR
+        || tc_tr_tensor_node(T, v)->layout.ndim != 1) {
+        return OK;
+    }
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, "select");
+    PyObject *dim = PyLong_FromLong(0), *ix = PyLong_FromLong(k);
+    tc_var *sel[3] = {v, dim ? tc_tr_const_var(T, dim) : NULL,
+                      ix ? tc_tr_const_var(T, ix) : NULL};
+    tc_var *f = fn ? tc_tr_const_var(T, fn) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(dim);
+    Py_XDECREF(ix);
+    if (f == NULL || sel[1] == NULL || sel[2] == NULL) {
+        return ERROR;
+    }
+    f->kind = TC_VAR_OBJECT;
+    int rc = tc_tr_call_with_args(T, f, sel, 3, NULL);
+    if (rc == OK) {
+        a[3] = tc_tr_pop(T);
+    }
+    return rc;
+}
+
 /* torch._foreach_foo_(xs, ...): xs[k].foo_(...) for every k, the k-th
  * item of each list argument (scalars, tensors and keywords as given):
  * the same math, and the per-tensor ops fuse.  All or nothing: a refused
@@ -867,13 +1033,11 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
     }
     tc_tr_mut_mark(T, mark);
     for (int k = 0; rc == OK && k < xs->nitems; k++) {
-        a[0] = xs->items[k];
-        for (int i = 1; i < nargs; i++) {
-            int seq = args[i]->kind == TC_VAR_LIST
-                      || args[i]->kind == TC_VAR_TUPLE;
-            a[i] = seq ? args[i]->items[k] : args[i];
+        PyObject *kw;
+        rc = foreach_item_args(T, name, args, nargs, kwnames, k, a, &kw);
+        if (rc == OK) {
+            rc = tc_tr_call_inplace(T, method, a, nargs, kw);
         }
-        rc = tc_tr_call_inplace(T, method, a, nargs, kwnames);
         if (rc == OK) {
             tc_tr_pop(T);
         }
@@ -891,6 +1055,72 @@ call_foreach(tracer *T, const char *name, tc_var **args, int nargs,
     return tc_tr_push(T, xs);  /* eager returns its list argument */
 }
 
+/* torch._foreach_foo(xs, ...) (out of place): (torch.foo(xs[k], ...)
+ * for every k), each through the ordinary CALL path (the k-th item of
+ * every list argument; scalars, tensors and keywords as given), so the
+ * per-tensor ops fuse.  The first list argument sets the length
+ * (_foreach_pow(scalar, xs) has it second). */
+static int
+call_foreach_functional(tracer *T, const char *name, tc_var **args,
+                        int nargs, PyObject *kwnames)
+{
+    tc_var *a[TC_MAX_CALL_ARGS], *out[TC_MAX_ITEMS];
+    int n = -1, rc = OK;
+    if (nargs > TC_MAX_CALL_ARGS) {
+        return NOT_HANDLED;
+    }
+    for (int i = 0; i < nargs; i++) {
+        if ((rc = tc_tr_reify(T, args[i])) != OK) {
+            return rc;
+        }
+        if (args[i]->kind != TC_VAR_LIST && args[i]->kind != TC_VAR_TUPLE) {
+            continue;
+        }
+        if (n >= 0 && args[i]->nitems != n) {
+            return tc_tr_unsupported(T, "%s with lists of different "
+                                     "lengths", name);
+        }
+        n = args[i]->nitems;
+    }
+    if (n < 0) {
+        return NOT_HANDLED;
+    }
+    if (n > TC_MAX_ITEMS) {
+        return tc_tr_unsupported(T, "%s of %d tensors", name, n);
+    }
+    PyObject *fn = PyObject_GetAttrString(tc_torch_module, name + 9);
+    if (fn == NULL) {
+        PyErr_Clear();
+        return tc_tr_unsupported(T, "%s (no torch.%s)", name, name + 9);
+    }
+    tc_var *f = tc_tr_const_var(T, fn);
+    Py_DECREF(fn);
+    if (f == NULL) {
+        return ERROR;
+    }
+    f->kind = TC_VAR_OBJECT;  /* a function of torch, fixed */
+    for (int k = 0; rc == OK && k < n; k++) {
+        PyObject *kw;
+        rc = foreach_item_args(T, name, args, nargs, kwnames, k, a, &kw);
+        if (rc == OK) {
+            rc = tc_tr_call_with_args(T, f, a, nargs, kw);
+        }
+        if (rc == OK) {
+            out[k] = tc_tr_pop(T);
+            if (out[k] == NULL || out[k]->kind != TC_VAR_TENSOR) {
+                rc = tc_tr_unsupported(T, "%s: torch.%s gave no tensor",
+                                       name, name + 9);
+            }
+        }
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    /* (a tuple, as eager's) */
+    tc_var *list = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, out);
+    return list == NULL ? ERROR : tc_tr_push(T, list);
+}
+
 int
 tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
                          PyObject *kwnames)
@@ -900,6 +1130,14 @@ tc_tr_call_torch_inplace(tracer *T, PyObject *fn, tc_var **args, int nargs,
     }
     const char *name = ((PyCFunctionObject *)fn)->m_ml->ml_name;
     size_t len = strlen(name);
+    if (len > 9 && !strncmp(name, "_foreach_", 9) && name[len - 1] != '_') {
+        PyObject *same = PyObject_GetAttrString(tc_torch_module, name);
+        Py_XDECREF(same);   /* (compared by identity only) */
+        PyErr_Clear();
+        if (same == fn) {
+            return call_foreach_functional(T, name, args, nargs, kwnames);
+        }
+    }
     if (len < 2 || name[len - 1] != '_') {
         return NOT_HANDLED;
     }

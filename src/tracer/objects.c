@@ -149,8 +149,8 @@ struct tc_undo {
     int nitems;
 };
 
-static int
-log_state(tracer *T, tc_var *o)
+int
+tc_tr_log_state(tracer *T, tc_var *o)
 {
     trace_shared *sh = T->sh;
     if (T->depth == 0 || o->index >= T->serial) {
@@ -174,7 +174,7 @@ log_state(tracer *T, tc_var *o)
     }
     memcpy(u->items, o->items, o->nitems * sizeof(tc_var *));
     u->nitems = o->nitems;
-    u->obj = Py_NewRef(o->obj);
+    u->obj = Py_XNewRef(o->obj);   /* (NULL: a list's) */
     u->target = o;
     sh->nundo++;
     return OK;
@@ -194,14 +194,14 @@ tc_tr_undo_to(trace_shared *sh, int mark)
             /* the arena frees the state the failed call left through a
              * var of its own */
             tc_var *t = u->target;
-            Py_SETREF(t->obj, u->obj);
+            Py_XSETREF(t->obj, u->obj);
             tc_var **cur = t->items;
             t->items = u->items;
             t->nitems = u->nitems;
             PyMem_Free(cur);
         }
         else {
-            Py_DECREF(u->obj);
+            Py_XDECREF(u->obj);
             PyMem_Free(u->items);
         }
     }
@@ -240,7 +240,7 @@ state_set(tracer *T, tc_var *o, int where, PyObject *name, tc_var *value)
                                  "traced call", name,
                                  class_of(o)->tp_name);
     }
-    if (log_state(T, o) != OK) {
+    if (tc_tr_log_state(T, o) != OK) {
         return ERROR;
     }
     int base, i = state_index(o, where, name, &base);
@@ -660,16 +660,28 @@ is_effects(const tc_var *v)
            && ((PyCFunctionObject *)v->obj)->m_ml == &apply_effects_def;
 }
 
-/* The value of owner.name the segment set last, or NULL. */
+/* The value of owner.name the segment set last, or NULL.  An object
+ * reached through two sources (o, and the __self__ of a bound method of
+ * o the frame holds) is one object: matched by identity, both sources
+ * pinned (ID_MATCH) so that it stays one. */
 tc_var *
 tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name)
 {
     trace_shared *sh = T->sh;
     for (int i = sh->nfx - 1; i >= 0; i--) {
         struct tc_effect *e = &sh->fx[i];
-        if ((e->owner == owner || (owner->source >= 0
-                                   && e->owner->source == owner->source))
-            && PyUnicode_Compare(e->name, name) == 0) {
+        int same = e->owner == owner || (owner->source >= 0
+                                         && e->owner->source == owner->source);
+        int alias = !same && owner->source >= 0 && e->owner->source >= 0
+                    && owner->obj != NULL && e->owner->obj == owner->obj;
+        if ((same || alias) && PyUnicode_Compare(e->name, name) == 0) {
+            if (alias
+                && (tc_guard_id(T->out->guards, owner->source, owner->obj) < 0
+                    || tc_guard_id(T->out->guards, e->owner->source,
+                                   owner->obj) < 0)) {
+                PyErr_Clear();   /* (out of memory: not matched) */
+                continue;
+            }
             return e->value;
         }
     }

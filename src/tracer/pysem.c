@@ -22,8 +22,9 @@ static struct {
         *is_compiling, *is_dynamo_compiling, *utils_is_compiling, *super,
         *all, *any, *sum, *sorted, *callable, *finfo, *iinfo,
         *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
-        *is_any_autocast_enabled, *dispatch_stack_len, *autocast,
-        *nullcontext;
+        *is_any_autocast_enabled, *dispatch_stack_len, *defaultdict,
+        *privateuse1_name, *ordered_dict, *chain, *record_function,
+        *profiler_enabled, *autocast, *nullcontext;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -80,6 +81,12 @@ tc_tracer_init(void)
         {"torch.compiler", "is_compiling", &K.is_compiling},
         {"torch.compiler", "is_dynamo_compiling", &K.is_dynamo_compiling},
         {"torch._utils", "is_compiling", &K.utils_is_compiling},
+        {"collections", "defaultdict", &K.defaultdict},
+        {"collections", "OrderedDict", &K.ordered_dict},
+        {"itertools", "chain", &K.chain},
+        {"torch.autograd.profiler", "record_function", &K.record_function},
+        {"torch.autograd", "_profiler_enabled", &K.profiler_enabled},
+        {"torch._C", "_get_privateuse1_backend_name", &K.privateuse1_name},
         {"builtins", "__import__", &K.import},
     };
     if (K.import != NULL) {
@@ -122,9 +129,9 @@ guard_callable(tracer *T, tc_var *callable)
 
 /* Call callable(*args) with keywords kwnames (a tuple some arena var
  * owns) through the ordinary CALL path. */
-static int
-call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
-               PyObject *kwnames)
+int
+tc_tr_call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
+                     PyObject *kwnames)
 {
     if (tc_tr_push(T, tc_var_new(&T->sh->arena, TC_VAR_NULL, -1)) != OK
         || tc_tr_push(T, callable) != OK) {
@@ -143,7 +150,7 @@ int
 tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n)
 {
     tc_var *f = tc_var_const(&T->sh->arena, fn, -1);
-    return f == NULL ? ERROR : call_with_args(T, f, args, n, NULL);
+    return f == NULL ? ERROR : tc_tr_call_with_args(T, f, args, n, NULL);
 }
 
 PyObject *
@@ -579,6 +586,67 @@ call_iter_builtin(tracer *T, PyObject *fn, tc_var **args, int nargs)
     return tc_tr_push(T, make_iter(T, fn, args, nargs));
 }
 
+/* itertools.chain(*seqs) of sequences known item by item (tuples,
+ * lists, a frame dict's views): iter() of their items, one tuple. */
+static int
+call_chain(tracer *T, tc_var **args, int nargs)
+{
+    tc_var *items[TC_MAX_ITEMS];
+    int n = 0;
+    for (int i = 0; i < nargs; i++) {
+        int rc = tc_tr_reify(T, args[i]);
+        if (rc != OK) {
+            return rc;
+        }
+        tc_var *s = args[i];
+        if (s->kind != TC_VAR_TUPLE && s->kind != TC_VAR_LIST) {
+            return tc_tr_unsupported(T, "itertools.chain() of a %s",
+                                     tc_var_kind_name(s));
+        }
+        if (n + s->nitems > TC_MAX_ITEMS) {
+            return tc_tr_unsupported(T, "itertools.chain() of more than "
+                                     "%d items", TC_MAX_ITEMS);
+        }
+        memcpy(items + n, s->items, s->nitems * sizeof(tc_var *));
+        n += s->nitems;
+    }
+    tc_var *all = tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items);
+    return all == NULL ? ERROR : tc_tr_push(T, tc_tr_iter_of(T, all));
+}
+
+/* zip(*seqs, strict=flag) (an optimizer's step zips its lists so): with
+ * lengths known to be equal, zip(*seqs); eager's ValueError for unequal
+ * ones comes from Python (a graph break). */
+static int
+call_zip_strict(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
+{
+    if (PyTuple_GET_SIZE(kwnames) != 1 || nargs < 2
+        || PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0),
+                                            "strict") != 0) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify(T, args[nargs - 1]);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_var *flag = args[nargs - 1];
+    if (flag->kind != TC_VAR_CONST || !PyBool_Check(flag->obj)) {
+        return tc_tr_unsupported(T, "zip(strict=) with a non-constant flag");
+    }
+    for (int i = 1; flag->obj == Py_True && i < nargs - 1; i++) {
+        Py_ssize_t n0 = seq_length(T, args[0], &rc);
+        Py_ssize_t n = rc == OK ? seq_length(T, args[i], &rc) : -1;
+        if (rc != OK) {
+            return rc;
+        }
+        if (n0 < 0 || n != n0) {
+            return tc_tr_unsupported(T, "zip(strict=True) of sequences of "
+                                     "unknown or different lengths");
+        }
+    }
+    return call_iter_builtin(T, K.zip, args, nargs - 1);
+}
+
 /* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
  * item: a new tuple or list var (a list is the caller's to mutate). */
 static int
@@ -586,7 +654,7 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
     tc_var_kind kind = fn == (PyObject *)&PyTuple_Type ? TC_VAR_TUPLE
                                                       : TC_VAR_LIST;
-    tc_var *items[128];
+    tc_var *items[TC_MAX_ITEMS];
     Py_ssize_t n = 0;
     int rc = OK;
     if (nargs > 1) {
@@ -600,7 +668,7 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
             return NOT_HANDLED;
         }
         n = seq_length(T, args[0], &rc);
-        if (n < 0 || n > 128) {
+        if (n < 0 || n > TC_MAX_ITEMS) {
             return rc != OK ? rc : NOT_HANDLED;
         }
     }
@@ -1138,6 +1206,44 @@ noop_ctx(tracer *T, tc_var *callable, tc_var **args, int nargs,
     return make_grad_ctx(T, &nc, NULL, 0, CTX_KEEP_MODE);
 }
 
+/* BEFORE_WITH of a context manager whose class defines __enter__ and
+ * __exit__ in Python (an object read from the frame or made by the
+ * trace): `exit = ctx.__exit__` and `ctx.__enter__()` inlined, as CPython
+ * does them; the block's normal end calls exit(None, None, None), which
+ * is inlined too.  A segment that ends inside the block leaves the bound
+ * __exit__ of the real object where CPython expects it (the object
+ * carries what the traced __enter__ did to it), so the rest of the block
+ * and its exception path run in Python as eager.  NOT_HANDLED for other
+ * objects. */
+static int
+python_context(tracer *T, tc_var *ctx)
+{
+    static PyObject *enter_name, *exit_name;
+    PyTypeObject *tp = tc_tr_is_new_object(ctx) ? tc_tr_new_object_class(ctx)
+        : ctx->kind == TC_VAR_UNKNOWN && ctx->source >= 0 && ctx->obj
+          && !PyType_Check(ctx->obj)
+          && (Py_TYPE(ctx->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        ? Py_TYPE(ctx->obj) : NULL;
+    if (enter_name == NULL
+        && ((enter_name = PyUnicode_InternFromString("__enter__")) == NULL
+            || (exit_name = PyUnicode_InternFromString("__exit__"))
+               == NULL)) {
+        return ERROR;
+    }
+    PyObject *enter = tp ? _PyType_Lookup(tp, enter_name) : NULL;
+    PyObject *exit = tp ? _PyType_Lookup(tp, exit_name) : NULL;
+    if (enter == NULL || exit == NULL || !PyFunction_Check(enter)
+        || !PyFunction_Check(exit)) {
+        return NOT_HANDLED;
+    }
+    tc_tr_pop(T);
+    /* (a method var: its call binds this very var as self, so what
+     * __enter__ and __exit__ set on it is seen after the block) */
+    int rc = tc_tr_push_method_var(T, ctx, exit_name);
+    return rc == OK ? tc_tr_call_python_dunder(T, ctx, "__enter__", NULL, 0)
+                    : rc;
+}
+
 int
 tc_tr_op_before_with(tracer *T)
 {
@@ -1146,11 +1252,17 @@ tc_tr_op_before_with(tracer *T)
     int grad_ctx = ctx != NULL && ctx->kind == TC_VAR_DEFERRED
         && ctx->node == TC_TMPL_CALL
         && (PyType_Check(ctx->obj) ? is_grad_ctx_object_type(ctx->obj)
+                                     || ctx->obj == K.record_function
             : PyMethod_Check(ctx->obj)
               && is_grad_ctx_object(PyMethod_GET_SELF(ctx->obj)));
+    int rc = !grad_ctx && ctx != NULL ? python_context(T, ctx) : NOT_HANDLED;
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (!grad_ctx) {
         return tc_tr_unsupported(T, "a with statement on a %s (only grad-mode "
-                                 "context managers are traced)",
+                                 "context managers and ones of Python "
+                                 "classes are traced)",
                                  ctx ? tc_var_kind_name(ctx) : "?");
     }
     tc_var *exit = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, 1, &ctx);
@@ -1163,10 +1275,106 @@ tc_tr_op_before_with(tracer *T)
     if (tc_tr_push(T, exit) != OK) {
         return ERROR;
     }
-    if (ctx->index != CTX_KEEP_MODE) {
+    if (ctx->index != CTX_KEEP_MODE) {   /* (record_function, autocast off) */
         T->grad_mode = ctx->index;
     }
     return push_const(T, Py_NewRef(Py_None));  /* what __enter__ returns */
+}
+
+/* Whether a traced with block of a grad-mode context is open here (its
+ * exit value, a TC_TMPL_ENTER, on this or a caller's stack). */
+static int
+in_grad_block(tracer *T)
+{
+    for (; T != NULL; T = T->parent) {
+        for (int i = 0; i < T->sp; i++) {
+            tc_var *v = T->stack[i];
+            if (v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_ENTER
+                && v->items[0]->index != CTX_KEEP_MODE) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *guarded_state(tracer *T, PyObject *fn, int *rc);
+
+/* torch.autograd.profiler.record_function(name[, args]): a range for
+ * the profiler.  With no profiler running (torch.autograd.
+ * _profiler_enabled(), guarded False) entering and leaving it records
+ * nothing, so a traced with block of it is its body; like a grad-mode
+ * context it is a DEFERRED call that an exit inside the block makes and
+ * enters for real.  NOT_HANDLED for other calls. */
+static int
+call_record_function(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames)
+{
+    if (callable->obj != K.record_function) {
+        return NOT_HANDLED;
+    }
+    if (kwnames != NULL || nargs < 1 || nargs > 2
+        || next_opcode(T) != BEFORE_WITH) {
+        return tc_tr_unsupported(T, "record_function() outside a with "
+                                 "statement, or with keywords");
+    }
+    int rc;
+    PyObject *on = guarded_state(T, K.profiler_enabled, &rc);
+    if (on == NULL) {
+        return rc;
+    }
+    int running = on != Py_False;
+    Py_DECREF(on);
+    if (running) {
+        return tc_tr_unsupported(T, "record_function() while the profiler "
+                                 "runs (its range is recorded in Python)");
+    }
+    return make_grad_ctx(T, callable, args, nargs, CTX_KEEP_MODE);
+}
+
+/* torch.set_grad_enabled(mode) as a call (its object dropped): it sets
+ * the grad mode at once (torch's __init__ does), for the ops traced
+ * after it and for every exit after it, which sets the mode before the
+ * frame goes on (tc_exit.set_grad; the next segment's GLOBAL_STATE guard
+ * then sees it).  An optimizer's step turns grad off so, and back on in
+ * a finally block.  NOT_HANDLED for the with-statement form. */
+static int
+call_set_grad_enabled(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                      PyObject *kwnames)
+{
+    if (callable->obj != K.set_grad_enabled || next_opcode(T) == BEFORE_WITH) {
+        return NOT_HANDLED;
+    }
+    int mode, rc;
+    if (kwnames != NULL || nargs != 1) {
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() with these "
+                                 "arguments");
+    }
+    if ((rc = const_truth(T, args[0], &mode)) != OK) {
+        return rc;
+    }
+    if (mode < 0) {
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() with a "
+                                 "non-constant mode");
+    }
+    if (next_opcode(T) != POP_TOP) {
+        return tc_tr_unsupported(T, "the object torch.set_grad_enabled() "
+                                 "returns, kept (a context manager that "
+                                 "changed the grad mode when made)");
+    }
+    if (in_grad_block(T)) {
+        /* the block's __enter__, made at an exit, would record the mode
+         * before this call as the one to restore */
+        return tc_tr_unsupported(T, "torch.set_grad_enabled() inside a "
+                                 "with block of a grad-mode context");
+    }
+    if (guard_callable(T, callable) < 0) {
+        return ERROR;
+    }
+    T->grad_mode = mode;
+    /* (the mode the segment was entered in needs no setting at exits) */
+    T->sh->set_grad = mode == T->sh->entry_grad ? 0 : 1 + mode;
+    return push_const(T, Py_NewRef(Py_None));  /* dropped by POP_TOP */
 }
 
 /* The normal exit of a with block: exit(None, None, None). */
@@ -1225,25 +1433,34 @@ tc_tr_as_dict(tracer *T, tc_var *v)
         return OK;
     }
     if (v->kind != TC_VAR_UNKNOWN || v->source < 0
-        || !PyDict_CheckExact(v->obj)) {
+        || !(PyDict_CheckExact(v->obj)
+             || (PyObject *)Py_TYPE(v->obj) == K.ordered_dict)) {
         return NOT_HANDLED;
     }
     tc_guard_set *gs = T->out->guards;
     PyObject *d = v->obj, *k, *val;
-    Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0;
+    Py_ssize_t n = PyDict_GET_SIZE(d);
     if (n > MAX_FRAME_DICT) {
         return tc_tr_unsupported(T, "a dict of %zd items", n);
     }
     tc_var *items[MAX_FRAME_DICT];
-    PyObject *keys = PyTuple_New(n);
-    int i = 0, rc = keys ? OK : ERROR;
-    while (rc == OK && PyDict_Next(d, &pos, &k, &val)) {
+    /* (in the dict's own order: an OrderedDict's may differ from its
+     * storage's; the keys guard compares tuple(d), that order) */
+    PyObject *keys = PySequence_Tuple(d);
+    int i = 0, rc = keys && PyTuple_GET_SIZE(keys) == n ? OK : ERROR;
+    while (rc == OK && i < n) {
+        k = PyTuple_GET_ITEM(keys, i);
+        val = PyDict_GetItemWithError(d, k);
+        if (val == NULL) {
+            rc = PyErr_Occurred() ? ERROR
+                 : tc_tr_unsupported(T, "a dict changed while read");
+            break;
+        }
         if (!constant_key(k, 0)) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    Py_TYPE(k)->tp_name);
             break;
         }
-        PyTuple_SET_ITEM(keys, i, Py_NewRef(k));
         int src = tc_source_add(gs, TC_SRC_DICT_ITEM, v->source, 0, k);
         items[i] = src < 0 ? NULL : tc_tr_wrap_value(T, val, src, &rc);
         if (items[i++] == NULL) {
@@ -1267,6 +1484,27 @@ tc_tr_as_dict(tracer *T, tc_var *v)
     return OK;
 }
 
+/* *key reified, and a tuple of constants made one constant (a key
+ * such as (None, None)); other kinds are left for the caller to refuse. */
+static int
+const_key_var(tracer *T, tc_var **key)
+{
+    int rc = tc_tr_reify(T, *key);
+    if (rc != OK || (*key)->kind != TC_VAR_TUPLE) {
+        return rc;
+    }
+    PyObject *kv = tc_tr_const_value(T, *key);
+    if (kv == NULL) {
+        return PyErr_Occurred() ? ERROR : OK;
+    }
+    tc_var *c = new_const(T, kv);
+    if (c == NULL) {
+        return ERROR;
+    }
+    *key = c;
+    return OK;
+}
+
 /* Where key is among d's keys (hash, then identity or equality, as a
  * real dict finds it): *at is its index or -1.  A key must be a
  * constant (or a tuple of them); an unhashable one breaks (eager raises
@@ -1274,19 +1512,9 @@ tc_tr_as_dict(tracer *T, tc_var *v)
 static int
 dict_index(tracer *T, tc_var *d, tc_var *key, int *at)
 {
-    int rc = tc_tr_reify(T, key);
+    int rc = const_key_var(T, &key);
     if (rc != OK) {
         return rc;
-    }
-    if (key->kind == TC_VAR_TUPLE) {
-        PyObject *kv = tc_tr_const_value(T, key);
-        if (kv == NULL && PyErr_Occurred()) {
-            return ERROR;
-        }
-        key = kv ? new_const(T, kv) : key;
-        if (key == NULL) {
-            return ERROR;
-        }
     }
     if (key->kind != TC_VAR_CONST) {
         return tc_tr_unsupported(T, "a dict key of type %s",
@@ -1359,6 +1587,12 @@ check_mutable(tracer *T, tc_var *d, const char *what)
         d->source = -1;
         d->index = T->serial;
     }
+    if (d->source < 0 && d->index >= 0 && d->index < T->serial) {
+        /* built by a caller (an optimizer's step passes its lists to
+         * _init_group): changed in place, logged first so that a call
+         * that fails leaves it as it was */
+        return tc_tr_log_state(T, d);
+    }
     if (d->source >= 0 || d->index != T->serial) {
         return tc_tr_unsupported(T, "%s on a %s the traced function did "
                                  "not build", what, tc_var_kind_name(d));
@@ -1387,8 +1621,8 @@ call_list_method(tracer *T, tc_var *l, PyObject *name, tc_var **args,
                                  tc_var_kind_name(src));
     }
     int add = append ? 1 : src->nitems;
-    tc_var *items[128];
-    if (l->nitems + add > 128) {
+    tc_var *items[TC_MAX_ITEMS];
+    if (l->nitems + add > TC_MAX_ITEMS) {
         return tc_tr_unsupported(T, "list too long");
     }
     memcpy(items, l->items, l->nitems * sizeof(tc_var *));
@@ -1466,7 +1700,7 @@ tc_tr_op_build_map(tracer *T, int n, int const_keys)
     for (int i = 0; rc == OK && i < n; i++) {
         tc_var *k = const_keys ? kv->items[i] : base[2 * i];
         values[i] = const_keys ? base[i] : base[2 * i + 1];
-        rc = tc_tr_reify(T, k);
+        rc = const_key_var(T, &k);
         if (rc == OK && k->kind != TC_VAR_CONST) {
             rc = tc_tr_unsupported(T, "a dict with a key of type %s",
                                    tc_var_kind_name(k));
@@ -1555,7 +1789,7 @@ tc_tr_op_map_add(tracer *T, int oparg)
     if (value == NULL || key == NULL) {
         return tc_tr_unsupported(T, "malformed stack");
     }
-    int rc = tc_tr_reify(T, key);
+    int rc = const_key_var(T, &key);
     if (rc != OK) {
         return rc;
     }
@@ -1571,6 +1805,52 @@ tc_tr_op_map_add(tracer *T, int oparg)
     }
     rc = tc_tr_push(T, one);
     return rc != OK ? rc : tc_tr_op_dict_merge(T, oparg, 0);
+}
+
+/* d[t] of a dict (or defaultdict) read from the frame keyed by a tensor
+ * read from the frame: an optimizer's self.state[p].  A tensor hashes
+ * by identity, so the lookup is of that object: ID_MATCH on t's source,
+ * TYPE_MATCH on d's, and the value a source of its own, d[t] (read from
+ * the dict's storage at run time, as d[t] finds a key that is there; a
+ * key missing then fails that source's guards).  A key missing while
+ * tracing (the first step of an optimizer, whose state is made then)
+ * is a graph break (a defaultdict would insert it) that guards d's
+ * length.  NOT_HANDLED for other subscripts. */
+int
+tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key)
+{
+    if (key->kind != TC_VAR_TENSOR || key->source < 0 || key->obj == NULL
+        || d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
+        || !(PyDict_CheckExact(d->obj)
+             || (PyObject *)Py_TYPE(d->obj) == K.defaultdict)) {
+        return NOT_HANDLED;
+    }
+    tc_guard_set *gs = T->out->guards;
+    PyObject *value = PyDict_GetItemWithError(d->obj, key->obj);
+    if (value == NULL) {
+        if (PyErr_Occurred()) {
+            return ERROR;
+        }
+        /* the break performs the lookup in Python; the dict's length
+         * guarded, so the code is traced again once the item exists */
+        return tc_guard_length(gs, d->source, d->obj) < 0 ? ERROR
+            : tc_tr_unsupported(T, "a %s has no item for this tensor yet "
+                                "(e.g. an optimizer's first step makes its "
+                                "state)", Py_TYPE(d->obj)->tp_name);
+    }
+    Py_INCREF(value);
+    int rc = OK;
+    int src = tc_source_add(gs, TC_SRC_DICT_ITEM, d->source, 0, key->obj);
+    tc_var *v = NULL;
+    if (src < 0 || tc_guard_id(gs, key->source, key->obj) < 0
+        || tc_guard_type(gs, d->source, d->obj) < 0) {
+        rc = ERROR;
+    }
+    else {
+        v = tc_tr_wrap_value(T, value, src, &rc);
+    }
+    Py_DECREF(value);
+    return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
 }
 
 /* d[key] and d.get(key, default) with a constant key. */
@@ -1653,7 +1933,11 @@ static int
 dict_view(tracer *T, tc_var *d, const char *which)
 {
     int op = T->code[T->pc] & 0xff;
-    if (op != GET_ITER && next_opcode(T) != GET_ITER) {
+    /* a dict read from the frame is never changed by the trace (the
+     * same holds for what it inlines): a view of it is its snapshot
+     * (itertools.chain(hooks.values(), ...)) */
+    int frozen = d->source >= 0 && d->index < 0;
+    if (!frozen && op != GET_ITER && next_opcode(T) != GET_ITER) {
         return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
     }
     tc_var *items[4 * TC_MAX_CALL_ARGS];
@@ -1757,11 +2041,27 @@ tc_tr_op_store_subscr(tracer *T)
     if (d->kind == TC_VAR_TENSOR) {
         return tc_tr_setitem(T, d, key, value);
     }
+    int at, rc = tc_tr_as_dict(T, d);
+    if (rc != OK && rc != NOT_HANDLED) {
+        return rc;
+    }
     if (d->kind != TC_VAR_DICT) {
         return tc_tr_unsupported(T, "item assignment on a %s",
                                  tc_var_kind_name(d));
     }
-    int at, rc = check_mutable(T, d, "item assignment");
+    if (d->source >= 0 && d->index < 0
+        && (rc = dict_index(T, d, key, &at)) == OK && at >= 0
+        && (value == d->items[at]
+            || (value->source >= 0 && value->source == d->items[at]->source))) {
+        /* d[k] = d[k] of a frame dict (an optimizer's step writes back
+         * the state tensors it updated in place): the same object, the
+         * dict unchanged */
+        return OK;
+    }
+    if (rc != OK) {
+        return rc;
+    }
+    rc = check_mutable(T, d, "item assignment");
     if (rc != OK || (rc = dict_index(T, d, key, &at)) != OK) {
         return rc;
     }
@@ -1807,7 +2107,7 @@ tc_tr_op_call_ex(tracer *T, int oparg)
         args[a->nitems + i] = kw->items[i];
     }
     /* the dict var owns its keys tuple for the whole trace */
-    return call_with_args(T, f, args, n,
+    return tc_tr_call_with_args(T, f, args, n,
                           kw && kw->nitems ? kw->obj : NULL);
 }
 
@@ -2897,7 +3197,8 @@ is_state_query(PyObject *fn)
 {
     return fn == K.torch_function_mode_enabled || fn == K.get_tracing_state
            || fn == K.is_tracing || fn == K.deterministic
-           || fn == K.deterministic_warn_only || fn == K.get_default_dtype;
+           || fn == K.deterministic_warn_only || fn == K.get_default_dtype
+           || fn == K.privateuse1_name;
 }
 
 /* torch.is_grad_enabled() is the mode the trace is in (a with block of
@@ -3020,6 +3321,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
 {
     PyObject *fn = callable->obj;
     int rc = NOT_HANDLED;
+    if (fn == K.zip && kwnames != NULL) {
+        return call_zip_strict(T, args, nargs, kwnames);
+    }
     if (kwnames != NULL) {
         return NOT_HANDLED;
     }
@@ -3038,6 +3342,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.signature && nargs == 1) {
         rc = fold_signature(T, args[0]);
+    }
+    else if (fn == K.chain) {
+        rc = call_chain(T, args, nargs);
     }
     else if (fn == K.iter || fn == K.reversed || fn == K.enumerate
         || fn == K.zip) {
@@ -3544,7 +3851,7 @@ call_partial(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "call with %d arguments", n);
         goto done;
     }
-    rc = call_with_args(T, f, all, n,
+    rc = tc_tr_call_with_args(T, f, all, n,
                         PyTuple_GET_SIZE(keys) ? keys : NULL);
 done:
     Py_XDECREF(func);
@@ -3612,12 +3919,19 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
         return NOT_HANDLED;
     }
     PyObject *fn = callable->obj;
+    int rc = call_set_grad_enabled(T, callable, args, nargs, kwnames);
+    if (rc == NOT_HANDLED) {
+        rc = call_record_function(T, callable, args, nargs, kwnames);
+    }
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     int mode = grad_ctx_mode(T, fn, args, nargs, kwnames);
     if (mode != -1) {
         return mode < 0 ? mode : make_grad_ctx(T, callable, args, nargs,
                                                mode);
     }
-    int rc = noop_ctx(T, callable, args, nargs, kwnames);
+    rc = noop_ctx(T, callable, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
     }

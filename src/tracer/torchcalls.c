@@ -885,19 +885,52 @@ call_conv(tracer *T, const tc_binding *b, tc_var **p)
     return tc_tr_push_extern(T, b->def->op, n, in, xa, 0);
 }
 
+#define MAX_CAT 512
+
+/* cat / stack of more tensors than a node takes (an optimizer's stacked
+ * step sizes, one per parameter): op on groups of TC_MAX_OP_INPUTS, then
+ * cat of the groups' results along the same dim, until one node is left
+ * (stack(xs, d) is cat(stack(group, d) for each group, d)).  Items of one
+ * dtype only, so the groups promote as the whole would. */
+static int
+cat_in_groups(tracer *T, const char *op, int *in, int n, const int64_t *xa)
+{
+    const tc_graph *g = T->out->graph;
+    for (int i = 1; n > TC_MAX_OP_INPUTS && i < n; i++) {
+        if (g->nodes[in[i]].dtype != g->nodes[in[0]].dtype) {
+            return tc_tr_unsupported(T, "%s() of more than %d tensors of "
+                                     "different dtypes", op,
+                                     TC_MAX_OP_INPUTS);
+        }
+    }
+    while (n > TC_MAX_OP_INPUTS) {
+        int m = 0;
+        for (int at = 0; at < n; at += TC_MAX_OP_INPUTS) {
+            int k = n - at < TC_MAX_OP_INPUTS ? n - at : TC_MAX_OP_INPUTS;
+            int rc = tc_tr_push_extern(T, op, k, in + at, xa, 0);
+            if (rc != OK) {
+                return rc;
+            }
+            in[m++] = tc_tr_pop(T)->node;
+        }
+        n = m;
+        op = "cat";
+    }
+    return tc_tr_push_extern(T, op, n, in, xa, 0);
+}
+
 static int
 call_cat(tracer *T, const tc_binding *b, tc_var **p)
 {
     int64_t xa[TC_MAX_XATTR] = {0};
-    int in[TC_MAX_OP_INPUTS];
+    int in[MAX_CAT];
     tc_var *seq = p[0];
     if ((seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)
-        || seq->nitems < 1 || seq->nitems > TC_MAX_OP_INPUTS
+        || seq->nitems < 1 || seq->nitems > MAX_CAT
         || int_list(T, p[1], &xa[TC_XA_CAT_DIM], 1) != 1) {
         return tc_tr_unsupported(T,
                                  "%s() of other than 1 to %d tensors with a "
-                                 "constant dim", b->def->path,
-                                 TC_MAX_OP_INPUTS);
+                                 "constant dim", b->def->path, MAX_CAT);
     }
     for (int i = 0; i < seq->nitems; i++) {
         if (seq->items[i]->kind != TC_VAR_TENSOR) {
@@ -906,7 +939,7 @@ call_cat(tracer *T, const tc_binding *b, tc_var **p)
         }
         in[i] = seq->items[i]->node;
     }
-    return tc_tr_push_extern(T, b->def->op, seq->nitems, in, xa, 0);
+    return cat_in_groups(T, b->def->op, in, seq->nitems, xa);
 }
 
 #define MAX_PIECES 64

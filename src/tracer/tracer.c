@@ -12,8 +12,9 @@
 #include "../guards/nn_module.h"
 
 /* Straight-line code only: a budget keeps a constant-condition loop from
- * unrolling forever. */
-#define INSTRUCTION_BUDGET 20000
+ * unrolling forever (an optimizer's loop over GPT-2's 148 parameters
+ * takes ~25000). */
+#define INSTRUCTION_BUDGET 200000
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -163,6 +164,17 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
     tc_tensor_meta m;
     tc_dtype dt;
     T->sh->touched_tensor = 1;
+    tc_var_arena *a = &T->sh->arena;
+    for (int i = 0; i < a->n; i++) {
+        /* read from this source before (an optimizer's state[p] looked up
+         * twice): that var, which in-place writes since have updated; a
+         * second graph input would hold the value before them */
+        tc_var *seen = a->vars[i];
+        if (seen->kind == TC_VAR_TENSOR && seen->source == source
+            && seen->obj == value) {
+            return seen;
+        }
+    }
     int r = tc_tensor_read_meta(value, &m, &dt);
     if (r != 0) {
         PyObject *why = r > 0 ? tc_tensor_unsupported_reason(value) : NULL;
@@ -214,11 +226,11 @@ wrap_sequence(tracer *T, PyObject *value, int source, int *rc)
         return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
-    if (n > 64) {
+    if (n > TC_MAX_ITEMS) {
         *rc = tc_tr_unsupported(T, "a sequence of %zd items", n);
         return NULL;
     }
-    tc_var *items[64];
+    tc_var *items[TC_MAX_ITEMS];
     for (Py_ssize_t i = 0; i < n; i++) {
         int src = tc_source_add(T->out->guards, TC_SRC_ITEM, source, i, NULL);
         if (src < 0) {
@@ -589,6 +601,24 @@ load_fast_and_clear(tracer *T, int i)
     if (rc != OK) {
         return rc;
     }
+    T->locals[i] = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
+    T->written[i] = 1;
+    return T->locals[i] != NULL ? OK : ERROR;
+}
+
+/* DELETE_FAST: the local becomes unbound (eager's UnboundLocalError for
+ * one that is not bound comes from Python: a break before it). */
+static int
+delete_local(tracer *T, int i)
+{
+    if (is_cell_slot(T, i) || is_free_slot(T, i)) {
+        return tc_tr_unsupported(T, "del of a variable in a closure");
+    }
+    int rc = load_local(T, i);
+    if (rc != OK) {
+        return rc;
+    }
+    tc_tr_pop(T);
     T->locals[i] = tc_var_new(&T->sh->arena, TC_VAR_NULL, -1);
     T->written[i] = 1;
     return T->locals[i] != NULL ? OK : ERROR;
@@ -1003,6 +1033,7 @@ op_return(tracer *T, tc_var *v, int pushes)
                                  "function's variables");
     }
     T->out->exit.kind = TC_EXIT_RETURN;
+    T->out->exit.set_grad = T->sh->set_grad;
     T->out->return_pc = T->pc;
     T->out->return_pushes = pushes;
     int rc = tc_tr_attach_effects(T, &v);  /* attribute writes (objects.c) */
@@ -1063,6 +1094,7 @@ end_segment(tracer *T, int opcode, int oparg, int op_pc, int next_pc,
     x->kwnames = Py_XNewRef(opcode == CALL ? kwnames : NULL);
     x->reason = Py_XNewRef(T->out->reason);
     x->reason_line = T->out->reason_line;
+    x->set_grad = T->sh->set_grad;
     if (tc_tr_attach_effects(T, NULL) != OK) {  /* attribute writes */
         return ERROR;
     }
@@ -1228,6 +1260,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return T->sp > 0 ? OK : tc_tr_unsupported(T, "malformed stack");
     case LOAD_FAST_AND_CLEAR:
         return load_fast_and_clear(T, oparg);
+    case DELETE_FAST:
+        return delete_local(T, oparg);
     case LOAD_CLOSURE:
         return load_closure(T, oparg);
     case LOAD_CONST:
@@ -1498,6 +1532,7 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
     if (T->grad_mode < 0 || tc_guard_global_state(t->guards) < 0) {
         return ERROR;
     }
+    T->sh->entry_grad = T->grad_mode;
     /* The op registry promotes Python floats and int->float ops to
      * float32, torch's default default dtype. */
     PyObject *dt = tc_default_dtype();

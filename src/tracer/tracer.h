@@ -73,6 +73,9 @@ typedef struct {
     int stack_base;        /* stack depth when the segment started */
     PyObject *reason;      /* why the segment ended (str), not for RETURN */
     int reason_line;
+    int set_grad;          /* 0, or 1 + the grad mode the exit sets first
+                              (a traced torch.set_grad_enabled(mode)
+                              call; RETURN too) */
 } tc_exit;
 
 /* A storage an in-place op wrote (tracer/mutation.c): after the graph ran,

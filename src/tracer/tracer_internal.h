@@ -25,6 +25,10 @@
  * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
 #define STACK_SLACK 40
 
+/* Most items of a list, tuple or chain the tracer models item by item
+ * (an optimizer's parameter list: GPT-2's has 148 tensors). */
+#define TC_MAX_ITEMS 1024
+
 /* Most arguments of one call the tracer handles. */
 #define TC_MAX_CALL_ARGS 32
 
@@ -49,6 +53,10 @@ typedef struct {
                                  from the frame, made at the exit */
     int nfx, fx_cap;
     struct tc_mut_state *mut; /* in-place writes so far (mutation.c) */
+    int set_grad;             /* 1 + the mode the last traced call of
+                                 torch.set_grad_enabled(mode) set, or 0
+                                 (none, or it set the entry's mode) */
+    int entry_grad;           /* the grad mode the segment starts in */
 } trace_shared;
 
 typedef struct {
@@ -170,6 +178,9 @@ int tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_op_set_add(tracer *T, int oparg, int update);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
 int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
+/* d[t] of a frame dict keyed by a frame tensor (self.state[p]);
+ * NOT_HANDLED for other lookups. */
+int tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key);
 int tc_tr_as_dict(tracer *T, tc_var *v);
 int tc_tr_op_store_subscr(tracer *T);
 int tc_tr_op_is(tracer *T, int invert);
@@ -184,6 +195,10 @@ int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
  * __len__: 1/0, or -2 if not known at trace time. */
 int tc_tr_object_truth(tracer *T, tc_var *v);
 int tc_tr_op_call(tracer *T, int argc);
+/* callable(*args) (keywords kwnames, a tuple some arena var owns)
+ * through the ordinary CALL path: the result pushed. */
+int tc_tr_call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
+                         PyObject *kwnames);
 /* torchcalls.c: a device= argument (None: dflt; "cpu", "cuda:N", a
  * torch.device constant) as -1 for the CPU or the CUDA index, -2 when not
  * understood; and the graph's device set to (or checked against) dev, a
@@ -212,6 +227,9 @@ void tc_tr_adopt_object(tc_var *v, int from, int to);
  * records (a call that failed: its caller runs it in Python instead);
  * tc_tr_undo_to(sh, 0) after a trace also frees the log. */
 void tc_tr_undo_to(trace_shared *sh, int mark);
+/* Log the state of o (an object, list or dict a caller made) before an
+ * inlined call changes it, for tc_tr_undo_to. */
+int tc_tr_log_state(tracer *T, tc_var *o);
 #define TC_UNDO_FINI INT_MIN
 /* The attribute writes the exit makes (objects.c): attached to the value
  * *ret returns (ret non-NULL), else to a value the exit writes back into

@@ -153,6 +153,15 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
     else if (PyUnicode_CompareWithASCIIString(name, "layout") == 0) {
         r = PyObject_GetAttrString(tc_torch_module, "strided");  /* dense */
     }
+    else if (PyUnicode_CompareWithASCIIString(name, "grad") == 0
+             && self->source >= 0 && self->obj != NULL) {
+        /* p.grad of a tensor read from the frame (an optimizer's step): a
+         * source of its own (a graph input, or None, guarded as such);
+         * in-place writes to p leave its .grad object as it is */
+        return tc_tr_push_attr(T, self->source, name,
+                               PyObject_GetAttr(self->obj, name), method,
+                               "Tensor.grad");
+    }
     else {
         return tc_tr_unsupported(T, "Tensor.%U", name);
     }
@@ -772,9 +781,10 @@ tc_tr_op_list_extend(tracer *T, int oparg)
     if (rc != OK) {
         return rc;
     }
-    tc_var *items[128];
-    int n = list->kind == TC_VAR_LIST && list->nitems <= 128
-            ? seq_items(T, src, items + list->nitems, 128 - list->nitems)
+    tc_var *items[TC_MAX_ITEMS];
+    int n = list->kind == TC_VAR_LIST && list->nitems <= TC_MAX_ITEMS
+            ? seq_items(T, src, items + list->nitems,
+                        TC_MAX_ITEMS - list->nitems)
             : UNSUPPORTED;
     if (n == ERROR) {
         return ERROR;
@@ -928,13 +938,14 @@ static int
 slice_sequence(tracer *T, tc_var *seq, PyObject *slice)
 {
     Py_ssize_t start, stop, step, n;
-    tc_var *items[64];
+    tc_var *items[TC_MAX_ITEMS];
     if (PySlice_Unpack(slice, &start, &stop, &step) < 0) {
         return ERROR;
     }
     n = PySlice_AdjustIndices(seq->nitems, &start, &stop, step);
-    if (n > 64) {
-        return tc_tr_unsupported(T, "a slice of more than 64 items");
+    if (n > TC_MAX_ITEMS) {
+        return tc_tr_unsupported(T, "a slice of more than %d items",
+                                 TC_MAX_ITEMS);
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         items[i] = seq->items[start + i * step];
@@ -952,6 +963,9 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
+    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED) {
+        return rc;
+    }
     if ((rc = tc_tr_as_dict(T, seq)) == OK) {
         return tc_tr_dict_lookup(T, seq, idx, NULL);
     }
@@ -961,6 +975,22 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_CONST && idx->kind == TC_VAR_CONST) {
         return tc_tr_push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
                                  "subscript");
+    }
+    if (seq->obj != NULL && PyType_Check(seq->obj) && idx->obj != NULL
+        && !(((PyTypeObject *)seq->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        && seq->kind != TC_VAR_TENSOR && idx->kind != TC_VAR_TENSOR
+        && (PyType_Check(idx->obj) || idx->kind == TC_VAR_CONST)) {
+        /* list[Tensor] in a cast() or an annotation: a builtin type's
+         * __class_getitem__ makes an alias, nothing else (both are
+         * pinned: identity guards where they were read from the frame) */
+        tc_guard_set *gs = T->out->guards;
+        if ((seq->source >= 0 && tc_guard_id(gs, seq->source, seq->obj) < 0)
+            || (idx->source >= 0
+                && tc_guard_id(gs, idx->source, idx->obj) < 0)) {
+            return ERROR;
+        }
+        return tc_tr_push_folded(T, PyObject_GetItem(seq->obj, idx->obj),
+                                 "subscript of a type");
     }
     if ((seq->kind == TC_VAR_TUPLE || seq->kind == TC_VAR_LIST)
         && idx->kind == TC_VAR_CONST && PyLong_CheckExact(idx->obj)) {
