@@ -572,3 +572,16 @@ def test_floor_division_remainder_shift_operators(case, dtypes):
     f = _OPERATOR_CASES[case]
     tcjit.reset()
     run_both(f, a, b, expect_compiled=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_activation_parameters_in_float32_for_reduced_floats(dtype):
+    """ATen's reduced-float leaky_relu / elu / softplus kernels take their
+    Scalar parameters .to<float>(): 0.2 is not rounded to half first
+    (fuzz seed 61034: an eq after leaky_relu of float16 differed)."""
+    a = (torch.randn(4096, generator=torch.Generator().manual_seed(0))
+         * 4).to(dtype)
+    f = lambda a: F.leaky_relu(a, 0.2)
+    assert torch.equal(tcjit.compile(f)(a), f(a))
+    g = lambda a: torch.eq(F.leaky_relu(a * 3 - 1, 0.1), a)
+    assert torch.equal(tcjit.compile(g)(a), g(a))
