@@ -531,13 +531,16 @@ def test_dispatch_modes_see_every_op():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
                                    torch.float16, torch.bfloat16])
-def test_sin_keeps_the_sign_of_zero(dtype):
-    """sin(-0) is -0 in eager: 1 / sin(x) is -inf there.  Every range
-    reduction's x - n pi/2 made it +0 (CPU float32 fast path, PTX)."""
+@pytest.mark.parametrize("op", [torch.sin, torch.tanh])
+def test_sin_keeps_the_sign_of_zero(dtype, op):
+    """sin(-0) and tanh(-0) are -0 in eager: 1 / sin(x) is -inf there.
+    Every range reduction's x - n pi/2 made it +0 (CPU float32 fast path,
+    PTX), and tanh took its sign from x < 0 (fuzz seed 64382)."""
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
-        x = torch.tensor([-0.0, 0.0, -1e-30, 2.0], device=device).to(dtype)
-        f = lambda x: 1 / torch.sin(x * 1)
+        x = torch.tensor([-0.0, 0.0, -1e-30, -1e-45, 2.0],
+                         device=device).to(dtype)
+        f = lambda x: 1 / op(x * 1)
         got, expected = tcjit.compile(f)(x), f(x)
         assert torch.equal(torch.signbit(got), torch.signbit(expected))
         torch.testing.assert_close(got, expected)
@@ -572,3 +575,16 @@ def test_floor_division_remainder_shift_operators(case, dtypes):
     f = _OPERATOR_CASES[case]
     tcjit.reset()
     run_both(f, a, b, expect_compiled=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_activation_parameters_in_float32_for_reduced_floats(dtype):
+    """ATen's reduced-float leaky_relu / elu / softplus kernels take their
+    Scalar parameters .to<float>(): 0.2 is not rounded to half first
+    (fuzz seed 61034: an eq after leaky_relu of float16 differed)."""
+    a = (torch.randn(4096, generator=torch.Generator().manual_seed(0))
+         * 4).to(dtype)
+    f = lambda a: F.leaky_relu(a, 0.2)
+    assert torch.equal(tcjit.compile(f)(a), f(a))
+    g = lambda a: torch.eq(F.leaky_relu(a * 3 - 1, 0.1), a)
+    assert torch.equal(tcjit.compile(g)(a), g(a))

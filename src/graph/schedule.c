@@ -1058,7 +1058,7 @@ static int gen_node(kgen *kg, int id, const imap *m);
  * a Python number in float32 (opmath) instead of rounding it to the
  * tensor's dtype (binary_op_scalar in ATen's BinaryOpsKernel.cpp); x * 0.1
  * with 0.1 as a Python number is mul(x, 0.1) in either spelling
- * (Tensor.__rmul__). */
+ * (Tensor.__rmul__).  So do the Scalar parameters of activations. */
 static int
 operand_kept_in_opmath(const tc_graph *g, const tc_node *n, int k,
                        tc_dtype compute)
@@ -1070,6 +1070,12 @@ operand_kept_in_opmath(const tc_graph *g, const tc_node *n, int k,
     }
     if (!strcmp(op, "div")) {
         return k == 1;
+    }
+    if (tc_ops[n->op].promote == TC_PROMOTE_FIRST && k >= 1
+        && strcmp(op, "masked_fill") != 0) {
+        /* the float parameters of leaky_relu, elu, softplus: ATen's
+         * reduced-float kernels take them .to<float>() */
+        return x->kind == TC_NODE_SCALAR;
     }
     return !strcmp(op, "mul") && (k == 1 || x->kind == TC_NODE_SCALAR);
 }

@@ -723,9 +723,10 @@ expand(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
     int nonpos = c->nonpos != NULL && c->nonpos[in->a];
     int r = in->dtype == D ? expand64(t, in->op, x)
                            : expand32(t, in->op, x, c->flag, nonpos);
-    if (in->op == KOP_SIN && r >= 0) {
-        /* sin(-0) is -0 (1 / sin(x) is -inf there): every reduction's
-         * x - n pi/2 makes it +0 */
+    if ((in->op == KOP_SIN || in->op == KOP_TANH) && r >= 0) {
+        /* sin(-0) and tanh(-0) are -0 (1 / sin(x) is -inf there): every
+         * reduction's x - n pi/2, and tanh's sign taken from x < 0, make
+         * it +0 */
         r = where(t, in->dtype, cmp(t, KOP_EQ, x, kf(t, in->dtype, 0.0)), x,
                   r);
     }
