@@ -815,3 +815,17 @@ def test_fx_printed_indexing_with_builtin_ellipsis_and_slice():
 
     one_graph(f, torch.randn(3, 4))
     one_graph(f, torch.randn(2, 5, 4))
+
+
+def test_fx_printed_device_calls_and_api_usage_logging():
+    """FX-printed graphs (GraphNet) call torch.device(type=..., index=...)
+    (a constant) and torch._C._log_api_usage_once(name) (torchvision's
+    usage logging: no effect on results): both stay in the graph."""
+    from torch import device
+
+    def f(x):
+        r = torch.arange(0, 4, device=device(type="cpu", index=None))
+        log = torch._C._log_api_usage_once("torchvision.ops.stochastic_depth")
+        return x + r, device("cpu"), log
+
+    one_graph(f, torch.randn(4))

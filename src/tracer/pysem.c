@@ -24,7 +24,8 @@ static struct {
         *signature, *is_autocast_enabled, *is_autocast_cpu_enabled,
         *is_any_autocast_enabled, *dispatch_stack_len, *defaultdict,
         *privateuse1_name, *ordered_dict, *chain, *record_function,
-        *profiler_enabled, *autocast, *nullcontext;
+        *profiler_enabled, *autocast, *nullcontext, *device,
+        *log_api_usage;
 } K;
 
 /* The builtins and torch context managers the tracer gives a meaning of
@@ -49,6 +50,8 @@ tc_tracer_init(void)
         {"functools", "partial", &K.partial},
         {"torch", "no_grad", &K.no_grad},
         {"torch", "autocast", &K.autocast},
+        {"torch", "device", &K.device},
+        {"torch._C", "_log_api_usage_once", &K.log_api_usage},
         {"contextlib", "nullcontext", &K.nullcontext},
         {"torch", "enable_grad", &K.enable_grad},
         {"torch", "inference_mode", &K.inference_mode},
@@ -2147,7 +2150,7 @@ is_pure_builtin(PyObject *fn)
     if (fn == (PyObject *)&PyLong_Type || fn == (PyObject *)&PyFloat_Type
         || fn == (PyObject *)&PyBool_Type || fn == (PyObject *)&PySlice_Type
         || fn == (PyObject *)&PyUnicode_Type || fn == K.finfo
-        || fn == K.iinfo) {
+        || fn == K.iinfo || fn == K.device) {
         /* (torch.finfo(x.dtype).min: an immutable value of a constant) */
         return 1;
     }
@@ -2176,7 +2179,9 @@ static int
 fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
                   PyObject *kwnames)
 {
-    if (!is_pure_builtin(fn) || kwnames != NULL || n > 4) {
+    /* (torch.device(type="cuda", index=0): FX prints devices so) */
+    if (!is_pure_builtin(fn) || (kwnames != NULL && fn != K.device)
+        || n > 4) {
         return UNSUPPORTED;
     }
     const char *name = PyType_Check(fn) ? ((PyTypeObject *)fn)->tp_name
@@ -2196,7 +2201,8 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     for (int i = 0; i < n; i++) {
         argv[i] = args[i]->obj;
     }
-    PyObject *r = PyObject_Vectorcall(fn, argv, n, NULL);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(fn, argv, n - nkw, kwnames);
     if (r == NULL) {
         return tc_tr_unsupported_from_exception(T, name);
     }
@@ -4082,6 +4088,16 @@ tc_tr_op_call(tracer *T, int argc)
     }
     if (tc_tr_is_build_class(T, fn)) {
         return tc_tr_build_class(T, args, nargs, kwnames);
+    }
+    if (fn == K.device || fn == K.log_api_usage) {
+        /* their meaning is relied on (a value folded, a call dropped) */
+        if (guard_callable(T, callable) < 0) {
+            return ERROR;
+        }
+        if (fn == K.log_api_usage && nargs == 1 && kwnames == NULL) {
+            /* torchvision's usage logging: nothing eager's results see */
+            return push_const(T, Py_NewRef(Py_None));
+        }
     }
     rc = fold_builtin_call(T, fn, args, nargs, kwnames);
     if (rc != UNSUPPORTED || T->out->reason != NULL) {
