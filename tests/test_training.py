@@ -692,3 +692,30 @@ def test_arena_size_keeps_every_buffer_a_whole_tensor():
     args = torch.randn(3, 5), torch.randn(3, 5), torch.randn(3, 2)
     with torch.no_grad():
         check_same(tcjit.compile(f)(*args), f(*args))
+
+
+# ---- the compiled backward: kernels, not torch's ops ------------------------------
+
+def _aten_counts(fn):
+    """aten op name -> calls while fn() runs (torch.profiler on the CPU)."""
+    from collections import Counter
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return Counter(e.name for e in p.events() if e.name.startswith("aten::"))
+
+
+def test_backward_after_an_extern_step_stays_compiled():
+    # the generated backward dropped its dead temporaries with `del`
+    # before each extern step; the tracer has no DELETE_FAST, so the
+    # rest of the backward ran as torch's elementwise ops
+    def f(q, k, v, w):
+        a = F.scaled_dot_product_attention((q * w).tanh(), k, v)
+        return (a.sin() * w).sum()
+
+    args = [rg(2, 3, 8, 4, seed=s) for s in range(3)] + [rg(4, seed=3)]
+    out, _ = grads_like_eager(f, *args)
+    xs = _leaves(args)
+    loss = tcjit.compile(f)(*xs)
+    n = _aten_counts(loss.backward)
+    assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n

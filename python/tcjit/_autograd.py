@@ -435,7 +435,9 @@ def _drop_dead(lines):
         if "_VJP(" in line:
             dead = sorted(v for v in defined - gone if last[v] < i)
             if dead:
-                out.append(f"    del {', '.join(dead)}")
+                # rebound, not `del`: the tracer has no DELETE_FAST (a
+                # graph break there ran the rest of the backward eagerly)
+                out.append(f"    {' = '.join(dead)} = None")
                 gone.update(dead)
         out.append(line)
         defined.add(line.split("=")[0].strip())
