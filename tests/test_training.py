@@ -719,3 +719,106 @@ def test_backward_after_an_extern_step_stays_compiled():
     loss = tcjit.compile(f)(*xs)
     n = _aten_counts(loss.backward)
     assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n
+
+
+def test_attention_is_not_called_again_in_the_backward():
+    # the forward's sdpa call keeps its autograd graph (out, logsumexp):
+    # the backward runs torch's attention backward on it, it does not
+    # compute the attention a second time
+    def f(q, k, v, w):
+        a = F.scaled_dot_product_attention(q * w, k, v, is_causal=True)
+        return (a.sin() * w).sum()
+
+    args = [rg(2, 3, 8, 4, seed=s) for s in range(3)] + [rg(4, seed=3)]
+    grads_like_eager(f, *args)
+    xs = _leaves(args)
+    cf = tcjit.compile(f)
+    fwd = _aten_counts(lambda: cf(*xs))
+    assert fwd["aten::scaled_dot_product_attention"] == 1, fwd
+    loss = cf(*xs)
+    bwd = _aten_counts(loss.backward)
+    assert bwd["aten::scaled_dot_product_attention"] == 0, bwd
+    assert sum(v for k, v in bwd.items() if "attention_backward" in k
+               or "attention_for_cpu_backward" in k) == 1, bwd
+
+
+def test_kept_extern_graph_retain_graph_and_second_backward():
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q.tanh(), k, v).cos().sum()
+
+    args = [rg(2, 5, 4, seed=s) for s in range(3)]
+    xa, xb = _leaves(args), _leaves(args)
+    la, lb = tcjit.compile(f)(*xa), f(*xb)
+    la.backward(retain_graph=True)
+    lb.backward(retain_graph=True)
+    la.backward()
+    lb.backward()
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad)
+    with pytest.raises(RuntimeError, match="second time"):
+        la.backward()
+
+
+def test_dropout_backward_is_compiled_with_the_forward_mask(caplog):
+    # a generic extern (dropout in training) keeps its forward's graph:
+    # the backward is compiled, uses the forward's mask, draws nothing
+    def f(x, w):
+        return (F.dropout(x.sin() * w, 0.5, training=True) * 2).tanh()
+
+    x, w = rg(300), rg(300)
+    xe, we = _leaves((x, w))
+    torch.manual_seed(0)
+    with caplog.at_level(logging.INFO, logger="tcjit"):
+        tcjit.set_logs("graph_breaks")
+        try:
+            y = tcjit.compile(f)(x, w)
+        finally:
+            tcjit.set_logs("")
+    assert "runs through torch's autograd" not in caplog.text
+    wt = torch.arange(300.0)
+    n = _aten_counts((y * wt).sum().backward)
+    assert n["aten::bernoulli_"] + n["aten::dropout"] + n["aten::sin"] == 0, n
+    torch.manual_seed(0)
+    ye = f(xe, we)
+    (ye * wt).sum().backward()
+    check_same(y.detach(), ye.detach())
+    torch.testing.assert_close(x.grad, xe.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w.grad, we.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_nanogpt_step_calls_torch_ops_no_more_than_eager():
+    # a training step's matmuls and attentions, compiled: each forward op
+    # once, each backward product once (no forward recomputed for the
+    # backward), and no elementwise op of torch's in the backward
+    from test_models import GPT
+    torch.manual_seed(0)
+    model = GPT(n_layer=2).eval()
+    idx = torch.randint(0, 50, (2, 8))
+    cm = tcjit.compile(model)
+
+    def step(run):
+        model.zero_grad(set_to_none=True)
+        run(idx, idx)[1].backward()
+
+    step(cm)
+    tc, ea = _aten_counts(lambda: step(cm)), _aten_counts(lambda: step(model))
+    gemm = ("aten::mm", "aten::addmm", "aten::bmm")
+    assert sum(tc[k] for k in gemm) == sum(ea[k] for k in gemm), (tc, ea)
+    sdpa = "aten::scaled_dot_product_attention"
+    assert tc[sdpa] == ea[sdpa] == 2, (tc, ea)
+    elementwise = ("aten::mul", "aten::add", "aten::sub", "aten::div",
+                   "aten::tanh", "aten::pow", "aten::where")
+    assert sum(tc[k] for k in elementwise) == 0, tc
+
+
+def test_kept_extern_operands_are_not_reused_buffers():
+    # torch's graph of the first convolution reads its operands' storage
+    # in the backward: computed operands live in the CPU arena, where the
+    # second convolution's operands would be written over them
+    def f(x, w):
+        a = F.conv1d(x.sin(), w.cos(), padding=1)
+        b = F.conv1d(a.exp(), a[:, :, :3].sin(), padding=1)
+        return (b * b).sum()
+
+    grads_like_eager(f, rg(4, 4, 16, seed=1), rg(4, 4, 3, seed=2),
+                     atol=1e-4, rtol=1e-4)

@@ -28,6 +28,7 @@ import logging
 import math
 import os
 import re
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -194,18 +195,42 @@ def _meta_result(n, tree):
     return tuple(r.shape), r.dtype
 
 
-def _vjp(call, need, g, *xs):
-    """torch's own backward of one extern call (the op's rule "vjp"):
-    the call again under grad mode, torch.autograd.grad of it.  Traced
-    backward code calls it through a STEP (_VJP below)."""
-    with torch.enable_grad():
-        ins = [x.detach().requires_grad_() if i in need else x
-               for i, x in enumerate(xs)]
-        y = call(*ins)
-        gs = torch.autograd.grad(y, [ins[i] for i in need], g,
-                                 allow_unused=True)
-    return tuple(torch.zeros_like(ins[i]) if r is None else r
-                 for i, r in zip(need, gs))
+# The kept calls of the forward running on this thread (_Keep) and those
+# the backward running on it reads (_KEPT)
+_TLS = threading.local()
+
+
+class _Keep:
+    """An extern whose backward is torch's own (the op's rule "vjp"),
+    called by the compiled forward under grad mode (the runtime calls this
+    instead of torch: src/runtime/extern_call.h tc_extern_set_keep).  Its
+    autograd graph, kept with the node's saved tensors, is the backward:
+    the op is not called again (no second attention forward, the same
+    random draw for dropout)."""
+    __slots__ = ("call", "need", "slot")
+
+    def __init__(self, call, need, slot):
+        self.call, self.need, self.slot = call, need, slot
+
+    def __call__(self, *xs):
+        with torch.enable_grad():
+            ins = [x.detach().requires_grad_() if i in self.need else x
+                   for i, x in enumerate(xs)]
+            y = self.call(*ins)
+        _TLS.kept[self.slot] = (y, *[ins[i] for i in self.need])
+        return y.detach()
+
+
+def _kept_grad(slot, g):
+    """The gradients of a kept call's operands (the backward's step for a
+    "vjp" rule): torch.autograd.grad over the forward's own graph, kept
+    for a second backward (retain_graph=True: the node's saved tensors
+    hold it, and autograd frees those after a backward that does not
+    retain them)."""
+    y, *ins = _TLS.cur[slot]
+    gs = torch.autograd.grad(y, ins, g, retain_graph=True, allow_unused=True)
+    return tuple(torch.zeros_like(x) if r is None else r
+                 for x, r in zip(ins, gs))
 
 
 class _Opaque:
@@ -230,6 +255,8 @@ class _Builder:
         self.values = {}      # node index -> variable of its value
         self.recomputed = {}  # node index -> variable, computed again
         self.outputs = {o.index for o in graph.outputs}
+        self.kept = []        # (node, operands needed): calls kept (_Keep)
+        self.pinned = set()   # their operands: outputs of the forward
         self.recompute = _RECOMPUTE if recompute is None else recompute
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
@@ -313,13 +340,6 @@ class _Builder:
         rules = _rules(n.op)
         if rules is None:
             self.reason = f"no derivative rule for {n.op}"
-            return []
-        if n.op in _GENERIC:
-            # torch's backward of it would call it again: a different
-            # random draw for dropout, rand-based ops (the replay restores
-            # the forward's RNG state first)
-            self.reason = (f"a generic extern that requires grad ({n.op}: "
-                           f"it may draw random numbers)")
             return []
         if rules == ["vjp"]:
             return self.vjp(n, need, g)
@@ -410,19 +430,23 @@ class _Builder:
         return t
 
     def vjp(self, n, need, g):
-        key = f"call{n.index}"
-        self.env[key] = n.call
-        self.env["_VJP"] = _VJP
-        args = ", ".join(self.value(a) for a in n.args)
-        r = self.fresh(f"_VJP({key}, {tuple(need)!r}, {g}, {args})")
+        """The forward keeps this call's autograd graph (_Keep); the
+        backward runs it (_KEPT).  Its operands become outputs of the
+        forward: torch's graph reads their storage, which an extern
+        operand of the compiled forward would otherwise share with later
+        buffers (the CPU arena)."""
+        self.pinned.update(a.index for a in n.args if a.kind != "scalar")
+        self.kept.append((n, tuple(need)))
+        self.env["_KEPT"] = _KEPT
+        r = self.fresh(f"_KEPT({len(self.kept) - 1}, {g})")
         return [(k, self.fresh(f"{r}[{i}]")) for i, k in enumerate(need)]
 
 
-_VJP = _Opaque(_vjp)
+_KEPT = _Opaque(_kept_grad)
 
 
 def _drop_dead(lines):
-    """`del` the temporaries that are dead at each vjp step: the step
+    """Drop the temporaries that are dead at each kept step: the step
     ends a compiled segment, whose live locals become its outputs (each a
     stored buffer); a dead one must not be one."""
     temp = re.compile(r"\b[tr]\d+\b")
@@ -432,7 +456,7 @@ def _drop_dead(lines):
             last[v] = i
     out, defined, gone = [], set(), set()
     for i, line in enumerate(lines):
-        if "_VJP(" in line:
+        if "_KEPT(" in line:
             dead = sorted(v for v in defined - gone if last[v] < i)
             if dead:
                 # rebound, not `del`: the tracer has no DELETE_FAST (a
@@ -448,10 +472,12 @@ def _drop_dead(lines):
 
 class Plan:
     """What the C runtime reads: ``reason`` (None, or why the graph runs
-    eagerly), ``saved`` (node ids returned after the outputs), and
-    ``finish(runner)``."""
+    eagerly), ``saved`` (node ids returned after the outputs), ``keep``
+    (extern node id -> _Keep: the calls the runner makes under grad mode)
+    and ``finish(runner)``."""
 
     reason = None
+    keep = {}
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
@@ -464,6 +490,8 @@ class Plan:
         self.grad_inputs = [n.input_index for n in graph.inputs
                             if rg[n.index]]
         self.saved = []
+        self.nsaved = 0
+        self.kept_sizes = []
         self.backward_fn = None
         self.eager_reason = None
         # the inputs the backward reads, saved with their versions checked
@@ -496,7 +524,14 @@ class Plan:
             else:
                 saved.append(idx)
         self.inputs_used = inputs_used
-        self.saved = saved
+        # the kept calls' operands are returned too (pinned), not saved
+        self.nsaved = len(saved)
+        self.saved = saved + sorted(
+            i for i in b.pinned - set(saved)
+            if graph.nodes[i].kind != "input")
+        self.keep = {n.index: _Keep(n.call, need, slot)
+                     for slot, (n, need) in enumerate(b.kept)}
+        self.kept_sizes = [1 + len(need) for _, need in b.kept]
         rets = []
         for i in self.grad_inputs:
             v = result.get(graph.inputs[i].index)
@@ -514,7 +549,8 @@ class Plan:
         self.backward_py = b.env["tcjit_backward"]
         _log("graph", f"tcjit training: backward of a graph with "
                       f"{len(graph.ops())} ops, {len(saved)} saved "
-                      f"values, {len(b.recomputed)} recomputed:\n{src}")
+                      f"values, {len(b.recomputed)} recomputed, "
+                      f"{len(b.kept)} kept extern calls:\n{src}")
 
     def finish(self, runner):
         self.runner = runner
@@ -529,8 +565,15 @@ class Plan:
         if self.backward_fn is None:
             from . import _AUTO
             self.backward_fn = _C.CompiledFunction(self.backward_py, _AUTO)
-        grads = self.backward_fn(*ctx.saved_tensors,
-                                 *[gos[j] for j in self.diff_outputs])
+        st = ctx.saved_tensors
+        nb = len(self.inputs_used) + self.nsaved
+        prev = getattr(_TLS, "cur", None)
+        _TLS.cur = self.kept_records(st[nb:])
+        try:
+            grads = self.backward_fn(*st[:nb],
+                                     *[gos[j] for j in self.diff_outputs])
+        finally:
+            _TLS.cur = prev
         out = [None] * self.graph_ninputs
         for i, gr in zip(self.grad_inputs, grads):
             out[i] = gr
@@ -577,6 +620,14 @@ class Plan:
             out[i] = gr
         return out
 
+    def kept_records(self, flat):
+        """The kept calls' (result, operands) from the saved tensors."""
+        recs, at = [], 0
+        for size in self.kept_sizes:
+            recs.append(flat[at:at + size])
+            at += size
+        return recs
+
     @property
     def graph_ninputs(self):
         return len(self.graph.inputs)
@@ -592,15 +643,28 @@ class _Node(torch.autograd.Function):
             dev = plan.graph.device
             ctx.rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev)
                        if dev.type == "cuda" else None)
-        res = plan.runner(*inputs)
+        kept = ()
+        if plan.keep:
+            prev = getattr(_TLS, "kept", None)
+            _TLS.kept = [None] * len(plan.keep)
+            try:
+                res = plan.runner(*inputs)
+            finally:
+                kept, _TLS.kept = _TLS.kept, prev
+            if None in kept:
+                raise RuntimeError("tcjit: an extern call the backward "
+                                   "keeps did not run (please report)")
+            kept = [t for rec in kept for t in rec]
+        else:
+            res = plan.runner(*inputs)
         outs = res[:plan.nout]
         ctx.plan = plan
         used = plan.inputs_used
+        saved = res[plan.nout:plan.nout + plan.nsaved]
         if len(used) == len(inputs):
-            ctx.save_for_backward(*inputs, *res[plan.nout:])
+            ctx.save_for_backward(*inputs, *saved, *kept)
         else:
-            ctx.save_for_backward(*[inputs[i] for i in used],
-                                  *res[plan.nout:])
+            ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
             ctx.inputs = inputs        # for a double backward's replay
             ctx.versions = [x._version for x in inputs]
         nondiff = [outs[j] for j in plan.nondiff
