@@ -13,6 +13,9 @@ graph of a segment in which some node requires grad.  The plan
   kernels are fused by the same scheduler;
 * names the values the backward reads: graph inputs, and computed nodes
   that the compiled forward returns as extra outputs (``plan.saved``);
+* keeps the autograd graph of each extern whose backward is torch's own
+  (rule "vjp"): the compiled forward calls it under grad mode
+  (``plan.keep``), the backward runs torch.autograd.grad on that graph;
 * ``finish(runner)`` gets the compiled forward and returns the callable
   the runtime calls: ``_Node.apply`` (a torch.autograd.Function).
 
