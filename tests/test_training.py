@@ -822,3 +822,32 @@ def test_kept_extern_operands_are_not_reused_buffers():
 
     grads_like_eager(f, rg(4, 4, 16, seed=1), rg(4, 4, 3, seed=2),
                      atol=1e-4, rtol=1e-4)
+
+
+def test_split_gradient_is_one_cat():
+    # the gradients of a split's pieces tile their operand: one torch.cat,
+    # not a slice_scatter into zeros per piece and their sum
+    def f(x, w):
+        q, k, v = (x @ w).split(4, dim=-1)
+        return (q.sin() * k + v.tanh()).sum()
+
+    args = rg(3, 5, 6, seed=1), rg(6, 12, seed=2)
+    grads_like_eager(f, *args)
+    xs = _leaves(args)
+    loss = tcjit.compile(f)(*xs)
+    n = _aten_counts(loss.backward)
+    assert n["aten::cat"] == 1 and n["aten::slice_scatter"] == 0, n
+
+
+@pytest.mark.parametrize("case", ["gap", "overlap", "one", "two_dims"])
+def test_slice_gradients_that_do_not_tile_are_scattered(case):
+    def f(x):
+        if case == "gap":
+            return (x[:, :2].sin() + x[:, 3:5].cos()).sum()
+        if case == "overlap":
+            return (x[:, :3].sin() * x[:, 2:5].cos()).sum()
+        if case == "one":
+            return x[:, 1:4].exp().sum()
+        return (x[:2, :3].sin().sum(1) + x[:, 3:].cos().sum(1)[:2]).sum()
+
+    grads_like_eager(f, rg(4, 6, seed=3))

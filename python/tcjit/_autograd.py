@@ -247,6 +247,15 @@ class _Opaque:
         return self.fn(*args)
 
 
+class _Piece:
+    """A gradient that is zero outside [start, stop) of dim: var is its
+    part there (a slice view's gradient, joined by _Builder.join)."""
+    __slots__ = ("var", "dim", "start", "stop")
+
+    def __init__(self, var, dim, start, stop):
+        self.var, self.dim, self.start, self.stop = var, dim, start, stop
+
+
 class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
@@ -323,7 +332,7 @@ class _Builder:
             parts = acc.pop(n.index, None)
             if not parts:
                 continue
-            g = parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
+            g = self.join(n, parts)
             if n.kind == "input":
                 result[n.index] = g
                 continue
@@ -332,6 +341,30 @@ class _Builder:
             if self.reason:
                 return None
         return result
+
+    def join(self, n, parts):
+        """The gradient of n: the sum of its parts.  Slices of one dim
+        that tile n (the gradients of a split's pieces) are one cat;
+        other slices are scattered into zeros first."""
+        pieces = sorted((p for p in parts if isinstance(p, _Piece)),
+                        key=lambda p: p.start)
+        if (len(pieces) == len(parts) > 1
+                and len({p.dim for p in pieces}) == 1
+                and len(pieces) <= _OPS["cat"]["arity"]
+                and pieces[0].start == 0
+                and pieces[-1].stop == n.shape[pieces[0].dim]
+                and all(a.stop == b.start
+                        for a, b in zip(pieces, pieces[1:]))):
+            return self.fresh(f"torch.cat([{', '.join(p.var for p in pieces)}"
+                              f"], {pieces[0].dim})")
+        parts = [self.scatter(n, p) if isinstance(p, _Piece) else p
+                 for p in parts]
+        return parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
+
+    def scatter(self, n, p):
+        z = self.fresh(f"{p.var}.new_zeros({tuple(n.shape)!r})")
+        return self.fresh(f"torch.slice_scatter({z}, {p.var}, {p.dim}, "
+                          f"{p.start}, {p.stop})")
 
     def contributions(self, n, g):
         """(operand k, grad variable) for each operand that requires grad."""
@@ -405,6 +438,15 @@ class _Builder:
         # x's dims in order: a slice of a dim is scattered into zeros, a
         # selected dim comes back as the index (slice_scatter and
         # select_scatter: functional, no in-place write in the backward)
+        part = [d for d, size in enumerate(x.shape) if d not in mapped
+                or (voff[d], vcoef[mapped[d]], n.shape[mapped[d]])
+                != (0, 1, size)]
+        if (len(part) == 1 and part[0] in mapped
+                and vcoef[mapped[part[0]]] == 1):
+            # one contiguous slice of one dim: a _Piece, which build()
+            # joins with its siblings (split's q, k, v) into one cat
+            d = part[0]
+            return _Piece(t, d, voff[d], voff[d] + n.shape[mapped[d]])
         shape = [n.shape[mapped[d]] if d in mapped else None
                  for d in range(len(x.shape))]
         for d, size in enumerate(x.shape):
