@@ -786,14 +786,17 @@ def test_dropout_backward_is_compiled_with_the_forward_mask(caplog):
     torch.testing.assert_close(w.grad, we.grad, atol=1e-4, rtol=1e-4)
 
 
-def test_nanogpt_step_calls_torch_ops_no_more_than_eager():
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_nanogpt_step_calls_torch_ops_no_more_than_eager(device):
     # a training step's matmuls and attentions, compiled: each forward op
     # once, each backward product once (no forward recomputed for the
     # backward), and no elementwise op of torch's in the backward
     from test_models import GPT
     torch.manual_seed(0)
-    model = GPT(n_layer=2).eval()
-    idx = torch.randint(0, 50, (2, 8))
+    model = GPT(n_layer=2).eval().to(device)
+    idx = torch.randint(0, 50, (2, 8), device=device)
     cm = tcjit.compile(model)
 
     def step(run):
@@ -806,6 +809,8 @@ def test_nanogpt_step_calls_torch_ops_no_more_than_eager():
     assert sum(tc[k] for k in gemm) == sum(ea[k] for k in gemm), (tc, ea)
     sdpa = "aten::scaled_dot_product_attention"
     assert tc[sdpa] == ea[sdpa] == 2, (tc, ea)
+    backward = [k for k in ea if "attention" in k and "backward" in k]
+    assert backward and all(tc[k] == ea[k] == 2 for k in backward), (tc, ea)
     elementwise = ("aten::mul", "aten::add", "aten::sub", "aten::div",
                    "aten::tanh", "aten::pow", "aten::where")
     assert sum(tc[k] for k in elementwise) == 0, tc
@@ -851,3 +856,35 @@ def test_slice_gradients_that_do_not_tile_are_scattered(case):
         return (x[:2, :3].sin().sum(1) + x[:, 3:].cos().sum(1)[:2]).sum()
 
     grads_like_eager(f, rg(4, 6, seed=3))
+
+
+def test_kept_graphs_are_freed_with_the_node(monkeypatch):
+    # the kept call's result (holding torch's graph and its saved tensors)
+    # lives as a saved tensor of the node: autograd frees it after a
+    # backward that does not retain the graph, and with the node
+    import gc
+    import weakref
+    import tcjit._autograd as A
+    refs = []
+    orig = A._Keep.__call__
+
+    def spy(self, *xs):
+        r = orig(self, *xs)
+        refs.append(weakref.ref(A._TLS.kept[self.slot][0]))
+        return r
+    monkeypatch.setattr(A._Keep, "__call__", spy)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q.tanh(), k, v).sum()
+
+    cf = tcjit.compile(f)
+    args = [rg(2, 5, 4, seed=s) for s in range(3)]
+    cf(*args).backward()
+    gc.collect()
+    assert refs and all(r() is None for r in refs)
+    refs.clear()
+    loss = cf(*args)
+    assert refs and refs[0]() is not None
+    del loss
+    gc.collect()
+    assert refs[0]() is None
