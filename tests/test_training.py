@@ -888,3 +888,39 @@ def test_kept_graphs_are_freed_with_the_node(monkeypatch):
     del loss
     gc.collect()
     assert refs[0]() is None
+
+
+@pytest.mark.parametrize("which", ["loss", "y", "both", "grad"])
+def test_outputs_without_a_gradient_get_no_zeros(which):
+    # a model's logits next to its loss: only the loss is backpropagated;
+    # the compiled backward for that gradient alone reads no zeros for
+    # the logits (autograd passes None to the node)
+    def f(x, w):
+        y = (x * w).tanh()
+        return y, (y * y).sum(), y.exp()
+
+    args = rg(6, 5, seed=1), rg(5, seed=2)
+    xa, xb = _leaves(args), _leaves(args)
+    cf = tcjit.compile(f)
+    ya, la, ea = cf(*xa)
+    yb, lb, eb = f(*xb)
+    gy = rg(6, 5, seed=3)
+    if which == "loss":
+        n = _aten_counts(la.backward)
+        lb.backward()
+        assert n["aten::zeros"] + n["aten::zeros_like"] + n["aten::zero_"] \
+            == 0, n
+    elif which == "y":
+        ya.backward(gy)
+        yb.backward(gy)
+    elif which == "both":
+        (la + (ya * gy).sum()).backward()
+        (lb + (yb * gy).sum()).backward()
+    else:
+        ga = torch.autograd.grad([la, ea], xa, [torch.tensor(2.0), gy])
+        gb = torch.autograd.grad([lb, eb], xb, [torch.tensor(2.0), gy])
+        for a, b in zip(ga, gb):
+            torch.testing.assert_close(a, b)
+        return
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad)

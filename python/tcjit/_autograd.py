@@ -260,8 +260,11 @@ class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg, recompute=None):
+    def __init__(self, graph, rg, recompute=None, slots=None):
         self.graph, self.rg = graph, rg
+        # extern node -> its kept call's slot: a backward for some of the
+        # outputs' gradients reads the kept calls of the full one
+        self.slots = slots
         self.lines = []
         self.tmp = 0
         self.values = {}      # node index -> variable of its value
@@ -483,7 +486,9 @@ class _Builder:
         self.pinned.update(a.index for a in n.args if a.kind != "scalar")
         self.kept.append((n, tuple(need)))
         self.env["_KEPT"] = _KEPT
-        r = self.fresh(f"_KEPT({len(self.kept) - 1}, {g})")
+        slot = (len(self.kept) - 1 if self.slots is None
+                else self.slots[n.index])
+        r = self.fresh(f"_KEPT({slot}, {g})")
         return [(k, self.fresh(f"{r}[{i}]")) for i, k in enumerate(need)]
 
 
@@ -538,6 +543,7 @@ class Plan:
         self.nsaved = 0
         self.kept_sizes = []
         self.backward_fn = None
+        self.variants = {}   # outputs with a gradient -> backward_for
         self.eager_reason = None
         # the inputs the backward reads, saved with their versions checked
         # by autograd (the replay reads them all)
@@ -549,10 +555,7 @@ class Plan:
         if not self.diff_outputs:
             return
         b = _Builder(graph, rg)
-        grads_in = {}
-        for j in self.diff_outputs:
-            grads_in.setdefault(graph.outputs[j].index, []).append(f"go{j}")
-        result = b.build(grads_in)
+        result = b.build(self.grads_in(self.diff_outputs))
         if b.reason:
             self.eager_reason = b.reason
             _log("graph_breaks", f"tcjit training: the backward of this graph "
@@ -560,10 +563,9 @@ class Plan:
             return
         # what the backward reads: graph inputs from the call, computed
         # nodes as extra outputs of the forward
-        params, inputs_used, saved = [], [], []
+        inputs_used, saved = [], []
         for idx in sorted(b.values):
             n = graph.nodes[idx]
-            params.append(b.values[idx])
             if n.kind == "input":
                 inputs_used.append(n.input_index)
             else:
@@ -576,26 +578,63 @@ class Plan:
             if graph.nodes[i].kind != "input")
         self.keep = {n.index: _Keep(n.call, need, slot)
                      for slot, (n, need) in enumerate(b.kept)}
+        self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
         self.kept_sizes = [1 + len(need) for _, need in b.kept]
-        rets = []
-        for i in self.grad_inputs:
-            v = result.get(graph.inputs[i].index)
-            rets.append(v if v is not None else "None")
-        gos = [f"go{j}" for j in self.diff_outputs]
-        order = ([b.values[graph.inputs[i].index] for i in inputs_used]
-                 + [b.values[s] for s in saved])
-        src = (f"def tcjit_backward({', '.join(order + gos)}):\n"
-               + "\n".join(_drop_dead(
-                   b.lines + [f"    return ({', '.join(rets)},)"]))
-               + "\n")
-        self.backward_src = src
-        code = compile(src, "<tcjit backward>", "exec")
-        exec(code, b.env)
-        self.backward_py = b.env["tcjit_backward"]
+        # the backward's parameters: these values, then the gradients
+        self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
+                       + [b.values[s] for s in saved])
+        self.backward_src, self.backward_py = self.source(
+            b, result, self.diff_outputs)
         _log("graph", f"tcjit training: backward of a graph with "
                       f"{len(graph.ops())} ops, {len(saved)} saved "
                       f"values, {len(b.recomputed)} recomputed, "
-                      f"{len(b.kept)} kept extern calls:\n{src}")
+                      f"{len(b.kept)} kept extern calls:\n"
+                      f"{self.backward_src}")
+
+    def grads_in(self, present):
+        """Output node -> the gradient parameters flowing into it, for
+        the differentiable outputs present (go<j>)."""
+        grads_in = {}
+        for j in present:
+            grads_in.setdefault(self.graph.outputs[j].index,
+                                []).append(f"go{j}")
+        return grads_in
+
+    def source(self, b, result, present):
+        """The backward's source and function (b built for the gradients
+        of the outputs present): the parameters self.params, then those
+        gradients; the gradient of each input that requires grad."""
+        rets = []
+        for i in self.grad_inputs:
+            v = result.get(self.graph.inputs[i].index)
+            rets.append(v if v is not None else "None")
+        gos = [f"go{j}" for j in present]
+        src = (f"def tcjit_backward({', '.join(self.params + gos)}):\n"
+               + "\n".join(_drop_dead(
+                   b.lines + [f"    return ({', '.join(rets)},)"]))
+               + "\n")
+        exec(compile(src, "<tcjit backward>", "exec"), b.env)
+        return src, b.env["tcjit_backward"]
+
+    def backward_for(self, present):
+        """The compiled backward when only the outputs present get a
+        gradient (a model's logits next to its loss: autograd passes None,
+        not a tensor of zeros to read), or None: the full one, with zeros
+        for the others."""
+        fn = self.variants.get(present)
+        if fn is None:
+            b = _Builder(self.graph, self.rg, slots=self.slots)
+            result = b.build(self.grads_in(present))
+            fn = False
+            if not b.reason and all(v in self.params
+                                    for v in b.values.values()):
+                src, py = self.source(b, result, present)
+                _log("graph", f"tcjit training: backward for the gradients "
+                              f"of outputs {list(present)}:\n{src}")
+                from . import _AUTO
+                fn = _C.CompiledFunction(py, _AUTO)
+            self.variants[present] = fn
+        return fn or None
 
     def finish(self, runner):
         self.runner = runner
@@ -607,22 +646,37 @@ class Plan:
     def backward(self, ctx, gos):
         if self.eager_reason is not None or torch.is_grad_enabled():
             return self.replay_backward(ctx, gos)
-        if self.backward_fn is None:
-            from . import _AUTO
-            self.backward_fn = _C.CompiledFunction(self.backward_py, _AUTO)
+        present = tuple(j for j in self.diff_outputs if gos[j] is not None)
+        if not present:
+            return [None] * self.graph_ninputs
+        fn = None
+        if present != tuple(self.diff_outputs):
+            fn = self.backward_for(present)
+        if fn is None:
+            if self.backward_fn is None:
+                from . import _AUTO
+                self.backward_fn = _C.CompiledFunction(self.backward_py,
+                                                       _AUTO)
+            fn, present = self.backward_fn, self.diff_outputs
         st = ctx.saved_tensors
         nb = len(self.inputs_used) + self.nsaved
         prev = getattr(_TLS, "cur", None)
         _TLS.cur = self.kept_records(st[nb:])
         try:
-            grads = self.backward_fn(*st[:nb],
-                                     *[gos[j] for j in self.diff_outputs])
+            grads = fn(*st[:nb], *[self.grad_out(gos, j) for j in present])
         finally:
             _TLS.cur = prev
         out = [None] * self.graph_ninputs
         for i, gr in zip(self.grad_inputs, grads):
             out[i] = gr
         return out
+
+    def grad_out(self, gos, j):
+        """Output j's gradient; zeros where autograd passed None."""
+        if gos[j] is not None:
+            return gos[j]
+        o = self.graph.outputs[j]
+        return torch.zeros(o.shape, dtype=o.dtype, device=self.graph.device)
 
     def replay_backward(self, ctx, gos):
         """torch's autograd over an eager replay of the graph: ops without
@@ -655,11 +709,14 @@ class Plan:
                 x.detach().requires_grad_(x.requires_grad)
                 if isinstance(x, torch.Tensor) else x for x in inputs]
             outs = self.graph._run(xs)
-            ys = [outs[j] for j in self.diff_outputs]
+            present = [j for j in self.diff_outputs if gos[j] is not None]
             need = [i for i in self.grad_inputs]
-            grads = torch.autograd.grad(
-                ys, [xs[i] for i in need], [gos[j] for j in self.diff_outputs],
-                allow_unused=True, create_graph=create)
+            grads = [None] * len(need)
+            if present:
+                grads = torch.autograd.grad(
+                    [outs[j] for j in present], [xs[i] for i in need],
+                    [gos[j] for j in present], allow_unused=True,
+                    create_graph=create)
         out = [None] * self.graph_ninputs
         for i, gr in zip(need, grads):
             out[i] = gr
@@ -712,6 +769,8 @@ class _Node(torch.autograd.Function):
             ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
             ctx.inputs = inputs        # for a double backward's replay
             ctx.versions = [x._version for x in inputs]
+        # an output with no gradient gets None, not zeros (Plan.backward)
+        ctx.set_materialize_grads(False)
         nondiff = [outs[j] for j in plan.nondiff
                    if isinstance(outs[j], torch.Tensor)]
         if nondiff:
