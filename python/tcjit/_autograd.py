@@ -231,6 +231,8 @@ def _kept_grad(slot, g):
     hold it, and autograd frees those after a backward that does not
     retain them)."""
     y, *ins = _TLS.cur[slot]
+    if y.grad_fn is None:      # torch's result did not depend on them
+        return tuple(torch.zeros_like(x) for x in ins)
     gs = torch.autograd.grad(y, ins, g, retain_graph=True, allow_unused=True)
     return tuple(torch.zeros_like(x) if r is None else r
                  for x, r in zip(ins, gs))
