@@ -588,6 +588,8 @@ call_torch(const xcall *c, PyObject *const *ops)
     return r != NULL ? conform(c, r) : NULL;
 }
 
+/* tc_extern_set_keep's dict: per thread, since a compiled forward on
+ * another thread runs while torch releases the GIL in this one's call */
 static _Thread_local PyObject *keep_calls;
 
 PyObject *
