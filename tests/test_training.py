@@ -939,3 +939,37 @@ def test_kept_call_whose_result_does_not_require_grad(monkeypatch):
     x = rg(5, seed=1)
     tcjit.compile(f)(x).backward()
     torch.testing.assert_close(x.grad, x.detach().cos())
+
+
+@pytest.mark.parametrize("op", ["conv", "dropout", "sdpa"])
+def test_kept_result_written_in_place_after_the_call(op):
+    # the caller gets the kept call's result and writes it in place: eager's backward of conv and dropout does not
+    # read their result, sdpa's does and raises; so does the compiled one
+    def f(x, w):
+        if op == "conv":
+            y = F.conv1d(x, w.sin())
+        elif op == "dropout":
+            y = F.dropout(x * w.sum(), 0.5, training=True)
+        else:
+            x = x.unsqueeze(0)     # 4-d: torch returns its result as is
+            y = F.scaled_dot_product_attention(x, x.cos(), x * w.sum())
+        return y
+
+    args = rg(2, 3, 8, seed=1), rg(4, 3, 3, seed=2)
+    xa, xb = _leaves(args), _leaves(args)
+    torch.manual_seed(0)
+    ya = tcjit.compile(f)(*xa)
+    torch.manual_seed(0)
+    yb = f(*xb)
+    ya.mul_(2)
+    yb.mul_(2)
+    if op == "sdpa":
+        with pytest.raises(RuntimeError, match="modified by an inplace"):
+            yb.sum().backward()
+        with pytest.raises(RuntimeError, match="modified by an inplace"):
+            ya.sum().backward()
+        return
+    ya.sum().backward()
+    yb.sum().backward()
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)

@@ -544,6 +544,7 @@ class Plan:
         self.saved = []
         self.nsaved = 0
         self.kept_sizes = []
+        self.kept_out = set()
         self.backward_fn = None
         self.variants = {}   # outputs with a gradient -> backward_for
         self.eager_reason = None
@@ -582,6 +583,17 @@ class Plan:
                      for slot, (n, need) in enumerate(b.kept)}
         self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
         self.kept_sizes = [1 + len(need) for _, need in b.kept]
+        # a kept result the caller gets (an output or a view of one) may be
+        # written in place after the call: its record is no saved tensor of
+        # the node (autograd would check the result's version), only torch's
+        # own graph checks what it saved, as in eager
+        bases = set()
+        for o in graph.outputs:
+            while o.base is not None:
+                o = o.base
+            bases.add(o.index)
+        self.kept_out = {slot for slot, (n, _) in enumerate(b.kept)
+                         if n.index in bases}
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
                        + [b.values[s] for s in saved])
@@ -663,7 +675,7 @@ class Plan:
         st = ctx.saved_tensors
         nb = len(self.inputs_used) + self.nsaved
         prev = getattr(_TLS, "cur", None)
-        _TLS.cur = self.kept_records(st[nb:])
+        _TLS.cur = self.kept_records(st[nb:], ctx)
         try:
             grads = fn(*st[:nb], *[self.grad_out(gos, j) for j in present])
         finally:
@@ -724,10 +736,14 @@ class Plan:
             out[i] = gr
         return out
 
-    def kept_records(self, flat):
-        """The kept calls' (result, operands) from the saved tensors."""
+    def kept_records(self, flat, ctx):
+        """The kept calls' (result, operands): from the saved tensors, or
+        the node's attribute for those whose result the caller got."""
         recs, at = [], 0
-        for size in self.kept_sizes:
+        for k, size in enumerate(self.kept_sizes):
+            if k in self.kept_out:
+                recs.append(ctx.kept_out[k])
+                continue
             recs.append(flat[at:at + size])
             at += size
         return recs
@@ -758,7 +774,9 @@ class _Node(torch.autograd.Function):
             if None in kept:
                 raise RuntimeError("tcjit: an extern call the backward "
                                    "keeps did not run (please report)")
-            kept = [t for rec in kept for t in rec]
+            ctx.kept_out = {k: kept[k] for k in plan.kept_out}
+            kept = [t for k, rec in enumerate(kept)
+                    if k not in plan.kept_out for t in rec]
         else:
             res = plan.runner(*inputs)
         outs = res[:plan.nout]
