@@ -973,3 +973,28 @@ def test_kept_result_written_in_place_after_the_call(op):
     yb.sum().backward()
     for a, b in zip(xa, xb):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_kept_operand_written_in_place_after_the_call():
+    # cat's backward reads none of its operands: eager does not mind the
+    # caller writing one in place before the backward; conv's reads its
+    # input and raises
+    def f(x, w):
+        return torch.cat([x, w[0].sin()]).sum(0), F.conv1d(x.unsqueeze(0), w)
+
+    args = rg(3, 3, seed=1), rg(3, 3, 3, seed=2)
+    for k in (0, 1):
+        xa, xb = _leaves(args), _leaves(args)
+        ra, rb = tcjit.compile(f)(*xa)[k], f(*xb)[k]
+        with torch.no_grad():
+            xa[0].mul_(2)
+            xb[0].mul_(2)
+        if k == 1:
+            for r in (rb, ra):
+                with pytest.raises(RuntimeError, match="modified by an in"):
+                    r.sum().backward()
+            continue
+        ra.sum().backward()
+        rb.sum().backward()
+        for a, b in zip(xa, xb):
+            torch.testing.assert_close(a.grad, b.grad)

@@ -583,17 +583,22 @@ class Plan:
                      for slot, (n, need) in enumerate(b.kept)}
         self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
         self.kept_sizes = [1 + len(need) for _, need in b.kept]
-        # a kept result the caller gets (an output or a view of one) may be
-        # written in place after the call: its record is no saved tensor of
-        # the node (autograd would check the result's version), only torch's
-        # own graph checks what it saved, as in eager
-        bases = set()
-        for o in graph.outputs:
-            while o.base is not None:
-                o = o.base
-            bases.add(o.index)
-        self.kept_out = {slot for slot, (n, _) in enumerate(b.kept)
-                         if n.index in bases}
+        # a kept call's result or operand that the caller has (a graph
+        # output or input, or a view of one) may be written in place
+        # between the call and the backward: it is kept as an attribute of
+        # the node, not a saved tensor (autograd would check its version),
+        # so only torch's own graph checks what it saved, as in eager
+        def root(n):
+            while n.base is not None:
+                n = n.base
+            return n.index
+        seen = {root(o) for o in graph.outputs}
+        seen.update(n.index for n in graph.inputs)
+        self.kept_out = set()     # (slot, 0: the result, 1 + i: operand)
+        for slot, (n, need) in enumerate(b.kept):
+            ts = [n] + [n.args[k] for k in need]
+            self.kept_out.update((slot, i) for i, t in enumerate(ts)
+                                 if root(t) in seen)
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
                        + [b.values[s] for s in saved])
@@ -738,14 +743,17 @@ class Plan:
 
     def kept_records(self, flat, ctx):
         """The kept calls' (result, operands): from the saved tensors, or
-        the node's attribute for those whose result the caller got."""
+        the node's attribute for those the caller sees (kept_out)."""
         recs, at = [], 0
         for k, size in enumerate(self.kept_sizes):
-            if k in self.kept_out:
-                recs.append(ctx.kept_out[k])
-                continue
-            recs.append(flat[at:at + size])
-            at += size
+            rec = []
+            for i in range(size):
+                if (k, i) in self.kept_out:
+                    rec.append(ctx.kept_out[k, i])
+                else:
+                    rec.append(flat[at])
+                    at += 1
+            recs.append(rec)
         return recs
 
     @property
@@ -774,9 +782,11 @@ class _Node(torch.autograd.Function):
             if None in kept:
                 raise RuntimeError("tcjit: an extern call the backward "
                                    "keeps did not run (please report)")
-            ctx.kept_out = {k: kept[k] for k in plan.kept_out}
+            out = plan.kept_out
+            ctx.kept_out = {(k, i): t for k, rec in enumerate(kept)
+                            for i, t in enumerate(rec) if (k, i) in out}
             kept = [t for k, rec in enumerate(kept)
-                    if k not in plan.kept_out for t in rec]
+                    for i, t in enumerate(rec) if (k, i) not in out]
         else:
             res = plan.runner(*inputs)
         outs = res[:plan.nout]
