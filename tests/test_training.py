@@ -692,3 +692,306 @@ def test_arena_size_keeps_every_buffer_a_whole_tensor():
     args = torch.randn(3, 5), torch.randn(3, 5), torch.randn(3, 2)
     with torch.no_grad():
         check_same(tcjit.compile(f)(*args), f(*args))
+
+
+# ---- the compiled backward: kernels, not torch's ops ------------------------------
+
+def _aten_counts(fn):
+    """aten op name -> calls while fn() runs (torch.profiler on the CPU)."""
+    from collections import Counter
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn()
+    return Counter(e.name for e in p.events() if e.name.startswith("aten::"))
+
+
+def test_backward_after_an_extern_step_stays_compiled():
+    # the generated backward dropped its dead temporaries with `del`
+    # before each extern step; the tracer has no DELETE_FAST, so the
+    # rest of the backward ran as torch's elementwise ops
+    def f(q, k, v, w):
+        a = F.scaled_dot_product_attention((q * w).tanh(), k, v)
+        return (a.sin() * w).sum()
+
+    args = [rg(2, 3, 8, 4, seed=s) for s in range(3)] + [rg(4, seed=3)]
+    out, _ = grads_like_eager(f, *args)
+    xs = _leaves(args)
+    loss = tcjit.compile(f)(*xs)
+    n = _aten_counts(loss.backward)
+    assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n
+
+
+def test_attention_is_not_called_again_in_the_backward():
+    # the forward's sdpa call keeps its autograd graph (out, logsumexp):
+    # the backward runs torch's attention backward on it, it does not
+    # compute the attention a second time
+    def f(q, k, v, w):
+        a = F.scaled_dot_product_attention(q * w, k, v, is_causal=True)
+        return (a.sin() * w).sum()
+
+    args = [rg(2, 3, 8, 4, seed=s) for s in range(3)] + [rg(4, seed=3)]
+    grads_like_eager(f, *args)
+    xs = _leaves(args)
+    cf = tcjit.compile(f)
+    fwd = _aten_counts(lambda: cf(*xs))
+    assert fwd["aten::scaled_dot_product_attention"] == 1, fwd
+    loss = cf(*xs)
+    bwd = _aten_counts(loss.backward)
+    assert bwd["aten::scaled_dot_product_attention"] == 0, bwd
+    assert sum(v for k, v in bwd.items() if "attention_backward" in k
+               or "attention_for_cpu_backward" in k) == 1, bwd
+
+
+def test_kept_extern_graph_retain_graph_and_second_backward():
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q.tanh(), k, v).cos().sum()
+
+    args = [rg(2, 5, 4, seed=s) for s in range(3)]
+    xa, xb = _leaves(args), _leaves(args)
+    la, lb = tcjit.compile(f)(*xa), f(*xb)
+    la.backward(retain_graph=True)
+    lb.backward(retain_graph=True)
+    la.backward()
+    lb.backward()
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad)
+    with pytest.raises(RuntimeError, match="second time"):
+        la.backward()
+
+
+def test_dropout_backward_is_compiled_with_the_forward_mask(caplog):
+    # a generic extern (dropout in training) keeps its forward's graph:
+    # the backward is compiled, uses the forward's mask, draws nothing
+    def f(x, w):
+        return (F.dropout(x.sin() * w, 0.5, training=True) * 2).tanh()
+
+    x, w = rg(300), rg(300)
+    xe, we = _leaves((x, w))
+    torch.manual_seed(0)
+    with caplog.at_level(logging.INFO, logger="tcjit"):
+        tcjit.set_logs("graph_breaks")
+        try:
+            y = tcjit.compile(f)(x, w)
+        finally:
+            tcjit.set_logs("")
+    assert "runs through torch's autograd" not in caplog.text
+    wt = torch.arange(300.0)
+    n = _aten_counts((y * wt).sum().backward)
+    assert n["aten::bernoulli_"] + n["aten::dropout"] + n["aten::sin"] == 0, n
+    torch.manual_seed(0)
+    ye = f(xe, we)
+    (ye * wt).sum().backward()
+    check_same(y.detach(), ye.detach())
+    torch.testing.assert_close(x.grad, xe.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w.grad, we.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_nanogpt_step_calls_torch_ops_no_more_than_eager(device):
+    # a training step's matmuls and attentions, compiled: each forward op
+    # once, each backward product once (no forward recomputed for the
+    # backward), and no elementwise op of torch's in the backward
+    from test_models import GPT
+    torch.manual_seed(0)
+    model = GPT(n_layer=2).eval().to(device)
+    idx = torch.randint(0, 50, (2, 8), device=device)
+    cm = tcjit.compile(model)
+
+    def step(run):
+        model.zero_grad(set_to_none=True)
+        run(idx, idx)[1].backward()
+
+    step(cm)
+    tc, ea = _aten_counts(lambda: step(cm)), _aten_counts(lambda: step(model))
+    gemm = ("aten::mm", "aten::addmm", "aten::bmm")
+    assert sum(tc[k] for k in gemm) == sum(ea[k] for k in gemm), (tc, ea)
+    sdpa = "aten::scaled_dot_product_attention"
+    assert tc[sdpa] == ea[sdpa] == 2, (tc, ea)
+    backward = [k for k in ea if "attention" in k and "backward" in k]
+    assert backward and all(tc[k] == ea[k] == 2 for k in backward), (tc, ea)
+    elementwise = ("aten::mul", "aten::add", "aten::sub", "aten::div",
+                   "aten::tanh", "aten::pow", "aten::where")
+    assert sum(tc[k] for k in elementwise) == 0, tc
+
+
+def test_kept_extern_operands_are_not_reused_buffers():
+    # torch's graph of the first convolution reads its operands' storage
+    # in the backward: computed operands live in the CPU arena, where the
+    # second convolution's operands would be written over them
+    def f(x, w):
+        a = F.conv1d(x.sin(), w.cos(), padding=1)
+        b = F.conv1d(a.exp(), a[:, :, :3].sin(), padding=1)
+        return (b * b).sum()
+
+    grads_like_eager(f, rg(4, 4, 16, seed=1), rg(4, 4, 3, seed=2),
+                     atol=1e-4, rtol=1e-4)
+
+
+def test_split_gradient_is_one_cat():
+    # the gradients of a split's pieces tile their operand: one torch.cat,
+    # not a slice_scatter into zeros per piece and their sum
+    def f(x, w):
+        q, k, v = (x @ w).split(4, dim=-1)
+        return (q.sin() * k + v.tanh()).sum()
+
+    args = rg(3, 5, 6, seed=1), rg(6, 12, seed=2)
+    grads_like_eager(f, *args)
+    xs = _leaves(args)
+    loss = tcjit.compile(f)(*xs)
+    n = _aten_counts(loss.backward)
+    assert n["aten::cat"] == 1 and n["aten::slice_scatter"] == 0, n
+
+
+@pytest.mark.parametrize("case", ["gap", "overlap", "one", "two_dims"])
+def test_slice_gradients_that_do_not_tile_are_scattered(case):
+    def f(x):
+        if case == "gap":
+            return (x[:, :2].sin() + x[:, 3:5].cos()).sum()
+        if case == "overlap":
+            return (x[:, :3].sin() * x[:, 2:5].cos()).sum()
+        if case == "one":
+            return x[:, 1:4].exp().sum()
+        return (x[:2, :3].sin().sum(1) + x[:, 3:].cos().sum(1)[:2]).sum()
+
+    grads_like_eager(f, rg(4, 6, seed=3))
+
+
+def test_kept_graphs_are_freed_with_the_node(monkeypatch):
+    # the kept call's result (holding torch's graph and its saved tensors)
+    # lives as a saved tensor of the node: autograd frees it after a
+    # backward that does not retain the graph, and with the node
+    import gc
+    import weakref
+    import tcjit._autograd as A
+    refs = []
+    orig = A._Keep.__call__
+
+    def spy(self, *xs):
+        r = orig(self, *xs)
+        refs.append(weakref.ref(A._TLS.kept[self.slot][0]))
+        return r
+    monkeypatch.setattr(A._Keep, "__call__", spy)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q.tanh(), k, v).sum()
+
+    cf = tcjit.compile(f)
+    args = [rg(2, 5, 4, seed=s) for s in range(3)]
+    cf(*args).backward()
+    gc.collect()
+    assert refs and all(r() is None for r in refs)
+    refs.clear()
+    loss = cf(*args)
+    assert refs and refs[0]() is not None
+    del loss
+    gc.collect()
+    assert refs[0]() is None
+
+
+@pytest.mark.parametrize("which", ["loss", "y", "both", "grad"])
+def test_outputs_without_a_gradient_get_no_zeros(which):
+    # a model's logits next to its loss: only the loss is backpropagated;
+    # the compiled backward for that gradient alone reads no zeros for
+    # the logits (autograd passes None to the node)
+    def f(x, w):
+        y = (x * w).tanh()
+        return y, (y * y).sum(), y.exp()
+
+    args = rg(6, 5, seed=1), rg(5, seed=2)
+    xa, xb = _leaves(args), _leaves(args)
+    cf = tcjit.compile(f)
+    ya, la, ea = cf(*xa)
+    yb, lb, eb = f(*xb)
+    gy = rg(6, 5, seed=3)
+    if which == "loss":
+        n = _aten_counts(la.backward)
+        lb.backward()
+        assert n["aten::zeros"] + n["aten::zeros_like"] + n["aten::zero_"] \
+            == 0, n
+    elif which == "y":
+        ya.backward(gy)
+        yb.backward(gy)
+    elif which == "both":
+        (la + (ya * gy).sum()).backward()
+        (lb + (yb * gy).sum()).backward()
+    else:
+        ga = torch.autograd.grad([la, ea], xa, [torch.tensor(2.0), gy])
+        gb = torch.autograd.grad([lb, eb], xb, [torch.tensor(2.0), gy])
+        for a, b in zip(ga, gb):
+            torch.testing.assert_close(a, b)
+        return
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_kept_call_whose_result_does_not_require_grad(monkeypatch):
+    # torch's answer on meta tensors is taken as "requires grad" when the
+    # op has no meta kernel; the real call may then make a result without
+    # a graph: its operands' gradient is zero
+    import tcjit._autograd as A
+    monkeypatch.setattr(A, "_generic_requires_grad", lambda n, rg: True)
+
+    def f(x):
+        return (torch.rand_like(x) * 0 + x.sin()).sum()
+
+    x = rg(5, seed=1)
+    tcjit.compile(f)(x).backward()
+    torch.testing.assert_close(x.grad, x.detach().cos())
+
+
+@pytest.mark.parametrize("op", ["conv", "dropout", "sdpa"])
+def test_kept_result_written_in_place_after_the_call(op):
+    # the caller gets the kept call's result and writes it in place: eager's backward of conv and dropout does not
+    # read their result, sdpa's does and raises; so does the compiled one
+    def f(x, w):
+        if op == "conv":
+            y = F.conv1d(x, w.sin())
+        elif op == "dropout":
+            y = F.dropout(x * w.sum(), 0.5, training=True)
+        else:
+            x = x.unsqueeze(0)     # 4-d: torch returns its result as is
+            y = F.scaled_dot_product_attention(x, x.cos(), x * w.sum())
+        return y
+
+    args = rg(2, 3, 8, seed=1), rg(4, 3, 3, seed=2)
+    xa, xb = _leaves(args), _leaves(args)
+    torch.manual_seed(0)
+    ya = tcjit.compile(f)(*xa)
+    torch.manual_seed(0)
+    yb = f(*xb)
+    ya.mul_(2)
+    yb.mul_(2)
+    _same_backward(ya, yb, xa, xb, raises=op == "sdpa")
+
+
+def _same_backward(ra, rb, xa, xb, raises):
+    """ra (compiled) and rb (eager) backpropagated: both raise autograd's
+    in-place error, or both give the same gradients."""
+    if raises:
+        for r in (rb, ra):
+            with pytest.raises(RuntimeError, match="modified by an inplace"):
+                r.sum().backward()
+        return
+    ra.sum().backward()
+    rb.sum().backward()
+    for a, b in zip(xa, xb):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_kept_operand_written_in_place_after_the_call():
+    # cat's backward reads none of its operands: eager does not mind the
+    # caller writing one in place before the backward; conv's reads its
+    # input and raises
+    def f(x, w):
+        return torch.cat([x, w[0].sin()]).sum(0), F.conv1d(x.unsqueeze(0), w)
+
+    args = rg(3, 3, seed=1), rg(3, 3, 3, seed=2)
+    for k in (0, 1):
+        xa, xb = _leaves(args), _leaves(args)
+        ra, rb = tcjit.compile(f)(*xa)[k], f(*xb)[k]
+        with torch.no_grad():
+            xa[0].mul_(2)
+            xb[0].mul_(2)
+        _same_backward(ra, rb, xa, xb, raises=k == 1)

@@ -13,6 +13,9 @@ graph of a segment in which some node requires grad.  The plan
   kernels are fused by the same scheduler;
 * names the values the backward reads: graph inputs, and computed nodes
   that the compiled forward returns as extra outputs (``plan.saved``);
+* keeps the autograd graph of each extern whose backward is torch's own
+  (rule "vjp"): the compiled forward calls it under grad mode
+  (``plan.keep``), the backward runs torch.autograd.grad on that graph;
 * ``finish(runner)`` gets the compiled forward and returns the callable
   the runtime calls: ``_Node.apply`` (a torch.autograd.Function).
 
@@ -28,6 +31,7 @@ import logging
 import math
 import os
 import re
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -194,18 +198,44 @@ def _meta_result(n, tree):
     return tuple(r.shape), r.dtype
 
 
-def _vjp(call, need, g, *xs):
-    """torch's own backward of one extern call (the op's rule "vjp"):
-    the call again under grad mode, torch.autograd.grad of it.  Traced
-    backward code calls it through a STEP (_VJP below)."""
-    with torch.enable_grad():
-        ins = [x.detach().requires_grad_() if i in need else x
-               for i, x in enumerate(xs)]
-        y = call(*ins)
-        gs = torch.autograd.grad(y, [ins[i] for i in need], g,
-                                 allow_unused=True)
-    return tuple(torch.zeros_like(ins[i]) if r is None else r
-                 for i, r in zip(need, gs))
+# The kept calls of the forward running on this thread (_Keep) and those
+# the backward running on it reads (_KEPT)
+_TLS = threading.local()
+
+
+class _Keep:
+    """An extern whose backward is torch's own (the op's rule "vjp"),
+    called by the compiled forward under grad mode (the runtime calls this
+    instead of torch: src/runtime/extern_call.h tc_extern_set_keep).  Its
+    autograd graph, kept with the node's saved tensors, is the backward:
+    the op is not called again (no second attention forward, the same
+    random draw for dropout)."""
+    __slots__ = ("call", "need", "slot")
+
+    def __init__(self, call, need, slot):
+        self.call, self.need, self.slot = call, need, slot
+
+    def __call__(self, *xs):
+        with torch.enable_grad():
+            ins = [x.detach().requires_grad_() if i in self.need else x
+                   for i, x in enumerate(xs)]
+            y = self.call(*ins)
+        _TLS.kept[self.slot] = (y, *[ins[i] for i in self.need])
+        return y.detach()
+
+
+def _kept_grad(slot, g):
+    """The gradients of a kept call's operands (the backward's step for a
+    "vjp" rule): torch.autograd.grad over the forward's own graph, kept
+    for a second backward (retain_graph=True: the node's saved tensors
+    hold it, and autograd frees those after a backward that does not
+    retain them)."""
+    y, *ins = _TLS.cur[slot]
+    if y.grad_fn is None:      # torch's result did not depend on them
+        return tuple(torch.zeros_like(x) for x in ins)
+    gs = torch.autograd.grad(y, ins, g, retain_graph=True, allow_unused=True)
+    return tuple(torch.zeros_like(x) if r is None else r
+                 for x, r in zip(ins, gs))
 
 
 class _Opaque:
@@ -219,17 +249,31 @@ class _Opaque:
         return self.fn(*args)
 
 
+class _Piece:
+    """A gradient that is zero outside [start, stop) of dim: var is its
+    part there (a slice view's gradient, joined by _Builder.join)."""
+    __slots__ = ("var", "dim", "start", "stop")
+
+    def __init__(self, var, dim, start, stop):
+        self.var, self.dim, self.start, self.stop = var, dim, start, stop
+
+
 class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg, recompute=None):
+    def __init__(self, graph, rg, recompute=None, slots=None):
         self.graph, self.rg = graph, rg
+        # extern node -> its kept call's slot: a backward for some of the
+        # outputs' gradients reads the kept calls of the full one
+        self.slots = slots
         self.lines = []
         self.tmp = 0
         self.values = {}      # node index -> variable of its value
         self.recomputed = {}  # node index -> variable, computed again
         self.outputs = {o.index for o in graph.outputs}
+        self.kept = []        # (node, operands needed): calls kept (_Keep)
+        self.pinned = set()   # their operands: outputs of the forward
         self.recompute = _RECOMPUTE if recompute is None else recompute
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
@@ -293,7 +337,7 @@ class _Builder:
             parts = acc.pop(n.index, None)
             if not parts:
                 continue
-            g = parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
+            g = self.join(n, parts)
             if n.kind == "input":
                 result[n.index] = g
                 continue
@@ -302,6 +346,30 @@ class _Builder:
             if self.reason:
                 return None
         return result
+
+    def join(self, n, parts):
+        """The gradient of n: the sum of its parts.  Slices of one dim
+        that tile n (the gradients of a split's pieces) are one cat;
+        other slices are scattered into zeros first."""
+        pieces = sorted((p for p in parts if isinstance(p, _Piece)),
+                        key=lambda p: p.start)
+        if (len(pieces) == len(parts) > 1
+                and len({p.dim for p in pieces}) == 1
+                and len(pieces) <= _OPS["cat"]["arity"]
+                and pieces[0].start == 0
+                and pieces[-1].stop == n.shape[pieces[0].dim]
+                and all(a.stop == b.start
+                        for a, b in zip(pieces, pieces[1:]))):
+            return self.fresh(f"torch.cat([{', '.join(p.var for p in pieces)}"
+                              f"], {pieces[0].dim})")
+        parts = [self.scatter(n, p) if isinstance(p, _Piece) else p
+                 for p in parts]
+        return parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
+
+    def scatter(self, n, p):
+        z = self.fresh(f"{p.var}.new_zeros({tuple(n.shape)!r})")
+        return self.fresh(f"torch.slice_scatter({z}, {p.var}, {p.dim}, "
+                          f"{p.start}, {p.stop})")
 
     def contributions(self, n, g):
         """(operand k, grad variable) for each operand that requires grad."""
@@ -313,13 +381,6 @@ class _Builder:
         rules = _rules(n.op)
         if rules is None:
             self.reason = f"no derivative rule for {n.op}"
-            return []
-        if n.op in _GENERIC:
-            # torch's backward of it would call it again: a different
-            # random draw for dropout, rand-based ops (the replay restores
-            # the forward's RNG state first)
-            self.reason = (f"a generic extern that requires grad ({n.op}: "
-                           f"it may draw random numbers)")
             return []
         if rules == ["vjp"]:
             return self.vjp(n, need, g)
@@ -382,6 +443,15 @@ class _Builder:
         # x's dims in order: a slice of a dim is scattered into zeros, a
         # selected dim comes back as the index (slice_scatter and
         # select_scatter: functional, no in-place write in the backward)
+        part = [d for d, size in enumerate(x.shape) if d not in mapped
+                or (voff[d], vcoef[mapped[d]], n.shape[mapped[d]])
+                != (0, 1, size)]
+        if (len(part) == 1 and part[0] in mapped
+                and vcoef[mapped[part[0]]] == 1):
+            # one contiguous slice of one dim: a _Piece, which build()
+            # joins with its siblings (split's q, k, v) into one cat
+            d = part[0]
+            return _Piece(t, d, voff[d], voff[d] + n.shape[mapped[d]])
         shape = [n.shape[mapped[d]] if d in mapped else None
                  for d in range(len(x.shape))]
         for d, size in enumerate(x.shape):
@@ -410,19 +480,25 @@ class _Builder:
         return t
 
     def vjp(self, n, need, g):
-        key = f"call{n.index}"
-        self.env[key] = n.call
-        self.env["_VJP"] = _VJP
-        args = ", ".join(self.value(a) for a in n.args)
-        r = self.fresh(f"_VJP({key}, {tuple(need)!r}, {g}, {args})")
+        """The forward keeps this call's autograd graph (_Keep); the
+        backward runs it (_KEPT).  Its operands become outputs of the
+        forward: torch's graph reads their storage, which an extern
+        operand of the compiled forward would otherwise share with later
+        buffers (the CPU arena)."""
+        self.pinned.update(a.index for a in n.args if a.kind != "scalar")
+        self.kept.append((n, tuple(need)))
+        self.env["_KEPT"] = _KEPT
+        slot = (len(self.kept) - 1 if self.slots is None
+                else self.slots[n.index])
+        r = self.fresh(f"_KEPT({slot}, {g})")
         return [(k, self.fresh(f"{r}[{i}]")) for i, k in enumerate(need)]
 
 
-_VJP = _Opaque(_vjp)
+_KEPT = _Opaque(_kept_grad)
 
 
 def _drop_dead(lines):
-    """`del` the temporaries that are dead at each vjp step: the step
+    """Drop the temporaries that are dead at each kept step: the step
     ends a compiled segment, whose live locals become its outputs (each a
     stored buffer); a dead one must not be one."""
     temp = re.compile(r"\b[tr]\d+\b")
@@ -432,10 +508,12 @@ def _drop_dead(lines):
             last[v] = i
     out, defined, gone = [], set(), set()
     for i, line in enumerate(lines):
-        if "_VJP(" in line:
+        if "_KEPT(" in line:
             dead = sorted(v for v in defined - gone if last[v] < i)
             if dead:
-                out.append(f"    del {', '.join(dead)}")
+                # rebound, not `del`: the tracer has no DELETE_FAST (a
+                # graph break there ran the rest of the backward eagerly)
+                out.append(f"    {' = '.join(dead)} = None")
                 gone.update(dead)
         out.append(line)
         defined.add(line.split("=")[0].strip())
@@ -446,10 +524,12 @@ def _drop_dead(lines):
 
 class Plan:
     """What the C runtime reads: ``reason`` (None, or why the graph runs
-    eagerly), ``saved`` (node ids returned after the outputs), and
-    ``finish(runner)``."""
+    eagerly), ``saved`` (node ids returned after the outputs), ``keep``
+    (extern node id -> _Keep: the calls the runner makes under grad mode)
+    and ``finish(runner)``."""
 
     reason = None
+    keep = {}
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
@@ -462,7 +542,11 @@ class Plan:
         self.grad_inputs = [n.input_index for n in graph.inputs
                             if rg[n.index]]
         self.saved = []
+        self.nsaved = 0
+        self.kept_sizes = []
+        self.kept_out = set()
         self.backward_fn = None
+        self.variants = {}   # outputs with a gradient -> backward_for
         self.eager_reason = None
         # the inputs the backward reads, saved with their versions checked
         # by autograd (the replay reads them all)
@@ -474,10 +558,7 @@ class Plan:
         if not self.diff_outputs:
             return
         b = _Builder(graph, rg)
-        grads_in = {}
-        for j in self.diff_outputs:
-            grads_in.setdefault(graph.outputs[j].index, []).append(f"go{j}")
-        result = b.build(grads_in)
+        result = b.build(self.grads_in(self.diff_outputs))
         if b.reason:
             self.eager_reason = b.reason
             _log("graph_breaks", f"tcjit training: the backward of this graph "
@@ -485,34 +566,94 @@ class Plan:
             return
         # what the backward reads: graph inputs from the call, computed
         # nodes as extra outputs of the forward
-        params, inputs_used, saved = [], [], []
+        inputs_used, saved = [], []
         for idx in sorted(b.values):
             n = graph.nodes[idx]
-            params.append(b.values[idx])
             if n.kind == "input":
                 inputs_used.append(n.input_index)
             else:
                 saved.append(idx)
         self.inputs_used = inputs_used
-        self.saved = saved
+        # the kept calls' operands are returned too (pinned), not saved
+        self.nsaved = len(saved)
+        self.saved = saved + sorted(
+            i for i in b.pinned - set(saved)
+            if graph.nodes[i].kind != "input")
+        self.keep = {n.index: _Keep(n.call, need, slot)
+                     for slot, (n, need) in enumerate(b.kept)}
+        self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
+        self.kept_sizes = [1 + len(need) for _, need in b.kept]
+        # a kept call's result or operand that the caller has (a graph
+        # output or input, or a view of one) may be written in place
+        # between the call and the backward: it is kept as an attribute of
+        # the node, not a saved tensor (autograd would check its version),
+        # so only torch's own graph checks what it saved, as in eager
+        def root(n):
+            while n.base is not None:
+                n = n.base
+            return n.index
+        seen = {root(o) for o in graph.outputs}
+        seen.update(n.index for n in graph.inputs)
+        self.kept_out = set()     # (slot, 0: the result, 1 + i: operand)
+        for slot, (n, need) in enumerate(b.kept):
+            ts = [n] + [n.args[k] for k in need]
+            self.kept_out.update((slot, i) for i, t in enumerate(ts)
+                                 if root(t) in seen)
+        # the backward's parameters: these values, then the gradients
+        self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
+                       + [b.values[s] for s in saved])
+        self.backward_src, self.backward_py = self.source(
+            b, result, self.diff_outputs)
+        _log("graph", f"tcjit training: backward of a graph with "
+                      f"{len(graph.ops())} ops, {len(saved)} saved "
+                      f"values, {len(b.recomputed)} recomputed, "
+                      f"{len(b.kept)} kept extern calls:\n"
+                      f"{self.backward_src}")
+
+    def grads_in(self, present):
+        """Output node -> the gradient parameters flowing into it, for
+        the differentiable outputs present (go<j>)."""
+        grads_in = {}
+        for j in present:
+            grads_in.setdefault(self.graph.outputs[j].index,
+                                []).append(f"go{j}")
+        return grads_in
+
+    def source(self, b, result, present):
+        """The backward's source and function (b built for the gradients
+        of the outputs present): the parameters self.params, then those
+        gradients; the gradient of each input that requires grad."""
         rets = []
         for i in self.grad_inputs:
-            v = result.get(graph.inputs[i].index)
+            v = result.get(self.graph.inputs[i].index)
             rets.append(v if v is not None else "None")
-        gos = [f"go{j}" for j in self.diff_outputs]
-        order = ([b.values[graph.inputs[i].index] for i in inputs_used]
-                 + [b.values[s] for s in saved])
-        src = (f"def tcjit_backward({', '.join(order + gos)}):\n"
+        gos = [f"go{j}" for j in present]
+        src = (f"def tcjit_backward({', '.join(self.params + gos)}):\n"
                + "\n".join(_drop_dead(
                    b.lines + [f"    return ({', '.join(rets)},)"]))
                + "\n")
-        self.backward_src = src
-        code = compile(src, "<tcjit backward>", "exec")
-        exec(code, b.env)
-        self.backward_py = b.env["tcjit_backward"]
-        _log("graph", f"tcjit training: backward of a graph with "
-                      f"{len(graph.ops())} ops, {len(saved)} saved "
-                      f"values, {len(b.recomputed)} recomputed:\n{src}")
+        exec(compile(src, "<tcjit backward>", "exec"), b.env)
+        return src, b.env["tcjit_backward"]
+
+    def backward_for(self, present):
+        """The compiled backward when only the outputs present get a
+        gradient (a model's logits next to its loss: autograd passes None,
+        not a tensor of zeros to read), or None: the full one, with zeros
+        for the others."""
+        fn = self.variants.get(present)
+        if fn is None:
+            b = _Builder(self.graph, self.rg, slots=self.slots)
+            result = b.build(self.grads_in(present))
+            fn = False
+            if not b.reason and all(v in self.params
+                                    for v in b.values.values()):
+                src, py = self.source(b, result, present)
+                _log("graph", f"tcjit training: backward for the gradients "
+                              f"of outputs {list(present)}:\n{src}")
+                from . import _AUTO
+                fn = _C.CompiledFunction(py, _AUTO)
+            self.variants[present] = fn
+        return fn or None
 
     def finish(self, runner):
         self.runner = runner
@@ -524,15 +665,37 @@ class Plan:
     def backward(self, ctx, gos):
         if self.eager_reason is not None or torch.is_grad_enabled():
             return self.replay_backward(ctx, gos)
-        if self.backward_fn is None:
-            from . import _AUTO
-            self.backward_fn = _C.CompiledFunction(self.backward_py, _AUTO)
-        grads = self.backward_fn(*ctx.saved_tensors,
-                                 *[gos[j] for j in self.diff_outputs])
+        present = tuple(j for j in self.diff_outputs if gos[j] is not None)
+        if not present:
+            return [None] * self.graph_ninputs
+        fn = None
+        if present != tuple(self.diff_outputs):
+            fn = self.backward_for(present)
+        if fn is None:
+            if self.backward_fn is None:
+                from . import _AUTO
+                self.backward_fn = _C.CompiledFunction(self.backward_py,
+                                                       _AUTO)
+            fn, present = self.backward_fn, self.diff_outputs
+        st = ctx.saved_tensors
+        nb = len(self.inputs_used) + self.nsaved
+        prev = getattr(_TLS, "cur", None)
+        _TLS.cur = self.kept_records(st[nb:], ctx)
+        try:
+            grads = fn(*st[:nb], *[self.grad_out(gos, j) for j in present])
+        finally:
+            _TLS.cur = prev
         out = [None] * self.graph_ninputs
         for i, gr in zip(self.grad_inputs, grads):
             out[i] = gr
         return out
+
+    def grad_out(self, gos, j):
+        """Output j's gradient; zeros where autograd passed None."""
+        if gos[j] is not None:
+            return gos[j]
+        o = self.graph.outputs[j]
+        return torch.zeros(o.shape, dtype=o.dtype, device=self.graph.device)
 
     def replay_backward(self, ctx, gos):
         """torch's autograd over an eager replay of the graph: ops without
@@ -565,15 +728,33 @@ class Plan:
                 x.detach().requires_grad_(x.requires_grad)
                 if isinstance(x, torch.Tensor) else x for x in inputs]
             outs = self.graph._run(xs)
-            ys = [outs[j] for j in self.diff_outputs]
+            present = [j for j in self.diff_outputs if gos[j] is not None]
             need = [i for i in self.grad_inputs]
-            grads = torch.autograd.grad(
-                ys, [xs[i] for i in need], [gos[j] for j in self.diff_outputs],
-                allow_unused=True, create_graph=create)
+            grads = [None] * len(need)
+            if present:
+                grads = torch.autograd.grad(
+                    [outs[j] for j in present], [xs[i] for i in need],
+                    [gos[j] for j in present], allow_unused=True,
+                    create_graph=create)
         out = [None] * self.graph_ninputs
         for i, gr in zip(need, grads):
             out[i] = gr
         return out
+
+    def kept_records(self, flat, ctx):
+        """The kept calls' (result, operands): from the saved tensors, or
+        the node's attribute for those the caller sees (kept_out)."""
+        recs, at = [], 0
+        for k, size in enumerate(self.kept_sizes):
+            rec = []
+            for i in range(size):
+                if (k, i) in self.kept_out:
+                    rec.append(ctx.kept_out[k, i])
+                else:
+                    rec.append(flat[at])
+                    at += 1
+            recs.append(rec)
+        return recs
 
     @property
     def graph_ninputs(self):
@@ -590,17 +771,36 @@ class _Node(torch.autograd.Function):
             dev = plan.graph.device
             ctx.rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev)
                        if dev.type == "cuda" else None)
-        res = plan.runner(*inputs)
+        kept = ()
+        if plan.keep:
+            prev = getattr(_TLS, "kept", None)
+            _TLS.kept = [None] * len(plan.keep)
+            try:
+                res = plan.runner(*inputs)
+            finally:
+                kept, _TLS.kept = _TLS.kept, prev
+            if None in kept:
+                raise RuntimeError("tcjit: an extern call the backward "
+                                   "keeps did not run (please report)")
+            out = plan.kept_out
+            ctx.kept_out = {(k, i): t for k, rec in enumerate(kept)
+                            for i, t in enumerate(rec) if (k, i) in out}
+            kept = [t for k, rec in enumerate(kept)
+                    for i, t in enumerate(rec) if (k, i) not in out]
+        else:
+            res = plan.runner(*inputs)
         outs = res[:plan.nout]
         ctx.plan = plan
         used = plan.inputs_used
+        saved = res[plan.nout:plan.nout + plan.nsaved]
         if len(used) == len(inputs):
-            ctx.save_for_backward(*inputs, *res[plan.nout:])
+            ctx.save_for_backward(*inputs, *saved, *kept)
         else:
-            ctx.save_for_backward(*[inputs[i] for i in used],
-                                  *res[plan.nout:])
+            ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
             ctx.inputs = inputs        # for a double backward's replay
             ctx.versions = [x._version for x in inputs]
+        # an output with no gradient gets None, not zeros (Plan.backward)
+        ctx.set_materialize_grads(False)
         nondiff = [outs[j] for j in plan.nondiff
                    if isinstance(outs[j], torch.Tensor)]
         if nondiff:

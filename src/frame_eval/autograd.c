@@ -11,6 +11,7 @@
 #include "autograd.h"
 
 #include "report.h"
+#include "../runtime/extern_call.h"
 
 /* Inputs that require grad read under no_grad make no node that does:
  * such a graph (inference with parameters) runs as plain kernels. */
@@ -33,6 +34,8 @@ typedef struct {
     void *code;
     int ninputs;
     int noutputs;
+    PyObject *keep;   /* plan.keep: extern node id -> its call under grad
+                         mode (extern_call.h tc_extern_set_keep), or NULL */
 } runner;
 
 static void
@@ -41,6 +44,7 @@ runner_dealloc(runner *r)
     if (r->be != NULL) {
         r->be->free(r->code);
     }
+    Py_XDECREF(r->keep);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -62,8 +66,11 @@ runner_call(runner *r, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     PyObject **outs = &PyTuple_GET_ITEM(res, 0);
-    if (r->be->run(r->code, &PyTuple_GET_ITEM(args, 0), r->ninputs,
-                   outs) < 0) {
+    PyObject *prev = tc_extern_set_keep(r->keep);
+    int rc = r->be->run(r->code, &PyTuple_GET_ITEM(args, 0), r->ninputs,
+                        outs);
+    tc_extern_set_keep(prev);
+    if (rc < 0) {
         /* run fills no slot on failure: the tuple holds NULLs only */
         Py_DECREF(res);
         return NULL;
@@ -165,8 +172,10 @@ tc_autograd_finish(tc_entry *e, PyObject *plan, int nresults)
         Py_DECREF(plan);
         return -1;
     }
-    runner *r = PyObject_New(runner, &runner_type);
+    PyObject *keep = PyObject_GetAttrString(plan, "keep");
+    runner *r = keep ? PyObject_New(runner, &runner_type) : NULL;
     if (r == NULL) {
+        Py_XDECREF(keep);
         Py_DECREF(plan);
         return -1;
     }
@@ -174,6 +183,11 @@ tc_autograd_finish(tc_entry *e, PyObject *plan, int nresults)
     r->code = e->code;
     r->ninputs = e->ninputs;
     r->noutputs = nresults;
+    /* a plan without kept calls: the hook stays off for its runs */
+    r->keep = PyDict_Check(keep) && PyDict_GET_SIZE(keep) > 0 ? keep : NULL;
+    if (r->keep == NULL) {
+        Py_DECREF(keep);
+    }
     e->be = NULL;
     e->code = NULL;
     e->backend_fn = PyObject_CallMethod(plan, "finish", "O", (PyObject *)r);

@@ -588,6 +588,30 @@ call_torch(const xcall *c, PyObject *const *ops)
     return r != NULL ? conform(c, r) : NULL;
 }
 
+/* tc_extern_set_keep's dict: per thread, since a compiled forward on
+ * another thread runs while torch releases the GIL in this one's call */
+static _Thread_local PyObject *keep_calls;
+
+PyObject *
+tc_extern_set_keep(PyObject *keep)
+{
+    PyObject *prev = keep_calls;
+    keep_calls = keep;
+    return prev;
+}
+
+/* keep_calls[node](*ops), or NULL: *kept says whether node is a key (0
+ * with an exception: the lookup failed). */
+static PyObject *
+call_kept(const tc_extern_call *xc, PyObject *const *ops, int *kept)
+{
+    PyObject *key = PyLong_FromLong(xc->node);
+    PyObject *f = key ? PyDict_GetItemWithError(keep_calls, key) : NULL;
+    Py_XDECREF(key);
+    *kept = f != NULL;
+    return f ? PyObject_Vectorcall(f, ops, (size_t)xc->nin, NULL) : NULL;
+}
+
 int
 tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
               int want_ptr)
@@ -596,7 +620,7 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
     const xcall *c = &x->calls[e];
     PyObject *ops[TC_MAX_OP_INPUTS] = {NULL};
     PyObject *r = NULL;
-    int rc = -1;
+    int rc = -1, kept = 0;
     for (int k = 0; k < xc->nin; k++) {
         PyObject *base = objs[xc->in[k].buffer];
         ops[k] = xc->in[k].is_view ? tc_alloc_view(base, c->view[k])
@@ -605,7 +629,15 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
             goto done;
         }
     }
-    r = call_torch(c, ops);
+    if (keep_calls != NULL) {
+        r = call_kept(xc, ops, &kept);
+        if (r == NULL && (kept || PyErr_Occurred())) {
+            goto done;
+        }
+    }
+    if (!kept) {
+        r = call_torch(c, ops);
+    }
     if (r == NULL) {
         goto done;
     }

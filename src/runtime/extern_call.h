@@ -30,6 +30,14 @@ void tc_extern_free(tc_extern_rt *x);
 int tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
                   int want_ptr);
 
+/* Training (../frame_eval/autograd.c): while the compiled forward of an
+ * autograd node runs, an extern step whose node id is a key of keep calls
+ * keep[id](*operands) instead of torch: the op called under grad mode, its
+ * autograd graph kept as the node's backward (python/tcjit/_autograd.py),
+ * the result returned detached.  keep is a dict (borrowed; NULL: none),
+ * per thread; returns the previous one, to be set back after the run. */
+PyObject *tc_extern_set_keep(PyObject *keep);
+
 /* Extern node id of g as a Python callable for eager replay of the graph
  * (tcjit.Graph): f(*operands) makes the same torch call a plan's step
  * makes, and conforms the result to the node's layout the same way.  New
