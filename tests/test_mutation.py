@@ -746,3 +746,23 @@ def test_hardtanh_inplace(form, backend):
     def make():
         return [torch.randn(16), torch.randn(3, 4) * 5], []
     check_mutation(fn, make, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("view", ["t", "flip", "select"])
+def test_inplace_input_read_through_a_view_of_the_result(view, backend):
+    """x.exp_() then a view of the result read in the same fused kernel:
+    that kernel recomputed exp from x at the view's index after its store
+    had overwritten x there (exp applied twice; fuzz seeds 93370, 100670).
+    The write goes to a buffer of its own then."""
+    import torch.nn.functional as F
+    read = {"t": lambda v: v.t(), "flip": lambda v: v.flip(0),
+            "select": lambda v: v[:, 0:1].expand(4, 4)}[view]
+
+    def fn(x):
+        v = x.exp_()
+        return F.elu(read(v), alpha=0.5)
+
+    def make():
+        return [torch.randn(4, 4)], []
+    check_mutation(fn, make, backend)

@@ -362,8 +362,11 @@ inplace_buffer(const sched *s, int c)
         if (!s->live[n] || nd->kind != TC_NODE_OP) {
             continue;
         }
-        if (nd->view_base == b) {
-            ok = 0;             /* a view of b is read somewhere */
+        if (nd->view_base == b || nd->view_base == c) {
+            /* a view of b is read somewhere; or one of c, which a kernel
+             * c joins recomputes from b at the view's index, after c's
+             * store overwrote b there (exp_ then .t(): fuzz seed 93370) */
+            ok = 0;
         }
         for (int k = 0; ok && k < nd->nin; k++) {
             int x = nd->in[k];
