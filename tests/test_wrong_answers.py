@@ -588,3 +588,18 @@ def test_activation_parameters_in_float32_for_reduced_floats(dtype):
     assert torch.equal(tcjit.compile(f)(a), f(a))
     g = lambda a: torch.eq(F.leaky_relu(a * 3 - 1, 0.1), a)
     assert torch.equal(tcjit.compile(g)(a), g(a))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 1, 4, 5), (2, 3, 1, 1),
+                                   (1, 3, 1, 5), (2, 3, 4, 5, 2)])
+def test_cat_result_memory_format(shape):
+    """torch.cat's result is channels last when every input's strides
+    suggest it (c10's is_channels_last_strides_2d/_3d), else contiguous
+    (fuzz seed 96431: a permuted stack)."""
+    cl = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+    a = torch.randn(*shape).to(memory_format=cl)
+    b = torch.randn(*shape).to(memory_format=cl)
+    c = torch.randn(*shape)
+    for ins in [(a, b), (a, c), (c, a), (a[:, :, :1], b[:, :, :1])]:
+        for d in range(len(shape)):
+            run_both(lambda *t: torch.cat(t, d) * 1, *ins, calls=1)

@@ -513,6 +513,13 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     if (!strcmp(op, "sdpa")) {
         sdpa_layout(&x, &n.layout);
     }
+    if (!strcmp(op, "cat") && nin <= TC_MAX_OP_INPUTS) {
+        const tc_layout *ins[TC_MAX_OP_INPUTS];
+        for (int k = 0; k < nin; k++) {
+            ins[k] = &g->nodes[in[k]].layout;
+        }
+        tc_layout_of_cat(ins, nin, &n.layout);
+    }
     n.op = opi;
     n.nin = nin;
     memcpy(n.in, in, sizeof(int) * nin);

@@ -2678,6 +2678,40 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
 
 /* ---- creation ops, tril / triu, normalize ------------------------------ */
 
+/* c10's is_channels_last_strides_2d / _3d: the test behind
+ * suggest_memory_format. */
+static int
+strides_like_channels_last(const tc_layout *l)
+{
+    const int *order = channels_last_order(l->ndim);
+    if (order == NULL || l->strides[1] == 0) {
+        return 0;
+    }
+    int64_t min = 0;
+    for (int i = 0; i < l->ndim; i++) {
+        int d = order[i];
+        if (l->sizes[d] == 0 || l->strides[d] < min
+            || (d == 0 && min == l->strides[1])) {
+            return 0;
+        }
+        min = l->strides[d] * (l->sizes[d] > 1 ? l->sizes[d] : 1);
+    }
+    return 1;
+}
+
+void
+tc_layout_of_cat(const tc_layout *const *ins, int n, tc_layout *out)
+{
+    int cl = n > 0 && channels_last_order(out->ndim) != NULL;
+    for (int k = 0; k < n && cl; k++) {
+        cl = ins[k]->ndim == out->ndim && strides_like_channels_last(ins[k]);
+    }
+    tc_layout_contiguous(out);
+    if (cl) {
+        layout_channels_last(out);
+    }
+}
+
 void
 tc_layout_like(const tc_layout *src, tc_layout *out)
 {

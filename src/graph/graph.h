@@ -306,6 +306,10 @@ int tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
 /* Layout of empty_like(x) (preserve_format): x's strides when dense, else
  * dense strides in x's dim order. */
 void tc_layout_like(const tc_layout *src, tc_layout *out);
+/* torch.cat's result format (compute_output_memory_format): channels
+ * last when every input's strides suggest it (4-d / 5-d), else
+ * contiguous.  out has the result's sizes. */
+void tc_layout_of_cat(const tc_layout *const *ins, int n, tc_layout *out);
 /* The pointwise node just built (the graph's last, nothing reads it yet)
  * writes into a tensor laid out like node like's empty_like, as eager's
  * out= functions called on empty_like(input) do (F.hardtanh).  0, or -1
