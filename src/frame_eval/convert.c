@@ -36,6 +36,19 @@ static const char *const exit_hints[] = {
     [TC_EXIT_FALLBACK] = "CPython runs the rest of this frame.",
 };
 
+/* 1 the first time key (stolen; NULL after a failed build) is reported,
+ * 0 after that, -1 with an exception. */
+static int
+first_report(PyObject *key)
+{
+    int seen = key ? PySet_Contains(tc_reported_breaks, key) : -1;
+    if (seen == 0) {
+        seen = PySet_Add(tc_reported_breaks, key);
+    }
+    Py_XDECREF(key);
+    return seen < 0 ? -1 : seen == 0;
+}
+
 static int
 log_graph_break(PyCodeObject *co, PyObject *reason, int line,
                 const char *hint)
@@ -50,14 +63,10 @@ log_graph_break(PyCodeObject *co, PyObject *reason, int line,
         return 0;
     }
     /* each break is reported once, however often its segment recompiles */
-    PyObject *key = Py_BuildValue("(OiO)", co->co_filename, line, reason);
-    int seen = key ? PySet_Contains(tc_reported_breaks, key) : -1;
-    if (seen == 0) {
-        seen = PySet_Add(tc_reported_breaks, key);
-    }
-    Py_XDECREF(key);
-    if (seen != 0) {
-        return seen < 0 ? -1 : 0;
+    int first = first_report(Py_BuildValue("(OiO)", co->co_filename, line,
+                                           reason));
+    if (first <= 0) {
+        return first;
     }
     return tc_logf(TC_LOG_GRAPH_BREAKS, "graph_breaks",
         "Graph break in user code at %U:%d\nReason: Unsupported: %U\n"
@@ -81,15 +90,10 @@ log_skip(PyCodeObject *co, PyObject *reason, int line)
     if (!tc_log_on(TC_LOG_GRAPH_BREAKS)) {
         return 0;
     }
-    PyObject *key = Py_BuildValue("(OiOs)", co->co_filename, line, reason,
-                                  "skip");
-    int seen = key ? PySet_Contains(tc_reported_breaks, key) : -1;
-    if (seen == 0) {
-        seen = PySet_Add(tc_reported_breaks, key);
-    }
-    Py_XDECREF(key);
-    if (seen != 0) {
-        return seen < 0 ? -1 : 0;
+    int first = first_report(Py_BuildValue("(OiOs)", co->co_filename, line,
+                                           reason, "skip"));
+    if (first <= 0) {
+        return first;
     }
     return tc_logf(TC_LOG_GRAPH_BREAKS, "graph_breaks",
         "Frame skipped: %U at %U:%d ran in Python\nReason: Unsupported: %U "
