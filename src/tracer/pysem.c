@@ -156,18 +156,6 @@ tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n)
     return f == NULL ? ERROR : tc_tr_call_with_args(T, f, args, n, NULL);
 }
 
-PyObject *
-tc_tr_torch_attr(const char *cls, const char *name)
-{
-    PyObject *torch = PyImport_ImportModule("torch");
-    PyObject *owner = torch && cls ? PyObject_GetAttrString(torch, cls)
-                                   : Py_XNewRef(torch);
-    PyObject *r = owner ? PyObject_GetAttrString(owner, name) : NULL;
-    Py_XDECREF(owner);
-    Py_XDECREF(torch);
-    return r;
-}
-
 static tc_var *
 new_const(tracer *T, PyObject *value)
 {

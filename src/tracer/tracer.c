@@ -316,25 +316,38 @@ tc_tr_push_loaded_attr(tracer *T, tc_var *v, int method)
     return tc_tr_push(T, v);
 }
 
-/* Turn a real value read from `source` into a var, installing the guards
- * that make the specialization valid. */
+PyObject *
+tc_tr_lazy_attr(PyObject **slot, const char *module, const char *name)
+{
+    if (*slot == NULL) {
+        /* name may be dotted: "Tensor.__lshift__" */
+        PyObject *v = PyImport_ImportModule(module);
+        char part[64];
+        for (const char *p = name; v != NULL && *p != '\0';) {
+            size_t n = strcspn(p, ".");
+            snprintf(part, sizeof(part), "%.*s", (int)n, p);
+            Py_SETREF(v, PyObject_GetAttrString(v, part));
+            p += n + (p[n] == '.');
+        }
+        *slot = v;
+        if (v == NULL) {
+            PyErr_Clear();
+        }
+    }
+    return *slot;
+}
+
 /* An instance of enum.Enum (its class's members are fixed). */
 int
 tc_tr_is_enum_member(PyObject *value)
 {
     static PyObject *enum_cls;
-    if (enum_cls == NULL) {
-        PyObject *mod = PyImport_ImportModule("enum");
-        enum_cls = mod ? PyObject_GetAttrString(mod, "Enum") : NULL;
-        Py_XDECREF(mod);
-        if (enum_cls == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-    }
-    return PyObject_TypeCheck(value, (PyTypeObject *)enum_cls);
+    return tc_tr_lazy_attr(&enum_cls, "enum", "Enum") != NULL
+           && PyObject_TypeCheck(value, (PyTypeObject *)enum_cls);
 }
 
+/* Turn a real value read from `source` into a var, installing the guards
+ * that make the specialization valid. */
 tc_var *
 tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
 {

@@ -213,10 +213,14 @@ int tc_tr_use_device(tracer *T, const char *what, int dev);
 int tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
                        PyObject *kwnames, int python_ok);
 
-/* pysem.c: fn(*args) through the ordinary CALL path (fn borrowed); an
- * attribute of torch (or of torch.<cls>), new reference or NULL. */
+/* tracer.c: module.name (name may be dotted), imported once into *slot
+ * and kept for the process (borrowed); NULL, exception cleared, if it
+ * cannot be. */
+PyObject *tc_tr_lazy_attr(PyObject **slot, const char *module,
+                          const char *name);
+
+/* pysem.c: fn(*args) through the ordinary CALL path (fn borrowed). */
 int tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n);
-PyObject *tc_tr_torch_attr(const char *cls, const char *name);
 
 /* objects.c: objects the traced code makes, super() */
 

@@ -244,14 +244,8 @@ static int
 enum_member(tracer *T, tc_var *owner, PyObject *name, int method)
 {
     static PyObject *enum_meta;
-    if (enum_meta == NULL) {
-        PyObject *mod = PyImport_ImportModule("enum");
-        enum_meta = mod ? PyObject_GetAttrString(mod, "EnumMeta") : NULL;
-        Py_XDECREF(mod);
-        if (enum_meta == NULL) {
-            PyErr_Clear();
-            return NOT_HANDLED;
-        }
+    if (tc_tr_lazy_attr(&enum_meta, "enum", "EnumMeta") == NULL) {
+        return NOT_HANDLED;
     }
     PyObject *cls = owner->obj;
     if (method || cls == NULL || !PyType_Check(cls)
@@ -422,31 +416,29 @@ sequence_op(tracer *T, int nb, tc_var *a, tc_var *b)
 static int
 torch_function_operator(tracer *T, int nb, tc_var *a, tc_var *b)
 {
+    /* by nb: the forward form (a is a tensor), the reflected one */
     static const struct {
         int nb;
-        const char *fwd, *rev;   /* attributes of torch.Tensor / torch */
+        const char *fwd, *rev;   /* attributes of torch */
     } ops[] = {
         {NB_FLOOR_DIVIDE, "floor_divide", "floor_divide"},
         {NB_REMAINDER, "remainder", "remainder"},
-        {NB_LSHIFT, "__lshift__", "bitwise_left_shift"},
-        {NB_RSHIFT, "__rshift__", "bitwise_right_shift"},
-        {NB_MATRIX_MULTIPLY, NULL, "matmul"},
+        {NB_LSHIFT, "Tensor.__lshift__", "bitwise_left_shift"},
+        {NB_RSHIFT, "Tensor.__rshift__", "bitwise_right_shift"},
+        {NB_MATRIX_MULTIPLY, "matmul", "matmul"},
     };
+    static PyObject *fns[2 * sizeof(ops) / sizeof(ops[0])];
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         if (ops[i].nb != nb) {
             continue;
         }
-        int fwd = a->kind == TC_VAR_TENSOR && ops[i].fwd != NULL;
-        PyObject *fn = tc_tr_torch_attr(fwd && ops[i].fwd[0] == '_'
-                                        ? "Tensor" : NULL,
-                                        fwd ? ops[i].fwd : ops[i].rev);
-        if (fn == NULL) {
-            return ERROR;
-        }
+        int fwd = a->kind == TC_VAR_TENSOR;
+        PyObject *fn = tc_tr_lazy_attr(&fns[2 * i + !fwd], "torch",
+                                       fwd ? ops[i].fwd : ops[i].rev);
         tc_var *args[2] = {a, b};
-        int rc = tc_tr_call_object(T, fn, args, 2);
-        Py_DECREF(fn);
-        return rc;
+        return fn ? tc_tr_call_object(T, fn, args, 2)
+                  : tc_tr_unsupported(T, "torch.%s not found",
+                                      fwd ? ops[i].fwd : ops[i].rev);
     }
     return tc_tr_unsupported(T, "tensor operator #%d", nb);
 }
