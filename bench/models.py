@@ -20,6 +20,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.sweeps.outputs import output_tensors  # noqa: E402
 import bench  # noqa: E402  (sets a fresh Inductor cache dir before torch)
 
 import torch  # noqa: E402
@@ -61,20 +63,9 @@ MODELS = {
 }
 
 
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    res = []
-    for o in out if isinstance(out, (list, tuple)) else []:
-        res += _tensors(o)
-    return res
-
-
 def _max_rel_err(got, want):
     err = 0.0
-    for a, b in zip(_tensors(got), _tensors(want)):
+    for a, b in zip(output_tensors(got), output_tensors(want)):
         a, b = a.double(), b.double()
         scale = b.abs().max().item() or 1.0
         err = max(err, (a - b).abs().max().item() / scale)

@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+from tests.sweeps.outputs import output_tensors  # noqa: E402
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -92,21 +93,9 @@ def make_input(meta, device, gen):
     return t.to(device)
 
 
-def _tensors(out):
-    import torch
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    res = []
-    for o in out if isinstance(out, (list, tuple)) else []:
-        res += _tensors(o)
-    return res
-
-
 def _difference(got, want):
     """None if got matches want, else what differs."""
-    g, w = _tensors(got), _tensors(want)
+    g, w = output_tensors(got), output_tensors(want)
     if len(g) != len(w):
         return f"{len(g)} tensors != eager's {len(w)}"
     for i, (a, b) in enumerate(zip(g, w)):
@@ -133,7 +122,7 @@ def _difference(got, want):
 def _max_error(got, want):
     """The largest absolute difference over the floating outputs."""
     err = 0.0
-    for a, b in zip(_tensors(got), _tensors(want)):
+    for a, b in zip(output_tensors(got), output_tensors(want)):
         if a.dtype.is_floating_point and a.shape == b.shape:
             fin = b.isfinite() & a.isfinite()
             if bool(fin.any()):

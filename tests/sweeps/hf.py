@@ -15,6 +15,7 @@ import argparse
 import json
 import subprocess
 import sys
+from tests.sweeps.outputs import output_tensors  # noqa: E402
 
 TINY = dict(n_layer=2, num_hidden_layers=2, n_embd=64, hidden_size=64,
             n_head=4, num_attention_heads=4, num_key_value_heads=4,
@@ -43,19 +44,6 @@ MODELS = {
                         "models.whisper.modeling_whisper.WhisperEncoder",
                         "features"),
 }
-
-
-def _outputs(out):
-    """The tensors of a ModelOutput / tuple, in order."""
-    import torch
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    res = []
-    for o in out if isinstance(out, (list, tuple)) else []:
-        res += _outputs(o)
-    return res
 
 
 def _lookup(module, dotted):
@@ -88,7 +76,7 @@ def run_model(name, mode, device, dtype, use_cache):
             "bert", "roberta", "distilbert", "t5"):
         kwargs["use_cache"] = use_cache
     with torch.no_grad():
-        exp = _outputs(model(*args, **kwargs))
+        exp = output_tensors(model(*args, **kwargs))
         tcjit.reset()
         if mode == "compile":
             fn = tcjit.compile(model)
@@ -98,9 +86,9 @@ def run_model(name, mode, device, dtype, use_cache):
             ex = tcjit.explain(model)(*args, **kwargs)
             fn = model
         tcjit.reset()   # what explain compiled is its own
-        got1 = _outputs(fn(*args, **kwargs))
+        got1 = output_tensors(fn(*args, **kwargs))
         c1 = dict(tcjit.counters())
-        got2 = _outputs(fn(*args, **kwargs))
+        got2 = output_tensors(fn(*args, **kwargs))
         c2 = dict(tcjit.counters())
         tcjit.disable()
     breaks = [b.reason for b in ex.break_reasons]
