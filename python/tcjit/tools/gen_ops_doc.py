@@ -202,8 +202,11 @@ def render():
         names = ", ".join(f"`{p}`" for p in spellings.get(name, []))
         out.append(f"| `{name}` | {names} | {how} |")
     out += ["", "Also traced: basic indexing `x[i, a:b:s, None, ...]` "
-            "(views); `F.hardtanh` / `F.relu6` (clamp in the input's "
-            "dtype).  Creation "
+            "(views; `Ellipsis` and `slice(...)` spelled out as FX prints "
+            "them too); `F.hardtanh` / `F.relu6` (clamp in the input's "
+            "dtype; `inplace=True` writes the input); `a // b`, `a % b`, "
+            "`a << b`, `a >> b` on tensors (either side) as "
+            "`torch.floor_divide`, `torch.remainder` and the shifts.  Creation "
             "ops take `dtype=` and `device=` (None, 'cpu', 'cuda:N': the "
             "graph's device; a graph runs on one device).", "",
             "Extern ops (`extern:` above) are computed by torch itself, as "
