@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include "autograd.h"
+#include "hostsplit.h"
 #include "report.h"
 
 #include <time.h>
@@ -281,24 +282,74 @@ dump_ptx(const tc_plan *plan, const char *title)
     serial++;
 }
 
-static int
-compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
-             int dynamic)
+/* g scheduled and compiled by be: the handle, or NULL with an exception.
+ * *code: the generated code when the output_code log is on. */
+static void *
+compile_graph(const tc_backend *be, tc_graph *g, const char *title,
+              int device, int dynamic, char **code)
 {
     char err[256];
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
     if (plan == NULL) {
         PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);
-        return -1;
+        return NULL;
     }
     plan->dynamic = dynamic;
     if (tc_config.ptx_dump_dir != NULL && device < 0) {
         dump_ptx(plan, title);
     }
+    return be->compile(plan, device, tc_log_on(TC_LOG_OUTPUT_CODE) ? code
+                                                                   : NULL);
+}
+
+/* A graph with a host part (place.c): both parts compiled, then one
+ * handle that runs them in turn (hostsplit.h).  *code: both parts' code. */
+static void *
+compile_split(tc_split *s, int noutputs, const char *title, int device,
+              int dynamic, char **code)
+{
+    const tc_backend *be[2] = {&tc_jit_backend, &tc_gpu_backend};
+    tc_graph *gs[2] = {s->host, s->dev};
+    void *handles[2] = {NULL, NULL};
+    char *text[2] = {NULL, NULL};
+    for (int p = 0; p < 2; p++) {
+        if (gs[p]->noutputs == 0 && tc_graph_op_count(gs[p]) == 0) {
+            continue;   /* nothing to run on that side */
+        }
+        handles[p] = compile_graph(be[p], gs[p], title, p ? device : -1,
+                                   dynamic, &text[p]);
+        if (handles[p] == NULL) {
+            if (p == 1 && handles[0] != NULL) {
+                be[0]->free(handles[0]);
+            }
+            free(text[0]);
+            return NULL;
+        }
+    }
+    if (code != NULL && (text[0] != NULL || text[1] != NULL)) {
+        size_t n = (text[0] ? strlen(text[0]) : 0)
+                   + (text[1] ? strlen(text[1]) : 0) + 64;
+        *code = malloc(n);
+        if (*code != NULL) {
+            snprintf(*code, n, "// host part (CPU)\n%s\n// device part\n%s",
+                     text[0] ? text[0] : "", text[1] ? text[1] : "");
+        }
+    }
+    free(text[0]);
+    free(text[1]);
+    return tc_hostsplit_make(s, noutputs, be, handles, device);
+}
+
+static int
+compile_auto(tc_entry *e, tc_graph *g, tc_split *split, const char *title,
+             int device, int dynamic)
+{
     char *code = NULL;
-    int want_code = tc_log_on(TC_LOG_OUTPUT_CODE);
-    const tc_backend *be = device >= 0 ? &tc_gpu_backend : &tc_jit_backend;
-    e->code = be->compile(plan, device, want_code ? &code : NULL);
+    const tc_backend *be = split->dev != NULL ? &tc_hostsplit_backend
+                           : device >= 0 ? &tc_gpu_backend : &tc_jit_backend;
+    e->code = split->dev != NULL
+        ? compile_split(split, g->noutputs, title, device, dynamic, &code)
+        : compile_graph(be, g, title, device, dynamic, &code);
     if (e->code == NULL) {
         free(code);
         return -1;
@@ -308,8 +359,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
     int built = be->ncompiled != NULL ? be->ncompiled(e->code) : nkernels;
     tc_stats.kernels_compiled += built;
     e->reused = dynamic && built == 0;
-    if (!want_code || code == NULL) {
-        free(code);
+    if (code == NULL) {
         return 0;
     }
     int rc = tc_logf(TC_LOG_OUTPUT_CODE, "output_code",
@@ -440,6 +490,44 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
     return rc;
 }
 
+/* A graph on a CUDA device with CPU tensors in it (graph.h
+ * TC_PLACE_HOST): split into its host and device parts for the 'auto'
+ * backend; what the split does not cover runs eagerly, with the reason as
+ * a graph break (eager raises its own error where a kernel would read a
+ * CPU tensor that is not 0-d). */
+static int
+place_host_part(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
+                int training, tc_split *split)
+{
+    char err[256];
+    int r = tc_graph_split(g, split, device, err, sizeof(err));
+    if (r == 0) {
+        return 0;
+    }
+    if (r == -2) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *reason =
+        r == -1 ? PyUnicode_FromString(err)
+        : !e->is_auto ? PyUnicode_FromString(
+            "CPU tensors in a graph on a CUDA device, for a custom backend "
+            "(the 'auto' backend runs them on the CPU)")
+        : training ? PyUnicode_FromString(
+            "CPU tensors in a graph on a CUDA device that requires grad "
+            "(not compiled yet)")
+        : NULL;
+    if (reason == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    tc_split_free(split);
+    int rc = log_graph_break(co, reason, co->co_firstlineno,
+                             "the whole frame runs eagerly for these inputs.");
+    Py_DECREF(reason);
+    e->kind = TC_ENTRY_EAGER;
+    return rc;
+}
+
 static int
 compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
@@ -501,9 +589,13 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         rc = marked < 0 ? -1 : 0;
         st->dynamic = marked > 0;
     }
+    tc_split split = {0};
+    if (rc == 0 && e->kind == TC_ENTRY_COMPILED && device >= 0) {
+        rc = place_host_part(e, g, co, device, plan != NULL, &split);
+    }
     if (rc == 0 && e->kind == TC_ENTRY_COMPILED) {
         int dynamic = policy > 0 || (policy == 0 && st->dynamic);
-        rc = e->is_auto ? compile_auto(e, g, title, device, dynamic)
+        rc = e->is_auto ? compile_auto(e, g, &split, title, device, dynamic)
                         : compile_python(e, g, f, text, device);
         if (rc == 0 && plan != NULL) {
             rc = tc_autograd_finish(e, plan, nresults);
@@ -513,6 +605,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             rc = demote_to_eager(e, co);
         }
     }
+    tc_split_free(&split);
     Py_XDECREF(plan);
     free(text);
     if (rc == 0 && e->kind == TC_ENTRY_COMPILED) {

@@ -885,7 +885,7 @@ nodes_equal(const tc_node *a, const tc_node *b)
         generic = tc_op_lookup("extern");
     }
     if (a->kind != b->kind || a->dtype != b->dtype
-        || a->requires_grad != b->requires_grad
+        || a->requires_grad != b->requires_grad || a->place != b->place
         || (a->kind == TC_NODE_OP && a->op == generic
             && !a->xattr[TC_XA_GENERIC_DROPPED])) {
         return 0;   /* extern.h tc_node_has_effects */
@@ -1032,6 +1032,7 @@ make_copy(tc_graph *g, int i, int src)
 int
 tc_graph_optimize(tc_graph *g)
 {
+    tc_graph_place_all(g);
     int n = g->nnodes;
     int *canon = malloc(sizeof(int) * (n ? n : 1));
     int *copy_of = malloc(sizeof(int) * (n ? n : 1));

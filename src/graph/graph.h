@@ -133,7 +133,17 @@ typedef struct {
      * may preset TC_GRAD_STOP on a node it makes (detach()'s alias):
      * the node never requires grad. */
     unsigned char requires_grad;
+    /* In a graph on a CUDA device: where the value lives (TC_PLACE_*).
+     * The tracer marks leaves (a CPU tensor input, a CPU creation op, a
+     * copy between devices); other nodes follow their operands (place.c). */
+    unsigned char place;
 } tc_node;
+
+/* Eager keeps CPU tensors on the CPU beside CUDA ones (an optimizer's step
+ * counter, torch.tensor(1.0), torch.rand([]) for layer drop) and lets a
+ * 0-d one join a CUDA op as a scalar, so a graph on a CUDA device may hold
+ * a host part: nodes computed on the CPU (place.c splits it off). */
+enum { TC_PLACE_AUTO = 0, TC_PLACE_HOST = 1, TC_PLACE_DEVICE = 2 };
 
 #define TC_GRAD_STOP 2
 
@@ -218,6 +228,38 @@ void tc_format_double(char *buf, size_t n, double v);
  * or -1 when out of memory), and snprintf into an error buffer. */
 void tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt);
 int tc_graph_push_node(tc_graph *g, const tc_node *n);
+
+/* ---- host and device parts (place.c) ----------------------------------- */
+
+/* A CUDA graph with a host part, as two graphs: the host graph runs first
+ * on the CPU, then the device graph, whose inputs are the original graph's
+ * inputs or the host graph's results.  A 0-d host value that a kernel of
+ * the device graph reads is copied to the device first (eager passes it to
+ * its kernel as a scalar); one that an extern reads is passed as it is
+ * (torch takes CPU scalars where eager does, and raises where it does). */
+typedef struct {
+    tc_graph *host, *dev;
+    int *host_in;           /* host input k: the graph input it is */
+    int *dev_in;            /* device input k: >= 0 a graph input; < 0 host
+                               output -1 - dev_in[k] */
+    unsigned char *dev_copy; /* device input k is copied to the device */
+    int *out;               /* graph output j: >= 0 device output; < 0 host
+                               output -1 - out[j] */
+} tc_split;
+
+/* 1 when g (on CUDA device `device`) has host nodes: *s filled
+ * (tc_split_free); 0 when it has none; -1 with a message in err when a
+ * kernel would read a host tensor that is not 0-d (eager raises there: the
+ * message is eager's) or a host node reads a device value; -2 when out of
+ * memory.  Resolves every node's place (stored in the nodes). */
+int tc_graph_split(tc_graph *g, tc_split *s, int device, char *err,
+                   size_t errlen);
+/* Node id is on the host (the tracer asks for x.device and the like). */
+int tc_graph_is_host(tc_graph *g, int id);
+/* Every node's place resolved (common-subexpression elimination compares
+ * them: equal nodes on different devices stay apart). */
+void tc_graph_place_all(tc_graph *g);
+void tc_split_free(tc_split *s);
 /* tc_graph_push_node of an op node, or -1 with a message: out of memory,
  * or a complex tensor that a node other than a generic extern would make
  * or take (kernels compute real dtypes only). */

@@ -518,16 +518,21 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
             break;
         }
     }
-    if (rc == OK && T->out->device < 0
-        && in_list(bare, meta_differs_reduced_cpu)
+    /* the result's device: device='s (a factory without it: the default
+     * device, the CPU, as for the registry's torch.zeros), else its
+     * operands' (the CPU when all of them are on it) */
+    int leaf = X.device != -3 || !any_tensor;
+    int rdev = X.device != -3 ? X.device : -1;
+    for (int k = 0; !leaf && k < X.nin && rdev < 0; k++) {
+        rdev = tc_tr_node_device(T, X.in[k]);
+    }
+    if (rc == OK && rdev < 0 && in_list(bare, meta_differs_reduced_cpu)
         && any_reduced_operand(T, &X)) {
         rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
                                "kernel's for float16 / bfloat16", bare);
     }
-    if (rc == OK && (X.device != -3 || !any_tensor)) {
-        /* the result is on that device (a factory without device=: the
-         * default device, the CPU, as for the registry's torch.zeros) */
-        rc = tc_tr_use_device(T, bare, X.device == -3 ? -1 : X.device);
+    if (rc == OK && leaf) {
+        rc = tc_tr_join_device(T, bare, rdev);
     }
     char err[512];
     int call = -1;
@@ -549,7 +554,7 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
             dts[k] = T->out->graph->nodes[X.in[k]].dtype;
             ls[k] = &T->out->graph->nodes[X.in[k]].layout;
         }
-        int m = tc_xtable_meta(call, X.nin, dts, ls, T->out->device, &res,
+        int m = tc_xtable_meta(call, X.nin, dts, ls, rdev, &res,
                                err, sizeof(err));
         rc = m < 0 ? ERROR
            : m > 0 ? tc_tr_unsupported(T, "%s: %s", name, err) : OK;
@@ -560,7 +565,11 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         for (int i = 0; i < nargs; i++) {
             collect_operand_vars(args[i], opvars, &nops);
         }
+        int first = T->out->graph->nnodes;
         rc = push_result(T, name, &X, &res, opvars, call);
+        if (rc == OK && leaf) {
+            tc_tr_place_since(T, first, rdev);
+        }
     }
     Py_DECREF(pyname);
     return rc;

@@ -470,11 +470,12 @@ optional_tensor(tc_var *v)
  * own, or on CPU float32 ones for a float16 / bfloat16 x ("mixed dtype
  * (CPU)"); the CUDA kernel reads them as x's dtype and raises otherwise. */
 static int
-layer_norm_params_ok(const tracer *T, int x, int w, int bias)
+layer_norm_params_ok(tracer *T, int x, int w, int bias)
 {
     const tc_graph *g = T->out->graph;
     tc_dtype xd = g->nodes[x].dtype;
-    int mixed = T->out->device < 0 && (xd == TC_F16 || xd == TC_BF16);
+    int mixed = tc_tr_node_device(T, x) < 0
+                && (xd == TC_F16 || xd == TC_BF16);
     int ps[2] = {w, bias};
     for (int i = 0; i < 2; i++) {
         if (ps[i] >= 0 && g->nodes[ps[i]].dtype != xd
@@ -1325,23 +1326,47 @@ device_name(char *buf, size_t n, int dev)
     }
 }
 
-/* A graph runs on one device: the creation op's must be the graph's. */
+/* A tensor on device dev (-1 the CPU) joins the graph.  A graph runs on
+ * one CUDA device; CPU tensors join any graph: on a CUDA graph they are its
+ * host part (graph.h TC_PLACE_HOST), as eager keeps them on the CPU. */
 int
-tc_tr_use_device(tracer *T, const char *what, int dev)
+tc_tr_join_device(tracer *T, const char *what, int dev)
 {
-    if ((T->sh->ninputs > 0 || T->sh->device_fixed)
-        && dev != T->out->device) {
+    if (dev < 0) {
+        return OK;
+    }
+    if (T->out->graph->cuda && dev != T->out->device) {
         char a[32], b[32];
         device_name(a, sizeof(a), dev);
         device_name(b, sizeof(b), T->out->device);
         return tc_tr_unsupported(T, "%s on %s while the graph's tensors are "
-                                 "on %s (a compiled graph runs on one device)",
-                                 what, a, b);
+                                 "on %s (a compiled graph runs on one CUDA "
+                                 "device)", what, a, b);
     }
     T->out->device = dev;
-    T->out->graph->cuda = dev >= 0;
-    T->sh->device_fixed = 1;
+    T->out->graph->cuda = 1;
     return OK;
+}
+
+/* The nodes made since node `first` hold values on device dev: a CPU
+ * tensor input, a creation op's or a copy's result (the leaves whose place
+ * the others follow: place.c). */
+void
+tc_tr_place_since(tracer *T, int first, int dev)
+{
+    tc_graph *g = T->out->graph;
+    for (int i = first < 0 ? g->nnodes : first; i < g->nnodes; i++) {
+        if (g->nodes[i].kind != TC_NODE_SCALAR) {
+            g->nodes[i].place = dev < 0 ? TC_PLACE_HOST : TC_PLACE_DEVICE;
+        }
+    }
+}
+
+/* The device of node id's value: -1 the CPU, else the graph's. */
+int
+tc_tr_node_device(tracer *T, int id)
+{
+    return tc_graph_is_host(T->out->graph, id) ? -1 : T->out->device;
 }
 
 /* Options eager accepts that change nothing here, or unsupported. */
@@ -1429,7 +1454,7 @@ call_new(tracer *T, const tc_binding *b, tc_var **p)
     }
     const tc_node *ln = like ? tc_tr_tensor_node(T, like) : NULL;
     int dev = tc_tr_device_param(named_param(b, p, "device"),
-                           like ? T->out->device : -1);
+                                 like ? tc_tr_node_device(T, like->node) : -1);
     if (dev == -2) {
         return tc_tr_unsupported(T, "%s() with a device other than None, "
                                  "'cpu' or 'cuda:N' (a bare 'cuda' means the "
@@ -1487,13 +1512,17 @@ call_new(tracer *T, const tc_binding *b, tc_var **p)
     if (size != NULL || ln == NULL) {
         tc_layout_contiguous(&l);
     }
-    if ((rc = tc_tr_use_device(T, what, dev)) != OK) {
+    if ((rc = tc_tr_join_device(T, what, dev)) != OK) {
         return rc;
     }
     char err[256];
+    int first = T->out->graph->nnodes;
     int node = step >= 0
         ? tc_graph_arange(T->out->graph, &l, dt, value, step, err, sizeof(err))
         : tc_graph_full(T->out->graph, &l, dt, value, err, sizeof(err));
+    if (node >= 0) {
+        tc_tr_place_since(T, first, dev);
+    }
     return tc_tr_push_node(T, node, what, err);
 }
 

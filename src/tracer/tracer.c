@@ -186,15 +186,9 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = ERROR;
         return NULL;
     }
-    if ((T->sh->ninputs > 0 || T->sh->device_fixed)
-        && m.device_index != T->out->device) {
-        /* eager raises its own "Expected all tensors to be on the same
-         * device" error, at the op that mixes them */
-        *rc = tc_tr_unsupported(T, "tensors on different devices");
+    if ((*rc = tc_tr_join_device(T, "a tensor", m.device_index)) != OK) {
         return NULL;
     }
-    T->out->device = m.device_index;
-    T->out->graph->cuda = m.device_index >= 0;
     tc_layout l;
     l.ndim = m.ndim;
     memcpy(l.sizes, m.sizes, sizeof(l.sizes));
@@ -210,6 +204,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         *rc = tc_tr_unsupported(T, "graph input");
         return NULL;
     }
+    tc_tr_place_since(T, v->node, m.device_index);
     if (grow_grad(T->sh, v->node + 1) != OK) {
         *rc = ERROR;
         return NULL;

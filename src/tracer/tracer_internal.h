@@ -38,7 +38,6 @@ typedef struct {
     int *inputs;              /* graph input i -> guard source id */
     int ninputs, inputs_cap;
     int touched_tensor;       /* a tensor was read from the frame */
-    int device_fixed;         /* a creation op chose out->device */
     int force_eager;          /* correctness needs the whole frame eager */
     unsigned char *grad;      /* by graph node: requires grad (inputs that
                                  do, and what grad mode computed from them) */
@@ -201,10 +200,15 @@ int tc_tr_call_with_args(tracer *T, tc_var *callable, tc_var **args, int n,
                          PyObject *kwnames);
 /* torchcalls.c: a device= argument (None: dflt; "cpu", "cuda:N", a
  * torch.device constant) as -1 for the CPU or the CUDA index, -2 when not
- * understood; and the graph's device set to (or checked against) dev, a
- * graph break naming `what` when they differ. */
+ * understood.  tc_tr_join_device: a tensor on dev joins the graph (CPU ones
+ * join any graph; a second CUDA device is a graph break naming `what`);
+ * tc_tr_place_since marks the nodes made since `first` as on dev (leaves:
+ * inputs, creation ops, copies); tc_tr_node_device: where a node's value
+ * is (-1 the CPU). */
 int tc_tr_device_param(tc_var *v, int dflt);
-int tc_tr_use_device(tracer *T, const char *what, int dev);
+int tc_tr_join_device(tracer *T, const char *what, int dev);
+void tc_tr_place_since(tracer *T, int first, int dev);
+int tc_tr_node_device(tracer *T, int id);
 /* externcall.c: any other torch op as a generic extern node; NOT_HANDLED
  * when fn is not a torch op, or no argument is a tensor and fn is no
  * tensor factory.  python_ok: fn may also be a Python function of torch's

@@ -124,17 +124,19 @@ tensor_attr(tracer *T, tc_var *self, PyObject *name, int method)
         r = tc_tr_size_object(&n->layout);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "device") == 0) {
-        /* every tensor of a graph is on the (guarded) device of its inputs */
-        r = T->out->device < 0
+        /* the graph's (guarded) CUDA device, or the CPU for its host
+         * part (graph.h TC_PLACE_HOST) */
+        int dev = tc_tr_node_device(T, self->node);
+        r = dev < 0
             ? PyObject_CallMethod(tc_torch_module, "device", "s", "cpu")
             : PyObject_CallMethod(tc_torch_module, "device", "si", "cuda",
-                                  T->out->device);
+                                  dev);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "is_cuda") == 0) {
-        r = PyBool_FromLong(T->out->device >= 0);
+        r = PyBool_FromLong(tc_tr_node_device(T, self->node) >= 0);
     }
     else if (PyUnicode_CompareWithASCIIString(name, "is_cpu") == 0) {
-        r = PyBool_FromLong(T->out->device < 0);
+        r = PyBool_FromLong(tc_tr_node_device(T, self->node) < 0);
     }
     else if (is_plain_tensor_flag(name)) {
         /* a graph's tensors are plain dense CPU/CUDA ones (inputs of other

@@ -2069,6 +2069,66 @@ test_reduce_plan(void)
           && p.nsplit == 1, "cpu short rows");
 }
 
+/* place.c: a CUDA graph with CPU values (an optimizer's step counter)
+ * becomes a host graph run first and a device graph; a 0-d host value a
+ * kernel reads crosses by a copy; a host tensor that is not 0-d read by a
+ * kernel is eager's device error. */
+static void
+test_split_host(void)
+{
+    char err[256];
+    tc_layout l0 = {0}, l1 = {1, {8}, {1}};
+    tc_graph *g = tc_graph_new();
+    g->cuda = 1;
+    int x = tc_graph_input(g, TC_F32, &l1);         /* cuda */
+    int step = tc_graph_input(g, TC_F32, &l0);      /* cpu step counter */
+    g->nodes[step].place = TC_PLACE_HOST;
+    int one = tc_graph_scalar_float(g, 1.0);
+    int in[2] = {step, one};
+    int step2 = tc_graph_op(g, "add", 2, in, TC_F32, err, sizeof(err));
+    int in2[2] = {x, step2};
+    int y = tc_graph_op(g, "mul", 2, in2, TC_F32, err, sizeof(err));
+    int outs[2] = {y, step2};
+    tc_graph_set_outputs(g, 2, outs);
+    tc_split s;
+    int r = tc_graph_split(g, &s, 0, err, sizeof(err));
+    CHECK(r == 1, "split: %d %s", r, err);
+    if (r == 1) {
+        CHECK(s.host->ninputs == 1 && s.host_in[0] == 1, "host inputs");
+        CHECK(s.host->noutputs == 1 && s.host->nodes[s.host->outputs[0]].op
+              == tc_op_lookup("add"), "host output: step + 1");
+        CHECK(s.dev->ninputs == 2 && s.dev_in[0] == 0 && !s.dev_copy[0]
+              && s.dev_in[1] == -1 && s.dev_copy[1], "device inputs: x, "
+              "then the copied step + 1");
+        CHECK(s.dev->noutputs == 1 && s.out[0] == 0 && s.out[1] == -1,
+              "outputs: device y, host step + 1");
+        CHECK(s.dev->cuda == 1 && s.host->cuda == 0, "devices");
+        tc_split_free(&s);
+    }
+    tc_graph_free(g);
+
+    g = tc_graph_new();
+    g->cuda = 1;
+    x = tc_graph_input(g, TC_F32, &l1);
+    int m = tc_graph_input(g, TC_F32, &l1);          /* cpu, not 0-d */
+    g->nodes[m].place = TC_PLACE_HOST;
+    int in3[2] = {x, m};
+    y = tc_graph_op(g, "add", 2, in3, TC_F32, err, sizeof(err));
+    tc_graph_set_outputs(g, 1, &y);
+    r = tc_graph_split(g, &s, 0, err, sizeof(err));
+    CHECK(r == -1 && strstr(err, "Expected all tensors to be on the same "
+                            "device") != NULL, "non-0-d host operand: %d %s",
+          r, err);
+    tc_graph_free(g);
+
+    g = tc_graph_new();          /* a CPU graph: nothing to split */
+    x = tc_graph_input(g, TC_F32, &l1);
+    g->nodes[x].place = TC_PLACE_HOST;
+    tc_graph_set_outputs(g, 1, &x);
+    CHECK(tc_graph_split(g, &s, 0, err, sizeof(err)) == 0, "cpu graph");
+    tc_graph_free(g);
+}
+
 int
 main(void)
 {
@@ -2091,6 +2151,7 @@ main(void)
     test_math_targets();
     test_textbuf();
     test_reduce_plan();
+    test_split_host();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }

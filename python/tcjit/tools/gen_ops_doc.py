@@ -207,8 +207,9 @@ def render():
             "dtype; `inplace=True` writes the input); `a // b`, `a % b`, "
             "`a << b`, `a >> b` on tensors (either side) as "
             "`torch.floor_divide`, `torch.remainder` and the shifts.  Creation "
-            "ops take `dtype=` and `device=` (None, 'cpu', 'cuda:N': the "
-            "graph's device; a graph runs on one device).", "",
+            "ops take `dtype=` and `device=` (None, 'cpu', 'cuda:N'; a graph "
+            "runs on one CUDA device, and CPU tensors in it run on the CPU "
+            "first, a 0-d one copied over where a CUDA kernel reads it).", "",
             "Extern ops (`extern:` above) are computed by torch itself, as "
             "Inductor's extern kernels are; tcjit fuses the pointwise and "
             "reduction work around them into its own kernels.", "",

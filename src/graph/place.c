@@ -1,0 +1,338 @@
+/* place.c - the host part of a graph on a CUDA device (graph.h tc_split).
+ *
+ * Eager lets CPU tensors live beside CUDA ones: an optimizer keeps its
+ * step counters on the CPU, models write torch.tensor(1.0) - mask or draw
+ * torch.rand([]) for layer drop.  Ops on CPU tensors run on the CPU, and a
+ * 0-d CPU tensor may join a CUDA op, which reads it as a scalar.  Copying
+ * every such value to the device would make each write back into a CPU
+ * tensor (the step counter) a device sync, and would draw CPU random
+ * numbers from the CUDA generator; so the host part stays on the CPU.
+ *
+ * A host value never depends on a device value (the copy back would be a
+ * sync, which the tracer does not put in a graph), so the host part can
+ * run first, whole, and the device part after it: one graph becomes two.
+ */
+#include "graph.h"
+
+#include "ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The place of node id from its operands' (resolved before it, as they
+ * precede it): a node follows its tensor operands (Python numbers go
+ * anywhere); one on the device puts it on the device. */
+static int
+resolve_one(tc_graph *g, int id)
+{
+    tc_node *n = &g->nodes[id];
+    if (n->kind == TC_NODE_SCALAR || n->place != TC_PLACE_AUTO) {
+        return n->place;
+    }
+    int host = 0, dev = n->kind == TC_NODE_INPUT;
+    for (int k = 0; k < n->nin; k++) {
+        int p = n->in[k] >= 0 ? g->nodes[n->in[k]].place : TC_PLACE_AUTO;
+        host |= p == TC_PLACE_HOST;
+        dev |= p == TC_PLACE_DEVICE;
+    }
+    n->place = host && !dev ? TC_PLACE_HOST : TC_PLACE_DEVICE;
+    return n->place;
+}
+
+/* Resolves nodes 0..id in order (memoized in the nodes: a loop, not a
+ * recursion as deep as the graph). */
+static int
+resolve(tc_graph *g, int id)
+{
+    for (int i = 0; i < id; i++) {
+        resolve_one(g, i);
+    }
+    return resolve_one(g, id);
+}
+
+void
+tc_graph_place_all(tc_graph *g)
+{
+    if (g->nnodes > 0) {
+        resolve(g, g->nnodes - 1);
+    }
+}
+
+int
+tc_graph_is_host(tc_graph *g, int id)
+{
+    return id >= 0 && id < g->nnodes && resolve(g, id) == TC_PLACE_HOST;
+}
+
+void
+tc_split_free(tc_split *s)
+{
+    tc_graph_free(s->host);
+    tc_graph_free(s->dev);
+    free(s->host_in);
+    free(s->dev_in);
+    free(s->dev_copy);
+    free(s->out);
+    memset(s, 0, sizeof(*s));
+}
+
+/* The building state: where each node of g went in the two graphs. */
+typedef struct {
+    tc_graph *g;
+    tc_split *s;
+    int *hmap, *dmap;      /* g node -> host / device node, or -1 */
+    int *hout;             /* g node -> host output index, or -1 */
+    int *cross[2];         /* g host node -> device input (by copy), or -1 */
+    int *houts;            /* host outputs: g node ids */
+    int nhouts;
+} builder;
+
+static int
+push(tc_graph *to, const tc_node *n, const int *map, int *id)
+{
+    tc_node c = *n;
+    for (int k = 0; k < c.nin; k++) {
+        c.in[k] = c.in[k] >= 0 ? map[c.in[k]] : -1;
+    }
+    if (c.view_base >= 0) {
+        c.view_base = map[c.view_base];
+    }
+    c.place = TC_PLACE_AUTO;
+    *id = tc_graph_push_node(to, &c);
+    return *id < 0 ? -2 : 0;
+}
+
+/* Host output of g node i (added once). */
+static int
+host_output(builder *B, int i)
+{
+    if (B->hout[i] < 0) {
+        B->hout[i] = B->nhouts;
+        B->houts[B->nhouts++] = i;
+    }
+    return B->hout[i];
+}
+
+/* The device input that carries host node i to a device node; copy: a
+ * kernel reads it (a 0-d copy on the device), else an extern does (the CPU
+ * tensor itself). */
+static int
+cross_input(builder *B, int i, int copy)
+{
+    if (B->cross[copy][i] >= 0) {
+        return B->cross[copy][i];
+    }
+    const tc_node *n = &B->g->nodes[i];
+    tc_layout l = n->layout;
+    if (copy) {
+        l.ndim = 0;
+    }
+    int id = tc_graph_input(B->s->dev, n->dtype, &l);
+    if (id < 0) {
+        return -2;
+    }
+    int k = B->s->dev->nodes[id].input_index;
+    B->s->dev_in[k] = n->kind == TC_NODE_INPUT ? n->input_index
+                                               : -1 - host_output(B, i);
+    B->s->dev_copy[k] = (unsigned char)copy;
+    B->cross[copy][i] = id;
+    return id;
+}
+
+static void
+device_name(char *buf, size_t n, int cuda, int device)
+{
+    if (cuda) {
+        snprintf(buf, n, "cuda:%d", device);
+    }
+    else {
+        snprintf(buf, n, "cpu");
+    }
+}
+
+/* Device node i reads host operand k: through a copy when a kernel reads
+ * it, where eager takes a 0-d CPU tensor only (TensorIterator's CPU
+ * scalars); -1 with eager's message for anything else. */
+static int
+device_operand(builder *B, int i, int k, int device, char *err,
+               size_t errlen)
+{
+    const tc_node *n = &B->g->nodes[i];
+    int x = n->in[k];
+    int extern_op = n->kind == TC_NODE_OP
+                    && tc_ops[n->op].kind == TC_OPK_EXTERN;
+    if (!extern_op && (B->g->nodes[x].layout.ndim != 0
+                       || tc_ops[n->op].kind != TC_OPK_POINTWISE)) {
+        char a[32];
+        device_name(a, sizeof(a), 1, device);
+        snprintf(err, errlen, "Expected all tensors to be on the same "
+                 "device, but found at least two devices, %s and cpu! "
+                 "(%s of a CPU tensor that is not 0-d)", a,
+                 tc_ops[n->op].name);
+        return -1;
+    }
+    return cross_input(B, x, !extern_op);
+}
+
+/* Node i of g into the host or the device graph.  0, -1 (err), -2. */
+static int
+place_node(builder *B, int i, int device, char *err, size_t errlen)
+{
+    const tc_node *n = &B->g->nodes[i];
+    tc_split *s = B->s;
+    if (n->kind == TC_NODE_SCALAR) {
+        return 0;   /* copied into a graph where an op uses it */
+    }
+    int host = n->place == TC_PLACE_HOST;
+    if (n->kind == TC_NODE_INPUT) {
+        tc_graph *to = host ? s->host : s->dev;
+        int id = tc_graph_input(to, n->dtype, &n->layout);
+        if (id < 0) {
+            return -2;
+        }
+        int k = to->nodes[id].input_index;
+        to->nodes[id].requires_grad = n->requires_grad;
+        if (host) {
+            B->hmap[i] = id;
+            s->host_in[k] = n->input_index;
+        }
+        else {
+            B->dmap[i] = id;
+            s->dev_in[k] = n->input_index;
+        }
+        return 0;
+    }
+    if (host) {
+        for (int k = 0; k < n->nin; k++) {
+            int x = n->in[k];
+            if (B->g->nodes[x].kind == TC_NODE_SCALAR && B->hmap[x] < 0
+                && push(s->host, &B->g->nodes[x], B->hmap, &B->hmap[x]) < 0) {
+                return -2;
+            }
+            if (B->hmap[x] < 0) {
+                char a[32];
+                device_name(a, sizeof(a), 1, device);
+                snprintf(err, errlen, "a copy from %s to the CPU inside the "
+                         "graph (a device sync)", a);
+                return -1;
+            }
+        }
+        return push(s->host, n, B->hmap, &B->hmap[i]);
+    }
+    tc_node c = *n;
+    for (int k = 0; k < n->nin; k++) {
+        int x = n->in[k];
+        if (B->g->nodes[x].kind == TC_NODE_SCALAR && B->dmap[x] < 0
+            && push(s->dev, &B->g->nodes[x], B->dmap, &B->dmap[x]) < 0) {
+            return -2;
+        }
+        c.in[k] = B->g->nodes[x].place == TC_PLACE_HOST
+                  ? device_operand(B, i, k, device, err, errlen) : B->dmap[x];
+        if (c.in[k] < 0) {
+            return c.in[k] == -1 ? -1 : -2;
+        }
+    }
+    if (c.view_base >= 0) {
+        c.view_base = B->dmap[c.view_base];
+    }
+    c.place = TC_PLACE_AUTO;
+    B->dmap[i] = tc_graph_push_node(s->dev, &c);
+    return B->dmap[i] < 0 ? -2 : 0;
+}
+
+static int
+split_outputs(builder *B)
+{
+    tc_graph *g = B->g;
+    tc_split *s = B->s;
+    int *douts = malloc(sizeof(int) * (size_t)(g->noutputs + 1));
+    int nd = 0;
+    if (douts == NULL) {
+        return -2;
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        int o = g->outputs[j];
+        if (g->nodes[o].place == TC_PLACE_HOST) {
+            s->out[j] = -1 - host_output(B, o);
+        }
+        else {
+            s->out[j] = nd;
+            douts[nd++] = B->dmap[o];
+        }
+    }
+    int rc = tc_graph_set_outputs(s->dev, nd, douts);
+    for (int m = 0; rc == 0 && m < B->nhouts; m++) {
+        B->houts[m] = B->hmap[B->houts[m]];
+    }
+    rc = rc == 0 ? tc_graph_set_outputs(s->host, B->nhouts, B->houts) : rc;
+    free(douts);
+    return rc < 0 ? -2 : 0;
+}
+
+static int
+build(builder *B, int device, char *err, size_t errlen)
+{
+    tc_graph *g = B->g;
+    tc_split *s = B->s;
+    size_t n = (size_t)g->nnodes + 1;
+    s->host = tc_graph_new();
+    s->dev = tc_graph_new();
+    s->host_in = calloc((size_t)g->ninputs + 1, sizeof(int));
+    /* device inputs: g's device inputs and at most two crossings (a copy
+     * and the tensor itself) per host node */
+    s->dev_in = calloc(2 * n + (size_t)g->ninputs, sizeof(int));
+    s->dev_copy = calloc(2 * n + (size_t)g->ninputs, 1);
+    s->out = calloc((size_t)g->noutputs + 1, sizeof(int));
+    B->hmap = malloc(sizeof(int) * n);
+    B->dmap = malloc(sizeof(int) * n);
+    B->hout = malloc(sizeof(int) * n);
+    B->cross[0] = malloc(sizeof(int) * n);
+    B->cross[1] = malloc(sizeof(int) * n);
+    B->houts = malloc(sizeof(int) * (n + (size_t)g->noutputs));
+    if (!s->host || !s->dev || !s->host_in || !s->dev_in || !s->dev_copy
+        || !s->out || !B->hmap || !B->dmap || !B->hout || !B->cross[0]
+        || !B->cross[1] || !B->houts) {
+        return -2;
+    }
+    for (size_t i = 0; i < n; i++) {
+        B->hmap[i] = B->dmap[i] = B->hout[i] = -1;
+        B->cross[0][i] = B->cross[1][i] = -1;
+    }
+    s->dev->cuda = 1;
+    for (int i = 0; i < g->nnodes; i++) {
+        int r = place_node(B, i, device, err, errlen);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return split_outputs(B);
+}
+
+int
+tc_graph_split(tc_graph *g, tc_split *s, int device, char *err,
+               size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    int any = 0;
+    tc_graph_place_all(g);
+    for (int i = 0; i < g->nnodes; i++) {
+        any |= g->nodes[i].place == TC_PLACE_HOST;
+    }
+    if (!g->cuda || !any) {
+        return 0;
+    }
+    builder B = {.g = g, .s = s};
+    int rc = build(&B, device, err, errlen);
+    free(B.hmap);
+    free(B.dmap);
+    free(B.hout);
+    free(B.cross[0]);
+    free(B.cross[1]);
+    free(B.houts);
+    if (rc < 0) {
+        tc_split_free(s);
+        return rc;
+    }
+    return 1;
+}
