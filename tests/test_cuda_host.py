@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def one_graph(fn, *args):
-    ex = tcjit.explain(fn, *args)
+    ex = tcjit.explain(fn)(*args)
     assert ex.graph_break_count == 0, ex.break_reasons
     assert ex.graph_count == 1, ex
     return ex
@@ -131,5 +131,5 @@ def test_cuda_optimizer_with_cpu_steps(name, kw):
         assert t["step"].device == s["step"].device
         assert t["step"].item() == s["step"].item() == 4
         torch.testing.assert_close(t["exp_avg"], s["exp_avg"])
-    ex = tcjit.explain(opt2.step)
+    ex = tcjit.explain(opt2.step)()
     assert ex.graph_break_count == 0, ex.break_reasons

@@ -680,3 +680,43 @@ def test_set_grad_enabled_in_try_finally_when_the_graph_raises():
     with pytest.raises(IndexError):
         comp(x, torch.tensor([1, 7]))
     assert torch.is_grad_enabled()
+
+
+# ---- torch._dynamo.disable wrappers ----------------------------------------------
+
+def test_dynamo_disabled_torch_internals_are_traced():
+    # Once Dynamo has run in a process it wraps every optimizer's
+    # _init_group in torch._dynamo.disable (TorchPatcher); that is about
+    # Dynamo, not tcjit: the step still compiles whole (it broke before at
+    # the wrapper's set_eval_frame call)
+    class PatchedAdamW(torch.optim.AdamW):
+        pass
+
+    PatchedAdamW._init_group = torch._dynamo.disable(
+        torch.optim.AdamW._init_group, reason="as TorchPatcher does")
+    m, twin = _model(), _model()
+    oa = PatchedAdamW(m.parameters(), lr=1e-2)
+    ob = torch.optim.AdamW(twin.parameters(), lr=1e-2)
+    step = tcjit.compile(oa.step)
+    for s in range(3):
+        _grads(m, s)
+        _grads(twin, s)
+        step()
+        ob.step()
+        _same_state(oa, ob, 1e-6)
+    ex = tcjit.explain(oa.step)()
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_user_torch_compiler_disable_is_kept():
+    @torch.compiler.disable
+    def helper(x):
+        return x * 2
+
+    def f(x):
+        return helper(x + 1) - 1
+
+    x = torch.randn(8)
+    torch.testing.assert_close(tcjit.compile(f)(x), f(x))
+    ex = tcjit.explain(f)(x)
+    assert ex.graph_break_count >= 1   # the user's disable: run in Python

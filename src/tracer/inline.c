@@ -485,6 +485,30 @@ tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     return inline_call(T, callable, args, nargs, kwnames, NULL);
 }
 
+/* torch's own function behind a torch._dynamo.disable wrapper (borrowed),
+ * or NULL.  Dynamo wraps torch internals it cannot trace (once it has
+ * run, every optimizer's _init_group); that says nothing about tcjit, which
+ * traces the function itself.  A user's torch.compiler.disable is kept:
+ * its call runs in Python. */
+static PyObject *
+dynamo_disabled_torch_fn(PyFunctionObject *fn)
+{
+    PyObject *d = fn->func_dict;
+    PyObject *orig = d ? PyDict_GetItemString(d, "_torchdynamo_orig_callable")
+                       : NULL;
+    if (orig == NULL || !PyFunction_Check(orig)
+        || PyDict_GetItemString(d, "_torchdynamo_disable") != Py_True) {
+        return NULL;
+    }
+    PyObject *mod = ((PyFunctionObject *)orig)->func_module;
+    const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+    if (m == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return strncmp(m, "torch.", 6) == 0 ? orig : NULL;
+}
+
 static int
 inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
             PyObject *kwnames, tc_var *closure)
@@ -500,6 +524,12 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     else {
         fn = (PyFunctionObject *)callable->obj;
         co = (PyCodeObject *)fn->func_code;
+        PyObject *orig = dynamo_disabled_torch_fn(fn);
+        if (orig != NULL) {
+            tc_var *v = tc_var_const(&T->sh->arena, orig, -1);
+            return v ? inline_call(T, v, args, nargs, kwnames, closure)
+                     : ERROR;
+        }
     }
     const int unsupported_flags = CO_GENERATOR | CO_COROUTINE
         | CO_ASYNC_GENERATOR;
