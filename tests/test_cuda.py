@@ -267,6 +267,26 @@ def test_ptx_assembles(tmp_path):
     assert_ptxas_accepts(dumped_ptx(d, 40))
 
 
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_ptx_optimizer_step_fits_kernel_parameters(tmp_path):
+    """An AdamW step over many same-shaped parameters (GPT-2's 74 vectors
+    of 768): its kernels' parameters must fit CUDA's 4 KB (one kernel of
+    ~700 pointers did not: ptxas 'uses too much parameter space')."""
+    params = [torch.nn.Parameter(torch.randn(768)) for _ in range(120)]
+    for p in params:
+        p.grad = torch.randn(768)
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    opt.step()                       # the state, made eagerly
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        tcjit.reset()
+        tcjit.compile(opt.step)()
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    assert_ptxas_accepts(dumped_ptx(d, 1))
+
+
 @pytest.mark.skipif(_ptxas() is None or shutil.which("gcc") is None,
                     reason="needs ptxas and gcc")
 def test_ptx_c_cases(tmp_path):

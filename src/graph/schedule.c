@@ -47,6 +47,7 @@ typedef struct {
     int *order;      /* groups in execution order */
     int *group_red;  /* group -> its primary reduction node, or -1 */
     int *group_ext;  /* group -> its extern node (a call, no kernel), or -1 */
+    int *group_size; /* group -> its materialized members */
     int *level;      /* node -> number of externs on its longest input path */
     /* persistent across retries */
     char *force_mat; /* materialize this node (a temporary) */
@@ -560,12 +561,19 @@ group_domain(const sched *s, int q)
  * the first pass), as does a reduction over a pointwise group's shape:
  * the residual add before a layer_norm is stored by the layer_norm's
  * kernel instead of a kernel of its own. */
+/* Members of one kernel at most: each stores a buffer and loads its own;
+ * an optimizer step over a model's same-shaped parameters (GPT-2's 74
+ * vectors of 768) would otherwise be one kernel of ~700 pointers, past
+ * CUDA's 4 KB of kernel parameters. */
+#define GROUP_MAX_MEMBERS 48
+
 static int
 group_accepts(const sched *s, int q, int i, int r)
 {
     const tc_graph *g = s->g;
     int rep = s->group_rep[q], rq = s->group_red[q];
-    if (s->solo[rep] || s->group_ext[q] >= 0 || s->level[rep] != s->level[i]) {
+    if (s->solo[rep] || s->group_ext[q] >= 0 || s->level[rep] != s->level[i]
+        || s->group_size[q] >= GROUP_MAX_MEMBERS) {
         return 0;
     }
     if (rq >= 0 && r >= 0) {
@@ -594,6 +602,7 @@ make_groups(sched *s)
             s->group_rep[s->ngroups] = i;
             s->group_red[s->ngroups] = -1;
             s->group_ext[s->ngroups] = i;
+            s->group_size[s->ngroups] = 1;
             s->group_of[i] = s->ngroups++;
             continue;
         }
@@ -611,6 +620,7 @@ make_groups(sched *s)
             s->group_rep[grp] = i;
             s->group_red[grp] = r;
             s->group_ext[grp] = -1;
+            s->group_size[grp] = 0;
         }
         else if (s->group_red[grp] < 0 && r >= 0) {
             s->group_red[grp] = r;  /* a pointwise group becomes a reduction */
@@ -623,6 +633,7 @@ make_groups(sched *s)
             s->joined = i;
         }
         s->group_of[i] = grp;
+        s->group_size[grp]++;
     }
     free(seen);
     return 0;
@@ -1659,9 +1670,11 @@ sched_alloc(sched *s)
     s->group_red = malloc(sizeof(int) * n);
     s->order = malloc(sizeof(int) * n);
     s->group_ext = malloc(sizeof(int) * n);
+    s->group_size = malloc(sizeof(int) * n);
     s->level = calloc(n, sizeof(int));
     if (!s->live || !s->buf_of || !s->group_of || !s->group_rep ||
-        !s->group_red || !s->order || !s->group_ext || !s->level) {
+        !s->group_red || !s->order || !s->group_ext || !s->group_size
+        || !s->level) {
         return oom(s);
     }
     memset(s->buf_of, -1, sizeof(int) * n);
@@ -1682,10 +1695,11 @@ sched_free(sched *s)
     free(s->group_red);
     free(s->order);
     free(s->group_ext);
+    free(s->group_size);
     free(s->level);
     s->live = s->buf_of = s->group_of = NULL;
     s->group_rep = s->group_red = s->order = NULL;
-    s->group_ext = s->level = NULL;
+    s->group_ext = s->group_size = s->level = NULL;
 }
 
 static void
