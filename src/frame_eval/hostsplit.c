@@ -2,13 +2,22 @@
  * (hostsplit.h, graph/place.c). */
 #include "hostsplit.h"
 
+#include "../runtime/torch_tensor.h"
+
 typedef struct {
     const tc_backend *be[2];    /* the CPU's, the device's */
     void *code[2];              /* NULL: that part runs nothing */
     int nin[2], nout[2];
-    int *host_in, *dev_in, *out;
-    unsigned char *dev_copy;
+    int *host_in, *dev_in, *dev_pack, *out;
     int noutputs;
+    /* the packs (graph.h tc_split): sources, and a CPU tensor per pack
+     * that is filled, then copied to the device, on every call */
+    int npacks;
+    int pack_n[TC_NDTYPES];
+    int *pack_src[TC_NDTYPES];
+    size_t item_size[TC_NDTYPES];
+    PyObject *staging[TC_NDTYPES];
+    char *staging_ptr[TC_NDTYPES];
     PyObject *device;           /* torch.device("cuda:N") */
     PyObject *to_kw;            /* ("non_blocking",) */
 } split_code;
@@ -27,11 +36,31 @@ split_free(void *h)
     }
     free(c->host_in);
     free(c->dev_in);
+    free(c->dev_pack);
     free(c->out);
-    free(c->dev_copy);
+    for (int p = 0; p < c->npacks; p++) {
+        free(c->pack_src[p]);
+        Py_XDECREF(c->staging[p]);
+    }
     Py_XDECREF(c->device);
     Py_XDECREF(c->to_kw);
     free(c);
+}
+
+/* torch.empty(n, dtype=dt): a pack's values on the CPU, reused on every
+ * call (a copy from pageable memory is staged before it returns). */
+static PyObject *
+staging_tensor(PyObject *torch, tc_dtype dt, int n)
+{
+    PyObject *dto = tc_alloc_dtype_object(dt);
+    PyObject *empty = dto ? PyObject_GetAttrString(torch, "empty") : NULL;
+    PyObject *args = empty ? Py_BuildValue("(i)", n) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:O}", "dtype", dto) : NULL;
+    PyObject *t = kw ? PyObject_Call(empty, args, kw) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return t;
 }
 
 void *
@@ -57,26 +86,40 @@ tc_hostsplit_make(tc_split *s, int noutputs, const tc_backend *be[2],
     }
     c->host_in = s->host_in;
     c->dev_in = s->dev_in;
+    c->dev_pack = s->dev_pack;
     c->out = s->out;
-    c->dev_copy = s->dev_copy;
-    s->host_in = s->dev_in = s->out = NULL;
-    s->dev_copy = NULL;
+    s->host_in = s->dev_in = s->dev_pack = s->out = NULL;
     c->noutputs = noutputs;
+    c->npacks = s->npacks;
+    for (int p = 0; p < s->npacks; p++) {
+        c->pack_n[p] = s->pack_n[p];
+        c->pack_src[p] = s->pack_src[p];
+        c->item_size[p] = tc_dtype_size(s->pack_dtype[p]);
+        s->pack_src[p] = NULL;
+    }
+    s->npacks = 0;
     PyObject *torch = PyImport_ImportModule("torch");
     c->device = torch ? PyObject_CallMethod(torch, "device", "si", "cuda",
                                             device) : NULL;
     c->to_kw = Py_BuildValue("(s)", "non_blocking");
+    int rc = torch && c->device && c->to_kw ? 0 : -1;
+    for (int p = 0; rc == 0 && p < c->npacks; p++) {
+        c->staging[p] = staging_tensor(torch, s->pack_dtype[p], c->pack_n[p]);
+        void *ptr = NULL;
+        rc = c->staging[p] ? tc_alloc_data_ptr(c->staging[p], &ptr) : -1;
+        c->staging_ptr[p] = ptr;
+    }
     Py_XDECREF(torch);
-    if (c->device == NULL || c->to_kw == NULL) {
+    if (rc < 0) {
         split_free(c);
         return NULL;
     }
     return c;
 }
 
-/* t.to(device, non_blocking=True): a 0-d CPU value a kernel reads (a copy
- * from pageable memory is staged at once: the CPU tensor may change right
- * after, as an optimizer's step counter does). */
+/* t.to(device, non_blocking=True): the CPU values kernels read (a copy
+ * from pageable memory is staged before it returns: the staging tensor
+ * may be refilled right after). */
 static PyObject *
 to_device(const split_code *c, PyObject *t)
 {
@@ -89,6 +132,34 @@ to_device(const split_code *c, PyObject *t)
     return PyObject_VectorcallMethod(to_name, args,
                                      2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                      c->to_kw);
+}
+
+/* A value coded as tc_split codes them: >= 0 an input, < 0 a host
+ * output (borrowed). */
+static PyObject *
+source(const split_code *c, int code, PyObject *const *inputs,
+       PyObject *const *hout)
+{
+    (void)c;
+    return code >= 0 ? inputs[code] : hout[-1 - code];
+}
+
+/* Pack p on the device: its 0-d CPU values gathered into the staging
+ * tensor, then one copy.  New reference, or NULL with an exception. */
+static PyObject *
+pack(const split_code *c, int p, PyObject *const *inputs,
+     PyObject *const *hout)
+{
+    size_t sz = c->item_size[p];
+    for (int k = 0; k < c->pack_n[p]; k++) {
+        void *v;
+        if (tc_alloc_data_ptr(source(c, c->pack_src[p][k], inputs, hout),
+                              &v) < 0) {
+            return NULL;
+        }
+        memcpy(c->staging_ptr[p] + (size_t)k * sz, v, sz);
+    }
+    return to_device(c, c->staging[p]);
 }
 
 static void
@@ -120,9 +191,9 @@ split_run(void *h, PyObject *const *inputs, Py_ssize_t ninputs,
         goto done;
     }
     for (int k = 0; k < nd; k++) {
-        PyObject *src = c->dev_in[k] >= 0 ? inputs[c->dev_in[k]]
-                                          : hout[-1 - c->dev_in[k]];
-        din[k] = c->dev_copy[k] ? to_device(c, src) : Py_NewRef(src);
+        int p = c->dev_pack[k];
+        din[k] = p >= 0 ? pack(c, p, inputs, hout)
+                 : Py_NewRef(source(c, c->dev_in[k], inputs, hout));
         if (din[k] == NULL) {
             goto done;
         }

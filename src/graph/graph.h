@@ -233,18 +233,26 @@ int tc_graph_push_node(tc_graph *g, const tc_node *n);
 
 /* A CUDA graph with a host part, as two graphs: the host graph runs first
  * on the CPU, then the device graph, whose inputs are the original graph's
- * inputs or the host graph's results.  A 0-d host value that a kernel of
- * the device graph reads is copied to the device first (eager passes it to
- * its kernel as a scalar); one that an extern reads is passed as it is
- * (torch takes CPU scalars where eager does, and raises where it does). */
+ * inputs or the host graph's results.  The 0-d host values that kernels of
+ * the device graph read are copied to the device first, those of a dtype
+ * in one copy (eager passes them to its kernels as scalars); a host value
+ * an extern reads is passed as it is (torch takes CPU scalars where eager
+ * does, and raises where it does). */
 typedef struct {
     tc_graph *host, *dev;
     int *host_in;           /* host input k: the graph input it is */
-    int *dev_in;            /* device input k: >= 0 a graph input; < 0 host
-                               output -1 - dev_in[k] */
-    unsigned char *dev_copy; /* device input k is copied to the device */
+    int *dev_in;            /* device input k when dev_pack[k] < 0: >= 0 a
+                               graph input; < 0 host output -1 - dev_in[k] */
+    int *dev_pack;          /* device input k is pack p (>= 0), or -1 */
     int *out;               /* graph output j: >= 0 device output; < 0 host
                                output -1 - out[j] */
+    /* The 0-d host values kernels read travel in one copy per dtype: pack
+     * p is a 1-d device input whose item k (a view in the device graph) is
+     * pack_src[p][k], coded as dev_in is. */
+    int npacks;
+    tc_dtype pack_dtype[TC_NDTYPES];
+    int pack_n[TC_NDTYPES];
+    int *pack_src[TC_NDTYPES];
 } tc_split;
 
 /* 1 when g (on CUDA device `device`) has host nodes: *s filled

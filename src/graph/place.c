@@ -72,8 +72,11 @@ tc_split_free(tc_split *s)
     tc_graph_free(s->dev);
     free(s->host_in);
     free(s->dev_in);
-    free(s->dev_copy);
+    free(s->dev_pack);
     free(s->out);
+    for (int p = 0; p < s->npacks; p++) {
+        free(s->pack_src[p]);
+    }
     memset(s, 0, sizeof(*s));
 }
 
@@ -83,7 +86,11 @@ typedef struct {
     tc_split *s;
     int *hmap, *dmap;      /* g node -> host / device node, or -1 */
     int *hout;             /* g node -> host output index, or -1 */
-    int *cross[2];         /* g host node -> device input (by copy), or -1 */
+    int *cross[2];         /* g host node -> device node that carries it
+                              to an extern / to kernels (a pack item), -1 */
+    int *slot;             /* g host node -> its item in its dtype's pack */
+    int pack_of[TC_NDTYPES]; /* dtype -> pack, or -1 */
+    int pack_in[TC_NDTYPES]; /* pack -> its device input node */
     int *houts;            /* host outputs: g node ids */
     int nhouts;
 } builder;
@@ -114,28 +121,42 @@ host_output(builder *B, int i)
     return B->hout[i];
 }
 
-/* The device input that carries host node i to a device node; copy: a
- * kernel reads it (a 0-d copy on the device), else an extern does (the CPU
- * tensor itself). */
+/* Host node i's value where a kernel reads it, for the
+ * device graph: a device input for an extern (the CPU tensor itself),
+ * or the item of its dtype's pack (a 0-d view) for kernels. */
 static int
-cross_input(builder *B, int i, int copy)
+source_of(builder *B, int i)
+{
+    const tc_node *n = &B->g->nodes[i];
+    return n->kind == TC_NODE_INPUT ? n->input_index : -1 - host_output(B, i);
+}
+
+static int
+cross_input(builder *B, int i, int copy, char *err, size_t errlen)
 {
     if (B->cross[copy][i] >= 0) {
         return B->cross[copy][i];
     }
     const tc_node *n = &B->g->nodes[i];
-    tc_layout l = n->layout;
+    tc_split *s = B->s;
+    int id;
     if (copy) {
-        l.ndim = 0;
+        int p = B->pack_of[n->dtype];
+        s->pack_src[p][B->slot[i]] = source_of(B, i);
+        id = tc_graph_select(s->dev, B->pack_in[p], 0, B->slot[i], err,
+                             errlen);
     }
-    int id = tc_graph_input(B->s->dev, n->dtype, &l);
+    else {
+        id = tc_graph_input(s->dev, n->dtype, &n->layout);
+        if (id >= 0) {
+            int k = s->dev->nodes[id].input_index;
+            s->dev_in[k] = source_of(B, i);
+            s->dev_pack[k] = -1;
+        }
+    }
     if (id < 0) {
         return -2;
     }
-    int k = B->s->dev->nodes[id].input_index;
-    B->s->dev_in[k] = n->kind == TC_NODE_INPUT ? n->input_index
-                                               : -1 - host_output(B, i);
-    B->s->dev_copy[k] = (unsigned char)copy;
     B->cross[copy][i] = id;
     return id;
 }
@@ -172,7 +193,7 @@ device_operand(builder *B, int i, int k, int device, char *err,
                  tc_ops[n->op].name);
         return -1;
     }
-    return cross_input(B, x, !extern_op);
+    return cross_input(B, x, !extern_op, err, errlen);
 }
 
 /* Node i of g into the host or the device graph.  0, -1 (err), -2. */
@@ -200,6 +221,7 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
         else {
             B->dmap[i] = id;
             s->dev_in[k] = n->input_index;
+            s->dev_pack[k] = -1;
         }
         return 0;
     }
@@ -270,6 +292,51 @@ split_outputs(builder *B)
     return rc < 0 ? -2 : 0;
 }
 
+/* Is node i a kernel's (not an extern's) on the device? */
+static int
+device_kernel_node(const tc_graph *g, int i)
+{
+    const tc_node *n = &g->nodes[i];
+    return n->kind == TC_NODE_OP && n->place != TC_PLACE_HOST
+           && tc_ops[n->op].kind != TC_OPK_EXTERN;
+}
+
+/* The packs: every 0-d host value a device kernel reads gets an item of
+ * its dtype's pack, made first in the device graph (1-d inputs, whose
+ * sizes this count fixes). */
+static int
+plan_packs(builder *B)
+{
+    tc_graph *g = B->g;
+    tc_split *s = B->s;
+    for (int i = 0; i < g->nnodes; i++) {
+        const tc_node *n = &g->nodes[i];
+        for (int k = 0; device_kernel_node(g, i) && k < n->nin; k++) {
+            const tc_node *x = &g->nodes[n->in[k]];
+            if (x->kind == TC_NODE_SCALAR || x->place != TC_PLACE_HOST
+                || x->layout.ndim != 0 || B->slot[n->in[k]] >= 0) {
+                continue;
+            }
+            int p = B->pack_of[x->dtype];
+            if (p < 0) {
+                p = B->pack_of[x->dtype] = s->npacks++;
+                s->pack_dtype[p] = x->dtype;
+            }
+            B->slot[n->in[k]] = s->pack_n[p]++;
+        }
+    }
+    for (int p = 0; p < s->npacks; p++) {
+        tc_layout l = {1, {s->pack_n[p]}, {1}};
+        s->pack_src[p] = calloc((size_t)s->pack_n[p], sizeof(int));
+        B->pack_in[p] = tc_graph_input(s->dev, s->pack_dtype[p], &l);
+        if (s->pack_src[p] == NULL || B->pack_in[p] < 0) {
+            return -2;
+        }
+        s->dev_pack[s->dev->nodes[B->pack_in[p]].input_index] = p;
+    }
+    return 0;
+}
+
 static int
 build(builder *B, int device, char *err, size_t errlen)
 {
@@ -279,34 +346,36 @@ build(builder *B, int device, char *err, size_t errlen)
     s->host = tc_graph_new();
     s->dev = tc_graph_new();
     s->host_in = calloc((size_t)g->ninputs + 1, sizeof(int));
-    /* device inputs: g's device inputs and at most two crossings (a copy
-     * and the tensor itself) per host node */
-    s->dev_in = calloc(2 * n + (size_t)g->ninputs, sizeof(int));
-    s->dev_copy = calloc(2 * n + (size_t)g->ninputs, 1);
+    /* device inputs: g's device inputs, the packs, and the host values
+     * externs read */
+    s->dev_in = calloc(n + (size_t)g->ninputs + TC_NDTYPES, sizeof(int));
+    s->dev_pack = calloc(n + (size_t)g->ninputs + TC_NDTYPES, sizeof(int));
     s->out = calloc((size_t)g->noutputs + 1, sizeof(int));
     B->hmap = malloc(sizeof(int) * n);
     B->dmap = malloc(sizeof(int) * n);
     B->hout = malloc(sizeof(int) * n);
+    B->slot = malloc(sizeof(int) * n);
     B->cross[0] = malloc(sizeof(int) * n);
     B->cross[1] = malloc(sizeof(int) * n);
     B->houts = malloc(sizeof(int) * (n + (size_t)g->noutputs));
-    if (!s->host || !s->dev || !s->host_in || !s->dev_in || !s->dev_copy
-        || !s->out || !B->hmap || !B->dmap || !B->hout || !B->cross[0]
-        || !B->cross[1] || !B->houts) {
+    if (!s->host || !s->dev || !s->host_in || !s->dev_in || !s->dev_pack
+        || !s->out || !B->hmap || !B->dmap || !B->hout || !B->slot
+        || !B->cross[0] || !B->cross[1] || !B->houts) {
         return -2;
     }
     for (size_t i = 0; i < n; i++) {
-        B->hmap[i] = B->dmap[i] = B->hout[i] = -1;
+        B->hmap[i] = B->dmap[i] = B->hout[i] = B->slot[i] = -1;
         B->cross[0][i] = B->cross[1][i] = -1;
     }
-    s->dev->cuda = 1;
-    for (int i = 0; i < g->nnodes; i++) {
-        int r = place_node(B, i, device, err, errlen);
-        if (r < 0) {
-            return r;
-        }
+    for (int d = 0; d < TC_NDTYPES; d++) {
+        B->pack_of[d] = -1;
     }
-    return split_outputs(B);
+    s->dev->cuda = 1;
+    int rc = plan_packs(B);
+    for (int i = 0; rc == 0 && i < g->nnodes; i++) {
+        rc = place_node(B, i, device, err, errlen);
+    }
+    return rc == 0 ? split_outputs(B) : rc;
 }
 
 int
@@ -327,6 +396,7 @@ tc_graph_split(tc_graph *g, tc_split *s, int device, char *err,
     free(B.hmap);
     free(B.dmap);
     free(B.hout);
+    free(B.slot);
     free(B.cross[0]);
     free(B.cross[1]);
     free(B.houts);

@@ -2097,9 +2097,11 @@ test_split_host(void)
         CHECK(s.host->ninputs == 1 && s.host_in[0] == 1, "host inputs");
         CHECK(s.host->noutputs == 1 && s.host->nodes[s.host->outputs[0]].op
               == tc_op_lookup("add"), "host output: step + 1");
-        CHECK(s.dev->ninputs == 2 && s.dev_in[0] == 0 && !s.dev_copy[0]
-              && s.dev_in[1] == -1 && s.dev_copy[1], "device inputs: x, "
-              "then the copied step + 1");
+        CHECK(s.dev->ninputs == 2 && s.dev_pack[0] == 0
+              && s.dev_pack[1] == -1 && s.dev_in[1] == 0, "device inputs: "
+              "the pack of float32 host values, then x");
+        CHECK(s.npacks == 1 && s.pack_dtype[0] == TC_F32 && s.pack_n[0] == 1
+              && s.pack_src[0][0] == -1, "the pack: step + 1, host output 0");
         CHECK(s.dev->noutputs == 1 && s.out[0] == 0 && s.out[1] == -1,
               "outputs: device y, host step + 1");
         CHECK(s.dev->cuda == 1 && s.host->cuda == 0, "devices");
