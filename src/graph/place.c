@@ -93,6 +93,7 @@ typedef struct {
     int pack_in[TC_NDTYPES]; /* pack -> its device input node */
     int *houts;            /* host outputs: g node ids */
     int nhouts;
+    int *gin_host, *gin_dev; /* g input index -> that part's, or -1 */
 } builder;
 
 static int
@@ -217,11 +218,13 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
         if (host) {
             B->hmap[i] = id;
             s->host_in[k] = n->input_index;
+            B->gin_host[n->input_index] = k;
         }
         else {
             B->dmap[i] = id;
             s->dev_in[k] = n->input_index;
             s->dev_pack[k] = -1;
+            B->gin_dev[n->input_index] = k;
         }
         return 0;
     }
@@ -289,6 +292,18 @@ split_outputs(builder *B)
     }
     rc = rc == 0 ? tc_graph_set_outputs(s->host, B->nhouts, B->houts) : rc;
     free(douts);
+    /* an output written back into an input of the same part keeps the
+     * mark, so its kernel may store into the input directly (else a copy
+     * after the run: an optimizer's every parameter and state twice) */
+    for (int j = 0; rc == 0 && g->output_writes && j < g->noutputs; j++) {
+        int w = g->output_writes[j];
+        int o = s->out[j];
+        tc_graph *part = o >= 0 ? s->dev : s->host;
+        int k = w < 0 ? -1 : o >= 0 ? B->gin_dev[w] : B->gin_host[w];
+        if (k >= 0) {
+            rc = tc_graph_set_output_write(part, o >= 0 ? o : -1 - o, k);
+        }
+    }
     return rc < 0 ? -2 : 0;
 }
 
@@ -358,7 +373,9 @@ build(builder *B, int device, char *err, size_t errlen)
     B->cross[0] = malloc(sizeof(int) * n);
     B->cross[1] = malloc(sizeof(int) * n);
     B->houts = malloc(sizeof(int) * (n + (size_t)g->noutputs));
-    if (!s->host || !s->dev || !s->host_in || !s->dev_in || !s->dev_pack
+    B->gin_host = malloc(sizeof(int) * ((size_t)g->ninputs + 1));
+    B->gin_dev = malloc(sizeof(int) * ((size_t)g->ninputs + 1));
+    if (!B->gin_host || !B->gin_dev || !s->host || !s->dev || !s->host_in || !s->dev_in || !s->dev_pack
         || !s->out || !B->hmap || !B->dmap || !B->hout || !B->slot
         || !B->cross[0] || !B->cross[1] || !B->houts) {
         return -2;
@@ -369,6 +386,9 @@ build(builder *B, int device, char *err, size_t errlen)
     }
     for (int d = 0; d < TC_NDTYPES; d++) {
         B->pack_of[d] = -1;
+    }
+    for (int k = 0; k < g->ninputs; k++) {
+        B->gin_host[k] = B->gin_dev[k] = -1;
     }
     s->dev->cuda = 1;
     int rc = plan_packs(B);
@@ -397,6 +417,8 @@ tc_graph_split(tc_graph *g, tc_split *s, int device, char *err,
     free(B.dmap);
     free(B.hout);
     free(B.slot);
+    free(B.gin_host);
+    free(B.gin_dev);
     free(B.cross[0]);
     free(B.cross[1]);
     free(B.houts);

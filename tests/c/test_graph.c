@@ -2090,6 +2090,7 @@ test_split_host(void)
     int y = tc_graph_op(g, "mul", 2, in2, TC_F32, err, sizeof(err));
     int outs[2] = {y, step2};
     tc_graph_set_outputs(g, 2, outs);
+    tc_graph_set_output_write(g, 1, 1);   /* step += 1 */
     tc_split s;
     int r = tc_graph_split(g, &s, 0, err, sizeof(err));
     CHECK(r == 1, "split: %d %s", r, err);
@@ -2105,6 +2106,9 @@ test_split_host(void)
         CHECK(s.dev->noutputs == 1 && s.out[0] == 0 && s.out[1] == -1,
               "outputs: device y, host step + 1");
         CHECK(s.dev->cuda == 1 && s.host->cuda == 0, "devices");
+        CHECK(s.host->output_writes != NULL && s.host->output_writes[0] == 0
+              && s.dev->output_writes == NULL, "the in-place write stays "
+              "marked in the host part");
         tc_split_free(&s);
     }
     tc_graph_free(g);
