@@ -137,12 +137,15 @@ tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
         PyObject *t = b->input >= 0 ? inputs[b->input] : outputs[b->output];
         long v = b->bumps;
         if (b->input >= 0) {
-            long before = b->bumps == 1 ? 0 : version_of(t);
-            PyObject *copied = before < 0 ? NULL
+            /* a kernel that stored into the input itself (schedule.c
+             * inplace_buffer) returns it: no copy, the count set below */
+            int same = outputs[b->output] == t;
+            long before = b->bumps == 1 && !same ? 0 : version_of(t);
+            PyObject *copied = before < 0 ? NULL : same ? Py_NewRef(t)
                 : PyObject_CallMethodOneArg(t, copy_name, outputs[b->output]);
             Py_XDECREF(copied);
             rc = copied ? 0 : -1;
-            if (b->bumps == 1) {
+            if (b->bumps == 1 && !same) {
                 continue;
             }
             v += before;
