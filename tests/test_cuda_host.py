@@ -133,3 +133,40 @@ def test_cuda_optimizer_with_cpu_steps(name, kw):
         torch.testing.assert_close(t["exp_avg"], s["exp_avg"])
     ex = tcjit.explain(opt2.step)()
     assert ex.graph_break_count == 0, ex.break_reasons
+
+
+def test_cpu_mask_built_then_moved():
+    # GraphNet's long-t5 / Swin v2 (FX-printed): a mask made on the CPU,
+    # written in place, then .to(device) and mixed with CUDA tensors; the
+    # meta run says .to() returns its input, which it does not across devices
+    def f(x, ids):
+        block_ends = (torch.arange(12) % 16).__eq__(15)
+        ends = block_ends.to(torch.device(type="cuda", index=0))
+        img = torch.zeros((1, 4, 4, 1), dtype=torch.float32)
+        img[:, 0:2, :, :] = 1.0
+        img[:, 2:, 2:, :] = 2.0
+        m = img.view(-1, 16)
+        mask = (m.unsqueeze(1) - m.unsqueeze(2)).masked_fill(
+            (m.unsqueeze(1) - m.unsqueeze(2)) != 0, -100.0)
+        mask = mask.to(torch.device(type="cuda", index=0))
+        both = torch.logical_and(ends, ids >= 0)
+        return torch.cat([x + mask, x], -1), both, block_ends
+
+    x = torch.randn(1, 16, 16, device="cuda")
+    ids = torch.arange(12, device="cuda") - 3
+    got, want = tcjit.compile(f)(x, ids), f(x, ids)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g.device == w.device
+    one_graph(f, x, ids)
+
+
+def test_cpu_copy_of_a_cuda_tensor_breaks():
+    # x.cpu() inside the graph would be a device sync: eager runs it
+    def f(x):
+        return x.cpu() + 1
+
+    x = torch.randn(4, device="cuda")
+    got, want = tcjit.compile(f)(x), f(x)
+    torch.testing.assert_close(got, want)
+    assert got.device.type == "cpu"

@@ -175,6 +175,7 @@ typedef struct {
     int nin;
     int device;               /* a device argument's: -1 the CPU, N cuda:N,
                                  -3 none given */
+    int rdev;                 /* the result's device (-1 the CPU) */
     const char *why;          /* an argument the call cannot take */
 } args_ctx;
 
@@ -305,11 +306,21 @@ build_output(tracer *T, const char *name, const args_ctx *X,
     tc_graph *g = T->out->graph;
     char err[256];
     int node;
-    if (o->alias >= 0 && o->is_self) {
+    /* x.to(other device) is a copy there, though the meta run (where
+     * every tensor is on "meta") returned x itself */
+    int moved = o->alias >= 0
+                && tc_tr_node_device(T, X->in[o->alias]) != X->rdev;
+    if (o->alias >= 0 && o->is_self && !moved) {
         *out = args_vars[o->alias];
         return OK;
     }
-    if (o->alias >= 0) {
+    if (moved) {
+        tc_layout l;
+        tc_layout_like(&g->nodes[X->in[o->alias]].layout, &l);
+        node = tc_graph_extern_generic(g, call, X->nin, X->in, 0, o->dtype,
+                                       &l, err, sizeof(err));
+    }
+    else if (o->alias >= 0) {
         if (g->nodes[X->in[o->alias]].dtype != o->dtype) {
             return tc_tr_unsupported(T, "%s returns a view as another dtype",
                                      name);
@@ -521,11 +532,18 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
     /* the result's device: device='s (a factory without it: the default
      * device, the CPU, as for the registry's torch.zeros), else its
      * operands' (the CPU when all of them are on it) */
-    int leaf = X.device != -3 || !any_tensor;
+    int to_cpu = !strcmp(bare, "cpu") && nargs == 1;   /* x.cpu() */
+    if (rc == OK && !strcmp(bare, "cuda")) {
+        rc = tc_tr_unsupported(T, "Tensor.cuda(): the current CUDA device, "
+                               "which tcjit does not guard (x.to('cuda:N') "
+                               "is traced)");
+    }
+    int leaf = X.device != -3 || !any_tensor || to_cpu;
     int rdev = X.device != -3 ? X.device : -1;
     for (int k = 0; !leaf && k < X.nin && rdev < 0; k++) {
         rdev = tc_tr_node_device(T, X.in[k]);
     }
+    X.rdev = rdev;
     if (rc == OK && rdev < 0 && in_list(bare, meta_differs_reduced_cpu)
         && any_reduced_operand(T, &X)) {
         rc = tc_tr_unsupported(T, "%s: its meta result differs from the CPU "
