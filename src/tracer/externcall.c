@@ -533,6 +533,11 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
      * device, the CPU, as for the registry's torch.zeros), else its
      * operands' (the CPU when all of them are on it) */
     int to_cpu = !strcmp(bare, "cpu") && nargs == 1;   /* x.cpu() */
+    if (rc == OK && (!strcmp(bare, "item") || !strcmp(bare, "tolist"))) {
+        rc = tc_tr_unsupported(T, "Tensor.%s() reads the tensor's values "
+                               "(data-dependent: what follows depends on "
+                               "them, as under Dynamo)", bare);
+    }
     if (rc == OK && !strcmp(bare, "cuda")) {
         rc = tc_tr_unsupported(T, "Tensor.cuda(): the current CUDA device, "
                                "which tcjit does not guard (x.to('cuda:N') "
