@@ -386,7 +386,8 @@ module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "LOG_GRAPH", TC_LOG_GRAPH)
         || PyModule_AddIntConstant(m, "LOG_OUTPUT_CODE", TC_LOG_OUTPUT_CODE)
         || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS)
-        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC);
+        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC)
+        || PyModule_AddIntConstant(m, "LOG_PERF_HINTS", TC_LOG_PERF_HINTS);
 }
 
 static PyModuleDef module_def = {

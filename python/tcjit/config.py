@@ -4,10 +4,12 @@ Every setting is pushed into the C runtime when it changes, so the per-call
 path never reads Python attributes.
 """
 import contextlib
+import copy
 import os
 import sysconfig
 
 from . import _C
+from . import _modes
 
 _DEFAULTS = {
     "recompile_limit": 8,        # cache entries per code object, then eager
@@ -37,7 +39,11 @@ class Config:
     """Settings of the tcjit runtime (see docs/config.md)."""
 
     def __init__(self):
-        object.__setattr__(self, "_values", dict(_DEFAULTS))
+        # the options of compile modes (_modes.py) live on the Python
+        # side: each compile reads them once (Backend.option)
+        values = dict(_DEFAULTS, **_modes.OPTIONS, template=None)
+        values["templates"] = copy.deepcopy(_modes.TEMPLATES)
+        object.__setattr__(self, "_values", values)
         _C.set_config(skip_prefixes=_skip_prefixes(), **_DEFAULTS)
 
     def __getattr__(self, name):
@@ -47,9 +53,26 @@ class Config:
             raise AttributeError(f"tcjit.config has no setting {name!r}") from None
 
     def __setattr__(self, name, value):
+        if name in _modes.OPTIONS:
+            if not isinstance(value, bool):
+                raise ValueError(f"tcjit.config.{name} must be a bool, got "
+                                 f"{value!r}")
+            self._values[name] = value
+            return
+        if name == "templates":
+            if not isinstance(value, dict):
+                raise ValueError(f"tcjit.config.templates must be a dict, "
+                                 f"got {type(value).__name__}")
+            self._values[name] = value
+            return
+        if name == "template":
+            if value is not None:
+                _modes.template_settings(value, self.templates)
+            self._values[name] = value
+            return
         if name not in _DEFAULTS:
             raise AttributeError(f"tcjit.config has no setting {name!r}; "
-                                 f"settings: {', '.join(_DEFAULTS)}")
+                                 f"settings: {', '.join(self._values)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"tcjit.config.{name} must be a non-negative int, "
                              f"got {value!r}")
@@ -70,7 +93,8 @@ class Config:
                 setattr(self, k, v)
 
     def __repr__(self):
-        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items()
+                          if k != "templates")
         return f"tcjit.config({items})"
 
 
