@@ -63,7 +63,11 @@ def _rng_call(desc):
 
 
 def recorder_for(desc, device, dynamic, training, where):
-    """None (logged why) or make(run) -> the entry's callable."""
+    """None (logged why) or make(run, transient, written) -> the entry's
+    callable.  transient: the outputs only an in-place op's write-back
+    reads, right after the run (they need no copy out of the graph's
+    memory); written: the inputs in-place ops write (the kernels may store
+    into them directly: schedule.h)."""
     if device < 0:
         why = "a CPU graph (CUDA graphs need CUDA tensors)"
     elif training:
@@ -74,7 +78,8 @@ def recorder_for(desc, device, dynamic, training, where):
     if why is not None:
         _hint(where, why)
         return None
-    return lambda run: Recorder(run, device, dynamic, where)
+    return lambda run, transient=(), written=(): Recorder(
+        run, device, dynamic, where, transient, written)
 
 
 def _pool(device):
@@ -94,8 +99,12 @@ def _ptr(x):
 class _Recording:
     """One CUDA graph of an entry, its static inputs and output plan."""
 
-    def __init__(self, run, inputs, device, copy):
+    def __init__(self, run, inputs, device, copy, transient=frozenset(),
+                 written=frozenset()):
         # copy: indices of the inputs given a static buffer
+        self.transient = transient
+        # copied inputs the graph may write: copied back after a replay
+        self.copy_back = tuple(i for i in sorted(copy) if i in written)
         self.copied = tuple(sorted(copy))
         self.inplace = tuple(i for i, x in enumerate(inputs)
                              if isinstance(x, torch.Tensor) and i not in copy)
@@ -135,8 +144,9 @@ class _Recording:
 
     def _plan(self):
         """Per output: ("input", i) the input itself; ("view", i) a view of
-        input i; ("group", k) shares storage with earlier output k (copied
-        once); ("clone",) its own copy."""
+        input i; ("raw",) a transient output, left in the graph's memory;
+        ("group", k) shares storage with earlier output k (copied once);
+        ("clone",) its own copy."""
         by_storage = {}
         for i in range(len(self.statics)):
             x = self.statics[i]
@@ -150,6 +160,8 @@ class _Recording:
                 plan.append(("input", same[0]))
             elif st in by_storage:
                 plan.append(("view", by_storage[st]))
+            elif k in self.transient:
+                plan.append(("raw",))
             elif st in seen:
                 plan.append(("group", seen[st]))
                 plan[seen[st]] = ("group", seen[st])
@@ -173,6 +185,8 @@ class _Recording:
         for i in self.copied:
             self._copy_in(i, inputs[i])
         self.graph.replay()
+        for i in self.copy_back:
+            inputs[i].copy_(self.statics[i])
         return self._outputs(inputs)
 
     def _outputs(self, inputs):
@@ -180,6 +194,8 @@ class _Recording:
         for k, (o, p) in enumerate(zip(self.outs, self.plan)):
             if p[0] == "clone":
                 out.append(o.clone())
+            elif p[0] == "raw":
+                out.append(o)
             elif p[0] == "input":
                 out.append(inputs[p[1]])
             elif p[0] == "view":
@@ -200,8 +216,11 @@ class _Recording:
 class Recorder:
     """The callable a compiled entry runs under reduce-overhead."""
 
-    def __init__(self, run, device, dynamic, where):
+    def __init__(self, run, device, dynamic, where, transient=(),
+                 written=()):
         self.run = run
+        self.transient = frozenset(transient)
+        self.written = frozenset(written)
         self.device = device
         self.dev = torch.device("cuda", device)
         self.dynamic = dynamic
@@ -255,7 +274,8 @@ class Recorder:
         copy = {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
                 and (i in self.moved or x.data_ptr() != warm[i])}
         try:
-            rec = _Recording(self.run, inputs, self.device, copy)
+            rec = _Recording(self.run, inputs, self.device, copy,
+                             self.transient, self.written)
         except Exception as e:  # a sync, a CPU op, ... while capturing
             self._give_up(f"recording failed ({type(e).__name__}: {e})")
             return self.run(*inputs)
