@@ -15,6 +15,7 @@ variant's last logits are checked against eager's.
 """
 import argparse
 import copy
+import gc
 import time
 
 import torch
@@ -91,6 +92,31 @@ def decode(step, xs, t0, sync):
     return out
 
 
+def copy_out_cost(sync, reps=50):
+    """What copying a replay's outputs out of the graph's pool costs per
+    token: the outputs a recording clones, cloned again here."""
+    from tcjit._modes_cudagraphs import Recorder
+    recs = [rec for r in gc.get_objects() if isinstance(r, Recorder)
+            for rec in r.recordings.values()]
+    if not recs:
+        print("  (no CUDA graph was recorded)")
+        return
+    rec = recs[0]
+    outs = [o for o, p in zip(rec.outs, rec.plan) if p[0] in ("clone",
+                                                              "group")]
+    raw = sum(p[0] == "raw" for p in rec.plan)
+    sync()
+    t = time.perf_counter()
+    for _ in range(reps):
+        rec._outputs(rec.statics)
+    sync()
+    per = (time.perf_counter() - t) / reps
+    nbytes = sum(o.untyped_storage().nbytes() for o in outs)
+    print(f"  copy-out of outputs: {len(outs)} tensor(s), {nbytes / 1024:.0f}"
+          f" KiB, {per * 1e6:.1f} us/token ({raw} write-back output(s) "
+          f"left in the pool); {len(recs)} recordings")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cpu", action="store_true", help="small sizes, CPU")
@@ -132,6 +158,9 @@ def main():
     print(f"decode step: {a.layers} layers, hidden {hidden}, {heads} heads, "
           f"Tmax {tmax}, vocab {vocab}, {dtype}, {dev}, positions "
           f"{a.t0}..{a.t0 + a.tokens - 1}")
+    # t is a Python int: tcjit specializes it (an entry, and under
+    # reduce-overhead a CUDA graph, per position); keep every position
+    tcjit.config.recompile_limit = max(8, a.tokens + 8)
     res, ref = {}, None
     for key, make in variants.items():
         if key in skip:
@@ -154,6 +183,8 @@ def main():
         print(f"  {names[key]:32} {per_token * 1e6:9.1f} us/token   "
               f"first pass {first:7.2f} s   max|diff| vs {names[next(iter(res))]}"
               f" {err:.2e}", flush=True)
+        if key == "tcjit-ro" and cuda:
+            copy_out_cost(sync)
         del step, model
         tcjit.reset()
     for key, per_token in res.items():
