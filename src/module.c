@@ -358,6 +358,7 @@ static PyMethodDef module_methods[] = {
     {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},
     {"_guard_time", mod_guard_time, METH_VARARGS, NULL},
+    {"cudagraph_moved", tc_cudagraph_moved, METH_VARARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}
 };

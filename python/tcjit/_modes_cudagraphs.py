@@ -24,6 +24,7 @@ import re
 
 import torch
 
+from . import _C
 from ._logging import emit
 
 # recordings of one entry (input sizes of a size-generic entry, inputs
@@ -34,6 +35,10 @@ MAX_RECORDINGS = 64
 # numbers it drew while recording)
 _RNG = re.compile(r"rand|normal|bernoulli|dropout|multinomial|poisson|"
                   r"uniform|exponential|geometric|cauchy")
+
+# torch's C++ check of input addresses (CUDA builds: its CUDA graph
+# trees use it); tcjit's own (_C.cudagraph_moved) elsewhere
+_ptrs_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 _reported = set()
 _pools = {}
@@ -66,8 +71,9 @@ def recorder_for(desc, device, dynamic, training, where):
     """None (logged why) or make(run, transient, written) -> the entry's
     callable.  transient: the outputs only an in-place op's write-back
     reads, right after the run (they need no copy out of the graph's
-    memory); written: the inputs in-place ops write (the kernels may store
-    into them directly: schedule.h)."""
+    memory); written: (input, output) pairs, the write-backs of in-place
+    ops (the kernels may also store into the input directly: schedule.h).
+    """
     if device < 0:
         why = "a CPU graph (CUDA graphs need CUDA tensors)"
     elif training:
@@ -104,7 +110,12 @@ class _Recording:
         # copy: indices of the inputs given a static buffer
         self.transient = transient
         # copied inputs the graph may write: copied back after a replay
-        self.copy_back = tuple(i for i in sorted(copy) if i in written)
+        self.copy_back = tuple(sorted({i for i, _ in written if i in copy}))
+        # transient outputs written back into an input read in place: the
+        # graph does the write-back itself, the output is the input (the
+        # runtime's copy_ of a tensor into itself does no work)
+        self.folded = {o: i for i, o in written
+                       if o in transient and i not in copy}
         self.copied = tuple(sorted(copy))
         self.inplace = tuple(i for i, x in enumerate(inputs)
                              if isinstance(x, torch.Tensor) and i not in copy)
@@ -124,8 +135,16 @@ class _Recording:
                     x.size(), x.stride(), dtype=x.dtype, device=x.device)
             self._copy_in(i, x)
         self.ptrs = [_ptr(x) for x in self.statics]
+        self.inplace_ptrs = tuple(self.ptrs[i] for i in self.inplace)
+        self.inplace_list = list(self.inplace)
         self.outs = self._capture(run, device)
         self.plan = self._plan()
+
+    def _run(self, run):
+        outs = tuple(run(*self.statics))
+        for o, i in self.folded.items():
+            self.statics[i].copy_(outs[o])
+        return outs
 
     def _capture(self, run, device):
         """Record run on the static inputs into self.graph; its outputs
@@ -133,7 +152,7 @@ class _Recording:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.device(device):
             with torch.cuda.graph(self.graph, pool=_pool(device)):
-                return tuple(run(*self.statics))
+                return self._run(run)
 
     def _copy_in(self, i, x):
         span = self.spans.get(i)
@@ -160,6 +179,8 @@ class _Recording:
                 plan.append(("input", same[0]))
             elif st in by_storage:
                 plan.append(("view", by_storage[st]))
+            elif k in self.folded:
+                plan.append(("input", self.folded[k]))
             elif k in self.transient:
                 plan.append(("raw",))
             elif st in seen:
@@ -178,10 +199,11 @@ class _Recording:
 
     def replay(self, inputs):
         """The outputs, or None when an input read in place moved."""
-        ptrs = self.ptrs
-        for i in self.inplace:
-            if inputs[i].data_ptr() != ptrs[i]:
+        if _ptrs_equal is not None:
+            if not _ptrs_equal(list(inputs), self.ptrs, self.inplace_list):
                 return None
+        elif _C.cudagraph_moved(inputs, self.inplace, self.inplace_ptrs) >= 0:
+            return None
         for i in self.copied:
             self._copy_in(i, inputs[i])
         self.graph.replay()
@@ -243,6 +265,7 @@ class Recorder:
         _hint(self.where, why)
 
     def __call__(self, *inputs):
+        # inputs: a tuple (C's cudagraph_moved reads it as one)
         if self.off is not None:
             return self.run(*inputs)
         key = self._key(inputs)

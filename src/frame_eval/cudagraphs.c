@@ -7,6 +7,8 @@
 #include "cudagraphs.h"
 
 #include "autograd.h"
+#include "eval_frame.h"
+#include "../runtime/torch_tensor.h"
 
 /* The module's recorder_for, looked up per compile (tests replace it). */
 static PyObject *
@@ -96,15 +98,17 @@ tc_cudagraphs_apply(tc_entry *e, PyCodeObject *co, PyObject *desc,
     }
     PyObject *transient = e->merged_outputs ? PyList_New(0)
                                             : transient_outputs(e);
+    /* (input, output): the write-backs into inputs */
     PyObject *written = PyList_New(0);
     for (int k = 0; written != NULL && k < e->wb.n; k++) {
-        PyObject *i = e->wb.items[k].input >= 0
-            ? PyLong_FromLong(e->wb.items[k].input) : NULL;
-        if (e->wb.items[k].input >= 0
-            && (i == NULL || PyList_Append(written, i) < 0)) {
+        const tc_writeback *b = &e->wb.items[k];
+        PyObject *pair = b->input >= 0
+            ? Py_BuildValue("(ii)", b->input, b->output) : NULL;
+        if (b->input >= 0 && (pair == NULL
+                              || PyList_Append(written, pair) < 0)) {
             Py_CLEAR(written);
         }
-        Py_XDECREF(i);
+        Py_XDECREF(pair);
     }
     PyObject *run = transient == NULL || written == NULL ? NULL
         : e->be != NULL ? tc_runner_new(e, e->noutputs, NULL)
@@ -120,4 +124,37 @@ tc_cudagraphs_apply(tc_entry *e, PyCodeObject *co, PyObject *desc,
     }
     Py_XSETREF(e->backend_fn, rec);
     return 0;
+}
+
+PyObject *
+tc_cudagraph_moved(PyObject *m, PyObject *args)
+{
+    PyObject *inputs, *indices, *ptrs;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyTuple_Type, &inputs,
+                          &PyTuple_Type, &indices, &PyTuple_Type, &ptrs)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(indices);
+    if (PyTuple_GET_SIZE(ptrs) != n) {
+        PyErr_SetString(PyExc_ValueError, "indices and ptrs differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(indices, k));
+        if (i < 0 || i >= PyTuple_GET_SIZE(inputs)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_IndexError, "input index out of range");
+            }
+            return NULL;
+        }
+        void *p, *want = PyLong_AsVoidPtr(PyTuple_GET_ITEM(ptrs, k));
+        if ((want == NULL && PyErr_Occurred())
+            || tc_alloc_data_ptr(PyTuple_GET_ITEM(inputs, i), &p) < 0) {
+            return NULL;
+        }
+        if (p != want) {
+            return PyLong_FromSsize_t(k);
+        }
+    }
+    return PyLong_FromLong(-1);
 }
