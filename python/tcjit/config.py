@@ -18,6 +18,13 @@ _DEFAULTS = {
 }
 
 
+# Settings the C runtime never reads (compile options: each compile reads
+# them through Backend.option): name -> (type, what it must be)
+_PY_SETTINGS = dict.fromkeys(_modes.OPTIONS, (bool, "a bool"))
+_PY_SETTINGS["template"] = (type(None), "None or a template name")
+_PY_SETTINGS["templates"] = (dict, "a dict")
+
+
 def _skip_prefixes():
     """(prefix, skip) pairs: roots from torch, tcjit and the standard
     library are never traced; site-packages (inside the stdlib tree) is."""
@@ -53,21 +60,13 @@ class Config:
             raise AttributeError(f"tcjit.config has no setting {name!r}") from None
 
     def __setattr__(self, name, value):
-        if name in _modes.OPTIONS:
-            if not isinstance(value, bool):
-                raise ValueError(f"tcjit.config.{name} must be a bool, got "
-                                 f"{value!r}")
-            self._values[name] = value
-            return
-        if name == "templates":
-            if not isinstance(value, dict):
-                raise ValueError(f"tcjit.config.templates must be a dict, "
-                                 f"got {type(value).__name__}")
-            self._values[name] = value
-            return
-        if name == "template":
-            if value is not None:
+        if name in _PY_SETTINGS:
+            kind, what = _PY_SETTINGS[name]
+            if name == "template" and value is not None:
                 _modes.template_settings(value, self.templates)
+            elif not isinstance(value, kind):
+                raise ValueError(f"tcjit.config.{name} must be {what}, got "
+                                 f"{value!r}")
             self._values[name] = value
             return
         if name not in _DEFAULTS:
