@@ -62,6 +62,19 @@ class MLP(nn.Module):
         return self.b(F.gelu(self.a(x)))
 
 
+class Running(nn.Module):
+    """A buffer updated in place every call (as batch-norm's statistics):
+    the kernels may store into it directly."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(16))
+
+    def forward(self, x):
+        self.acc.mul_(0.9).add_(x.mean(0))
+        return x - self.acc
+
+
 class Cache(nn.Module):
     """A decode step: write position t of a preallocated cache, attend
     over [:t+1]."""
@@ -113,6 +126,7 @@ CASES = {
                                              for _ in range(2)], 9,
                       {"dynamic": True}),
     "kv_cache": (Cache, None, 6, {}),
+    "buffer_update": (Running, _inputs([(8, 16)], None), 5, {}),
 }
 
 
