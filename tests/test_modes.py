@@ -366,3 +366,23 @@ def test_recorder_address_check_both_ways(fake_capture, monkeypatch):
         w2 = torch.randn(3)
         torch.testing.assert_close(r(x, w2, 2)[0], x * w2)
         assert r.moved == {1}
+
+
+def test_recorder_for_refuses_backward_graphs(tcjit_logs):
+    caplog = tcjit_logs("perf_hints")
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(cg.recorder_for({"nodes": []}, 0, 0, 0,
+                                        ("bw", "t.py", 3)))
+            return g * 2
+
+    Probe.apply(torch.ones(2, requires_grad=True)).sum().backward()
+    assert seen == [None]
+    assert "backward" in log_messages(caplog, "perf_hints")[0]

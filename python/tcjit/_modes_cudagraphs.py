@@ -78,6 +78,9 @@ def recorder_for(desc, device, dynamic, training, where):
         why = "a CPU graph (CUDA graphs need CUDA tensors)"
     elif training:
         why = "a graph that records autograd (training)"
+    elif torch._C._current_graph_task_id() != -1:
+        # a training step's compiled backward, run by autograd's engine
+        why = "a backward graph (autograd's engine runs it)"
     else:
         rng = _rng_call(desc)
         why = f"random numbers ({rng}) in the graph" if rng else None
