@@ -187,6 +187,7 @@ def main():
             copy_out_cost(sync)
         del step, model
         tcjit.reset()
+    print("  time ratios (this variant's time / the other's):")
     for key, per_token in res.items():
         ratios = "  ".join(f"{per_token / res[o]:5.2f}x {o}" for o in res
                            if o != key)
