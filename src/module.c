@@ -358,6 +358,7 @@ static PyMethodDef module_methods[] = {
     {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},
     {"_guard_time", mod_guard_time, METH_VARARGS, NULL},
+    {"cudagraph_moved", tc_cudagraph_moved, METH_VARARGS, NULL},
     {"cflags", mod_cflags, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}
 };
@@ -386,7 +387,8 @@ module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "LOG_GRAPH", TC_LOG_GRAPH)
         || PyModule_AddIntConstant(m, "LOG_OUTPUT_CODE", TC_LOG_OUTPUT_CODE)
         || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS)
-        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC);
+        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC)
+        || PyModule_AddIntConstant(m, "LOG_PERF_HINTS", TC_LOG_PERF_HINTS);
 }
 
 static PyModuleDef module_def = {

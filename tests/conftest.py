@@ -14,7 +14,8 @@ import tcjit
 import tolerance
 
 
-_CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold")
+_CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold",
+                "cudagraphs", "max_autotune", "freezing", "template")
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,7 @@ if not (3, 11) <= sys.version_info[:2] <= (3, 13):
 import torch  # noqa: E402,F401  (the C runtime needs torch imported first)
 
 from . import _C  # noqa: E402
+from . import _modes_cudagraphs
 from ._backends import Backend, compile_backend as _compile_backend
 from ._logging import init_from_env as _init_logs, set_logs
 from .config import config
@@ -48,7 +49,7 @@ def _warn(message, filename, lineno):
     warnings.warn_explicit(message, RuntimeWarning, filename, lineno)
 
 
-_AUTO = Backend("auto")
+_AUTO = Backend()
 _C.set_hooks(__import__("tcjit._logging", fromlist=["emit"]).emit,
              _compile_backend, _warn, _AUTO, Unsupported)
 _init_logs()
@@ -68,20 +69,30 @@ def is_enabled():
     return _C.is_enabled()
 
 
-def compile(fn=None, *, fullgraph=False, backend="auto", dynamic=None):
+def compile(fn=None, *, fullgraph=False, backend=None, dynamic=None,
+            mode=None, options=None, template=None):
     """Compile one function: ``tcjit.compile(fn)`` or ``@tcjit.compile(...)``.
     fn may also be a bound method or an nn.Module (tcjit.CompiledModule:
     calls run the module's forward compiled, sharing its parameters).
 
-    backend: "auto" (tcjit's kernels), "eager" (run the traced graph op by op
-    through torch) or a callable ``backend(graph, example_inputs)``
-    returning a callable, like a Dynamo custom backend.  fullgraph=True raises
-    tcjit.Unsupported instead of running unsupported code eagerly.
+    backend: "auto" (tcjit's kernels; the default unless a template says
+    otherwise), "eager" (run the traced graph op by op through torch) or a
+    callable ``backend(graph, example_inputs)`` returning a callable, like a
+    Dynamo custom backend.  fullgraph=True raises tcjit.Unsupported instead
+    of running unsupported code eagerly.  mode ("default",
+    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+    options (a dict of settings) and template (a name in
+    tcjit.config.templates) as in docs/modes.md.
     """
     if fn is None:
+        # bad names raise here, at the decorator's call, too
+        Backend(backend, fullgraph, dynamic, mode=mode, options=options,
+                template=template)
         return functools.partial(compile, fullgraph=fullgraph, backend=backend,
-                                 dynamic=dynamic)
-    compiled = _wrap(fn, Backend(backend, fullgraph, dynamic))
+                                 dynamic=dynamic, mode=mode, options=options,
+                                 template=template)
+    compiled = _wrap(fn, Backend(backend, fullgraph, dynamic, mode=mode,
+                                 options=options, template=template))
     if not isinstance(fn, torch.nn.Module):
         functools.update_wrapper(compiled, fn)
     return compiled
@@ -118,6 +129,7 @@ def mark_static(t, index):
 def reset():
     """Forget every compiled entry and zero the counters."""
     _C.reset()
+    _modes_cudagraphs.reset()
 
 
 def counters():

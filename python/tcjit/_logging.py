@@ -17,6 +17,7 @@ CHANNELS = {
     "output_code": _C.LOG_OUTPUT_CODE,
     "graph_breaks": _C.LOG_GRAPH_BREAKS,
     "dynamic": _C.LOG_DYNAMIC,
+    "perf_hints": _C.LOG_PERF_HINTS,
 }
 
 _root = logging.getLogger("tcjit")

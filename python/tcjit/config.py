@@ -4,16 +4,25 @@ Every setting is pushed into the C runtime when it changes, so the per-call
 path never reads Python attributes.
 """
 import contextlib
+import copy
 import os
 import sysconfig
 
 from . import _C
+from . import _modes
 
 _DEFAULTS = {
     "recompile_limit": 8,        # cache entries per code object, then eager
     "num_threads": 0,            # kernel threads; 0 = all online cores
     "parallel_threshold": 32768,  # elements before a kernel is split
 }
+
+
+# Settings the C runtime never reads (compile options: each compile reads
+# them through Backend.option): name -> (type, what it must be)
+_PY_SETTINGS = dict.fromkeys(_modes.OPTIONS, (bool, "a bool"))
+_PY_SETTINGS["template"] = (type(None), "None or a template name")
+_PY_SETTINGS["templates"] = (dict, "a dict")
 
 
 def _skip_prefixes():
@@ -37,7 +46,11 @@ class Config:
     """Settings of the tcjit runtime (see docs/config.md)."""
 
     def __init__(self):
-        object.__setattr__(self, "_values", dict(_DEFAULTS))
+        # the options of compile modes (_modes.py) live on the Python
+        # side: each compile reads them once (Backend.option)
+        values = dict(_DEFAULTS, **_modes.OPTIONS, template=None)
+        values["templates"] = copy.deepcopy(_modes.TEMPLATES)
+        object.__setattr__(self, "_values", values)
         _C.set_config(skip_prefixes=_skip_prefixes(), **_DEFAULTS)
 
     def __getattr__(self, name):
@@ -47,9 +60,18 @@ class Config:
             raise AttributeError(f"tcjit.config has no setting {name!r}") from None
 
     def __setattr__(self, name, value):
+        if name in _PY_SETTINGS:
+            kind, what = _PY_SETTINGS[name]
+            if name == "template" and value is not None:
+                _modes.template_settings(value, self.templates)
+            elif not isinstance(value, kind):
+                raise ValueError(f"tcjit.config.{name} must be {what}, got "
+                                 f"{value!r}")
+            self._values[name] = value
+            return
         if name not in _DEFAULTS:
             raise AttributeError(f"tcjit.config has no setting {name!r}; "
-                                 f"settings: {', '.join(_DEFAULTS)}")
+                                 f"settings: {', '.join(self._values)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"tcjit.config.{name} must be a non-negative int, "
                              f"got {value!r}")
@@ -70,7 +92,8 @@ class Config:
                 setattr(self, k, v)
 
     def __repr__(self):
-        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        items = ", ".join(f"{k}={v!r}" for k, v in self._values.items()
+                          if k != "templates")
         return f"tcjit.config({items})"
 
 

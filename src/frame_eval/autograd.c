@@ -165,32 +165,40 @@ error:
     return -1;
 }
 
-int
-tc_autograd_finish(tc_entry *e, PyObject *plan, int nresults)
+PyObject *
+tc_runner_new(tc_entry *e, int noutputs, PyObject *keep)
 {
     if (PyType_Ready(&runner_type) < 0) {
-        Py_DECREF(plan);
-        return -1;
+        return NULL;
     }
-    PyObject *keep = PyObject_GetAttrString(plan, "keep");
-    runner *r = keep ? PyObject_New(runner, &runner_type) : NULL;
+    runner *r = PyObject_New(runner, &runner_type);
     if (r == NULL) {
-        Py_XDECREF(keep);
-        Py_DECREF(plan);
-        return -1;
+        return NULL;
     }
     r->be = e->be;
     r->code = e->code;
     r->ninputs = e->ninputs;
-    r->noutputs = nresults;
-    /* a plan without kept calls: the hook stays off for its runs */
-    r->keep = PyDict_Check(keep) && PyDict_GET_SIZE(keep) > 0 ? keep : NULL;
-    if (r->keep == NULL) {
-        Py_DECREF(keep);
-    }
+    r->noutputs = noutputs;
+    r->keep = Py_XNewRef(keep);
     e->be = NULL;
     e->code = NULL;
-    e->backend_fn = PyObject_CallMethod(plan, "finish", "O", (PyObject *)r);
+    return (PyObject *)r;
+}
+
+int
+tc_autograd_finish(tc_entry *e, PyObject *plan, int nresults)
+{
+    PyObject *keep = PyObject_GetAttrString(plan, "keep");
+    /* a plan without kept calls: the hook stays off for its runs */
+    PyObject *r = keep == NULL ? NULL
+        : tc_runner_new(e, nresults, PyDict_Check(keep)
+                        && PyDict_GET_SIZE(keep) > 0 ? keep : NULL);
+    Py_XDECREF(keep);
+    if (r == NULL) {
+        Py_DECREF(plan);
+        return -1;
+    }
+    e->backend_fn = PyObject_CallMethod(plan, "finish", "O", r);
     Py_DECREF(r);
     Py_DECREF(plan);
     return e->backend_fn ? 0 : -1;

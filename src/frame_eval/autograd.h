@@ -22,4 +22,10 @@ int tc_autograd_plan(tc_graph *g, PyObject *desc, PyObject **plan,
  * plan reference is consumed.  0, or -1 with an exception. */
 int tc_autograd_finish(tc_entry *e, PyObject *plan, int nresults);
 
+/* Move e->be / e->code into a runner, a Python callable
+ * runner(*inputs) -> tuple of noutputs tensors that owns the compiled
+ * code (keep: extern_call.h tc_extern_set_keep, or NULL).  A new
+ * reference, or NULL with an exception (the entry unchanged). */
+PyObject *tc_runner_new(tc_entry *e, int noutputs, PyObject *keep);
+
 #endif

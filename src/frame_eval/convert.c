@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include "autograd.h"
+#include "cudagraphs.h"
 #include "hostsplit.h"
 #include "report.h"
 
@@ -528,6 +529,22 @@ place_host_part(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
     return rc;
 }
 
+/* reduce-overhead (cudagraphs.h): read once per compile */
+static int
+use_cudagraphs(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
+               int dynamic, int training)
+{
+    int on = tc_backend_option(e->backend, "cudagraphs");
+    if (on <= 0) {
+        return on;
+    }
+    PyObject *desc = graph_desc(g, device);
+    int rc = desc ? tc_cudagraphs_apply(e, co, desc, device, dynamic,
+                                        training) : -1;
+    Py_XDECREF(desc);
+    return rc;
+}
+
 static int
 compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
               int device)
@@ -597,9 +614,13 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
         int dynamic = policy > 0 || (policy == 0 && st->dynamic);
         rc = e->is_auto ? compile_auto(e, g, &split, title, device, dynamic)
                         : compile_python(e, g, f, text, device);
+        int training = plan != NULL;
         if (rc == 0 && plan != NULL) {
             rc = tc_autograd_finish(e, plan, nresults);
             plan = NULL;
+        }
+        if (rc == 0) {
+            rc = use_cudagraphs(e, g, co, device, dynamic, training);
         }
         if (rc < 0 && e->is_auto) {
             rc = demote_to_eager(e, co);
@@ -627,6 +648,15 @@ tc_backend_dynamic(PyObject *backend)
         r = -2;
     }
     Py_DECREF(v);
+    return r;
+}
+
+int
+tc_backend_option(PyObject *backend, const char *name)
+{
+    PyObject *v = PyObject_CallMethod(backend, "option", "s", name);
+    int r = v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
     return r;
 }
 

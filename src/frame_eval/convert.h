@@ -15,4 +15,11 @@ tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
  * False, -2 with an exception. */
 int tc_backend_dynamic(PyObject *backend);
 
+/* The effective value of a compile option ("cudagraphs", "max_autotune",
+ * "freezing": docs/modes.md) for a compile made now with this backend
+ * object: tcjit.compile's options/mode/template over tcjit.config's.
+ * Read once per compile, never per call.  1, 0, or -1 with an exception
+ * (ValueError for an unknown name). */
+int tc_backend_option(PyObject *backend, const char *name);
+
 #endif

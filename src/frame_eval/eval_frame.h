@@ -39,4 +39,9 @@ void tc_restore_pending(tc_pending saved);
  * positional arguments; for bench/guards.py.  -1 with an exception. */
 double tc_guard_time(PyObject *fn, PyObject *args, long n);
 
+/* _C.cudagraph_moved(inputs, indices, ptrs): the first k with
+ * inputs[indices[k]].data_ptr() != ptrs[k], or -1 (cudagraphs.c: the
+ * reduce-overhead recorder's per-call check, in C for speed). */
+PyObject *tc_cudagraph_moved(PyObject *m, PyObject *args);
+
 #endif
