@@ -187,13 +187,15 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
-                            "ptx_dump_dir", NULL};
-    int limit = -1, threads = -1;
+                            "ptx_dump_dir", "freezing", "max_autotune",
+                            NULL};
+    int limit = -1, threads = -1, freezing = -1, autotune = -1;
     long long threshold = -1;
     PyObject *prefixes = NULL, *ptx_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!O", names, &limit,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!Oii", names, &limit,
                                      &threads, &threshold, &PyTuple_Type,
-                                     &prefixes, &ptx_dir)) {
+                                     &prefixes, &ptx_dir, &freezing,
+                                     &autotune)) {
         return NULL;
     }
     if (ptx_dir != NULL) {
@@ -206,6 +208,12 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
     }
     if (limit >= 0) {
         tc_config.recompile_limit = limit;
+    }
+    if (freezing >= 0) {
+        tc_config.freezing = freezing;
+    }
+    if (autotune >= 0) {
+        tc_config.max_autotune = autotune;
     }
     if (threads >= 0) {
         tc_threadpool_set_threads(threads);
@@ -251,6 +259,18 @@ mod_set_hooks(PyObject *m, PyObject *args)
     Py_XSETREF(tc_hooks.auto_backend, Py_NewRef(auto_backend));
     Py_XSETREF(tc_hooks.unsupported, Py_NewRef(unsupported));
     Py_RETURN_NONE;
+}
+
+/* A generic extern node's call as data (extern_table.h tc_xtable_args):
+ * what compile-time passes match on (python/tcjit/_freezing.py). */
+static PyObject *
+mod_extern_call_args(PyObject *m, PyObject *arg)
+{
+    long id = PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return tc_xtable_args((int)id);
 }
 
 /* The op registry as data, for docs/ops.md and users. */
@@ -354,6 +374,7 @@ static PyMethodDef module_methods[] = {
     {"set_recorder", mod_set_recorder, METH_O, NULL},
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
+    {"extern_call_args", mod_extern_call_args, METH_O, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
     {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},

@@ -14,7 +14,8 @@ import tcjit
 import tolerance
 
 
-_CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold")
+_CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold",
+                "freezing", "max_autotune")
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,10 @@ _DEFAULTS = {
     "recompile_limit": 8,        # cache entries per code object, then eager
     "num_threads": 0,            # kernel threads; 0 = all online cores
     "parallel_threshold": 32768,  # elements before a kernel is split
+    "freezing": 0,               # 1: module parameters are compile-time
+                                 # constants (docs/freezing.md)
+    "max_autotune": 0,           # 1: time kernel configurations at the
+                                 # first compile (docs/autotune.md)
 }
 
 

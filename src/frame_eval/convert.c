@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include "autograd.h"
+#include "freezing.h"
 #include "report.h"
 
 #include <time.h>
@@ -224,8 +225,8 @@ node_desc(const tc_graph *g, int id)
 }
 
 /* device: -1 for the CPU, else the CUDA device index */
-static PyObject *
-graph_desc(const tc_graph *g, int device)
+PyObject *
+tc_graph_desc(const tc_graph *g, int device)
 {
     PyObject *nodes = PyList_New(g->nnodes);
     PyObject *outs = PyTuple_New(g->noutputs);
@@ -341,7 +342,7 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
     }
     tc_guards_release(e->guards, vals);
     PyMem_Free(vals);
-    desc = graph_desc(g, device);
+    desc = tc_graph_desc(g, device);
     if (inputs && desc) {
         e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",
                                               e->backend, desc, text, inputs);
@@ -390,7 +391,7 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
         return -1;
     }
     int marked = 0;
-    for (int i = 0; i < e->ninputs && !marked; i++) {
+    for (int i = 0; i < e->ninputs - e->nconsts && !marked; i++) {
         PyObject *d = PyObject_GetAttrString(vals[e->input_sources[i]],
                                              "_dynamo_dynamic_indices");
         if (d == NULL) {
@@ -425,7 +426,7 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
                                       "requires grad (not compiled yet)");
     }
     else {
-        PyObject *desc = graph_desc(g, device);
+        PyObject *desc = tc_graph_desc(g, device);
         rc = desc ? tc_autograd_plan(g, desc, plan, &reason) : -1;
         Py_XDECREF(desc);
     }
@@ -450,6 +451,19 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
                                                          sizeof(err)) < 0) {
         PyErr_NoMemory();
         return -1;
+    }
+    /* freezing: only for tcjit's own code generators, and not where
+     * autograd needs the parameters */
+    if (e->is_auto && tc_compile_option(TC_OPT_FREEZING)
+        && !tc_graph_requires_grad(g)) {
+        int nin = g->ninputs;
+        if (tc_freeze(e, g, f, device) < 0) {
+            return demote_to_eager(e, co);
+        }
+        if (g->ninputs != nin && tc_graph_optimize(g) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     e->noutputs = g->noutputs;
     e->merged_outputs = 0;
@@ -477,7 +491,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
      * (a training graph without the saved values it also returns) */
     PyObject *seen = NULL, *plan = NULL;
     if (rc == 0 && tc_hooks.recorder != NULL) {
-        seen = graph_desc(g, device);
+        seen = tc_graph_desc(g, device);
         rc = seen ? 0 : -1;
     }
     int nresults = g->noutputs;

@@ -15,4 +15,9 @@ tc_entry *tc_convert_frame(tc_iframe *f, int pc, tc_code_state *st,
  * False, -2 with an exception. */
 int tc_backend_dynamic(PyObject *backend);
 
+/* The graph as data (tcjit.Graph's desc): what Python-side passes and
+ * custom backends read.  device: -1 for the CPU, else the CUDA device
+ * index.  A new dict, or NULL with an exception. */
+PyObject *tc_graph_desc(const tc_graph *g, int device);
+
 #endif

@@ -2,7 +2,19 @@
 #include "report.h"
 
 tc_counters tc_stats;
-tc_settings tc_config = {8, NULL, NULL};
+tc_settings tc_config = {8, NULL, NULL, 0, 0};
+
+int
+tc_compile_option(tc_option opt)
+{
+    switch (opt) {
+    case TC_OPT_FREEZING:
+        return tc_config.freezing;
+    case TC_OPT_MAX_AUTOTUNE:
+        return tc_config.max_autotune;
+    }
+    return 0;
+}
 unsigned tc_log_mask;
 tc_python_hooks tc_hooks;
 PyObject *tc_reported_breaks;

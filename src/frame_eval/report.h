@@ -23,9 +23,22 @@ typedef struct {
     int recompile_limit;
     PyObject *skip_prefixes;  /* ((prefix, skip), ...): roots never traced */
     char *ptx_dump_dir;       /* also write PTX of CPU graphs here (tests) */
+    int freezing;             /* tcjit.config.freezing (docs/freezing.md) */
+    int max_autotune;         /* tcjit.config.max_autotune (docs/autotune.md) */
 } tc_settings;
 
 extern tc_settings tc_config;
+
+/* Options a compile reads (once per compile, never per call).  Every
+ * compile-time read goes through tc_compile_option, so that per-compile
+ * options (tcjit.compile(mode=..., options=...)) can override the global
+ * settings in one place. */
+typedef enum {
+    TC_OPT_FREEZING,
+    TC_OPT_MAX_AUTOTUNE
+} tc_option;
+
+int tc_compile_option(tc_option opt);
 
 enum {
     TC_LOG_RECOMPILES = 1 << 0,
