@@ -11,6 +11,7 @@
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
 #include "runtime/extern_table.h"
+#include "runtime/tunetable.h"
 #include "runtime/threadpool.h"
 #include "tracer/bindings.h"
 
@@ -161,7 +162,7 @@ mod_counters(PyObject *m, PyObject *unused)
     /* extern_meta_*: generic extern nodes' meta runs at trace time (and
      * the signatures found in their cache), the seconds they took */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:l,s:l,s:d}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -169,7 +170,11 @@ mod_counters(PyObject *m, PyObject *unused)
         c->eager_fallbacks, "frames_skipped", c->frames_skipped,
         "dynamic_reuses", c->dynamic_reuses,
         "extern_meta_runs", meta_runs, "extern_meta_hits", meta_hits,
-        "extern_meta_seconds", meta_seconds);
+        "extern_meta_seconds", meta_seconds,
+        /* max-autotune: plans tuned, plans whose configuration came from
+         * the table on disk, seconds spent timing (docs/autotune.md) */
+        "autotune_runs", tc_tune_counters.runs, "autotune_hits",
+        tc_tune_counters.hits, "autotune_seconds", tc_tune_counters.seconds);
 }
 
 static PyObject *
@@ -179,6 +184,7 @@ mod_reset(PyObject *m, PyObject *unused)
         return NULL;
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
+    memset(&tc_tune_counters, 0, sizeof(tc_tune_counters));
     Py_RETURN_NONE;
 }
 

@@ -293,6 +293,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
         return -1;
     }
     plan->dynamic = dynamic;
+    plan->autotune = tc_compile_option(TC_OPT_MAX_AUTOTUNE);
     if (tc_config.ptx_dump_dir != NULL && device < 0) {
         dump_ptx(plan, title);
     }

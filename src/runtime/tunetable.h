@@ -1,0 +1,42 @@
+/* tunetable.h - max-autotune's lookup table on disk (docs/autotune.md).
+ *
+ * A backend that timed candidate configurations of a plan stores the
+ * winner as a short text under <cache dir>/autotune/<target>-<key>, key a
+ * stable hash of the plan's kernels (their KIR text, sizes included: not
+ * pointers) and of what else the code depends on (compile flags).  A later
+ * compile of the same kernels, in this process or another, reads it and
+ * does not tune again.  One file per entry, written to a temporary name
+ * and renamed: concurrent processes never see half a file.
+ */
+#ifndef TCJIT_TUNETABLE_H
+#define TCJIT_TUNETABLE_H
+
+#include <stdint.h>
+
+/* The cache directory: $TCJIT_CACHE_DIR, else ~/.cache/tcjit (malloc'd;
+ * NULL when neither can be found or out of memory).  Read on every call:
+ * tests point it at a temporary directory. */
+char *tc_cache_dir(void);
+
+/* 64-bit FNV-1a of s, continuing from h (start with TC_HASH_INIT). */
+#define TC_HASH_INIT 0xcbf29ce484222325ULL
+uint64_t tc_hash_text(uint64_t h, const char *s);
+
+/* The stored text for (target, key) (malloc'd), or NULL: none. */
+char *tc_tune_lookup(const char *target, uint64_t key);
+
+/* Store text for (target, key).  0, or -1 when it could not be written
+ * (the tuning result is then only used by this compile). */
+int tc_tune_store(const char *target, uint64_t key, const char *text);
+
+/* Counters for tcjit.counters(): plans tuned (autotune_runs), plans whose
+ * configuration came from the table (autotune_hits), seconds spent
+ * timing candidates (the backends add to them; tcjit.reset() clears). */
+typedef struct {
+    long runs, hits;
+    double seconds;
+} tc_tune_stats;
+
+extern tc_tune_stats tc_tune_counters;
+
+#endif
