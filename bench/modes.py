@@ -1,9 +1,18 @@
-"""Freezing vs default (docs/freezing.md), beside torch.compile with
-Inductor's freezing.
+"""Freezing and max-autotune vs default (docs/freezing.md,
+docs/autotune.md).
 
     PYTHONPATH=python python3 bench/modes.py [--rounds 5] [--json]
+        [--only freezing|autotune] [--device cpu|cuda]
 
-Rows (inference, torch.no_grad, eval mode):
+max-autotune rows (bench/bench.py's workloads): softmax 1024x1024,
+layer_norm 2048x1024, GPT-2 block 2x128x768 on --device (CPU by default;
+--device cuda for the GPU).  Columns: tcjit default, tcjit max_autotune
+(per-call median of the best round, us), the tuning time of the first
+compile (autotune_seconds) and whether the table on disk was used.  The
+table goes to a fresh temporary TCJIT_CACHE_DIR unless one is set.
+
+Freezing rows (inference, torch.no_grad, eval mode), beside torch.compile
+with Inductor's freezing:
   conv-bn-relu net (CPU)  three conv-bn-relu blocks + residual, 1x32x56x56
   resnet50 b1 (CUDA)      torchvision's resnet50, 1x3x224x224; skipped
                           without torchvision or without a GPU
@@ -15,6 +24,9 @@ compiled column.  --no-inductor leaves out the torch.compile columns.
 """
 import argparse
 import json
+import os
+import sys
+import tempfile
 import time
 
 import torch
@@ -109,14 +121,47 @@ def variants(model, inductor):
     return v
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=20)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--no-inductor", action="store_true")
-    a = ap.parse_args()
-    results = {}
+AUTOTUNE_ROWS = ("softmax 1024x1024", "layer_norm 2048x1024",
+                 "GPT-2 block 2x128x768")
+
+
+def autotune_rows(a, results):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench
+    os.environ.setdefault("TCJIT_CACHE_DIR", tempfile.mkdtemp())
+    for w in bench.WORKLOADS:
+        if w["name"] not in AUTOTUNE_ROWS:
+            continue
+        torch.manual_seed(0)
+        inputs = w["make_inputs"](a.device)
+        fn = w["fn"]
+        row = {}
+        with torch.no_grad():
+            ref = fn(*inputs)
+            for col, on in (("tcjit", 0), ("tcjit max_autotune", 1)):
+                tcjit.reset()
+                tcjit.config.max_autotune = on
+                c = tcjit.compile(fn)
+                _sync(a.device)
+                t0 = time.perf_counter()
+                out = c(*inputs)
+                _sync(a.device)
+                first = time.perf_counter() - t0
+                tcjit.config.max_autotune = 0
+                torch.testing.assert_close(out, ref, **w.get(
+                    "tol", dict(rtol=1e-4, atol=1e-5)))
+                counters = tcjit.counters()
+                best = min(time_call(lambda x: c(*x), inputs, a.device,
+                                     a.calls) for _ in range(a.rounds))
+                row[col] = {"us": round(best * 1e3, 2),
+                            "first_call_s": round(first, 3),
+                            "tuning_s": round(counters["autotune_seconds"],
+                                              3),
+                            "table_hits": counters["autotune_hits"]}
+        results[f"{w['name']} ({a.device})"] = row
+
+
+def freezing_rows(a, results):
     for name, make_model, make_x, device in rows():
         torch.manual_seed(0)
         model = make_model().to(device)
@@ -137,14 +182,36 @@ def main():
                     import torch._inductor.config as icfg
                     icfg.freezing = False
         results[name] = row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--only", choices=("freezing", "autotune"))
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    results = {}
+    if a.only != "freezing":
+        autotune_rows(a, results)
+    if a.only != "autotune":
+        freezing_rows(a, results)
     if a.json:
         print(json.dumps(results))
         return
     for name, row in results.items():
         print(name)
         for col, r in row.items():
-            print(f"  {col:24s} {r['ms']:9.3f} ms   first call "
-                  f"{r['first_call_s']:7.3f} s")
+            if "us" in r:
+                print(f"  {col:24s} {r['us']:10.1f} us   first call "
+                      f"{r['first_call_s']:7.3f} s   tuning "
+                      f"{r['tuning_s']:6.3f} s   table hits "
+                      f"{r['table_hits']}")
+            else:
+                print(f"  {col:24s} {r['ms']:9.3f} ms   first call "
+                      f"{r['first_call_s']:7.3f} s")
 
 
 if __name__ == "__main__":
