@@ -39,64 +39,19 @@ now(void)
 static uint64_t
 plan_key(const tc_plan *plan)
 {
-    char buf[128];
-    uint64_t h = tc_hash_text(TC_HASH_INIT, "cpu-autotune-v1 ");
-    h = tc_hash_text(h, tc_jit_cflags());
-    snprintf(buf, sizeof(buf), " threads=%d", tc_threadpool_get_threads());
-    h = tc_hash_text(h, buf);
-    for (int i = 0; i < plan->nkernels; i++) {
-        const tc_kernel *k = &plan->kernels[i];
-        char *text = tc_kernel_format(k);
-        h = tc_hash_text(h, text ? text : "?");
-        free(text);
-        for (int a = 0; a < k->nargs; a++) {
-            const tc_karg *ka = &k->args[a];
-            snprintf(buf, sizeof(buf), "|%d %d %d %lld", ka->buffer,
-                     (int)ka->dtype, ka->is_output, (long long)ka->offset);
-            h = tc_hash_text(h, buf);
-            for (int d = 0; d < k->ndim + k->nred; d++) {
-                snprintf(buf, sizeof(buf), ",%lld",
-                         (long long)ka->strides[d]);
-                h = tc_hash_text(h, buf);
-            }
-        }
-    }
-    return h;
+    char desc[256];
+    snprintf(desc, sizeof(desc), "cpu %s threads=%d", tc_jit_cflags(),
+             tc_threadpool_get_threads());
+    return tc_tune_plan_key(plan, desc);
 }
 
 /* Zero-filled memory for every buffer a kernel touches: bufs[b] (NULL
- * for none).  0, or -1 (out of memory, or a negative stride). */
+ * for none).  0, or -1. */
 static int
 alloc_buffers(const tc_plan *plan, void **bufs)
 {
     int64_t *bytes = calloc((size_t)plan->nbuffers + 1, sizeof(int64_t));
-    if (bytes == NULL) {
-        return -1;
-    }
-    for (int i = 0; i < plan->nkernels; i++) {
-        const tc_kernel *k = &plan->kernels[i];
-        for (int a = 0; a < k->nargs; a++) {
-            const tc_karg *ka = &k->args[a];
-            if (ka->buffer < 0) {
-                continue;
-            }
-            int64_t last = ka->offset;
-            for (int d = 0; d < k->ndim + k->nred; d++) {
-                if (ka->strides[d] < 0 || last < 0) {
-                    free(bytes);
-                    return -1;
-                }
-                if (k->sizes[d] > 0) {
-                    last += (k->sizes[d] - 1) * ka->strides[d];
-                }
-            }
-            int64_t n = (last + 1) * (int64_t)tc_dtype_size(ka->dtype) + 64;
-            if (n > bytes[ka->buffer]) {
-                bytes[ka->buffer] = n;
-            }
-        }
-    }
-    int rc = 0;
+    int rc = bytes != NULL ? tc_tune_buffer_bytes(plan, bytes) : -1;
     for (int b = 0; b < plan->nbuffers && rc == 0; b++) {
         bufs[b] = bytes[b] > 0 ? calloc(1, (size_t)bytes[b]) : NULL;
         rc = bytes[b] > 0 && bufs[b] == NULL ? -1 : 0;

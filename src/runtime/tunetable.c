@@ -39,6 +39,61 @@ tc_hash_text(uint64_t h, const char *s)
     return h;
 }
 
+uint64_t
+tc_tune_plan_key(const tc_plan *plan, const char *target_desc)
+{
+    char buf[128];
+    uint64_t h = tc_hash_text(TC_HASH_INIT, "autotune-v1 ");
+    h = tc_hash_text(h, target_desc);
+    for (int i = 0; i < plan->nkernels; i++) {
+        const tc_kernel *k = &plan->kernels[i];
+        char *text = tc_kernel_format(k);
+        h = tc_hash_text(h, text ? text : "?");
+        free(text);
+        for (int a = 0; a < k->nargs; a++) {
+            const tc_karg *ka = &k->args[a];
+            snprintf(buf, sizeof(buf), "|%d %d %d %lld", ka->buffer,
+                     (int)ka->dtype, ka->is_output, (long long)ka->offset);
+            h = tc_hash_text(h, buf);
+            for (int d = 0; d < k->ndim + k->nred; d++) {
+                snprintf(buf, sizeof(buf), ",%lld",
+                         (long long)ka->strides[d]);
+                h = tc_hash_text(h, buf);
+            }
+        }
+    }
+    return h;
+}
+
+int
+tc_tune_buffer_bytes(const tc_plan *plan, int64_t *bytes)
+{
+    memset(bytes, 0, sizeof(int64_t) * (size_t)plan->nbuffers);
+    for (int i = 0; i < plan->nkernels; i++) {
+        const tc_kernel *k = &plan->kernels[i];
+        for (int a = 0; a < k->nargs; a++) {
+            const tc_karg *ka = &k->args[a];
+            if (ka->buffer < 0) {
+                continue;
+            }
+            int64_t last = ka->offset;
+            for (int d = 0; d < k->ndim + k->nred; d++) {
+                if (ka->strides[d] < 0 || last < 0) {
+                    return -1;
+                }
+                if (k->sizes[d] > 0) {
+                    last += (k->sizes[d] - 1) * ka->strides[d];
+                }
+            }
+            int64_t n = (last + 1) * (int64_t)tc_dtype_size(ka->dtype) + 64;
+            if (n > bytes[ka->buffer]) {
+                bytes[ka->buffer] = n;
+            }
+        }
+    }
+    return 0;
+}
+
 /* mkdir -p of dir's components.  0, or -1. */
 static int
 make_dirs(char *dir)

@@ -12,6 +12,7 @@
 #define TCJIT_TUNETABLE_H
 
 #include <stdint.h>
+#include "../graph/schedule.h"
 
 /* The cache directory: $TCJIT_CACHE_DIR, else ~/.cache/tcjit (malloc'd;
  * NULL when neither can be found or out of memory).  Read on every call:
@@ -21,6 +22,18 @@ char *tc_cache_dir(void);
 /* 64-bit FNV-1a of s, continuing from h (start with TC_HASH_INIT). */
 #define TC_HASH_INIT 0xcbf29ce484222325ULL
 uint64_t tc_hash_text(uint64_t h, const char *s);
+
+/* The key of plan's kernels for a target: the hash of target_desc (what
+ * else the code depends on: flags, thread count, compute capability) and
+ * of every kernel's KIR text and arguments (buffers, dtypes, strides,
+ * offsets). */
+uint64_t tc_tune_plan_key(const tc_plan *plan, const char *target_desc);
+
+/* Bytes of every buffer that plan's kernels touch, for timing them on
+ * scratch memory: bytes[b] (0: no kernel reads or writes buffer b), 64
+ * bytes of slack included.  0, or -1 for a layout this does not measure
+ * (a negative stride). */
+int tc_tune_buffer_bytes(const tc_plan *plan, int64_t *bytes);
 
 /* The stored text for (target, key) (malloc'd), or NULL: none. */
 char *tc_tune_lookup(const char *target, uint64_t key);
