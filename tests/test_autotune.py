@@ -116,3 +116,30 @@ def test_second_process_does_not_tune(cache_dir, tmp_path):
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert runs[0]["autotune_runs"] == 1 and runs[0]["autotune_hits"] == 0
     assert runs[1]["autotune_runs"] == 0 and runs[1]["autotune_hits"] == 1
+
+
+def _ptxas():
+    from test_cuda import _ptxas as find
+    return find()
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_gpu_variants_assemble(cache_dir, tmp_path):
+    """Every PTX module the CUDA tuner may choose (ptx.h variants) for
+    pointwise, row and whole-tensor reductions, softmax and layer_norm
+    assembles with ptxas (no GPU needed: the CPU compile dumps them)."""
+    from test_cuda import assert_ptxas_accepts, dumped_ptx
+    d = tmp_path / "ptx"
+    d.mkdir()
+    tcjit._C.set_config(ptx_dump_dir=str(d))
+    try:
+        with tcjit.config.patch(max_autotune=1):
+            for fn, make in CASES:
+                tcjit.reset()
+                tcjit.compile(fn)(*make())
+            tcjit.compile(lambda x: x.sum())(torch.randn(1 << 20))
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    files = dumped_ptx(str(d), 5 * 2 * 4)
+    assert any("_v3_sm90" in f for f in files)
+    assert_ptxas_accepts(files)

@@ -262,15 +262,21 @@ dump_ptx(const tc_plan *plan, const char *title)
 {
     static int serial;
     static const int sms[] = {80, 90};
-    for (int i = 0; i < 2; i++) {
-        char *ptx = NULL, path[1024];
-        if (tc_gpu_emit_ptx_for_plan(plan, sms[i], &ptx) == 0) {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.ptx",
-                          tc_config.ptx_dump_dir, serial, sms[i]);
+    /* max-autotune: every candidate module the GPU tuner may pick */
+    int nvar = plan->autotune ? TC_PTX_VARIANTS : 1;
+    for (int i = 0; i < 2 * nvar; i++) {
+        char *ptx = NULL, path[1024], var[16] = "";
+        int sm = sms[i % 2], v = i / 2;
+        if (v > 0) {
+            PyOS_snprintf(var, sizeof(var), "_v%d", v);
+        }
+        if (tc_gpu_emit_ptx_for_plan(plan, sm, v, &ptx) == 0) {
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.ptx",
+                          tc_config.ptx_dump_dir, serial, var, sm);
         }
         else {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.error",
-                          tc_config.ptx_dump_dir, serial, sms[i]);
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.error",
+                          tc_config.ptx_dump_dir, serial, var, sm);
         }
         FILE *fp = fopen(path, "w");
         if (fp != NULL) {
