@@ -143,3 +143,22 @@ def test_gpu_variants_assemble(cache_dir, tmp_path):
     files = dumped_ptx(str(d), 5 * 2 * 4)
     assert any("_v3_sm90" in f for f in files)
     assert_ptxas_accepts(files)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("fn,make", CASES, ids=[c[0].__name__ for c in CASES])
+def test_cuda_results_equal_eager(cache_dir, fn, make):
+    """The CUDA tuner times every variant on the device, keeps the fastest
+    and stores it; a second compile reads the table."""
+    args = tuple(a.cuda() for a in make())
+    with tcjit.config.patch(max_autotune=1):
+        got = tcjit.compile(fn)(*args)
+        check_same(got, fn(*args))
+        c = tcjit.counters()
+        assert c["autotune_runs"] == 1 and c["autotune_seconds"] > 0
+        assert any(n.startswith("cuda-")
+                   for n in os.listdir(cache_dir / "autotune"))
+        tcjit.reset()
+        check_same(tcjit.compile(fn)(*args), fn(*args))
+    c = tcjit.counters()
+    assert c["autotune_runs"] == 0 and c["autotune_hits"] == 1
