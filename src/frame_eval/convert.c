@@ -327,28 +327,45 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
     return rc;
 }
 
-static int
-compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
-               int device)
+PyObject **
+tc_entry_fetch(tc_entry *e, tc_iframe *f)
 {
     tc_frame_view fv;
     tc_view_of(f, &fv);
     PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
                                    sizeof(PyObject *));
-    PyObject *desc = NULL, *inputs = NULL;
-    if (vals == NULL || tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        if (vals == NULL) {
-            PyErr_NoMemory();
-        }
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
         PyMem_Free(vals);
+        return NULL;
+    }
+    return vals;
+}
+
+void
+tc_entry_fetch_release(tc_entry *e, PyObject **vals)
+{
+    tc_guards_release(e->guards, vals);
+    PyMem_Free(vals);
+}
+
+static int
+compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
+               int device)
+{
+    PyObject **vals = tc_entry_fetch(e, f);
+    PyObject *desc = NULL, *inputs = NULL;
+    if (vals == NULL) {
         return -1;
     }
     inputs = PyTuple_New(e->ninputs);
     for (int i = 0; inputs && i < e->ninputs; i++) {
         PyTuple_SET_ITEM(inputs, i, Py_NewRef(vals[e->input_sources[i]]));
     }
-    tc_guards_release(e->guards, vals);
-    PyMem_Free(vals);
+    tc_entry_fetch_release(e, vals);
     desc = tc_graph_desc(g, device);
     if (inputs && desc) {
         e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",
@@ -385,16 +402,8 @@ demote_to_eager(tc_entry *e, PyCodeObject *co)
 static int
 inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
 {
-    tc_frame_view fv;
-    tc_view_of(f, &fv);
-    PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
-                                   sizeof(PyObject *));
+    PyObject **vals = tc_entry_fetch(e, f);
     if (vals == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        PyMem_Free(vals);
         return -1;
     }
     int marked = 0;
@@ -409,8 +418,7 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
         PyErr_Clear();
         Py_DECREF(d);
     }
-    tc_guards_release(e->guards, vals);
-    PyMem_Free(vals);
+    tc_entry_fetch_release(e, vals);
     return marked;
 }
 

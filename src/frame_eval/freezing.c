@@ -150,16 +150,8 @@ apply_plan(tc_entry *e, tc_graph *g, PyObject *plan, PyObject **vals)
 int
 tc_freeze(tc_entry *e, tc_graph *g, tc_iframe *f, int device)
 {
-    tc_frame_view fv;
-    tc_view_of(f, &fv);
-    PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
-                                   sizeof(PyObject *));
+    PyObject **vals = tc_entry_fetch(e, f);
     if (vals == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        PyMem_Free(vals);
         return -1;
     }
     int64_t total;
@@ -181,7 +173,6 @@ tc_freeze(tc_entry *e, tc_graph *g, tc_iframe *f, int device)
     Py_XDECREF(plan);
     Py_XDECREF(desc);
     Py_XDECREF(inputs);
-    tc_guards_release(e->guards, vals);
-    PyMem_Free(vals);
+    tc_entry_fetch_release(e, vals);
     return rc;
 }

@@ -17,17 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define REPS 10
-
-static double
-now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct {
     const tc_cu_api *a;
@@ -200,10 +191,10 @@ tc_gpu_autotune(const tc_plan *plan, int device, int sm, int nsm)
             return variant;
         }
     }
-    double t0 = now();
+    double t0 = tc_tune_now();
     variant = tune(plan, device, sm, nsm, a);
     tc_tune_counters.runs++;
-    tc_tune_counters.seconds += now() - t0;
+    tc_tune_counters.seconds += tc_tune_now() - t0;
     if (variant < 0) {
         return 0;
     }

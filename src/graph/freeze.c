@@ -6,20 +6,6 @@
 
 #include "ops.h"
 
-static int
-push_const(tc_graph *ng, tc_dtype dt, const tc_layout *layout)
-{
-    tc_node c;
-    tc_node_init(&c, TC_NODE_INPUT, dt);
-    c.layout = *layout;
-    c.input_index = ng->ninputs;
-    int id = tc_graph_push_node(ng, &c);
-    if (id >= 0) {
-        ng->ninputs++;
-    }
-    return id;
-}
-
 /* The folded node's replacement in ng: an input, or the convolution over
  * the new weight and bias.  Its id, or -1. */
 static int
@@ -35,7 +21,7 @@ push_fold(tc_graph *ng, const tc_graph *g, const tc_fold *f, const int *map,
                        "dtype or layout", f->node);
             return -1;
         }
-        return push_const(ng, f->dt[0], &f->layout[0]);
+        return tc_graph_input(ng, f->dt[0], &f->layout[0]);
     }
     const tc_node *conv = &g->nodes[f->conv];
     if (conv->kind != TC_NODE_OP || conv->nin < 2 || f->conv >= f->node
@@ -44,8 +30,8 @@ push_fold(tc_graph *ng, const tc_graph *g, const tc_fold *f, const int *map,
                    f->conv, f->node);
         return -1;
     }
-    int w = push_const(ng, f->dt[0], &f->layout[0]);
-    int b = w < 0 ? -1 : push_const(ng, f->dt[1], &f->layout[1]);
+    int w = tc_graph_input(ng, f->dt[0], &f->layout[0]);
+    int b = w < 0 ? -1 : tc_graph_input(ng, f->dt[1], &f->layout[1]);
     if (b < 0) {
         tc_set_err(err, errlen, "out of memory");
         return -1;
@@ -99,15 +85,7 @@ tc_graph_fold(tc_graph *g, int n, const tc_fold *folds, char *err,
         tc_set_err(err, errlen, "folds not in ascending node order");
         goto done;
     }
-    for (int j = 0; j < g->noutputs; j++) {
-        g->outputs[j] = map[g->outputs[j]];
-    }
-    tc_node *old = g->nodes;
-    g->nodes = ng->nodes;
-    g->nnodes = ng->nnodes;
-    g->cap = ng->cap;
-    g->ninputs = ng->ninputs;
-    ng->nodes = old;
+    tc_graph_take_nodes(g, ng, map);
     rc = 0;
 done:
     tc_graph_free(ng);

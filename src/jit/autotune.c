@@ -23,18 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const int64_t grain_candidates[] = {0, 4096, 65536, -1};
 #define NGRAINS ((int)(sizeof(grain_candidates) / sizeof(int64_t)))
-
-static double
-now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t
 plan_key(const tc_plan *plan)
@@ -77,11 +68,11 @@ time_kernel(const tc_plan *plan, tc_jit_code *code, int i, void **bufs,
     }
     double best = 1e30, spent = 0;
     for (int r = 0; r < 25 && (r < 3 || spent < 2e-3); r++) {
-        double t0 = now();
+        double t0 = tc_tune_now();
         if (tc_jit_code_run(code, i, args, threshold) < 0) {
             return 1e30;
         }
-        double t = now() - t0;
+        double t = tc_tune_now() - t0;
         spent += t;
         best = t < best ? t : best;
     }
@@ -219,7 +210,7 @@ tc_jit_autotune(const tc_plan *plan, char *err, size_t errlen)
         }
         err[0] = '\0';
     }
-    double t0 = now();
+    double t0 = tc_tune_now();
     void **bufs = calloc((size_t)plan->nbuffers + 1, sizeof(void *));
     tc_jit_code *best = tc_jit_code_compile(plan, 0, err, errlen);
     if (bufs == NULL || best == NULL || alloc_buffers(plan, bufs) < 0) {
@@ -257,7 +248,7 @@ tc_jit_autotune(const tc_plan *plan, char *err, size_t errlen)
         }
     }
     tc_tune_counters.runs++;
-    tc_tune_counters.seconds += now() - t0;
+    tc_tune_counters.seconds += tc_tune_now() - t0;
 done:
     for (int b = 0; bufs != NULL && b < plan->nbuffers; b++) {
         free(bufs[b]);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 tc_tune_stats tc_tune_counters;
@@ -27,6 +28,14 @@ tc_cache_dir(void)
         snprintf(r, n, "%s/.cache/tcjit", home);
     }
     return r;
+}
+
+double
+tc_tune_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 uint64_t

@@ -19,6 +19,9 @@
  * tests point it at a temporary directory. */
 char *tc_cache_dir(void);
 
+/* Seconds on a monotonic clock (timing candidates). */
+double tc_tune_now(void);
+
 /* 64-bit FNV-1a of s, continuing from h (start with TC_HASH_INIT). */
 #define TC_HASH_INIT 0xcbf29ce484222325ULL
 uint64_t tc_hash_text(uint64_t h, const char *s);
