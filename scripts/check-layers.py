@@ -41,10 +41,10 @@ LEVELS = {
 PUBLIC = {
     "pyrt": {"pyframe.h", "pyvalue.h"},
     "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h",
-              "textbuf.h", "mathconst.h", "reduce_plan.h"},
+              "textbuf.h", "mathconst.h", "reduce_plan.h", "freeze.h"},
     "runtime": {"backend.h", "extern_table.h", "tensor_alloc.h",
                 "torch_tensor.h",
-                "extern_call.h", "threadpool.h"},
+                "extern_call.h", "threadpool.h", "tunetable.h"},
     "jit": {"jit.h"},
     "gpu": {"gpu.h"},
     "guards": {"guards.h", "nn_module.h", "tensor_keys.h"},

@@ -11,6 +11,7 @@
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
 #include "runtime/extern_table.h"
+#include "runtime/tunetable.h"
 #include "runtime/threadpool.h"
 #include "tracer/bindings.h"
 
@@ -161,7 +162,7 @@ mod_counters(PyObject *m, PyObject *unused)
     /* extern_meta_*: generic extern nodes' meta runs at trace time (and
      * the signatures found in their cache), the seconds they took */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:l,s:l,s:d}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -169,7 +170,11 @@ mod_counters(PyObject *m, PyObject *unused)
         c->eager_fallbacks, "frames_skipped", c->frames_skipped,
         "dynamic_reuses", c->dynamic_reuses,
         "extern_meta_runs", meta_runs, "extern_meta_hits", meta_hits,
-        "extern_meta_seconds", meta_seconds);
+        "extern_meta_seconds", meta_seconds,
+        /* max-autotune: plans tuned, plans whose configuration came from
+         * the table on disk, seconds spent timing (docs/autotune.md) */
+        "autotune_runs", tc_tune_counters.runs, "autotune_hits",
+        tc_tune_counters.hits, "autotune_seconds", tc_tune_counters.seconds);
 }
 
 static PyObject *
@@ -179,6 +184,7 @@ mod_reset(PyObject *m, PyObject *unused)
         return NULL;
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
+    memset(&tc_tune_counters, 0, sizeof(tc_tune_counters));
     Py_RETURN_NONE;
 }
 
@@ -251,6 +257,18 @@ mod_set_hooks(PyObject *m, PyObject *args)
     Py_XSETREF(tc_hooks.auto_backend, Py_NewRef(auto_backend));
     Py_XSETREF(tc_hooks.unsupported, Py_NewRef(unsupported));
     Py_RETURN_NONE;
+}
+
+/* A generic extern node's call as data (extern_table.h tc_xtable_args):
+ * what compile-time passes match on (python/tcjit/_freezing.py). */
+static PyObject *
+mod_extern_call_args(PyObject *m, PyObject *arg)
+{
+    long id = PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return tc_xtable_args((int)id);
 }
 
 /* The op registry as data, for docs/ops.md and users. */
@@ -354,6 +372,7 @@ static PyMethodDef module_methods[] = {
     {"set_recorder", mod_set_recorder, METH_O, NULL},
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
+    {"extern_call_args", mod_extern_call_args, METH_O, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
     {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},

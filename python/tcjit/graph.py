@@ -122,8 +122,16 @@ class Graph:
             return self._run(inputs)
 
     def _run(self, inputs):
+        env = self._values(inputs)
+        return tuple(env[o.index] for o in self.outputs)
+
+    def _values(self, inputs, wanted=None):
+        """{node index: value} of every node, or of the nodes in wanted
+        (closed under operands and view bases: freezing's constants)."""
         env = {}
         for n in self.nodes:
+            if wanted is not None and n.index not in wanted:
+                continue
             if n.kind == "input":
                 env[n.index] = inputs[n.input_index]
             elif n.kind == "scalar":
@@ -142,4 +150,4 @@ class Graph:
                     r = torch.empty_strided(n.shape, n.stride, dtype=r.dtype,
                                             device=r.device).copy_(r)
                 env[n.index] = r
-        return tuple(env[o.index] for o in self.outputs)
+        return env

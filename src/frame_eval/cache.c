@@ -12,6 +12,10 @@ tc_entry_free(tc_entry *e)
     }
     tc_guards_free(e->guards);
     PyMem_Free(e->input_sources);
+    for (int i = 0; i < e->nconsts; i++) {
+        Py_DECREF(e->consts[i]);
+    }
+    PyMem_Free(e->consts);
     tc_template_clear(&e->ret);
     tc_exit_clear(&e->exit);
     tc_writebacks_clear(&e->wb);

@@ -27,7 +27,9 @@ typedef struct tc_entry {
     int is_auto;              /* backend.is_auto: tcjit's own code generators */
     tc_guard_set *guards;
     int ninputs;
-    int *input_sources;
+    int *input_sources;       /* of the first ninputs - nconsts inputs */
+    int nconsts;              /* freezing: the last inputs are constants */
+    PyObject **consts;        /* the entry holds (freezing.h) */
     int noutputs;
     int merged_outputs;       /* two output slots are one graph node (CSE
                                  merged equal views): eval_frame.c makes

@@ -4,6 +4,7 @@
 
 #include "autograd.h"
 #include "cudagraphs.h"
+#include "freezing.h"
 #include "hostsplit.h"
 #include "report.h"
 
@@ -226,8 +227,8 @@ node_desc(const tc_graph *g, int id)
 }
 
 /* device: -1 for the CPU, else the CUDA device index */
-static PyObject *
-graph_desc(const tc_graph *g, int device)
+PyObject *
+tc_graph_desc(const tc_graph *g, int device)
 {
     PyObject *nodes = PyList_New(g->nnodes);
     PyObject *outs = PyTuple_New(g->noutputs);
@@ -263,15 +264,21 @@ dump_ptx(const tc_plan *plan, const char *title)
 {
     static int serial;
     static const int sms[] = {80, 90};
-    for (int i = 0; i < 2; i++) {
-        char *ptx = NULL, path[1024];
-        if (tc_gpu_emit_ptx_for_plan(plan, sms[i], &ptx) == 0) {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.ptx",
-                          tc_config.ptx_dump_dir, serial, sms[i]);
+    /* max-autotune: every candidate module the GPU tuner may pick */
+    int nvar = plan->autotune ? TC_PTX_VARIANTS : 1;
+    for (int i = 0; i < 2 * nvar; i++) {
+        char *ptx = NULL, path[1024], var[16] = "";
+        int sm = sms[i % 2], v = i / 2;
+        if (v > 0) {
+            PyOS_snprintf(var, sizeof(var), "_v%d", v);
+        }
+        if (tc_gpu_emit_ptx_for_plan(plan, sm, v, &ptx) == 0) {
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.ptx",
+                          tc_config.ptx_dump_dir, serial, var, sm);
         }
         else {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d_sm%d.error",
-                          tc_config.ptx_dump_dir, serial, sms[i]);
+            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.error",
+                          tc_config.ptx_dump_dir, serial, var, sm);
         }
         FILE *fp = fopen(path, "w");
         if (fp != NULL) {
@@ -287,7 +294,7 @@ dump_ptx(const tc_plan *plan, const char *title)
  * *code: the generated code when the output_code log is on. */
 static void *
 compile_graph(const tc_backend *be, tc_graph *g, const char *title,
-              int device, int dynamic, char **code)
+              int device, int dynamic, int autotune, char **code)
 {
     char err[256];
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
@@ -296,6 +303,7 @@ compile_graph(const tc_backend *be, tc_graph *g, const char *title,
         return NULL;
     }
     plan->dynamic = dynamic;
+    plan->autotune = autotune;
     if (tc_config.ptx_dump_dir != NULL && device < 0) {
         dump_ptx(plan, title);
     }
@@ -307,7 +315,7 @@ compile_graph(const tc_backend *be, tc_graph *g, const char *title,
  * handle that runs them in turn (hostsplit.h).  *code: both parts' code. */
 static void *
 compile_split(tc_split *s, int noutputs, const char *title, int device,
-              int dynamic, char **code)
+              int dynamic, int autotune, char **code)
 {
     const tc_backend *be[2] = {&tc_jit_backend, &tc_gpu_backend};
     tc_graph *gs[2] = {s->host, s->dev};
@@ -318,7 +326,7 @@ compile_split(tc_split *s, int noutputs, const char *title, int device,
             continue;   /* nothing to run on that side */
         }
         handles[p] = compile_graph(be[p], gs[p], title, p ? device : -1,
-                                   dynamic, &text[p]);
+                                   dynamic, autotune, &text[p]);
         if (handles[p] == NULL) {
             if (p == 1 && handles[0] != NULL) {
                 be[0]->free(handles[0]);
@@ -348,9 +356,14 @@ compile_auto(tc_entry *e, tc_graph *g, tc_split *split, const char *title,
     char *code = NULL;
     const tc_backend *be = split->dev != NULL ? &tc_hostsplit_backend
                            : device >= 0 ? &tc_gpu_backend : &tc_jit_backend;
+    int autotune = tc_backend_option(e->backend, "max_autotune");
+    if (autotune < 0) {
+        return -1;
+    }
     e->code = split->dev != NULL
-        ? compile_split(split, g->noutputs, title, device, dynamic, &code)
-        : compile_graph(be, g, title, device, dynamic, &code);
+        ? compile_split(split, g->noutputs, title, device, dynamic, autotune,
+                        &code)
+        : compile_graph(be, g, title, device, dynamic, autotune, &code);
     if (e->code == NULL) {
         free(code);
         return -1;
@@ -370,29 +383,46 @@ compile_auto(tc_entry *e, tc_graph *g, tc_split *split, const char *title,
     return rc;
 }
 
-static int
-compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
-               int device)
+PyObject **
+tc_entry_fetch(tc_entry *e, tc_iframe *f)
 {
     tc_frame_view fv;
     tc_view_of(f, &fv);
     PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
                                    sizeof(PyObject *));
-    PyObject *desc = NULL, *inputs = NULL;
-    if (vals == NULL || tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        if (vals == NULL) {
-            PyErr_NoMemory();
-        }
+    if (vals == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
         PyMem_Free(vals);
+        return NULL;
+    }
+    return vals;
+}
+
+void
+tc_entry_fetch_release(tc_entry *e, PyObject **vals)
+{
+    tc_guards_release(e->guards, vals);
+    PyMem_Free(vals);
+}
+
+static int
+compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
+               int device)
+{
+    PyObject **vals = tc_entry_fetch(e, f);
+    PyObject *desc = NULL, *inputs = NULL;
+    if (vals == NULL) {
         return -1;
     }
     inputs = PyTuple_New(e->ninputs);
     for (int i = 0; inputs && i < e->ninputs; i++) {
         PyTuple_SET_ITEM(inputs, i, Py_NewRef(vals[e->input_sources[i]]));
     }
-    tc_guards_release(e->guards, vals);
-    PyMem_Free(vals);
-    desc = graph_desc(g, device);
+    tc_entry_fetch_release(e, vals);
+    desc = tc_graph_desc(g, device);
     if (inputs && desc) {
         e->backend_fn = PyObject_CallFunction(tc_hooks.compile_backend, "OOsO",
                                               e->backend, desc, text, inputs);
@@ -428,20 +458,12 @@ demote_to_eager(tc_entry *e, PyCodeObject *co)
 static int
 inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
 {
-    tc_frame_view fv;
-    tc_view_of(f, &fv);
-    PyObject **vals = PyMem_Calloc((size_t)e->guards->nsources + 1,
-                                   sizeof(PyObject *));
+    PyObject **vals = tc_entry_fetch(e, f);
     if (vals == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (tc_guards_fetch(e->guards, &fv, vals) < 0) {
-        PyMem_Free(vals);
         return -1;
     }
     int marked = 0;
-    for (int i = 0; i < e->ninputs && !marked; i++) {
+    for (int i = 0; i < e->ninputs - e->nconsts && !marked; i++) {
         PyObject *d = PyObject_GetAttrString(vals[e->input_sources[i]],
                                              "_dynamo_dynamic_indices");
         if (d == NULL) {
@@ -452,8 +474,7 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
         PyErr_Clear();
         Py_DECREF(d);
     }
-    tc_guards_release(e->guards, vals);
-    PyMem_Free(vals);
+    tc_entry_fetch_release(e, vals);
     return marked;
 }
 
@@ -476,7 +497,7 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
                                       "requires grad (not compiled yet)");
     }
     else {
-        PyObject *desc = graph_desc(g, device);
+        PyObject *desc = tc_graph_desc(g, device);
         rc = desc ? tc_autograd_plan(g, desc, plan, &reason) : -1;
         Py_XDECREF(desc);
     }
@@ -538,7 +559,7 @@ use_cudagraphs(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
     if (on <= 0) {
         return on;
     }
-    PyObject *desc = graph_desc(g, device);
+    PyObject *desc = tc_graph_desc(g, device);
     int rc = desc ? tc_cudagraphs_apply(e, co, desc, device, dynamic,
                                         training) : -1;
     Py_XDECREF(desc);
@@ -555,6 +576,22 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
                                                          sizeof(err)) < 0) {
         PyErr_NoMemory();
         return -1;
+    }
+    /* freezing: only for tcjit's own code generators, and not where
+     * autograd needs the parameters */
+    int freezing = e->is_auto ? tc_backend_option(e->backend, "freezing") : 0;
+    if (freezing < 0) {
+        return -1;
+    }
+    if (freezing && !tc_graph_requires_grad(g)) {
+        int nin = g->ninputs;
+        if (tc_freeze(e, g, f, device) < 0) {
+            return demote_to_eager(e, co);
+        }
+        if (g->ninputs != nin && tc_graph_optimize(g) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     e->noutputs = g->noutputs;
     e->merged_outputs = 0;
@@ -582,7 +619,7 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
      * (a training graph without the saved values it also returns) */
     PyObject *seen = NULL, *plan = NULL;
     if (rc == 0 && tc_hooks.recorder != NULL) {
-        seen = graph_desc(g, device);
+        seen = tc_graph_desc(g, device);
         rc = seen ? 0 : -1;
     }
     int nresults = g->noutputs;

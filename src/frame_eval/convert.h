@@ -22,4 +22,15 @@ int tc_backend_dynamic(PyObject *backend);
  * (ValueError for an unknown name). */
 int tc_backend_option(PyObject *backend, const char *name);
 
+/* The values of e's sources in frame f at compile time (new references,
+ * NULL where missing), or NULL with an exception; release them with
+ * tc_entry_fetch_release. */
+PyObject **tc_entry_fetch(tc_entry *e, tc_iframe *f);
+void tc_entry_fetch_release(tc_entry *e, PyObject **vals);
+
+/* The graph as data (tcjit.Graph's desc): what Python-side passes and
+ * custom backends read.  device: -1 for the CPU, else the CUDA device
+ * index.  A new dict, or NULL with an exception. */
+PyObject *tc_graph_desc(const tc_graph *g, int device);
+
 #endif

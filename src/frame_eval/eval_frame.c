@@ -365,8 +365,12 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
         PyErr_NoMemory();
         return -1;
     }
-    for (int i = 0; i < e->ninputs; i++) {
+    int nsrc = e->ninputs - e->nconsts;
+    for (int i = 0; i < nsrc; i++) {
         inputs[i] = vals[e->input_sources[i]];
+    }
+    for (int k = 0; k < e->nconsts; k++) {
+        inputs[nsrc + k] = e->consts[k];  /* freezing's folded values */
     }
     int rc = e->wb.n ? tc_writeback_aliased(&e->wb, inputs) : 0;
     if (rc != 0) {

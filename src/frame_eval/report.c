@@ -3,6 +3,7 @@
 
 tc_counters tc_stats;
 tc_settings tc_config = {8, NULL, NULL};
+
 unsigned tc_log_mask;
 tc_python_hooks tc_hooks;
 PyObject *tc_reported_breaks;

@@ -27,6 +27,7 @@ typedef struct {
 
 extern tc_settings tc_config;
 
+
 enum {
     TC_LOG_RECOMPILES = 1 << 0,
     TC_LOG_GUARDS = 1 << 1,

@@ -20,6 +20,7 @@
  */
 #include "gpu.h"
 #include "driver.h"
+#include "autotune.h"
 #include "../runtime/tensor_alloc.h"
 #include "../runtime/extern_call.h"
 
@@ -134,7 +135,11 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
     Py_BEGIN_ALLOW_THREADS
     rc = tc_cu_device_info(device, &sm, &nsm, err, sizeof(err));
     if (rc == 0) {
-        rc = tc_ptx_emit(plan, sm, nsm, &c->mod, err, sizeof(err));
+        /* max-autotune: the variant timed best (or stored), else 0 */
+        int variant = plan->autotune && !plan->dynamic
+                      ? tc_gpu_autotune(plan, device, sm, nsm) : 0;
+        rc = tc_ptx_emit_variant(plan, sm, nsm, variant, &c->mod, err,
+                                 sizeof(err));
     }
     if (rc == 0 && plan->nkernels > 0) {  /* externs only: no module */
         rc = tc_cu_module(c->mod.text, device, &mod, err, sizeof(err));

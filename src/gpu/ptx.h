@@ -103,10 +103,22 @@ int tc_ptx_emit(const tc_plan *plan, int sm, int sm_count,
                 tc_ptx_module *out, char *err, size_t errlen);
 void tc_ptx_module_clear(tc_ptx_module *m);
 
+/* max-autotune (docs/autotune.md): variant 0 is tc_ptx_emit's module;
+ * 1 .. TC_PTX_VARIANTS - 1 change the threads per block of pointwise and
+ * reduction kernels, the grid of grid-stride pointwise entries, and
+ * persistent / looped / split reduction rows (ptx_emit.c
+ * ptx_red_target, pw_block).  Every variant computes the same values
+ * (float sums may add in another order). */
+#define TC_PTX_VARIANTS 4
+int tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count,
+                        int variant, tc_ptx_module *out, char *err,
+                        size_t errlen);
+
 /* For the test suites (ptxas checks): the module text for plan and sm, as
- * tc_ptx_emit with 132 SMs.  Returns 0 with *ptx malloc'd, or -1 with *ptx
+ * tc_ptx_emit_variant with 132 SMs.  Returns 0 with *ptx malloc'd, or -1 with *ptx
  * a malloc'd error message (NULL if even that allocation failed). */
-int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx);
+int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, int variant,
+                             char **ptx);
 
 /* ptx_math.c: the transcendentals the PTX target computes itself (float32
  * EXP, LOG, SIN, COS, TANH, written by tc_ptx_f32_unary); the emitter has

@@ -1473,7 +1473,7 @@ done:
  * combine; enough 256-thread blocks to fill the device (8 per SM), each
  * thread still reducing >= 8 points (2048 per block), at most 4096. */
 static tc_red_target
-ptx_red_target(int sm_count)
+ptx_red_target(int sm_count, int variant)
 {
     tc_red_target t = {
         .name = "ptx",
@@ -1497,6 +1497,24 @@ ptx_red_target(int sm_count)
         .split_max_chunks = 4096,
         .split_min_chunks = 4,
     };
+    /* max-autotune candidates (ptx.h tc_ptx_emit_variant) */
+    switch (variant) {
+    case 1:             /* smaller blocks: more rows in flight per SM */
+        t.block_rows = 128;
+        t.block_one_row = 512;
+        break;
+    case 2:             /* larger blocks, fewer points per thread */
+        t.block_rows = 512;
+        t.persist_points = 8;
+        break;
+    case 3:             /* looped rows only, fewer split rows */
+        t.persist_points = 0;
+        t.persist_points_big = 0;
+        t.split_min_points = 4 * t.split_min_points;
+        break;
+    default:
+        break;
+    }
     return t;
 }
 
@@ -2222,9 +2240,14 @@ half_results(const tc_kernel *k)
 }
 
 /* Emits one kernel (both variants when vectorizable) into mod. */
+/* Threads per block of pointwise kernels, and blocks per SM of their
+ * grid-stride scalar entries, by max-autotune variant. */
+static const int pw_block[TC_PTX_VARIANTS] = {256, 128, 512, 256};
+static const int pw_per_sm[TC_PTX_VARIANTS] = {8, 16, 4, 32};
+
 static int
-emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
-            tc_ptx_kernel *info, char *err, size_t errlen)
+emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
+            sbuf *mod, tc_ptx_kernel *info, char *err, size_t errlen)
 {
     tc_kernel k;
     if (copy_kernel(k0, &k) < 0) {
@@ -2284,9 +2307,10 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
     }
     entry en = {&k, info->entry, &e, base, nc, wide};
     if (k.nphases == 0) {
-        info->block = 256;
+        int bl = pw_block[variant];
+        info->block = bl;
         info->skip = k.numel == 0;
-        info->grid = grid_for(k.numel, 256, sm_count, 8);
+        info->grid = grid_for(k.numel, bl, sm_count, pw_per_sm[variant]);
         begin_entry(&en, mod);
         emit_pointwise(&en, &lo);
         finish_entry(&en, mod);
@@ -2300,8 +2324,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
              * iterations), 50.6 at 32, 49.8 uncapped (above the copy's
              * bandwidth of the same run).  The scalar entry is the other
              * way round (78 us capped, 88 uncapped) and keeps the cap. */
-            info->grid_vec = grid_for(k.numel / vec_lanes(&k), 256, sm_count,
-                                      INT_MAX / 256 / sm_count);
+            info->grid_vec = grid_for(k.numel / vec_lanes(&k), bl, sm_count,
+                                      INT_MAX / bl / sm_count);
             reset_em(&e, sm);
             en.name = info->entry_vec;
             begin_entry(&en, mod);
@@ -2310,7 +2334,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, sbuf *mod,
         }
     }
     else {
-        tc_red_target target = ptx_red_target(sm_count);
+        tc_red_target target = ptx_red_target(sm_count, variant);
         tc_red_plan plan;
         int smem = 0;
         if (tc_red_schedule(&k, 0, &target, &plan) < 0) {
@@ -2380,6 +2404,16 @@ int
 tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
             char *err, size_t errlen)
 {
+    return tc_ptx_emit_variant(plan, sm, sm_count, 0, out, err, errlen);
+}
+
+int
+tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
+                    tc_ptx_module *out, char *err, size_t errlen)
+{
+    if (variant < 0 || variant >= TC_PTX_VARIANTS) {
+        variant = 0;
+    }
     memset(out, 0, sizeof(*out));
     sbuf mod = {0};
     if (sm_count < 1) {
@@ -2404,7 +2438,7 @@ tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
             out->kernels[i] = out->kernels[same];
             continue;
         }
-        if (emit_kernel(&plan->kernels[i], i, sm, sm_count, &mod,
+        if (emit_kernel(&plan->kernels[i], i, sm, sm_count, variant, &mod,
                         &out->kernels[i], err, errlen) < 0) {
             tc_textbuf_free(&mod);
             tc_ptx_module_clear(out);
@@ -2430,12 +2464,14 @@ tc_ptx_module_clear(tc_ptx_module *m)
 }
 
 int
-tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, char **ptx)
+tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, int variant,
+                         char **ptx)
 {
     char err[512];
     tc_ptx_module m;
     *ptx = NULL;
-    if (tc_ptx_emit(plan, sm, 132, &m, err, sizeof(err)) < 0) {
+    if (tc_ptx_emit_variant(plan, sm, 132, variant, &m, err,
+                            sizeof(err)) < 0) {
         *ptx = strdup(err);
         return -1;
     }

@@ -712,14 +712,7 @@ tc_graph_unfuse_bias(tc_graph *g, char *err, size_t errlen)
             goto done;
         }
     }
-    for (int j = 0; j < g->noutputs; j++) {
-        g->outputs[j] = map[g->outputs[j]];
-    }
-    tc_node *old = g->nodes;
-    g->nodes = ng->nodes;
-    g->nnodes = ng->nnodes;
-    g->cap = ng->cap;
-    ng->nodes = old;
+    tc_graph_take_nodes(g, ng, map);
     rc = 0;
 done:
     tc_graph_free(ng);

@@ -563,6 +563,20 @@ tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
     }
 }
 
+void
+tc_graph_take_nodes(tc_graph *g, tc_graph *ng, const int *map)
+{
+    for (int j = 0; j < g->noutputs; j++) {
+        g->outputs[j] = map[g->outputs[j]];
+    }
+    tc_node *old = g->nodes;
+    g->nodes = ng->nodes;
+    g->nnodes = ng->nnodes;
+    g->cap = ng->cap;
+    g->ninputs = ng->ninputs;
+    ng->nodes = old;
+}
+
 int
 tc_graph_input(tc_graph *g, tc_dtype dt, const tc_layout *layout)
 {

@@ -273,6 +273,10 @@ void tc_split_free(tc_split *s);
  * or take (kernels compute real dtypes only). */
 int tc_graph_push_op(tc_graph *g, const tc_node *n, char *err, size_t errlen);
 void tc_set_err(char *err, size_t errlen, const char *fmt, ...);
+/* The end of a pass that rebuilt g into ng (extern.c, freeze.c): g takes
+ * ng's nodes and input count, g's outputs are renumbered through map (old
+ * node id -> new), and ng keeps g's old nodes for tc_graph_free. */
+void tc_graph_take_nodes(tc_graph *g, tc_graph *ng, const int *map);
 
 /* ---- views (eager layouts, no copies) ------------------------------- *
  * Every builder returns a node id (possibly x itself when torch returns

@@ -73,6 +73,9 @@ typedef struct {
                              strides and offsets read at run time), so
                              plans of other sizes reuse them; set by the
                              caller after tc_schedule */
+    int autotune;         /* max-autotune (docs/autotune.md): the backend
+                             times candidate configurations at compile
+                             time; set by the caller */
 } tc_plan;
 
 /* Reductions: a reduction is computed inside the kernel of its consumer

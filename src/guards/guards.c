@@ -7,12 +7,14 @@
 #include "guards.h"
 #include "nn_module.h"
 #include "tensor_keys.h"
+#include "../runtime/torch_tensor.h"
 
 PyObject *tc_torch_module;
 PyObject *tc_tensor_type;
 
 static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_get_device, *str_is_cpu;
+static PyObject *str_version;
 static PyObject *str_code, *str_defaults, *str_kwdefaults, *str_globals;
 static PyObject *fn_is_grad_enabled, *fn_get_default_dtype,
     *fn_any_autocast, *fn_dispatch_stack_len;
@@ -58,11 +60,13 @@ tc_guards_init(void)
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
     str_get_device = PyUnicode_InternFromString("get_device");
     str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    str_version = PyUnicode_InternFromString("_version");
     str_code = PyUnicode_InternFromString("__code__");
     str_defaults = PyUnicode_InternFromString("__defaults__");
     str_kwdefaults = PyUnicode_InternFromString("__kwdefaults__");
     str_globals = PyUnicode_InternFromString("__globals__");
-    if (!str_code || !str_defaults || !str_kwdefaults || !str_globals) {
+    if (!str_code || !str_defaults || !str_kwdefaults || !str_globals
+        || !str_version) {
         return -1;
     }
     if (tc_nn_module_init() < 0 || tc_tensor_keys_init() < 0) {
@@ -582,6 +586,30 @@ tc_guard_id(tc_guard_set *gs, int src, PyObject *value)
     return 0;
 }
 
+/* t._version and t.data_ptr(): 0, or -1 with an exception. */
+static int
+read_frozen(PyObject *t, int64_t *version, void **data_ptr)
+{
+    PyObject *v = PyObject_GetAttr(t, str_version);
+    if (v == NULL) {
+        return -1;
+    }
+    *version = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (*version == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return tc_alloc_data_ptr(t, data_ptr);
+}
+
+int
+tc_guard_frozen(tc_guard_set *gs, int src, PyObject *tensor)
+{
+    APPEND_OR_RETURN(g, gs, TC_GUARD_FROZEN, src);
+    g->obj = Py_NewRef(tensor);
+    return read_frozen(tensor, &g->version, &g->data_ptr);
+}
+
 /* A value the tracer bakes in: a Python scalar by value, else by
  * identity. */
 static int
@@ -849,6 +877,17 @@ check_one(const tc_guard *g, PyObject *v)
     case TC_GUARD_NO_HOOKS: {
         int hooks = tc_nn_has_hooks(v);
         return hooks < 0 ? -1 : !hooks;
+    }
+    case TC_GUARD_FROZEN: {
+        int64_t version;
+        void *ptr;
+        if (v != g->obj) {
+            return 0;
+        }
+        if (read_frozen(v, &version, &ptr) < 0) {
+            return -1;
+        }
+        return version == g->version && ptr == g->data_ptr;
     }
     default:
         return 0;
@@ -1124,6 +1163,12 @@ guard_code(const tc_guard_set *gs, const tc_guard *g)
         r = PyUnicode_FromFormat("%U has no forward/backward hooks (nor "
                                  "global ones)", src);
         break;
+    case TC_GUARD_FROZEN:
+        r = PyUnicode_FromFormat("FROZEN %U: is <%s at %p>, _version == %lld, "
+                                 "data_ptr() == %p (folded at compile time)",
+                                 src, Py_TYPE(g->obj)->tp_name, g->obj,
+                                 (long long)g->version, g->data_ptr);
+        break;
     case TC_GUARD_TENSOR_MATCH: {
         const tc_tensor_meta *m = &g->tensor;
         r = PyUnicode_FromFormat("TENSOR_MATCH %U: %s, %s, requires_grad=%d, "
@@ -1199,6 +1244,16 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
     }
     if (g->kind == TC_GUARD_TENSOR_MATCH) {
         return tensor_fail_reason(gs, g, v);
+    }
+    if (g->kind == TC_GUARD_FROZEN) {
+        PyObject *src = tc_source_repr(gs, g->source);
+        PyObject *r = src ? PyUnicode_FromFormat(
+            "frozen tensor %U changed since it was folded into the compiled "
+            "code (%s; tcjit.config.freezing)", src,
+            v != g->obj ? "another tensor object" : "written in place or "
+            "given new data") : NULL;
+        Py_XDECREF(src);
+        return r;
     }
     return guard_code(gs, g);
 }

@@ -49,7 +49,10 @@ typedef enum {
     TC_GUARD_TENSOR_MATCH,
     TC_GUARD_LENGTH,       /* TYPE_MATCH and len() */
     TC_GUARD_GLOBAL_STATE,
-    TC_GUARD_NO_HOOKS      /* an nn.Module whose call runs no hooks */
+    TC_GUARD_NO_HOOKS,     /* an nn.Module whose call runs no hooks */
+    TC_GUARD_FROZEN        /* the very tensor obj, its version counter and
+                              data pointer unchanged: a parameter whose
+                              value was folded at compile time (freezing) */
 } tc_guard_kind;
 
 typedef struct {
@@ -74,6 +77,8 @@ typedef struct {
     int dispatch_modes;   /* GLOBAL_STATE: a TorchDispatchMode is active */
     PyObject *default_dtype; /* GLOBAL_STATE: torch.get_default_dtype() */
     tc_tensor_meta tensor;
+    int64_t version;      /* FROZEN: obj._version */
+    void *data_ptr;       /* FROZEN: obj.data_ptr() */
 } tc_guard;
 
 /* The sources and guards of one cache entry: a tree of sources (a local,
@@ -144,6 +149,9 @@ int tc_guard_global_state(tc_guard_set *gs);
  * another callable: ID_MATCH. */
 int tc_guard_function(tc_guard_set *gs, int src, PyObject *value);
 int tc_guard_no_hooks(tc_guard_set *gs, int src);
+/* FROZEN on tensor (src's value at compile time): recompile when it is
+ * another object or was written (in place, .data = ...) since. */
+int tc_guard_frozen(tc_guard_set *gs, int src, PyObject *tensor);
 
 /* Read a tensor's metadata (used by the tracer and by TENSOR_MATCH).
  * Returns 0, 1 if tcjit does not compile for the tensor (a subclass, a

@@ -197,6 +197,40 @@ static const tc_red_target cpu_red_target = {
     .split_outer_dim = 1,
 };
 
+/* The target the compile in progress uses (compile_mu held): the one
+ * above, or a max-autotune candidate (tc_jit_code_compile's variant). */
+static const tc_red_target *cpu_target = &cpu_red_target;
+
+/* max-autotune candidates (autotune.c): variant 0 is the default above;
+ * the others change the accumulator sets per row (latency hiding against
+ * register pressure) or the chunk size of split full reductions.  The
+ * float SUM cascade (fsum_fan) is never changed: it fixes the order of
+ * additions that eager's results are compared with. */
+static tc_red_target
+cpu_variant(int v)
+{
+    tc_red_target t = cpu_red_target;
+    switch (v) {
+    case 1:             /* fewer chains: less register pressure */
+        t.sets = 16;
+        t.sets_long = 32;
+        t.sets_heavy = 8;
+        break;
+    case 2:             /* more chains: more latency hidden */
+        t.sets = 64;
+        t.sets_long = 64;
+        t.sets_heavy = 32;
+        break;
+    case 3:             /* larger chunks of split full reductions */
+        t.split_chunk = 65536;
+        t.split_min_points = 131072;
+        break;
+    default:
+        break;
+    }
+    return t;
+}
+
 int
 tc_loop_build(const tc_kernel *k, tc_loop *l)
 {
@@ -238,7 +272,7 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
          * the instructions and is made for the kernel the emitter
          * compiles (emit_reduction_kernel) */
         tc_red_plan plan;
-        if (tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target,
+        if (tc_red_schedule(k, l->sizes[l->ndim], cpu_target,
                             &plan) < 0) {
             free(tmp);
             return -1;
@@ -258,7 +292,7 @@ tc_loop_build(const tc_kernel *k, tc_loop *l)
 int
 tc_jit_red_plan(const tc_kernel *k, const tc_loop *l, tc_red_plan *p)
 {
-    return tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target, p);
+    return tc_red_schedule(k, l->sizes[l->ndim], cpu_target, p);
 }
 
 /* ---- types and small expression helpers -------------------------------- */
@@ -2528,7 +2562,7 @@ emit_reduction_kernel(emitter *e, const tc_kernel *k, const tc_loop *l,
         goto done;
     }
     tc_red_plan plan;
-    if (tc_red_schedule(k, l->sizes[l->ndim], &cpu_red_target, &plan) < 0) {
+    if (tc_red_schedule(k, l->sizes[l->ndim], cpu_target, &plan) < 0) {
         snprintf(err, errlen, "tcjit cpu: %s: malformed reduction kernel",
                  k->name);
         goto done;
@@ -3120,6 +3154,7 @@ tc_jit_code_free(tc_jit_code *code)
         free(code->dims[i]);
     }
     free(code->dims);
+    free(code->grain);
     free(code->loops);
     free(code->fns);
     free(code->split);
@@ -3127,7 +3162,8 @@ tc_jit_code_free(tc_jit_code *code)
 }
 
 tc_jit_code *
-tc_jit_code_compile(const tc_plan *plan, char *err, size_t errlen)
+tc_jit_code_compile(const tc_plan *plan, int variant, char *err,
+                    size_t errlen)
 {
     tc_jit_code *code = calloc(1, sizeof(*code));
     if (code == NULL) {
@@ -3149,7 +3185,10 @@ tc_jit_code_compile(const tc_plan *plan, char *err, size_t errlen)
     }
     /* libgccjit keeps global state: one compile at a time. */
     pthread_mutex_lock(&compile_mu);
+    tc_red_target target = cpu_variant(variant);
+    cpu_target = &target;
     int rc = compile_locked(plan, code, err, errlen);
+    cpu_target = &cpu_red_target;
     pthread_mutex_unlock(&compile_mu);
     if (rc < 0) {
         tc_jit_code_free(code);
@@ -3211,7 +3250,8 @@ tc_jit_code_run(const tc_jit_code *code, int i, void **args,
         return 0;
     }
     int64_t work = tc_jit_code_work(code, i);
-    int par = work >= threshold && tc_threadpool_get_threads() >= 2;
+    int par = work >= threshold && tc_threadpool_get_threads() >= 2
+              && (code->grain == NULL || code->grain[i] >= 0);
     if (l->nchunks > 0) {
         /* chunk boundaries are fixed by the shape: the same partials and
          * the same combine order however many threads run them */
@@ -3248,9 +3288,12 @@ tc_jit_code_run(const tc_jit_code *code, int i, void **args,
         code->fns[i](args, 0, outer);
         return 0;
     }
-    /* Chunks of at least ~16K element-steps keep the pool overhead small. */
+    /* Chunks of at least ~16K element-steps keep the pool overhead small
+     * (max-autotune may have timed another size: code->grain). */
+    int64_t steps = code->grain != NULL && code->grain[i] > 0
+                    ? code->grain[i] : 16384;
     int64_t per = work / outer;
-    int64_t grain = (16384 + per - 1) / per;
+    int64_t grain = (steps + per - 1) / per;
     rows_task t = {code->fns[i], args};
     tc_threadpool_parallel_for(outer, grain, run_rows, &t);
     return 0;

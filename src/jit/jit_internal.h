@@ -86,6 +86,9 @@ typedef struct tc_jit_code {
     int64_t **dims;
     int ncompiled;              /* kernels this compile built (the others
                                    came from the generic cache) */
+    int64_t *grain;             /* max-autotune: per kernel, element-steps
+                                   per thread-pool task (0: the default,
+                                   -1: never split); NULL: all default */
 } tc_jit_code;
 
 /* The block a size-generic kernel reads (gccjit_emit.c): loop sizes
@@ -109,8 +112,17 @@ int tc_generic_keep(void *result);
 /* Compiles all kernels of plan with the flags of cpu.c: pointwise kernels
  * in one context, reduction kernels in another.  No Python involved.
  * Returns NULL with a message in err on failure. */
-tc_jit_code *tc_jit_code_compile(const tc_plan *plan, char *err,
-                                 size_t errlen);
+tc_jit_code *tc_jit_code_compile(const tc_plan *plan, int variant,
+                                 char *err, size_t errlen);
+/* variant: 0 the default schedule; 1 .. TC_JIT_VARIANTS - 1 the
+ * max-autotune candidates (gccjit_emit.c cpu_variant). */
+#define TC_JIT_VARIANTS 4
+
+/* autotune.c: max-autotune.  Compiles plan, the configuration taken from
+ * the table on disk (../runtime/tunetable.h) or found by timing the
+ * candidates on zero-filled buffers (and then stored).  As
+ * tc_jit_code_compile; plans with dynamic sizes are not tuned. */
+tc_jit_code *tc_jit_autotune(const tc_plan *plan, char *err, size_t errlen);
 void tc_jit_code_free(tc_jit_code *code);
 
 /* Element-steps kernel i does per call (what parallelism is judged by). */

@@ -136,7 +136,9 @@ tc_jit_compile(tc_plan *plan, char **code_text)
     tc_jit_code *code;
     /* gcc takes tens of ms and touches no Python state */
     Py_BEGIN_ALLOW_THREADS
-    code = tc_jit_code_compile(plan, err, sizeof(err));
+    code = plan->autotune && !plan->dynamic
+           ? tc_jit_autotune(plan, err, sizeof(err))
+           : tc_jit_code_compile(plan, 0, err, sizeof(err));
     Py_END_ALLOW_THREADS
     if (code == NULL) {
         PyErr_Format(PyExc_RuntimeError, "%s", err);

@@ -296,6 +296,35 @@ entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
     return 0;
 }
 
+PyObject *
+tc_xtable_args(int id)
+{
+    if (id < 0 || id >= nentries) {
+        PyErr_Format(PyExc_IndexError, "no extern call %d", id);
+        return NULL;
+    }
+    const xentry *e = &entries[id];
+    PyObject *args = PyTuple_New(e->nargv);
+    PyObject *opk = PyTuple_New(e->nargv);
+    for (int i = 0; args && opk && i < e->nargv; i++) {
+        PyObject *k = PyLong_FromLong(e->argv[i] ? -1 : e->opk[i]);
+        if (k == NULL) {
+            Py_CLEAR(args);
+            break;
+        }
+        PyTuple_SET_ITEM(args, i, Py_NewRef(e->argv[i] ? e->argv[i]
+                                                       : Py_None));
+        PyTuple_SET_ITEM(opk, i, k);
+    }
+    PyObject *r = args && opk
+        ? Py_BuildValue("(OOON)", e->fn, args, opk,
+                        e->kwnames ? Py_NewRef(e->kwnames) : PyTuple_New(0))
+        : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(opk);
+    return r;
+}
+
 int
 tc_xtable_intern(PyObject *fn, int nargv, PyObject *const *argv,
                  PyObject *kwnames, int nin, char *err, size_t errlen)

@@ -48,6 +48,14 @@ int tc_xtable_intern(PyObject *fn, int nargv, PyObject *const *argv,
  * torch's exception. */
 PyObject *tc_xtable_invoke(int id, PyObject *const *ops);
 
+/* Entry id as data, for compile-time passes that recognize a call
+ * (freezing folds torch.batch_norm into a convolution):
+ * (fn, args, operands, kwnames): args the positional-then-keyword values
+ * with None where an operand goes, operands the operand index per slot
+ * (-1: a value), kwnames the names of the last len(kwnames) args.  New
+ * reference, or NULL with an exception. */
+PyObject *tc_xtable_args(int id);
+
 /* The callable's name for graph printing and reasons ("torch.sort",
  * "Tensor.cumsum"); borrowed, valid while the process lives. */
 const char *tc_xtable_name(int id);

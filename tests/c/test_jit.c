@@ -150,7 +150,7 @@ compile1(tc_kernel *k)
     plan.nkernels = 1;
     plan.kernels = k;
     char err[512];
-    tc_jit_code *code = tc_jit_code_compile(&plan, err, sizeof(err));
+    tc_jit_code *code = tc_jit_code_compile(&plan, 0, err, sizeof(err));
     if (code == NULL) {
         fprintf(stderr, "compile error: %s\n", err);
         failures++;
@@ -497,7 +497,7 @@ test_two_kernels(void)
     plan.nkernels = 2;
     plan.kernels = ks;
     char err[512];
-    tc_jit_code *code = tc_jit_code_compile(&plan, err, sizeof(err));
+    tc_jit_code *code = tc_jit_code_compile(&plan, 0, err, sizeof(err));
     CHECK(code != NULL, "two kernels: %s", err);
     if (code != NULL) {
         float x[N], t[N];
@@ -532,7 +532,7 @@ test_error(void)
     plan.nkernels = 1;
     plan.kernels = &k;
     char err[512] = "";
-    tc_jit_code *code = tc_jit_code_compile(&plan, err, sizeof(err));
+    tc_jit_code *code = tc_jit_code_compile(&plan, 0, err, sizeof(err));
     CHECK(code == NULL && strstr(err, "unsupported") != NULL,
           "error path: '%s'", err);
     tc_jit_code_free(code);
@@ -1213,7 +1213,7 @@ test_red_malformed(void)
     plan.nkernels = 1;
     plan.kernels = &k;
     char err[512] = "";
-    tc_jit_code *code = tc_jit_code_compile(&plan, err, sizeof(err));
+    tc_jit_code *code = tc_jit_code_compile(&plan, 0, err, sizeof(err));
     CHECK(code == NULL && strstr(err, "malformed") != NULL,
           "malformed kernel: '%s'", err);
     tc_jit_code_free(code);

@@ -291,7 +291,7 @@ main(int argc, char **argv)
         }
         for (int s = 0; s < 2; s++) {
             char *ptx = NULL;
-            if (tc_gpu_emit_ptx_for_plan(p, sms[s], &ptx) < 0) {
+            if (tc_gpu_emit_ptx_for_plan(p, sms[s], 0, &ptx) < 0) {
                 printf("FAIL %s sm_%d: emit: %s\n", tc_gpu_cases[i].name,
                        sms[s], ptx ? ptx : "?");
                 free(ptx);
