@@ -21,8 +21,10 @@
 #include <string.h>
 
 /* The place of node id from its operands' (resolved before it, as they
- * precede it): a node follows its tensor operands (Python numbers go
- * anywhere); one on the device puts it on the device. */
+ * precede it): a node follows its tensor operands; one on the device puts
+ * it on the device.  Python numbers, and tensors the tracer made of numbers
+ * alone (a setitem's value), stay TC_PLACE_AUTO: they go where they are
+ * used, into both parts if both use them. */
 static int
 resolve_one(tc_graph *g, int id)
 {
@@ -36,8 +38,19 @@ resolve_one(tc_graph *g, int id)
         host |= p == TC_PLACE_HOST;
         dev |= p == TC_PLACE_DEVICE;
     }
-    n->place = host && !dev ? TC_PLACE_HOST : TC_PLACE_DEVICE;
+    if (host || dev) {
+        n->place = host && !dev ? TC_PLACE_HOST : TC_PLACE_DEVICE;
+    }
     return n->place;
+}
+
+/* A number or a tensor made of numbers alone (resolved AUTO). */
+static int
+is_free(const tc_graph *g, int id)
+{
+    const tc_node *n = &g->nodes[id];
+    return n->kind == TC_NODE_SCALAR
+           || (n->kind == TC_NODE_OP && n->place == TC_PLACE_AUTO);
 }
 
 /* Resolves nodes 0..id in order (memoized in the nodes: a loop, not a
@@ -109,6 +122,29 @@ push(tc_graph *to, const tc_node *n, const int *map, int *id)
     c.place = TC_PLACE_AUTO;
     *id = tc_graph_push_node(to, &c);
     return *id < 0 ? -2 : 0;
+}
+
+/* Free node x (is_free) in the host or the device part, copied there
+ * with its operands the first time an op there uses it: its id there, or
+ * -2 when out of memory. */
+static int
+free_node(builder *B, int host, int x)
+{
+    int *map = host ? B->hmap : B->dmap;
+    if (map[x] >= 0) {
+        return map[x];
+    }
+    const tc_node *n = &B->g->nodes[x];
+    for (int k = 0; k < n->nin; k++) {
+        if (free_node(B, host, n->in[k]) < 0) {
+            return -2;
+        }
+    }
+    if (n->view_base >= 0 && free_node(B, host, n->view_base) < 0) {
+        return -2;
+    }
+    return push(host ? B->s->host : B->s->dev, n, map, &map[x]) < 0
+           ? -2 : map[x];
 }
 
 /* Host output of g node i (added once). */
@@ -203,7 +239,7 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
 {
     const tc_node *n = &B->g->nodes[i];
     tc_split *s = B->s;
-    if (n->kind == TC_NODE_SCALAR) {
+    if (is_free(B->g, i)) {
         return 0;   /* copied into a graph where an op uses it */
     }
     int host = n->place == TC_PLACE_HOST;
@@ -231,8 +267,7 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
     if (host) {
         for (int k = 0; k < n->nin; k++) {
             int x = n->in[k];
-            if (B->g->nodes[x].kind == TC_NODE_SCALAR && B->hmap[x] < 0
-                && push(s->host, &B->g->nodes[x], B->hmap, &B->hmap[x]) < 0) {
+            if (is_free(B->g, x) && free_node(B, 1, x) < 0) {
                 return -2;
             }
             if (B->hmap[x] < 0) {
@@ -248,8 +283,7 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
     tc_node c = *n;
     for (int k = 0; k < n->nin; k++) {
         int x = n->in[k];
-        if (B->g->nodes[x].kind == TC_NODE_SCALAR && B->dmap[x] < 0
-            && push(s->dev, &B->g->nodes[x], B->dmap, &B->dmap[x]) < 0) {
+        if (is_free(B->g, x) && free_node(B, 0, x) < 0) {
             return -2;
         }
         c.in[k] = B->g->nodes[x].place == TC_PLACE_HOST
@@ -282,6 +316,10 @@ split_outputs(builder *B)
             s->out[j] = -1 - host_output(B, o);
         }
         else {
+            if (is_free(g, o) && free_node(B, 0, o) < 0) {
+                free(douts);
+                return -2;
+            }
             s->out[j] = nd;
             douts[nd++] = B->dmap[o];
         }

@@ -2127,6 +2127,26 @@ test_split_host(void)
           r, err);
     tc_graph_free(g);
 
+    g = tc_graph_new();          /* a tensor of numbers alone: both parts */
+    g->cuda = 1;
+    x = tc_graph_input(g, TC_F32, &l1);
+    step = tc_graph_input(g, TC_F32, &l0);
+    g->nodes[step].place = TC_PLACE_HOST;
+    int two = tc_graph_scalar_float(g, 2.0);
+    int c = tc_graph_full(g, &l0, TC_F32, two, err, sizeof(err));
+    int in4[2] = {x, c}, in5[2] = {step, c};
+    int outs2[2] = {tc_graph_op(g, "mul", 2, in4, TC_F32, err, sizeof(err)),
+                    tc_graph_op(g, "mul", 2, in5, TC_F32, err, sizeof(err))};
+    tc_graph_set_outputs(g, 2, outs2);
+    r = tc_graph_split(g, &s, 0, err, sizeof(err));
+    CHECK(r == 1 && s.npacks == 0 && s.dev->ninputs == 1
+          && s.host->noutputs == 1 && s.out[0] == 0 && s.out[1] == -1,
+          "full(2.0) copied into both parts, no pack: %d %s", r, err);
+    if (r == 1) {
+        tc_split_free(&s);
+    }
+    tc_graph_free(g);
+
     g = tc_graph_new();          /* a CPU graph: nothing to split */
     x = tc_graph_input(g, TC_F32, &l1);
     g->nodes[x].place = TC_PLACE_HOST;
