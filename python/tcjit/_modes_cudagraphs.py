@@ -41,7 +41,6 @@ _RNG = re.compile(r"rand|normal|bernoulli|dropout|multinomial|poisson|"
 _ptrs_equal = getattr(torch._C, "_tensors_data_ptrs_at_indices_equal", None)
 
 _reported = set()
-_pools = {}
 
 
 def reset():
@@ -91,16 +90,6 @@ def recorder_for(desc, device, dynamic, training, where):
         run, device, dynamic, where, transient, written)
 
 
-def _pool(device):
-    """One private memory pool per device for every recording: a replay's
-    outputs are copied out before anything else runs, so recordings may
-    share memory; the pool keeps it out of the caching allocator's
-    general use."""
-    if device not in _pools:
-        _pools[device] = torch.cuda.graph_pool_handle()
-    return _pools[device]
-
-
 def _same_memory(a, b):
     return (a.data_ptr() == b.data_ptr() and a.shape == b.shape
             and a.stride() == b.stride() and a.dtype == b.dtype)
@@ -113,7 +102,7 @@ def _ptr(x):
 class _Recording:
     """One CUDA graph of an entry, its static inputs and output plan."""
 
-    def __init__(self, run, inputs, device, copy, transient=frozenset(),
+    def __init__(self, run, inputs, device, pool, copy, transient=frozenset(),
                  written=frozenset()):
         # copy: indices of the inputs given a static buffer
         self.transient = transient
@@ -145,7 +134,7 @@ class _Recording:
         self.ptrs = [_ptr(x) for x in self.statics]
         self.inplace_ptrs = tuple(self.ptrs[i] for i in self.inplace)
         self.inplace_list = list(self.inplace)
-        self.outs = self._capture(run, device)
+        self.outs = self._capture(run, device, pool)
         self.plan = self._plan()
 
     def _run(self, run):
@@ -156,12 +145,12 @@ class _Recording:
                 self.statics[i].copy_(outs[o])
         return outs
 
-    def _capture(self, run, device):
+    def _capture(self, run, device, pool):
         """Record run on the static inputs into self.graph; its outputs
         (in the pool; a recording does not run the work)."""
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.device(device):
-            with torch.cuda.graph(self.graph, pool=_pool(device)):
+            with torch.cuda.graph(self.graph, pool=pool):
                 return self._run(run)
 
     def _copy_in(self, i, x):
@@ -262,6 +251,13 @@ class Recorder:
         self.recordings = {}     # key -> _Recording
         self.moved = set()       # inputs once read in place that moved
         self.nrecorded = 0
+        # the private memory pool of this entry's recordings (a replay's
+        # outputs are copied out before anything else runs, so they share
+        # it).  One per entry, not one per device: torch frees a pool when
+        # its last graph goes (tcjit.reset()), and a capture into a freed
+        # pool's handle fails an allocator assert and leaves torch's CUDA
+        # generator in capture mode (every later torch.randn raises)
+        self.pool = None
 
     def _key(self, inputs):
         if not self.dynamic:
@@ -307,7 +303,9 @@ class Recorder:
         copy = {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
                 and (i in self.moved or x.data_ptr() != warm[i])}
         try:
-            rec = _Recording(self.run, inputs, self.device, copy,
+            if self.pool is None:
+                self.pool = torch.cuda.graph_pool_handle()
+            rec = _Recording(self.run, inputs, self.device, self.pool, copy,
                              self.transient, self.written)
         except Exception as e:  # a sync, a CPU op, ... while capturing
             self._give_up(f"recording failed ({type(e).__name__}: {e})")
