@@ -194,7 +194,7 @@ class FakeGraph:
 
 @pytest.fixture
 def fake_capture(monkeypatch):
-    def capture(self, run, device):
+    def capture(self, run, device, pool):
         # a real recording runs nothing: undo what the run wrote
         saved = [(s, s.clone()) for s in self.statics
                  if isinstance(s, torch.Tensor)]

@@ -104,6 +104,8 @@ class _Recording:
 
     def __init__(self, run, inputs, device, pool, copy, transient=frozenset(),
                  written=frozenset()):
+        # pool: the entry's [memory pool handle] (made at the first
+        # capture: Recorder.pool)
         # copy: indices of the inputs given a static buffer
         self.transient = transient
         # copied inputs the graph may write: copied back after a replay
@@ -150,7 +152,9 @@ class _Recording:
         (in the pool; a recording does not run the work)."""
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.device(device):
-            with torch.cuda.graph(self.graph, pool=pool):
+            if not pool:
+                pool.append(torch.cuda.graph_pool_handle())
+            with torch.cuda.graph(self.graph, pool=pool[0]):
                 return self._run(run)
 
     def _copy_in(self, i, x):
@@ -257,7 +261,7 @@ class Recorder:
         # its last graph goes (tcjit.reset()), and a capture into a freed
         # pool's handle fails an allocator assert and leaves torch's CUDA
         # generator in capture mode (every later torch.randn raises)
-        self.pool = None
+        self.pool = []
 
     def _key(self, inputs):
         if not self.dynamic:
@@ -303,8 +307,6 @@ class Recorder:
         copy = {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)
                 and (i in self.moved or x.data_ptr() != warm[i])}
         try:
-            if self.pool is None:
-                self.pool = torch.cuda.graph_pool_handle()
             rec = _Recording(self.run, inputs, self.device, self.pool, copy,
                              self.transient, self.written)
         except Exception as e:  # a sync, a CPU op, ... while capturing
