@@ -44,7 +44,7 @@ PUBLIC = {
               "textbuf.h", "mathconst.h", "reduce_plan.h"},
     "runtime": {"backend.h", "extern_table.h", "tensor_alloc.h",
                 "torch_tensor.h",
-                "extern_call.h", "threadpool.h"},
+                "extern_call.h", "threadpool.h", "diskcache.h"},
     "jit": {"jit.h"},
     "gpu": {"gpu.h"},
     "guards": {"guards.h", "nn_module.h", "tensor_keys.h"},

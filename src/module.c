@@ -10,6 +10,7 @@
 #include "graph/ops.h"
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
+#include "runtime/diskcache.h"
 #include "runtime/extern_table.h"
 #include "runtime/threadpool.h"
 #include "tracer/bindings.h"
@@ -157,11 +158,15 @@ mod_counters(PyObject *m, PyObject *unused)
     tc_counters *c = &tc_stats;
     long meta_runs, meta_hits;
     double meta_seconds;
+    tc_diskcache_stats dc;
     tc_xtable_stats(&meta_runs, &meta_hits, &meta_seconds);
+    tc_diskcache_get_stats(&dc);
     /* extern_meta_*: generic extern nodes' meta runs at trace time (and
-     * the signatures found in their cache), the seconds they took */
+     * the signatures found in their cache), the seconds they took;
+     * kernel_cache_*: the on-disk cache (docs/cache.md) */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d}",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,"
+        "s:l,s:l,s:l,s:l,s:l}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -169,7 +174,10 @@ mod_counters(PyObject *m, PyObject *unused)
         c->eager_fallbacks, "frames_skipped", c->frames_skipped,
         "dynamic_reuses", c->dynamic_reuses,
         "extern_meta_runs", meta_runs, "extern_meta_hits", meta_hits,
-        "extern_meta_seconds", meta_seconds);
+        "extern_meta_seconds", meta_seconds,
+        "kernel_cache_hits", dc.hits, "kernel_cache_misses", dc.misses,
+        "kernel_cache_writes", dc.writes, "kernel_cache_corrupt", dc.corrupt,
+        "kernel_cache_evicted", dc.evicted);
 }
 
 static PyObject *
@@ -179,6 +187,7 @@ mod_reset(PyObject *m, PyObject *unused)
         return NULL;
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
+    tc_diskcache_reset_stats();
     Py_RETURN_NONE;
 }
 
@@ -187,14 +196,30 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
-                            "ptx_dump_dir", NULL};
-    int limit = -1, threads = -1;
-    long long threshold = -1;
-    PyObject *prefixes = NULL, *ptx_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!O", names, &limit,
+                            "ptx_dump_dir", "cache", "cache_dir",
+                            "cache_size_mb", NULL};
+    int limit = -1, threads = -1, cache = -1;
+    long long threshold = -1, cache_mb = -1;
+    PyObject *prefixes = NULL, *ptx_dir = NULL, *cache_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOL", names, &limit,
                                      &threads, &threshold, &PyTuple_Type,
-                                     &prefixes, &ptx_dir)) {
+                                     &prefixes, &ptx_dir, &cache, &cache_dir,
+                                     &cache_mb)) {
         return NULL;
+    }
+    if (cache_dir != NULL) {
+        const char *dir = cache_dir == Py_None ? NULL
+                                               : PyUnicode_AsUTF8(cache_dir);
+        if (dir == NULL && cache_dir != Py_None) {
+            return NULL;
+        }
+        tc_diskcache_set_dir(dir);
+    }
+    if (cache >= 0) {
+        tc_diskcache_set_enabled(cache);
+    }
+    if (cache_mb >= 0) {
+        tc_diskcache_set_max_bytes(cache_mb << 20);
     }
     if (ptx_dir != NULL) {
         const char *dir = ptx_dir == Py_None ? NULL : PyUnicode_AsUTF8(ptx_dir);
@@ -386,7 +411,8 @@ module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "LOG_GRAPH", TC_LOG_GRAPH)
         || PyModule_AddIntConstant(m, "LOG_OUTPUT_CODE", TC_LOG_OUTPUT_CODE)
         || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS)
-        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC);
+        || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC)
+        || PyModule_AddIntConstant(m, "LOG_CACHE", TC_LOG_CACHE);
 }
 
 static PyModuleDef module_def = {

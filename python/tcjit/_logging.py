@@ -17,6 +17,7 @@ CHANNELS = {
     "output_code": _C.LOG_OUTPUT_CODE,
     "graph_breaks": _C.LOG_GRAPH_BREAKS,
     "dynamic": _C.LOG_DYNAMIC,
+    "cache": _C.LOG_CACHE,
 }
 
 _root = logging.getLogger("tcjit")

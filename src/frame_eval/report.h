@@ -33,7 +33,8 @@ enum {
     TC_LOG_GRAPH = 1 << 2,
     TC_LOG_OUTPUT_CODE = 1 << 3,
     TC_LOG_GRAPH_BREAKS = 1 << 4,
-    TC_LOG_DYNAMIC = 1 << 5
+    TC_LOG_DYNAMIC = 1 << 5,
+    TC_LOG_CACHE = 1 << 6
 };
 
 extern unsigned tc_log_mask;

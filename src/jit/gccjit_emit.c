@@ -22,6 +22,7 @@
 #include "jit_internal.h"
 #include "../graph/reduce_plan.h"
 #include "../runtime/threadpool.h"
+#include "../runtime/diskcache.h"
 
 #include <libgccjit.h>
 #include <math.h>
@@ -2866,6 +2867,10 @@ kernel_kind(const tc_kernel *k)
     return k->nphases > 0 ? KIND_REDUCTION : KIND_POINTWISE;
 }
 
+static void name_kernels(const tc_plan *plan, const int *idx, int n,
+                         char *out, size_t len);
+static int inject_failure(const tc_kernel *k);
+
 /* Emits the kernels of one kind. */
 static int
 emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
@@ -2925,6 +2930,21 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
         if (rc < 0) {
             return -1;
         }
+        if (inject_failure(k)) {
+            /* operands of mismatched types: libgccjit records an error */
+            (void)gcc_jit_context_new_binary_op(
+                e->ctx, NULL, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
+                iconst(e, e->t_i32, 1), iconst(e, e->t_i64, 1));
+        }
+        const char *gerr = gcc_jit_context_get_first_error(e->ctx);
+        if (gerr != NULL) {
+            char names[700];
+            name_kernels(plan, &i, 1, names, sizeof(names));
+            snprintf(err, errlen, "tcjit cpu: %s failed to compile: %s "
+                     "(TCJIT_LOGS=output_code shows its source)", names,
+                     gerr);
+            return -1;
+        }
     }
     return 0;
 }
@@ -2937,9 +2957,19 @@ gccjit_error(gcc_jit_context *c, const char *what, char *err, size_t errlen)
              msg != NULL ? msg : "unknown libgccjit error");
 }
 
-/* Looks up kernel i's functions in res. */
+/* A kernel's functions are found by name in what compiled it: a
+ * gcc_jit_result, or a shared object from the on-disk cache. */
+typedef void *(*sym_fn)(void *lib, const char *name);
+
+static void *
+result_sym(void *res, const char *name)
+{
+    return gcc_jit_result_get_code(res, name);
+}
+
+/* Looks up kernel i's functions in lib. */
 static int
-lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
+lookup_kernel(void *lib, sym_fn sym, const tc_plan *plan, tc_jit_code *code,
               int i)
 {
     int same = tc_plan_first_same_kernel(plan, i);
@@ -2955,7 +2985,7 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     snprintf(name, sizeof(name), "tc_k%d", i);
     const tc_loop *l = &code->loops[i];
     if (l->nchunks == 0) {
-        code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(res, name);
+        code->fns[i] = (tc_kernel_fn)sym(lib, name);
         return code->fns[i] == NULL ? -1 : 0;
     }
     tc_split_fns *sp = &code->split[i];
@@ -2964,7 +2994,7 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     for (int q = 0; q < l->npasses; q++) {
         const tc_red_pass *ps = &l->passes[q];
         pass_name(name, sizeof(name), base, ps);
-        void *f = gcc_jit_result_get_code(res, name);
+        void *f = sym(lib, name);
         if (f == NULL) {
             return -1;
         }
@@ -2985,38 +3015,116 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     return 0;
 }
 
-/* One context: the kernels of one kind. */
+/* "tc_k3 (%5 = mul(%1, %2); ...)" for each kernel of idx: what a failed
+ * compile names (TCJIT_LOGS=output_code shows the kernels' source). */
+static void
+name_kernels(const tc_plan *plan, const int *idx, int n, char *out,
+             size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int j = 0; j < n && used + 1 < len; j++) {
+        const tc_kernel *k = &plan->kernels[idx[j]];
+        int w = snprintf(out + used, len - used, "%skernel tc_k%d (%.300s)",
+                         j ? ", " : "", idx[j],
+                         k->desc != NULL ? k->desc : "?");
+        if (w < 0) {
+            break;
+        }
+        used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+    }
+}
+
+/* Test hook (tests/test_cache.py): TCJIT_TEST_COMPILE_FAILURE=<text>
+ * makes libgccjit reject every kernel whose description (its graph
+ * nodes) contains text. */
+static int
+inject_failure(const tc_kernel *k)
+{
+    const char *v = getenv("TCJIT_TEST_COMPILE_FAILURE");
+    return v != NULL && v[0] != '\0' && k->desc != NULL
+           && strstr(k->desc, v) != NULL;
+}
+
+/* One context: the kernels of one kind, from the on-disk cache when it
+ * has them (kcache.c), else compiled (and stored there). */
 static int
 compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
              size_t errlen)
 {
-    gcc_jit_context *c = gcc_jit_context_acquire();
-    if (c == NULL) {
-        snprintf(err, errlen, "tcjit cpu: gcc_jit_context_acquire failed");
-        return -1;
+    int n = plan->nkernels, idx[n + 1], nidx = 0, inject = 0;
+    for (int i = 0; i < n; i++) {
+        const tc_kernel *k = &plan->kernels[i];
+        if (kernel_kind(k) != kind) {
+            continue;
+        }
+        if (code->loops[i].strides == NULL
+            && tc_loop_build(k, &code->loops[i]) < 0) {
+            snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
+                     "nest", k->name);
+            return -1;
+        }
+        if (tc_plan_first_same_kernel(plan, i) == i && code->fns[i] == NULL) {
+            idx[nidx++] = i;
+            inject |= inject_failure(k);
+        }
     }
-    set_options(c, kind);
-    emitter e = {.ctx = c};
-    init_types(&e);
-    int rc = emit_all(&e, plan, code, kind, err, errlen);
-    if (rc == 0 && gcc_jit_context_get_first_error(c) != NULL) {
-        gccjit_error(c, "building kernels", err, errlen);
-        rc = -1;
-    }
+    char key[TC_KEY_CHARS + 1], msg[512];
+    int cached = tc_diskcache_on() && get_opt_info() == 0 && !inject;
+    void *lib = NULL;
     gcc_jit_result *res = NULL;
-    if (rc == 0) {
-        res = gcc_jit_context_compile(c);
-        if (res == NULL) {
-            gccjit_error(c, "compile failed", err, errlen);
+    gcc_jit_context *c = NULL;
+    int rc = 0;
+    if (cached) {
+        tc_kcache_key(plan, code, idx, nidx, kind, key);
+        lib = tc_kcache_load(key, msg, sizeof(msg));
+        tc_diskcache_count(lib != NULL, nidx);
+        if (lib != NULL) {
+            code->ncompiled += nidx;   /* counted as compiled, like a
+                                          fresh compile (not generic reuse) */
+        }
+        tc_diskcache_log("%s cpu-%s: %d kernel(s)", lib ? "hit" : "miss",
+                         key, nidx);
+    }
+    if (lib == NULL) {
+        c = gcc_jit_context_acquire();
+        if (c == NULL) {
+            snprintf(err, errlen, "tcjit cpu: gcc_jit_context_acquire failed");
+            return -1;
+        }
+        set_options(c, kind);
+        emitter e = {.ctx = c};
+        init_types(&e);
+        rc = emit_all(&e, plan, code, kind, err, errlen);
+        if (rc == 0 && gcc_jit_context_get_first_error(c) != NULL) {
+            gccjit_error(c, "building kernels", err, errlen);
+            rc = -1;
+        }
+        if (rc == 0 && cached) {
+            lib = tc_kcache_compile_store(c, key, msg, sizeof(msg));
+        }
+        else if (rc == 0) {
+            res = gcc_jit_context_compile(c);
+            const char *m = gcc_jit_context_get_first_error(c);
+            snprintf(msg, sizeof(msg), "%s", m ? m : "unknown libgccjit error");
+        }
+        if (rc == 0 && lib == NULL && res == NULL) {
+            char names[1024];
+            name_kernels(plan, idx, nidx, names, sizeof(names));
+            snprintf(err, errlen, "tcjit cpu: compile failed for %s: %s "
+                     "(TCJIT_LOGS=output_code shows the source)", names, msg);
             rc = -1;
         }
         code->results[kind] = res;
     }
+    code->libs[kind] = lib;
+    void *holder = lib != NULL ? lib : (void *)res;
+    sym_fn sym = lib != NULL ? tc_kcache_sym : result_sym;
     /* size-generic kernels compiled now join the generic cache, which
      * then owns their gcc result (it must outlive every record) */
-    char fresh[plan->nkernels + 1];
+    char fresh[n + 1];
     int nfresh = 0;
-    for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
+    for (int i = 0; rc == 0 && i < n; i++) {
         fresh[i] = 0;
         if (kernel_kind(&plan->kernels[i]) != kind) {
             continue;
@@ -3025,15 +3133,16 @@ compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
                    && tc_plan_first_same_kernel(plan, i) == i
                    && code->dims != NULL && code->dims[i] != NULL;
         nfresh += fresh[i];
-        if (lookup_kernel(res, plan, code, i) < 0) {
+        if (lookup_kernel(holder, sym, plan, code, i) < 0) {
             snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
                      "compile", i);
             rc = -1;
         }
     }
-    if (rc == 0 && nfresh > 0 && tc_generic_keep(res) == 0) {
+    if (rc == 0 && nfresh > 0 && tc_generic_keep(holder) == 0) {
         code->results[kind] = NULL;
-        for (int i = 0; i < plan->nkernels; i++) {
+        code->libs[kind] = NULL;
+        for (int i = 0; i < n; i++) {
             if (fresh[i]) {
                 /* out of memory: simply not shared */
                 (void)tc_generic_add(&plan->kernels[i], &code->loops[i],
@@ -3041,7 +3150,9 @@ compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
             }
         }
     }
-    gcc_jit_context_release(c);
+    if (c != NULL) {
+        gcc_jit_context_release(c);
+    }
     return rc;
 }
 
@@ -3112,6 +3223,7 @@ tc_jit_code_free(tc_jit_code *code)
         if (code->results[kind] != NULL) {
             gcc_jit_result_release(code->results[kind]);
         }
+        tc_kcache_close(code->libs[kind]);
     }
     for (int i = 0; code->loops != NULL && i < code->nkernels; i++) {
         tc_loop_clear(&code->loops[i]);
