@@ -166,7 +166,7 @@ mod_counters(PyObject *m, PyObject *unused)
      * kernel_cache_*: the on-disk cache (docs/cache.md) */
     return Py_BuildValue(
         "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,"
-        "s:l,s:l,s:l,s:l,s:l}",
+        "s:l,s:l,s:l,s:l,s:l,s:d}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -177,7 +177,8 @@ mod_counters(PyObject *m, PyObject *unused)
         "extern_meta_seconds", meta_seconds,
         "kernel_cache_hits", dc.hits, "kernel_cache_misses", dc.misses,
         "kernel_cache_writes", dc.writes, "kernel_cache_corrupt", dc.corrupt,
-        "kernel_cache_evicted", dc.evicted);
+        "kernel_cache_evicted", dc.evicted,
+        "kernel_compile_seconds", tc_jit_compile_seconds());
 }
 
 static PyObject *
@@ -197,15 +198,19 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
                             "ptx_dump_dir", "cache", "cache_dir",
-                            "cache_size_mb", NULL};
-    int limit = -1, threads = -1, cache = -1;
+                            "cache_size_mb", "compile_workers", NULL};
+    int limit = -1, threads = -1, cache = -1, workers = -1;
     long long threshold = -1, cache_mb = -1;
     PyObject *prefixes = NULL, *ptx_dir = NULL, *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOL", names, &limit,
-                                     &threads, &threshold, &PyTuple_Type,
-                                     &prefixes, &ptx_dir, &cache, &cache_dir,
-                                     &cache_mb)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOLi", names,
+                                     &limit, &threads, &threshold,
+                                     &PyTuple_Type, &prefixes, &ptx_dir,
+                                     &cache, &cache_dir, &cache_mb,
+                                     &workers)) {
         return NULL;
+    }
+    if (workers >= 0) {
+        tc_jit_set_compile_workers(workers);
     }
     if (cache_dir != NULL) {
         const char *dir = cache_dir == Py_None ? NULL

@@ -26,7 +26,7 @@ import tolerance
 
 
 _CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold",
-                "cache", "cache_size_mb")
+                "cache", "cache_size_mb", "compile_workers")
 
 
 @pytest.fixture(autouse=True)

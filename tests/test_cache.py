@@ -341,3 +341,47 @@ def test_load_rejects_bad_artifacts(own_cache):
     with pytest.raises(ValueError, match="bad entry name"):
         tcjit.load_cache_artifacts(bad)
     assert tcjit.load_cache_artifacts(good) == 1
+
+
+def _many_kernels(x, w):
+    """20 kernels, 10 of each kind: more than one group (8 kernels) each."""
+    outs = []
+    for k in range(10):
+        y = x[: k + 3] * (k + 1)
+        outs.append(y.softmax(-1))
+        outs.append(y.sum(0))
+        outs.append((y + w).relu())
+    return outs
+
+
+@pytest.mark.parametrize("threads", ["0", "1"])
+def test_parallel_compile(own_cache, monkeypatch, threads):
+    """Kernels of one graph compiled by worker processes (or, measured
+    against them, threads): the same results, stored and loaded again."""
+    monkeypatch.setenv("TCJIT_COMPILE_THREADS", threads)
+    tcjit.config.compile_workers = 3
+    x, w = torch.randn(16, 40), torch.randn(40)
+    check_same(tcjit.compile(_many_kernels)(x, w), _many_kernels(x, w))
+    c = counters()
+    assert c["kernel_cache_misses"] >= 18 and c["kernel_cache_hits"] == 0
+    assert c["kernel_cache_writes"] >= 3        # groups of 8 kernels
+    tcjit.reset()
+    tcjit.config.compile_workers = 1     # entries do not depend on it
+    check_same(tcjit.compile(_many_kernels)(x, w), _many_kernels(x, w))
+    assert counters()["kernel_cache_misses"] == 0
+
+
+def test_parallel_compile_failure_in_worker(own_cache, monkeypatch):
+    """A kernel failing in a worker process is named like one failing here;
+    the next compiles work."""
+    monkeypatch.setenv("TCJIT_TEST_COMPILE_FAILURE", "sum(")
+    tcjit.config.compile_workers = 3
+    x, w = torch.randn(16, 40), torch.randn(40)
+    with pytest.warns(RuntimeWarning, match="failed to compile") as rec:
+        check_same(tcjit.compile(_many_kernels)(x, w), _many_kernels(x, w))
+    msg = "\n".join(str(r.message) for r in rec)
+    assert "kernel tc_k" in msg, msg
+    monkeypatch.delenv("TCJIT_TEST_COMPILE_FAILURE")
+    tcjit.reset()
+    check_same(tcjit.compile(_many_kernels)(x, w), _many_kernels(x, w))
+    assert counters()["eager_fallbacks"] == 0

@@ -15,6 +15,8 @@ _DEFAULTS = {
     "parallel_threshold": 32768,  # elements before a kernel is split
     "cache": 1,                  # on-disk kernel cache (docs/cache.md)
     "cache_size_mb": 1024,       # its bound: least recently used evicted
+    "compile_workers": 0,        # processes compiling a graph's kernels;
+                                 # 0 = auto (docs/cache.md), 1 = serial
 }
 
 

@@ -76,8 +76,10 @@ typedef struct tc_jit_code {
     void *results[2];           /* gcc_jit_result *: pointwise kernels,
                                    reduction kernels (separate contexts:
                                    only the latter allow FMA contraction) */
-    void *libs[2];              /* the same loaded from the on-disk cache
-                                   (kcache.c): dlopen handles */
+    void **libs;                /* shared objects (dlopen handles) of the
+                                   groups compiled to files or loaded from
+                                   the on-disk cache (kcache.c) */
+    int nlibs;
     int nkernels;
     tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
@@ -129,14 +131,14 @@ int tc_jit_code_run(const tc_jit_code *code, int i, void **args,
 /* kcache.c: one gccjit context's kernels in the on-disk cache.  key:
  * the entry of kernels idx[0..n) of plan compiled in a context of that
  * kind (TC_KEY_CHARS + 1 chars).  load: the loaded shared object, or NULL
- * (a miss).  compile_store: compiles the context ctx (gcc_jit_context *)
- * to a shared object, stores it under key, loads it; NULL with the gcc
- * message in err on failure.  sym / close: dlsym / dlclose. */
+ * (a miss).  install: reads the shared object gcc wrote to path, stores it
+ * under key (unless key is NULL), loads it; NULL with a message in err.
+ * sym / close: dlsym / dlclose. */
 void tc_kcache_key(const tc_plan *plan, const tc_jit_code *code,
                    const int *idx, int n, int kind, char *key);
 void *tc_kcache_load(const char *key, char *err, size_t errlen);
-void *tc_kcache_compile_store(void *ctx, const char *key, char *err,
-                              size_t errlen);
+void *tc_kcache_install(const char *key, const char *path, char *err,
+                        size_t errlen);
 void *tc_kcache_sym(void *lib, const char *name);
 void tc_kcache_close(void *lib);
 

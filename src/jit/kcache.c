@@ -107,34 +107,20 @@ tc_kcache_load(const char *key, char *err, size_t errlen)
 }
 
 void *
-tc_kcache_compile_store(void *ctx, const char *key, char *err,
-                        size_t errlen)
+tc_kcache_install(const char *key, const char *path, char *err,
+                  size_t errlen)
 {
-    gcc_jit_context *c = ctx;
-    char dir[] = "/tmp/tcjit-so-XXXXXX", path[sizeof(dir) + 16];
-    if (mkdtemp(dir) == NULL) {
-        snprintf(err, errlen, "tcjit cpu: cannot make a temporary directory");
-        return NULL;
-    }
-    snprintf(path, sizeof(path), "%s/k.so", dir);
-    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY,
-                                    path);
-    void *lib = NULL;
     size_t len = 0;
-    void *data = gcc_jit_context_get_first_error(c) == NULL
-                     ? tc_read_file(path, &len) : NULL;
-    (void)unlink(path);
-    (void)rmdir(dir);
+    void *data = tc_read_file(path, &len);
     if (data == NULL) {
-        const char *msg = gcc_jit_context_get_first_error(c);
-        snprintf(err, errlen, "%s", msg != NULL ? msg : "no shared object");
+        snprintf(err, errlen, "compiled kernels missing (%s)", path);
         return NULL;
     }
-    if (tc_diskcache_put("cpu", key, data, len) < 0) {
+    if (key != NULL && tc_diskcache_put("cpu", key, data, len) < 0) {
         tc_diskcache_log("cpu-%s: not written (cache directory not "
                          "writable?)", key);
     }
-    lib = tc_dl_open_bytes(data, len, err, errlen);
+    void *lib = tc_dl_open_bytes(data, len, err, errlen);
     free(data);
     return lib;
 }
