@@ -385,3 +385,25 @@ def test_parallel_compile_failure_in_worker(own_cache, monkeypatch):
     tcjit.reset()
     check_same(tcjit.compile(_many_kernels)(x, w), _many_kernels(x, w))
     assert counters()["eager_fallbacks"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_cubin_cross_process(tmp_path):
+    """The GPU path stores the cubin the driver links from the PTX; a new
+    process loads it (no PTX JIT) and computes the same values."""
+    code = """
+    @tcjit.compile
+    def f(x):
+        return (x.sin() * 2 + 1).relu().sum(-1)
+    torch.manual_seed(0)
+    x = torch.randn(64, 1000, device="cuda")
+    out = f(x)
+    torch.testing.assert_close(out, (x.sin() * 2 + 1).relu().sum(-1))
+    report(out=out.cpu())
+    """
+    cold, _ = run_py(code, tmp_path)
+    assert cold["kernel_cache_misses"] >= 1
+    assert any(n.startswith("cubin-") for n in entries(tmp_path))
+    warm, _ = run_py(code, tmp_path)
+    assert warm["kernel_cache_misses"] == 0 and warm["kernel_cache_hits"] >= 1
+    assert warm["out"] == cold["out"]
