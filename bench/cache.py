@@ -14,8 +14,13 @@ the clock starts):
   tcjit warm      the same directory again: kernels loaded from the cache
   inductor cold   empty TORCHINDUCTOR_CACHE_DIR
   inductor warm   the same directory again (FX graph + kernel caches)
-tcjit rows are also split: parallel compile off (tcjit.config.compile_workers
-= 1) vs on (default), cold.  Each number is the median of --repeat runs.
+tcjit cold is measured twice: compile_workers = 1 (serial) and = --workers
+(parallel, default: the CPU count, at least 2).  Each number is the median
+of --repeat runs; "over steady" subtracts the child's own steady-state call
+(median of 3 later calls), which is what the first call costs beyond a
+normal call; "trace+compile" is what tcjit.explain() records for the first
+call (trace, schedule, kernels), "kernels" kernel_compile_seconds (cache
+lookups, gcc, loading shared objects).
 """
 import argparse
 import json
@@ -46,12 +51,26 @@ else:
     fn = torch.compile(model)
 if dev == "cuda":
     torch.cuda.synchronize()
+compile_s = None
 t0 = time.perf_counter()
 with torch.no_grad():
-    out = fn(x)
+    if impl == "tcjit":
+        # explain() is the first call, recording what trace + compile took
+        ex = tcjit.explain(model)(x)
+        out, compile_s = ex.result, sum(ex.compile_times)
+    else:
+        out = fn(x)
 if dev == "cuda":
     torch.cuda.synchronize()
 t = time.perf_counter() - t0
+steady = []
+for _ in range(3):
+    t1 = time.perf_counter()
+    with torch.no_grad():
+        fn(x)
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    steady.append(time.perf_counter() - t1)
 with torch.no_grad():
     ref = model(x)
 torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
@@ -59,8 +78,10 @@ extra = {{}}
 if impl == "tcjit":
     c = tcjit.counters()
     extra = {{k: c[k] for k in ("kernel_cache_hits", "kernel_cache_misses",
-                                "kernels_compiled", "graphs")}}
-print(json.dumps(dict(seconds=t, **extra)))
+                                "kernels_compiled", "graphs",
+                                "kernel_compile_seconds")}}
+print(json.dumps(dict(seconds=t, steady=sorted(steady)[1],
+                      compile=compile_s, **extra)))
 """
 
 
@@ -93,6 +114,18 @@ def med(runs):
     return statistics.median(r["seconds"] for r in runs)
 
 
+def over(runs):
+    return statistics.median(r["seconds"] - r["steady"] for r in runs)
+
+
+def gcc(runs):
+    return statistics.median(r["kernel_compile_seconds"] for r in runs)
+
+
+def comp(runs):
+    return statistics.median(r["compile"] for r in runs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu")
@@ -100,6 +133,7 @@ def main():
     ap.add_argument("--no-inductor", action="store_true")
     ap.add_argument("--only", choices=["block", "12-block"])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2))
     args = ap.parse_args()
     dev = args.device
     batch, seq = (2, 128) if dev == "cpu" else (8, 256)
@@ -110,10 +144,20 @@ def main():
         label = f"{name} {batch}x{seq}x768 {dev}"
         serial, _ = measure("tcjit", dev, blocks, batch, seq, args.repeat,
                             workers=1)
-        cold, warm = measure("tcjit", dev, blocks, batch, seq, args.repeat)
+        cold, warm = measure("tcjit", dev, blocks, batch, seq, args.repeat,
+                             workers=args.workers)
         row = {"workload": label,
                "tcjit_cold_serial_s": med(serial),
                "tcjit_cold_s": med(cold), "tcjit_warm_s": med(warm),
+               "tcjit_cold_serial_over_steady_s": over(serial),
+               "tcjit_cold_over_steady_s": over(cold),
+               "tcjit_warm_over_steady_s": over(warm),
+               "tcjit_cold_serial_compile_s": comp(serial),
+               "tcjit_cold_compile_s": comp(cold),
+               "tcjit_warm_compile_s": comp(warm),
+               "tcjit_cold_serial_gcc_s": gcc(serial),
+               "tcjit_cold_gcc_s": gcc(cold),
+               "tcjit_warm_gcc_s": gcc(warm),
                "tcjit_cold_counters": cold[-1],
                "tcjit_warm_counters": warm[-1]}
         if not args.no_inductor:
@@ -121,17 +165,24 @@ def main():
                                    args.repeat)
             row["inductor_cold_s"] = med(icold)
             row["inductor_warm_s"] = med(iwarm)
+            row["inductor_cold_over_steady_s"] = over(icold)
+            row["inductor_warm_over_steady_s"] = over(iwarm)
         rows.append(row)
         if not args.json:
-            print(f"{label}:", flush=True)
-            print(f"  tcjit     cold {row['tcjit_cold_s'] * 1e3:9.1f} ms "
-                  f"(serial compile {row['tcjit_cold_serial_s'] * 1e3:.1f} ms)"
-                  f"   warm {row['tcjit_warm_s'] * 1e3:9.1f} ms   "
-                  f"warm counters {warm[-1]}")
-            if "inductor_cold_s" in row:
-                print(f"  inductor  cold {row['inductor_cold_s'] * 1e3:9.1f} "
-                      f"ms   warm {row['inductor_warm_s'] * 1e3:9.1f} ms",
-                      flush=True)
+            ms = lambda k: f"{row[k] * 1e3:8.1f}"
+            print(f"{label}  (ms; first call / over a steady call / "
+                  f"trace+compile / kernels)")
+            for what, k in (("tcjit cold serial", "tcjit_cold_serial"),
+                            (f"tcjit cold {args.workers} workers",
+                             "tcjit_cold"), ("tcjit warm", "tcjit_warm")):
+                print(f"  {what:24s} {ms(k + '_s')} {ms(k + '_over_steady_s')}"
+                      f" {ms(k + '_compile_s')} {ms(k + '_gcc_s')}")
+            for what, k in (("torch.compile cold", "inductor_cold"),
+                            ("torch.compile warm", "inductor_warm")):
+                if k + "_s" in row:
+                    print(f"  {what:24s} {ms(k + '_s')} "
+                          f"{ms(k + '_over_steady_s')}")
+            print(f"  warm counters {warm[-1]}", flush=True)
     if args.json:
         print(json.dumps(rows, indent=1))
 
