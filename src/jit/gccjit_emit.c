@@ -3420,6 +3420,7 @@ compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
         if (g->cached) {
             tc_kcache_key(plan, code, g->idx, g->n, g->kind, g->key);
             g->lib = tc_kcache_load(g->key, g->err, sizeof(g->err));
+            g->err[0] = '\0';   /* a failed load was logged: compile */
             tc_diskcache_count(g->lib != NULL, g->n);
             tc_diskcache_log("%s cpu-%s: %d kernel(s)",
                              g->lib ? "hit" : "miss", g->key, g->n);

@@ -4,8 +4,9 @@
  * is one cache entry: the shared object gcc links, stored as the entry's
  * payload and loaded from memory with dlopen.  Its key hashes everything
  * the machine code depends on and nothing else:
- *   - the build of tcjit (the emitter's code and flags are compiled in:
- *     any rebuild gets fresh keys) and libgccjit's version;
+ *   - the build of tcjit (its GNU build-id: the emitter, the KIR
+ *     decompositions and the flags are compiled in, and any rebuild gets
+ *     fresh keys) and libgccjit's version;
  *   - the target: the -march cpu.c chose, the context kind (its options);
  *   - per kernel compiled in the context: its index (functions are named
  *     tc_k<i>), whether it is size-generic, and its KIR -- loop sizes,
@@ -21,15 +22,87 @@
 #include "../runtime/diskcache.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <libgccjit.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0"
 #endif
+
+/* The identity of this build of tcjit: the GNU build-id note the linker
+ * put into the object holding this code (a hash of everything linked:
+ * emitter, decompositions, flags), else the object file's size, mtime and
+ * inode.  Any rebuild changes it, so no entry made by other code is ever
+ * loaded. */
+typedef struct {
+    const void *addr;
+    tc_hash *h;
+    int found;
+} build_search;
+
+static int
+find_build_id(struct dl_phdr_info *info, size_t size, void *p)
+{
+    build_search *bs = p;
+    (void)size;
+    uintptr_t a = (uintptr_t)bs->addr;
+    int mine = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && a >= lo && a < lo + ph->p_memsz) {
+            mine = 1;
+        }
+    }
+    if (!mine) {
+        return 0;
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) {
+            continue;
+        }
+        const char *n = (const char *)(info->dlpi_addr + ph->p_vaddr);
+        const char *end = n + ph->p_memsz;
+        while (n + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)n;
+            const char *name = n + sizeof(*nh);
+            const char *desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4
+                && memcmp(name, "GNU", 4) == 0
+                && desc + nh->n_descsz <= end) {
+                tc_hash_add(bs->h, desc, nh->n_descsz);
+                bs->found = 1;
+                return 1;
+            }
+            n = desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+static void
+hash_build(tc_hash *h)
+{
+    build_search bs = {(const void *)hash_build, h, 0};
+    dl_iterate_phdr(find_build_id, &bs);
+    if (!bs.found) {
+        Dl_info info;
+        struct stat st;
+        if (dladdr((const void *)hash_build, &info) != 0
+            && info.dli_fname != NULL && stat(info.dli_fname, &st) == 0) {
+            tc_hash_i64(h, (int64_t)st.st_size);
+            tc_hash_i64(h, (int64_t)st.st_mtime);
+            tc_hash_i64(h, (int64_t)st.st_ino);
+        }
+    }
+}
 
 static void
 hash_kernel(tc_hash *h, const tc_kernel *k)
@@ -73,8 +146,8 @@ tc_kcache_key(const tc_plan *plan, const tc_jit_code *code, const int *idx,
 {
     tc_hash h;
     tc_hash_init(&h);
-    tc_hash_str(&h, "tcjit-cpu-kernels " PACKAGE_VERSION " " __DATE__
-                    " " __TIME__);
+    tc_hash_str(&h, "tcjit-cpu-kernels " PACKAGE_VERSION);
+    hash_build(&h);
     tc_hash_i64(&h, gcc_jit_version_major());
     tc_hash_i64(&h, gcc_jit_version_minor());
     tc_hash_i64(&h, gcc_jit_version_patchlevel());

@@ -120,6 +120,8 @@ static char *cache_dir;
 static int enabled = 1;
 static int64_t max_bytes = (int64_t)1 << 30;
 static tc_diskcache_stats stats;
+static int64_t known_total = -1;  /* bytes in the directory as far as this
+                                     process knows; -1: not scanned yet */
 
 typedef struct msg {
     struct msg *next;
@@ -135,6 +137,7 @@ tc_diskcache_set_dir(const char *dir)
     pthread_mutex_lock(&mu);
     free(cache_dir);
     cache_dir = dir != NULL && dir[0] != '\0' ? strdup(dir) : NULL;
+    known_total = -1;
     pthread_mutex_unlock(&mu);
 }
 
@@ -147,7 +150,10 @@ tc_diskcache_set_enabled(int on)
 void
 tc_diskcache_set_max_bytes(int64_t n)
 {
+    pthread_mutex_lock(&mu);
     max_bytes = n;
+    known_total = -1;
+    pthread_mutex_unlock(&mu);
 }
 
 int
@@ -384,14 +390,15 @@ older_first(const void *x, const void *y)
     return (a->mtime > b->mtime) - (a->mtime < b->mtime);
 }
 
-/* Removes least recently used entries of dir until it holds at most 3/4
- * of max_bytes (so that not every write evicts). */
-static void
+/* Removes least recently used entries of dir if it holds more than
+ * limit, down to 3/4 of it (so that not every write evicts).  Returns the
+ * bytes left, or -1 when dir could not be read. */
+static int64_t
 evict(const char *dir, int64_t limit)
 {
     DIR *d = opendir(dir);
     if (d == NULL) {
-        return;
+        return -1;
     }
     dirent_info *v = NULL;
     size_t n = 0, cap = 0;
@@ -441,6 +448,7 @@ evict(const char *dir, int64_t limit)
         free(v[i].name);
     }
     free(v);
+    return total;
 }
 
 /* mkdir -p */
@@ -528,13 +536,22 @@ tc_diskcache_put(const char *kind, const char *key, const void *data,
         (void)unlink(tmp);
         return -1;
     }
+    /* The directory is scanned at this process's first write and when
+     * its running total passes the bound, not at every write: a scan
+     * stats every entry. */
     pthread_mutex_lock(&mu);
     stats.writes++;
     int64_t limit = max_bytes;
+    int scan = limit > 0 && (known_total < 0
+                             || (known_total += (int64_t)(len + HEADER_BYTES))
+                                    > limit);
     pthread_mutex_unlock(&mu);
     tc_diskcache_log("wrote %s-%s (%zu bytes)", kind, key, len);
-    if (limit > 0) {
-        evict(dir, limit);
+    if (scan) {
+        int64_t left = evict(dir, limit);
+        pthread_mutex_lock(&mu);
+        known_total = left;
+        pthread_mutex_unlock(&mu);
     }
     return 0;
 }
