@@ -10,6 +10,7 @@
 #include "graph/ops.h"
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
+#include "runtime/diskcache.h"
 #include "runtime/extern_table.h"
 #include "runtime/tunetable.h"
 #include "runtime/threadpool.h"
@@ -158,11 +159,15 @@ mod_counters(PyObject *m, PyObject *unused)
     tc_counters *c = &tc_stats;
     long meta_runs, meta_hits;
     double meta_seconds;
+    tc_diskcache_stats dc;
     tc_xtable_stats(&meta_runs, &meta_hits, &meta_seconds);
+    tc_diskcache_get_stats(&dc);
     /* extern_meta_*: generic extern nodes' meta runs at trace time (and
-     * the signatures found in their cache), the seconds they took */
+     * the signatures found in their cache), the seconds they took;
+     * kernel_cache_*: the on-disk cache (docs/cache.md) */
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:l,s:l,s:d}",
+        "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:l,s:l,s:d,"
+        "s:l,s:l,s:l,s:l,s:l,s:d}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -174,7 +179,11 @@ mod_counters(PyObject *m, PyObject *unused)
         /* max-autotune: plans tuned, plans whose configuration came from
          * the table on disk, seconds spent timing (docs/autotune.md) */
         "autotune_runs", tc_tune_counters.runs, "autotune_hits",
-        tc_tune_counters.hits, "autotune_seconds", tc_tune_counters.seconds);
+        tc_tune_counters.hits, "autotune_seconds", tc_tune_counters.seconds,
+        "kernel_cache_hits", dc.hits, "kernel_cache_misses", dc.misses,
+        "kernel_cache_writes", dc.writes, "kernel_cache_corrupt", dc.corrupt,
+        "kernel_cache_evicted", dc.evicted,
+        "kernel_compile_seconds", tc_jit_compile_seconds());
 }
 
 static PyObject *
@@ -185,6 +194,7 @@ mod_reset(PyObject *m, PyObject *unused)
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
     memset(&tc_tune_counters, 0, sizeof(tc_tune_counters));
+    tc_diskcache_reset_stats();
     Py_RETURN_NONE;
 }
 
@@ -193,14 +203,34 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
-                            "ptx_dump_dir", NULL};
-    int limit = -1, threads = -1;
-    long long threshold = -1;
-    PyObject *prefixes = NULL, *ptx_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!O", names, &limit,
-                                     &threads, &threshold, &PyTuple_Type,
-                                     &prefixes, &ptx_dir)) {
+                            "ptx_dump_dir", "cache", "cache_dir",
+                            "cache_size_mb", "compile_workers", NULL};
+    int limit = -1, threads = -1, cache = -1, workers = -1;
+    long long threshold = -1, cache_mb = -1;
+    PyObject *prefixes = NULL, *ptx_dir = NULL, *cache_dir = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOLi", names,
+                                     &limit, &threads, &threshold,
+                                     &PyTuple_Type, &prefixes, &ptx_dir,
+                                     &cache, &cache_dir, &cache_mb,
+                                     &workers)) {
         return NULL;
+    }
+    if (workers >= 0) {
+        tc_jit_set_compile_workers(workers);
+    }
+    if (cache_dir != NULL) {
+        const char *dir = cache_dir == Py_None ? NULL
+                                               : PyUnicode_AsUTF8(cache_dir);
+        if (dir == NULL && cache_dir != Py_None) {
+            return NULL;
+        }
+        tc_diskcache_set_dir(dir);
+    }
+    if (cache >= 0) {
+        tc_diskcache_set_enabled(cache);
+    }
+    if (cache_mb >= 0) {
+        tc_diskcache_set_max_bytes(cache_mb << 20);
     }
     if (ptx_dir != NULL) {
         const char *dir = ptx_dir == Py_None ? NULL : PyUnicode_AsUTF8(ptx_dir);
@@ -407,7 +437,8 @@ module_exec(PyObject *m)
         || PyModule_AddIntConstant(m, "LOG_OUTPUT_CODE", TC_LOG_OUTPUT_CODE)
         || PyModule_AddIntConstant(m, "LOG_GRAPH_BREAKS", TC_LOG_GRAPH_BREAKS)
         || PyModule_AddIntConstant(m, "LOG_DYNAMIC", TC_LOG_DYNAMIC)
-        || PyModule_AddIntConstant(m, "LOG_PERF_HINTS", TC_LOG_PERF_HINTS);
+        || PyModule_AddIntConstant(m, "LOG_PERF_HINTS", TC_LOG_PERF_HINTS)
+        || PyModule_AddIntConstant(m, "LOG_CACHE", TC_LOG_CACHE);
 }
 
 static PyModuleDef module_def = {

@@ -5,7 +5,18 @@ values (within tolerance.py's bound; exact for integer/bool dtypes), dtype,
 shape, type of containers, Python constants, and (unless told otherwise)
 strides.
 """
+import atexit
 import logging
+import os
+import shutil
+import tempfile
+
+# A fresh on-disk kernel cache for the whole session (and the subprocesses
+# tests start, which inherit it): the suite exercises the cache but never
+# reads or fills ~/.cache/tcjit.  Set before tcjit is imported.
+_CACHE_ROOT = tempfile.mkdtemp(prefix="tcjit-test-cache-")
+os.environ["TCJIT_CACHE_DIR"] = _CACHE_ROOT
+atexit.register(shutil.rmtree, _CACHE_ROOT, True)
 
 import pytest
 import torch
@@ -15,7 +26,8 @@ import tolerance
 
 
 _CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold",
-                "cudagraphs", "max_autotune", "freezing", "template")
+                "cudagraphs", "max_autotune", "freezing", "template",
+                "cache", "cache_size_mb", "compile_workers")
 
 
 @pytest.fixture(autouse=True)

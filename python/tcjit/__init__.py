@@ -30,13 +30,16 @@ from . import _modes_cudagraphs
 from ._backends import Backend, compile_backend as _compile_backend
 from ._logging import init_from_env as _init_logs, set_logs
 from .config import config
+from ._cache import (clear_cache, load_cache_artifacts, save_cache_artifacts,
+                     set_cache_dir as _set_cache_dir)
 from .explain import ExplainOutput, explain
 from .graph import Graph, Node
 from ._wrap import CompiledModule, wrap as _wrap
 
 __all__ = ["enable", "disable", "compile", "reset", "counters", "config",
            "set_logs", "Graph", "Node", "Unsupported", "is_enabled", "explain",
-           "ExplainOutput", "CompiledModule", "mark_dynamic", "mark_static"]
+           "ExplainOutput", "CompiledModule", "mark_dynamic", "mark_static",
+           "save_cache_artifacts", "load_cache_artifacts", "clear_cache"]
 
 
 class Unsupported(RuntimeError):
@@ -53,6 +56,7 @@ _AUTO = Backend()
 _C.set_hooks(__import__("tcjit._logging", fromlist=["emit"]).emit,
              _compile_backend, _warn, _AUTO, Unsupported)
 _init_logs()
+_set_cache_dir()
 
 
 def enable():
@@ -135,5 +139,7 @@ def reset():
 def counters():
     """Counts since the last reset(): frames_compiled, cache_hits,
     cache_misses, recompiles, graphs, kernels_compiled, eager_fallbacks,
-    frames_skipped."""
+    frames_skipped, dynamic_reuses, extern_meta_*, and the on-disk cache's
+    kernel_cache_hits / _misses (kernels found / compiled), _writes,
+    _corrupt (invalid entries dropped), _evicted (docs/cache.md)."""
     return _C.counters()

@@ -18,6 +18,7 @@ CHANNELS = {
     "graph_breaks": _C.LOG_GRAPH_BREAKS,
     "dynamic": _C.LOG_DYNAMIC,
     "perf_hints": _C.LOG_PERF_HINTS,
+    "cache": _C.LOG_CACHE,
 }
 
 _root = logging.getLogger("tcjit")

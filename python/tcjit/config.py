@@ -15,6 +15,10 @@ _DEFAULTS = {
     "recompile_limit": 8,        # cache entries per code object, then eager
     "num_threads": 0,            # kernel threads; 0 = all online cores
     "parallel_threshold": 32768,  # elements before a kernel is split
+    "cache": 1,                  # on-disk kernel cache (docs/cache.md)
+    "cache_size_mb": 1024,       # its bound: least recently used evicted
+    "compile_workers": 0,        # processes compiling a graph's kernels;
+                                 # 0 = auto (docs/cache.md), 1 = serial
 }
 
 
@@ -75,6 +79,8 @@ class Config:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"tcjit.config.{name} must be a non-negative int, "
                              f"got {value!r}")
+        if name == "cache" and value > 1:
+            raise ValueError(f"tcjit.config.cache must be 0 or 1, got {value!r}")
         _C.set_config(**{name: value})
         self._values[name] = value
 

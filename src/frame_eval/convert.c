@@ -15,6 +15,7 @@
 #include "../graph/schedule.h"
 #include "../gpu/gpu.h"
 #include "../jit/jit.h"
+#include "../runtime/diskcache.h"
 #include "../runtime/extern_call.h"
 #include "../pyrt/pyvalue.h"
 
@@ -290,6 +291,39 @@ dump_ptx(const tc_plan *plan, const char *title)
     serial++;
 }
 
+static void
+cache_sink(int warning, const char *text, void *ctx)
+{
+    int *failed = ctx;
+    if (*failed) {
+        return;   /* an exception is set: drop the rest */
+    }
+    if (warning) {
+        *failed = PyErr_WarnEx(PyExc_RuntimeWarning, text, 1) < 0;
+    }
+    else {
+        *failed = tc_logf(TC_LOG_CACHE, "cache", "%s", text) < 0;
+    }
+}
+
+/* What the on-disk cache had to say during a compile (diskcache.h): lines
+ * of the `cache` log channel, warnings about invalid entries.  Keeps an
+ * exception the compile raised; -1 if reporting raised one. */
+static int
+report_cache(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int failed = 0;
+    tc_diskcache_drain(cache_sink, &failed);
+    if (type != NULL) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    return failed ? -1 : 0;
+}
+
 /* g scheduled and compiled by be: the handle, or NULL with an exception.
  * *code: the generated code when the output_code log is on. */
 static void *
@@ -307,8 +341,13 @@ compile_graph(const tc_backend *be, tc_graph *g, const char *title,
     if (tc_config.ptx_dump_dir != NULL && device < 0) {
         dump_ptx(plan, title);
     }
-    return be->compile(plan, device, tc_log_on(TC_LOG_OUTPUT_CODE) ? code
-                                                                   : NULL);
+    void *h = be->compile(plan, device, tc_log_on(TC_LOG_OUTPUT_CODE) ? code
+                                                                      : NULL);
+    if (report_cache() < 0 && h != NULL) {
+        be->free(h);
+        h = NULL;
+    }
+    return h;
 }
 
 /* A graph with a host part (place.c): both parts compiled, then one
@@ -365,6 +404,16 @@ compile_auto(tc_entry *e, tc_graph *g, tc_split *split, const char *title,
                         &code)
         : compile_graph(be, g, title, device, dynamic, autotune, &code);
     if (e->code == NULL) {
+        if (code != NULL) {
+            /* the source of what failed, for TCJIT_LOGS=output_code */
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            if (tc_logf(TC_LOG_OUTPUT_CODE, "output_code",
+                        "// %s: failed to compile\n%s", title, code) < 0) {
+                PyErr_Clear();
+            }
+            PyErr_Restore(type, value, tb);
+        }
         free(code);
         return -1;
     }

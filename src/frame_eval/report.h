@@ -35,7 +35,8 @@ enum {
     TC_LOG_OUTPUT_CODE = 1 << 3,
     TC_LOG_GRAPH_BREAKS = 1 << 4,
     TC_LOG_DYNAMIC = 1 << 5,
-    TC_LOG_PERF_HINTS = 1 << 6   /* reported from Python (_modes_cudagraphs) */
+    TC_LOG_PERF_HINTS = 1 << 6,  /* reported from Python (_modes_cudagraphs) */
+    TC_LOG_CACHE = 1 << 7
 };
 
 extern unsigned tc_log_mask;

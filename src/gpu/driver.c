@@ -1,5 +1,6 @@
 /* driver.c - libcuda.so.1 through dlopen (see driver.h). */
 #include "driver.h"
+#include "../runtime/diskcache.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -80,6 +81,11 @@ tc_cu_load(char *err, size_t errlen)
         OPT(cuEventElapsedTime, "cuEventElapsedTime_v2",
             "cuEventElapsedTime");
         OPT(cuEventDestroy, "cuEventDestroy_v2", "cuEventDestroy");
+        OPT(cuLinkCreate, "cuLinkCreate_v2", "cuLinkCreate");
+        OPT(cuLinkAddData, "cuLinkAddData_v2", "cuLinkAddData");
+        OPT(cuLinkComplete, "cuLinkComplete", NULL);
+        OPT(cuLinkDestroy, "cuLinkDestroy", NULL);
+        OPT(cuDriverGetVersion, "cuDriverGetVersion", NULL);
 #undef REQ
 #undef OPT
         CUresult r = api.cuInit(0);
@@ -211,6 +217,81 @@ fnv1a(const char *s)
     return h;
 }
 
+/* ---- the on-disk cache: cubins linked from the PTX ------------------------ */
+
+#define CU_JIT_INPUT_PTX 1
+
+/* The cubin of ptx from the driver's linker (malloc'd), or NULL. */
+static void *
+link_cubin(const tc_cu_api *a, const char *ptx, size_t *len)
+{
+    void *state = NULL, *cubin = NULL, *copy = NULL;
+    size_t size = 0;
+    if (a->cuLinkCreate == NULL || a->cuLinkAddData == NULL
+        || a->cuLinkComplete == NULL || a->cuLinkDestroy == NULL
+        || a->cuLinkCreate(0, NULL, NULL, &state) != 0) {
+        return NULL;
+    }
+    if (a->cuLinkAddData(state, CU_JIT_INPUT_PTX, (void *)ptx,
+                         strlen(ptx) + 1, "tcjit.ptx", 0, NULL, NULL) == 0
+        && a->cuLinkComplete(state, &cubin, &size) == 0 && size > 0
+        && (copy = malloc(size)) != NULL) {
+        memcpy(copy, cubin, size);   /* owned by the link state */
+        *len = size;
+    }
+    a->cuLinkDestroy(state);
+    return copy;
+}
+
+/* The module of ptx from the on-disk cache, or linked to a cubin that is
+ * stored there; non-zero when the caller should load the PTX itself
+ * (cache off, no linker, a failure: its JIT log then says why). */
+static CUresult
+disk_module(const tc_cu_api *a, const char *ptx, int device, CUmodule *m)
+{
+    char err[256], key[TC_KEY_CHARS + 1];
+    int sm = 0, nsm = 0, version = 0;
+    if (!tc_diskcache_on()
+        || tc_cu_device_info(device, &sm, &nsm, err, sizeof(err)) < 0) {
+        return 1;
+    }
+    if (a->cuDriverGetVersion != NULL) {
+        (void)a->cuDriverGetVersion(&version);
+    }
+    tc_hash h;
+    tc_hash_init(&h);
+    tc_hash_str(&h, "tcjit-cubin 1");
+    tc_hash_i64(&h, sm);
+    tc_hash_i64(&h, version);
+    tc_hash_str(&h, ptx);
+    tc_hash_hex(&h, key);
+    void *data = NULL;
+    size_t len = 0;
+    CUresult r = 1;
+    if (tc_diskcache_get("cubin", key, &data, &len)) {
+        r = a->cuModuleLoadDataEx(m, data, 0, NULL, NULL);
+        free(data);
+        tc_diskcache_count(r == 0, 1);
+        tc_diskcache_log("%s cubin-%s (sm_%d)", r == 0 ? "hit" : "unloadable",
+                         key, sm);
+        if (r == 0) {
+            return 0;
+        }
+    }
+    else {
+        tc_diskcache_count(0, 1);
+        tc_diskcache_log("miss cubin-%s (sm_%d)", key, sm);
+    }
+    data = link_cubin(a, ptx, &len);
+    if (data == NULL) {
+        return 1;
+    }
+    (void)tc_diskcache_put("cubin", key, data, len);
+    r = a->cuModuleLoadDataEx(m, data, 0, NULL, NULL);
+    free(data);
+    return r;
+}
+
 int
 tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
              size_t errlen)
@@ -238,7 +319,10 @@ tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
                    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void *vals[2] = {log, (void *)(uintptr_t)sizeof(log)};
     CUmodule m = NULL;
-    CUresult r = a->cuModuleLoadDataEx(&m, ptx, 2, opts, vals);
+    CUresult r = disk_module(a, ptx, device, &m);
+    if (r != 0) {
+        r = a->cuModuleLoadDataEx(&m, ptx, 2, opts, vals);
+    }
     if (r != 0) {
         char d[200];
         tc_cu_describe(r, d, sizeof(d));

@@ -52,6 +52,13 @@ typedef struct {
     CUresult (*cuEventSynchronize)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*cuEventDestroy)(CUevent);
+    /* PTX -> cubin for the on-disk cache (driver.c); may be NULL */
+    CUresult (*cuLinkCreate)(unsigned, int *, void **, void **);
+    CUresult (*cuLinkAddData)(void *, int, void *, size_t, const char *,
+                              unsigned, int *, void **);
+    CUresult (*cuLinkComplete)(void *, void **, size_t *);
+    CUresult (*cuLinkDestroy)(void *);
+    CUresult (*cuDriverGetVersion)(int *);
 } tc_cu_api;
 
 /* dlopen + cuInit(0) once (thread-safe).  Returns the table, or NULL with
@@ -72,7 +79,10 @@ int tc_cu_make_current(int device, char *err, size_t errlen);
 
 /* The module of ptx for device, loaded once and cached for the process
  * by (hash of the text, device); the text is compared in full on a hash
- * hit.  JIT errors come back with the JIT's error log. */
+ * hit.  JIT errors come back with the JIT's error log.  With the on-disk
+ * cache on (../runtime/diskcache.h), the cubin the driver links from the
+ * PTX is stored, keyed by the text, the device's sm and the driver
+ * version, and a later process loads it without the PTX JIT. */
 int tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
                  size_t errlen);
 

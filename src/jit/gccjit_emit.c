@@ -22,13 +22,18 @@
 #include "jit_internal.h"
 #include "../graph/reduce_plan.h"
 #include "../runtime/threadpool.h"
+#include "../runtime/diskcache.h"
 
+#include <errno.h>
 #include <libgccjit.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef gcc_jit_rvalue R;
 typedef gcc_jit_type T;
@@ -200,6 +205,7 @@ static const tc_red_target cpu_red_target = {
 /* The target the compile in progress uses (compile_mu held): the one
  * above, or a max-autotune candidate (tc_jit_code_compile's variant). */
 static const tc_red_target *cpu_target = &cpu_red_target;
+static int cpu_target_variant;     /* cpu_variant()'s number, or 0 */
 
 /* max-autotune candidates (autotune.c): variant 0 is the default above;
  * the others change the accumulator sets per row (latency hiding against
@@ -2900,32 +2906,18 @@ kernel_kind(const tc_kernel *k)
     return k->nphases > 0 ? KIND_REDUCTION : KIND_POINTWISE;
 }
 
-/* Emits the kernels of one kind. */
+static void name_kernels(const tc_plan *plan, const int *idx, int n,
+                         char *out, size_t len);
+static int inject_failure(const tc_kernel *k);
+
+/* Emits kernels idx[0..n) of plan (their loop nests built, prepare). */
 static int
-emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
-         char *err, size_t errlen)
+emit_all(emitter *e, const tc_plan *plan, const tc_jit_code *code,
+         const int *idx, int n, char *err, size_t errlen)
 {
-    for (int i = 0; i < plan->nkernels; i++) {
+    for (int j = 0; j < n; j++) {
+        int i = idx[j];
         const tc_kernel *k = &plan->kernels[i];
-        if (kernel_kind(k) != kind) {
-            continue;
-        }
-        if (k->nphases < 0 || k->nphases > TC_KIR_MAX_PHASES
-            || (k->nphases == 0 && k->nred > 0)) {
-            snprintf(err, errlen, "tcjit cpu: %s: bad reduction structure",
-                     k->name);
-            return -1;
-        }
-        if (code->loops[i].strides == NULL
-            && tc_loop_build(k, &code->loops[i]) < 0) {
-            snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
-                     "nest", k->name);
-            return -1;
-        }
-        if (tc_plan_first_same_kernel(plan, i) != i || code->fns[i] != NULL) {
-            continue;   /* shares that kernel's functions (lookup_kernel),
-                           or a size-generic one compiled before */
-        }
         e->generic = code->dims != NULL && code->dims[i] != NULL;
         e->gnd = code->loops[i].ndim + code->loops[i].nred;
         e->gnargs = k->nargs;
@@ -2936,7 +2928,6 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
             snprintf(err, errlen, "tcjit cpu: out of memory");
             return -1;
         }
-        code->ncompiled++;
         tc_kernel exact, fast;
         kernel_variants kv;
         int rc = make_variants(k, &exact, &fast, &kv, e->generic);
@@ -2959,6 +2950,21 @@ emit_all(emitter *e, const tc_plan *plan, tc_jit_code *code, int kind,
         if (rc < 0) {
             return -1;
         }
+        if (inject_failure(k)) {
+            /* operands of mismatched types: libgccjit records an error */
+            (void)gcc_jit_context_new_binary_op(
+                e->ctx, NULL, GCC_JIT_BINARY_OP_PLUS, e->t_i64,
+                iconst(e, e->t_i32, 1), iconst(e, e->t_i64, 1));
+        }
+        const char *gerr = gcc_jit_context_get_first_error(e->ctx);
+        if (gerr != NULL) {
+            char names[700];
+            name_kernels(plan, &i, 1, names, sizeof(names));
+            snprintf(err, errlen, "tcjit cpu: %s failed to compile: %s "
+                     "(TCJIT_LOGS=output_code shows its source)", names,
+                     gerr);
+            return -1;
+        }
     }
     return 0;
 }
@@ -2971,9 +2977,19 @@ gccjit_error(gcc_jit_context *c, const char *what, char *err, size_t errlen)
              msg != NULL ? msg : "unknown libgccjit error");
 }
 
-/* Looks up kernel i's functions in res. */
+/* A kernel's functions are found by name in what compiled it: a
+ * gcc_jit_result, or a shared object from the on-disk cache. */
+typedef void *(*sym_fn)(void *lib, const char *name);
+
+static void *
+result_sym(void *res, const char *name)
+{
+    return gcc_jit_result_get_code(res, name);
+}
+
+/* Looks up kernel i's functions in lib. */
 static int
-lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
+lookup_kernel(void *lib, sym_fn sym, const tc_plan *plan, tc_jit_code *code,
               int i)
 {
     int same = tc_plan_first_same_kernel(plan, i);
@@ -2989,7 +3005,7 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     snprintf(name, sizeof(name), "tc_k%d", i);
     const tc_loop *l = &code->loops[i];
     if (l->nchunks == 0) {
-        code->fns[i] = (tc_kernel_fn)gcc_jit_result_get_code(res, name);
+        code->fns[i] = (tc_kernel_fn)sym(lib, name);
         return code->fns[i] == NULL ? -1 : 0;
     }
     tc_split_fns *sp = &code->split[i];
@@ -2998,7 +3014,7 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     for (int q = 0; q < l->npasses; q++) {
         const tc_red_pass *ps = &l->passes[q];
         pass_name(name, sizeof(name), base, ps);
-        void *f = gcc_jit_result_get_code(res, name);
+        void *f = sym(lib, name);
         if (f == NULL) {
             return -1;
         }
@@ -3019,64 +3035,35 @@ lookup_kernel(gcc_jit_result *res, const tc_plan *plan, tc_jit_code *code,
     return 0;
 }
 
-/* One context: the kernels of one kind. */
-static int
-compile_kind(const tc_plan *plan, tc_jit_code *code, int kind, char *err,
-             size_t errlen)
+/* "tc_k3 (%5 = mul(%1, %2); ...)" for each kernel of idx: what a failed
+ * compile names (TCJIT_LOGS=output_code shows the kernels' source). */
+static void
+name_kernels(const tc_plan *plan, const int *idx, int n, char *out,
+             size_t len)
 {
-    gcc_jit_context *c = gcc_jit_context_acquire();
-    if (c == NULL) {
-        snprintf(err, errlen, "tcjit cpu: gcc_jit_context_acquire failed");
-        return -1;
-    }
-    set_options(c, kind);
-    emitter e = {.ctx = c};
-    init_types(&e);
-    int rc = emit_all(&e, plan, code, kind, err, errlen);
-    if (rc == 0 && gcc_jit_context_get_first_error(c) != NULL) {
-        gccjit_error(c, "building kernels", err, errlen);
-        rc = -1;
-    }
-    gcc_jit_result *res = NULL;
-    if (rc == 0) {
-        res = gcc_jit_context_compile(c);
-        if (res == NULL) {
-            gccjit_error(c, "compile failed", err, errlen);
-            rc = -1;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int j = 0; j < n && used + 1 < len; j++) {
+        const tc_kernel *k = &plan->kernels[idx[j]];
+        int w = snprintf(out + used, len - used, "%skernel tc_k%d (%.300s)",
+                         j ? ", " : "", idx[j],
+                         k->desc != NULL ? k->desc : "?");
+        if (w < 0) {
+            break;
         }
-        code->results[kind] = res;
+        used += (size_t)w < len - used ? (size_t)w : len - used - 1;
     }
-    /* size-generic kernels compiled now join the generic cache, which
-     * then owns their gcc result (it must outlive every record) */
-    char fresh[plan->nkernels + 1];
-    int nfresh = 0;
-    for (int i = 0; rc == 0 && i < plan->nkernels; i++) {
-        fresh[i] = 0;
-        if (kernel_kind(&plan->kernels[i]) != kind) {
-            continue;
-        }
-        fresh[i] = code->fns[i] == NULL
-                   && tc_plan_first_same_kernel(plan, i) == i
-                   && code->dims != NULL && code->dims[i] != NULL;
-        nfresh += fresh[i];
-        if (lookup_kernel(res, plan, code, i) < 0) {
-            snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
-                     "compile", i);
-            rc = -1;
-        }
-    }
-    if (rc == 0 && nfresh > 0 && tc_generic_keep(res) == 0) {
-        code->results[kind] = NULL;
-        for (int i = 0; i < plan->nkernels; i++) {
-            if (fresh[i]) {
-                /* out of memory: simply not shared */
-                (void)tc_generic_add(&plan->kernels[i], &code->loops[i],
-                                     code->fns[i]);
-            }
-        }
-    }
-    gcc_jit_context_release(c);
-    return rc;
+}
+
+/* Test hook (tests/test_cache.py): TCJIT_TEST_COMPILE_FAILURE=<text>
+ * makes libgccjit reject every kernel whose description (its graph
+ * nodes) contains text. */
+static int
+inject_failure(const tc_kernel *k)
+{
+    const char *v = getenv("TCJIT_TEST_COMPILE_FAILURE");
+    return v != NULL && v[0] != '\0' && k->desc != NULL
+           && strstr(k->desc, v) != NULL;
 }
 
 /* Dynamic shapes: every kernel not split into chunks is made
@@ -3115,25 +3102,427 @@ dynamic_prepare(const tc_plan *plan, tc_jit_code *code, char *err,
     return 0;
 }
 
-static int
-compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
-               size_t errlen)
+/* ---- compiling a plan: groups, the on-disk cache, parallel workers ---- */
+
+/* A group: kernels of one kind compiled in one gccjit context, one
+ * shared object, one cache entry (make_groups).  With parallel compile
+ * (compile_workers > 1) the groups that miss the cache are compiled
+ * concurrently. */
+typedef struct {
+    int kind;
+    int *idx;                    /* kernels compiled here */
+    int n;
+    int cached;                  /* looked up in / stored into the cache */
+    char key[TC_KEY_CHARS + 1];
+    void *lib;                   /* the loaded shared object, or */
+    gcc_jit_result *res;         /* an in-memory result (serial, no cache) */
+    char path[64];               /* the worker's shared object */
+    char err[1024];
+} group;
+
+static int compile_workers = 0;  /* 0: online CPUs (at most 8) when
+                                    there are 4 or more, else 1 */
+static double compile_seconds;   /* in compile_locked, under compile_mu */
+
+double
+tc_jit_compile_seconds(void)
 {
-    int have[NKINDS] = {0};
-    if (plan->dynamic && dynamic_prepare(plan, code, err, errlen) < 0) {
-        return -1;
+    pthread_mutex_lock(&compile_mu);
+    double s = compile_seconds;
+    pthread_mutex_unlock(&compile_mu);
+    return s;
+}
+static int compile_threads;      /* measurement: threads, not processes */
+
+void
+tc_jit_set_compile_workers(int n)
+{
+    compile_workers = n;
+}
+
+static int
+workers(void)
+{
+    int n = compile_workers;
+    if (n == 0) {
+        /* a fork of a process with torch loaded costs ~20-40 ms; with
+         * two cores shared by other work it bought nothing (docs/cache.md) */
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c < 4 ? 1 : c > 8 ? 8 : (int)c;
     }
+    const char *t = getenv("TCJIT_COMPILE_THREADS");
+    compile_threads = t != NULL && t[0] == '1';
+    return n;
+}
+
+/* Checks every kernel and builds its loop nest (cache hits need them). */
+static int
+prepare(const tc_plan *plan, tc_jit_code *code, char *err, size_t errlen)
+{
     for (int i = 0; i < plan->nkernels; i++) {
-        if (code->fns[i] == NULL) {
-            have[kernel_kind(&plan->kernels[i])] = 1;
+        const tc_kernel *k = &plan->kernels[i];
+        if (k->nphases < 0 || k->nphases > TC_KIR_MAX_PHASES
+            || (k->nphases == 0 && k->nred > 0)) {
+            snprintf(err, errlen, "tcjit cpu: %s: bad reduction structure",
+                     k->name);
+            return -1;
         }
-    }
-    for (int kind = 0; kind < NKINDS; kind++) {
-        if (have[kind] && compile_kind(plan, code, kind, err, errlen) < 0) {
+        if (code->loops[i].strides == NULL
+            && tc_loop_build(k, &code->loops[i]) < 0) {
+            snprintf(err, errlen, "tcjit cpu: %s: cannot build the loop "
+                     "nest", k->name);
             return -1;
         }
     }
     return 0;
+}
+
+/* A context with the group's kernels; NULL with g->err on failure. */
+static gcc_jit_context *
+build_context(const tc_plan *plan, const tc_jit_code *code, group *g)
+{
+    gcc_jit_context *c = gcc_jit_context_acquire();
+    if (c == NULL) {
+        snprintf(g->err, sizeof(g->err),
+                 "tcjit cpu: gcc_jit_context_acquire failed");
+        return NULL;
+    }
+    set_options(c, g->kind);
+    emitter e = {.ctx = c};
+    init_types(&e);
+    int rc = emit_all(&e, plan, code, g->idx, g->n, g->err, sizeof(g->err));
+    if (rc == 0 && gcc_jit_context_get_first_error(c) != NULL) {
+        gccjit_error(c, "building kernels", g->err, sizeof(g->err));
+        rc = -1;
+    }
+    if (rc < 0) {
+        gcc_jit_context_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void
+compile_failed(const tc_plan *plan, group *g, const char *msg)
+{
+    char names[700], m[512];
+    snprintf(m, sizeof(m), "%s", msg != NULL ? msg : "unknown libgccjit error");
+    name_kernels(plan, g->idx, g->n, names, sizeof(names));
+    snprintf(g->err, sizeof(g->err), "tcjit cpu: compile failed for %s: %s "
+             "(TCJIT_LOGS=output_code shows the source)", names, m);
+}
+
+/* Compiles the group to the shared object g->path: 0, or -1 with g->err.
+ * No Python, no tcjit state written: runs in workers. */
+static int
+compile_to_path(const tc_plan *plan, const tc_jit_code *code, group *g)
+{
+    gcc_jit_context *c = build_context(plan, code, g);
+    if (c == NULL) {
+        return -1;
+    }
+    gcc_jit_context_compile_to_file(c, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY,
+                                    g->path);
+    int rc = 0;
+    if (gcc_jit_context_get_first_error(c) != NULL) {
+        compile_failed(plan, g, gcc_jit_context_get_first_error(c));
+        rc = -1;
+    }
+    gcc_jit_context_release(c);
+    return rc;
+}
+
+/* In this process: to a shared object stored in the cache and loaded,
+ * or without the cache straight to memory. */
+static int
+compile_here(const tc_plan *plan, const tc_jit_code *code, group *g)
+{
+    if (g->cached) {
+        return compile_to_path(plan, code, g);
+    }
+    gcc_jit_context *c = build_context(plan, code, g);
+    if (c == NULL) {
+        return -1;
+    }
+    g->res = gcc_jit_context_compile(c);
+    if (g->res == NULL) {
+        compile_failed(plan, g, gcc_jit_context_get_first_error(c));
+    }
+    gcc_jit_context_release(c);
+    return g->res != NULL ? 0 : -1;
+}
+
+typedef struct {
+    const tc_plan *plan;
+    const tc_jit_code *code;
+    group *g;
+    int rc;
+} thread_job;
+
+static void *
+thread_main(void *p)
+{
+    thread_job *j = p;
+    j->rc = compile_to_path(j->plan, j->code, j->g);
+    return NULL;
+}
+
+/* Compiles groups gs[0..n) concurrently to their paths.  libgccjit holds
+ * a global mutex for the whole of gcc_jit_context_compile*, so threads
+ * only overlap the building of contexts; forked workers overlap
+ * everything (bench/cache.py measures both; docs/cache.md).  A worker
+ * only builds a context and runs gcc, then _exits: it touches no Python
+ * and no lock another thread may hold (the compile lock is ours). */
+static void
+compile_parallel(const tc_plan *plan, const tc_jit_code *code, group **gs,
+                 int n)
+{
+    if (compile_threads) {
+        pthread_t th[n];
+        thread_job jobs[n];
+        for (int j = 0; j < n; j++) {
+            jobs[j] = (thread_job){plan, code, gs[j], -1};
+            if (pthread_create(&th[j], NULL, thread_main, &jobs[j]) != 0) {
+                thread_main(&jobs[j]);
+                th[j] = 0;
+            }
+        }
+        for (int j = 0; j < n; j++) {
+            if (th[j] != 0) {
+                pthread_join(th[j], NULL);
+            }
+        }
+        return;
+    }
+    /* the first group is compiled here, meanwhile: one fork less */
+    pid_t pids[n];
+    pids[0] = 0;
+    for (int j = 1; j < n; j++) {
+        pids[j] = fork();
+        if (pids[j] == 0) {
+            group *g = gs[j];
+            int rc = compile_to_path(plan, code, g);
+            if (rc < 0) {
+                char ep[sizeof(g->path) + 8];
+                snprintf(ep, sizeof(ep), "%s.err", g->path);
+                FILE *f = fopen(ep, "w");
+                if (f != NULL) {
+                    fputs(g->err, f);
+                    fclose(f);
+                }
+            }
+            _exit(rc < 0 ? 1 : 0);
+        }
+        if (pids[j] < 0) {
+            (void)compile_to_path(plan, code, gs[j]);  /* no fork: here */
+        }
+    }
+    (void)compile_to_path(plan, code, gs[0]);
+    for (int j = 1; j < n; j++) {
+        if (pids[j] <= 0) {
+            continue;
+        }
+        int status = 0;
+        while (waitpid(pids[j], &status, 0) < 0 && errno == EINTR) {
+        }
+        group *g = gs[j];
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            continue;
+        }
+        char ep[sizeof(g->path) + 8];
+        snprintf(ep, sizeof(ep), "%s.err", g->path);
+        size_t len = 0;
+        char *msg = tc_read_file(ep, &len);
+        if (msg != NULL && len > 0) {
+            snprintf(g->err, sizeof(g->err), "%.*s", (int)len, msg);
+        }
+        else {
+            compile_failed(plan, g, WIFSIGNALED(status)
+                                        ? "compile worker killed by a signal"
+                                        : "compile worker failed");
+        }
+        free(msg);
+        (void)unlink(ep);
+    }
+}
+
+/* Deals the kernels to compile into groups: per kind, one group per
+ * GROUP_KERNELS kernels.  The grouping depends on the plan only, never on
+ * the worker count, so cache entries (one per group) are the same on
+ * every machine; workers only decide how many groups compile at once. */
+#define GROUP_KERNELS 8
+
+static int
+make_groups(const tc_plan *plan, const tc_jit_code *code, group *gs,
+            int *idxbuf)
+{
+    int fresh[NKINDS] = {0}, ng = 0, used = 0;
+    for (int i = 0; i < plan->nkernels; i++) {
+        if (tc_plan_first_same_kernel(plan, i) == i && code->fns[i] == NULL) {
+            fresh[kernel_kind(&plan->kernels[i])]++;
+        }
+    }
+    for (int kind = 0; kind < NKINDS; kind++) {
+        if (fresh[kind] == 0) {
+            continue;
+        }
+        int parts = (fresh[kind] + GROUP_KERNELS - 1) / GROUP_KERNELS;
+        for (int q = 0; q < parts; q++) {
+            group *g = &gs[ng++];
+            g->kind = kind;
+            g->idx = idxbuf + used;
+            int r = 0;
+            for (int i = 0; i < plan->nkernels; i++) {
+                if (tc_plan_first_same_kernel(plan, i) == i
+                    && code->fns[i] == NULL
+                    && kernel_kind(&plan->kernels[i]) == kind
+                    && r++ % parts == q) {
+                    g->idx[g->n++] = i;
+                }
+            }
+            used += g->n;
+        }
+    }
+    return ng;
+}
+
+static int
+lookup_group(const tc_plan *plan, tc_jit_code *code, group *g, char *err,
+             size_t errlen)
+{
+    void *holder = g->lib != NULL ? g->lib : (void *)g->res;
+    sym_fn sym = g->lib != NULL ? tc_kcache_sym : result_sym;
+    int nfresh = 0;
+    char fresh[g->n + 1];
+    for (int j = 0; j < g->n; j++) {
+        int i = g->idx[j];
+        fresh[j] = code->dims != NULL && code->dims[i] != NULL;
+        nfresh += fresh[j];
+        if (lookup_kernel(holder, sym, plan, code, i) < 0) {
+            snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
+                     "compile", i);
+            return -1;
+        }
+    }
+    /* size-generic kernels compiled now join the generic cache, which
+     * then owns what holds their code (it must outlive every record) */
+    if (nfresh > 0 && tc_generic_keep(holder) == 0) {
+        g->lib = NULL;
+        g->res = NULL;
+        for (int j = 0; j < g->n; j++) {
+            if (fresh[j]) {
+                /* out of memory: simply not shared */
+                (void)tc_generic_add(&plan->kernels[g->idx[j]],
+                                     &code->loops[g->idx[j]],
+                                     code->fns[g->idx[j]]);
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
+               size_t errlen)
+{
+    if (plan->dynamic && dynamic_prepare(plan, code, err, errlen) < 0) {
+        return -1;
+    }
+    if (prepare(plan, code, err, errlen) < 0) {
+        return -1;
+    }
+    int n = plan->nkernels, nw = workers();
+    int idxbuf[n + 1];
+    group *gs = calloc((size_t)(n + NKINDS), sizeof(group));
+    code->libs = calloc((size_t)(n + NKINDS), sizeof(void *));
+    if (gs == NULL || code->libs == NULL) {
+        free(gs);
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+        return -1;
+    }
+    int ng = make_groups(plan, code, gs, idxbuf);
+    char dir[] = "/tmp/tcjit-so-XXXXXX";
+    int have_dir = 0, rc = 0, nmiss = 0;
+    group *miss[ng + 1];
+    int on = tc_diskcache_on() && get_opt_info() == 0;
+    for (int q = 0; q < ng; q++) {
+        group *g = &gs[q];
+        int inject = 0;
+        for (int j = 0; j < g->n; j++) {
+            inject |= inject_failure(&plan->kernels[g->idx[j]]);
+        }
+        g->cached = on && !inject;
+        if (g->cached) {
+            tc_kcache_key(plan, code, g->idx, g->n, g->kind, cpu_target_variant,
+                          g->key);
+            g->lib = tc_kcache_load(g->key, g->err, sizeof(g->err));
+            g->err[0] = '\0';   /* a failed load was logged: compile */
+            tc_diskcache_count(g->lib != NULL, g->n);
+            tc_diskcache_log("%s cpu-%s: %d kernel(s)",
+                             g->lib ? "hit" : "miss", g->key, g->n);
+        }
+        code->ncompiled += g->n;
+        if (g->lib != NULL) {
+            continue;
+        }
+        /* several misses go to workers, through shared objects on disk */
+        if (g->cached || (nw > 1 && ng > 1)) {
+            if (!have_dir && mkdtemp(dir) == NULL) {
+                snprintf(err, errlen, "tcjit cpu: no temporary directory");
+                rc = -1;
+                break;
+            }
+            have_dir = 1;
+            g->cached = 1 + (g->cached != 0);   /* 1: file only, 2: store */
+            snprintf(g->path, sizeof(g->path), "%s/g%d.so", dir, q);
+        }
+        miss[nmiss++] = g;
+    }
+    int par = rc == 0 && nw > 1 && nmiss > 1;
+    for (int q = 0; par && q < nmiss; q += nw) {
+        compile_parallel(plan, code, miss + q,
+                         nmiss - q < nw ? nmiss - q : nw);
+    }
+    for (int q = 0; rc == 0 && q < nmiss; q++) {
+        group *g = miss[q];
+        if (g->err[0] != '\0' || (!par && compile_here(plan, code, g) < 0)) {
+            snprintf(err, errlen, "%s", g->err);
+            rc = -1;
+            break;
+        }
+        if (g->path[0] != '\0') {
+            g->lib = tc_kcache_install(g->cached == 2 ? g->key : NULL,
+                                       g->path, g->err, sizeof(g->err));
+            if (g->lib == NULL) {
+                snprintf(err, errlen, "tcjit cpu: %s", g->err);
+                rc = -1;
+            }
+        }
+    }
+    for (int q = 0; q < ng; q++) {
+        if (rc == 0 && lookup_group(plan, code, &gs[q], err, errlen) < 0) {
+            rc = -1;
+        }
+        if (gs[q].lib != NULL) {
+            code->libs[code->nlibs++] = gs[q].lib;
+        }
+        if (gs[q].res != NULL) {
+            code->results[gs[q].kind] = gs[q].res;
+        }
+        if (gs[q].path[0] != '\0') {
+            (void)unlink(gs[q].path);
+        }
+    }
+    if (have_dir) {
+        (void)rmdir(dir);
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (tc_plan_first_same_kernel(plan, i) != i) {
+            (void)lookup_kernel(NULL, NULL, plan, code, i);   /* a copy */
+        }
+    }
+    free(gs);
+    return rc;
 }
 
 void
@@ -3147,6 +3536,10 @@ tc_jit_code_free(tc_jit_code *code)
             gcc_jit_result_release(code->results[kind]);
         }
     }
+    for (int j = 0; j < code->nlibs; j++) {
+        tc_kcache_close(code->libs[j]);
+    }
+    free(code->libs);
     for (int i = 0; code->loops != NULL && i < code->nkernels; i++) {
         tc_loop_clear(&code->loops[i]);
     }
@@ -3187,8 +3580,15 @@ tc_jit_code_compile(const tc_plan *plan, int variant, char *err,
     pthread_mutex_lock(&compile_mu);
     tc_red_target target = cpu_variant(variant);
     cpu_target = &target;
+    cpu_target_variant = variant;    /* part of the cache key */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = compile_locked(plan, code, err, errlen);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    compile_seconds += (double)(t1.tv_sec - t0.tv_sec)
+                       + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     cpu_target = &cpu_red_target;
+    cpu_target_variant = 0;
     pthread_mutex_unlock(&compile_mu);
     if (rc < 0) {
         tc_jit_code_free(code);

@@ -28,7 +28,7 @@ typedef struct rec {
 } rec;
 
 static rec *records;
-static gcc_jit_result **kept;
+static void **kept;   /* gcc_jit_result or dlopen handles */
 static int nkept, capkept;
 
 /* Same collapsed loop nest up to the sizes and strides the generic code
@@ -125,7 +125,7 @@ tc_generic_keep(void *result)
 {
     if (nkept == capkept) {
         int cap = capkept ? 2 * capkept : 16;
-        gcc_jit_result **v = realloc(kept, sizeof(*v) * (size_t)cap);
+        void **v = realloc(kept, sizeof(*v) * (size_t)cap);
         if (v == NULL) {
             return -1;
         }

@@ -37,6 +37,15 @@ int tc_jit_nkernels(const tc_compiled *c);
  * detects the CPU, starts nothing (the pool starts lazily). */
 int tc_jit_init(void);
 
+/* Parallel compile: a plan's kernels are compiled by up to n worker
+ * processes (1: serially in this process; 0: one per online CPU, at most
+ * 8, with 4 CPUs or more, else 1).  See docs/cache.md. */
+void tc_jit_set_compile_workers(int n);
+
+/* Seconds spent compiling plans' kernels (cache lookups, gcc, loading)
+ * since the process started: tcjit.counters()["kernel_compile_seconds"]. */
+double tc_jit_compile_seconds(void);
+
 /* Kernels with at least n elements are split across the thread pool. */
 void tc_jit_set_parallel_threshold(int64_t n);
 

@@ -76,6 +76,10 @@ typedef struct tc_jit_code {
     void *results[2];           /* gcc_jit_result *: pointwise kernels,
                                    reduction kernels (separate contexts:
                                    only the latter allow FMA contraction) */
+    void **libs;                /* shared objects (dlopen handles) of the
+                                   groups compiled to files or loaded from
+                                   the on-disk cache (kcache.c) */
+    int nlibs;
     int nkernels;
     tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
@@ -135,6 +139,20 @@ int64_t tc_jit_code_work(const tc_jit_code *code, int i);
  * or -1 when scratch memory could not be allocated. */
 int tc_jit_code_run(const tc_jit_code *code, int i, void **args,
                     int64_t threshold);
+
+/* kcache.c: one gccjit context's kernels in the on-disk cache.  key:
+ * the entry of kernels idx[0..n) of plan compiled in a context of that
+ * kind (TC_KEY_CHARS + 1 chars).  load: the loaded shared object, or NULL
+ * (a miss).  install: reads the shared object gcc wrote to path, stores it
+ * under key (unless key is NULL), loads it; NULL with a message in err.
+ * sym / close: dlsym / dlclose. */
+void tc_kcache_key(const tc_plan *plan, const tc_jit_code *code,
+                   const int *idx, int n, int kind, int variant, char *key);
+void *tc_kcache_load(const char *key, char *err, size_t errlen);
+void *tc_kcache_install(const char *key, const char *path, char *err,
+                        size_t errlen);
+void *tc_kcache_sym(void *lib, const char *name);
+void tc_kcache_close(void *lib);
 
 /* gccjit_emit.c: the transcendentals the CPU target computes itself (libm
  * calls); tc_kernel_decompose_math rewrites the others.  With a sin/cos

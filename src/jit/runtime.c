@@ -141,11 +141,8 @@ tc_jit_compile(tc_plan *plan, char **code_text)
            : tc_jit_code_compile(plan, 0, err, sizeof(err));
     Py_END_ALLOW_THREADS
     if (code == NULL) {
+        /* *code_text stays: the caller logs the source that failed */
         PyErr_Format(PyExc_RuntimeError, "%s", err);
-        if (code_text != NULL) {
-            free(*code_text);
-            *code_text = NULL;
-        }
         tc_jit_free(c);
         return NULL;
     }

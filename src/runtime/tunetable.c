@@ -18,14 +18,18 @@ tc_cache_dir(void)
     if (d != NULL && d[0] != '\0') {
         return strdup(d);
     }
+    /* the root python/tcjit/_cache.py's default_dir() puts kernels/ in */
+    const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    if (home == NULL || home[0] == '\0') {
+    int use_xdg = xdg != NULL && xdg[0] != '\0';
+    if (!use_xdg && (home == NULL || home[0] == '\0')) {
         return NULL;
     }
-    size_t n = strlen(home) + sizeof("/.cache/tcjit");
+    const char *base = use_xdg ? xdg : home;
+    size_t n = strlen(base) + sizeof("/.cache/tcjit");
     char *r = malloc(n);
     if (r != NULL) {
-        snprintf(r, n, "%s/.cache/tcjit", home);
+        snprintf(r, n, use_xdg ? "%s/tcjit" : "%s/.cache/tcjit", base);
     }
     return r;
 }

@@ -23,6 +23,7 @@ out=${TMPDIR:-/tmp}/tcjit_gpu_harness
     tests/gpu/harness.c tests/gpu/cases.c tests/gpu/kir_ref.c \
     tests/gpu/f32math_ref.c \
     src/gpu/ptx_emit.c src/gpu/ptx_math.c src/gpu/driver.c \
+    src/runtime/diskcache.c \
     src/graph/*.c \
     -lm -ldl -lpthread || { echo "FAIL build"; exit 1; }
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
