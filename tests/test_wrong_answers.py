@@ -603,3 +603,22 @@ def test_cat_result_memory_format(shape):
     for ins in [(a, b), (a, c), (c, a), (a[:, :, :1], b[:, :, :1])]:
         for d in range(len(shape)):
             run_both(lambda *t: torch.cat(t, d) * 1, *ins, calls=1)
+
+
+
+def test_prod_with_inf_does_not_underflow_to_nan():
+    """The vector lanes' partial products are folded pairwise: two small
+    partials underflowed to 0 in float32 and 0 * inf gave NaN where eager
+    gives -inf, as the float64 product does (fuzz seed 64410): float
+    products accumulate in float64."""
+    def gen(shape, seed):
+        return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+    a0 = gen((4, 3, 7, 3), 467587).to(torch.bfloat16).transpose(0, 1)
+    a1 = gen((3, 6), 580154).to(torch.bfloat16)
+    a1.view(-1)[0] = 65504.0
+    a1.view(-1)[16] = -float("inf")
+    x = torch.matmul(a0, a1)
+    f = lambda x: (x.prod(), x.float().prod(), x.flatten(1).prod(1))  # noqa: E731
+    e = f(x)
+    assert e[0].item() == e[1].item() == -float("inf")
+    check_same(tcjit.compile(f)(x), e)

@@ -1191,6 +1191,15 @@ acc_dtype(const tc_graph *g, const tc_node *r)
     case TC_ACC_ARGMAX:
     case TC_ACC_ARGMIN:
         return tc_dtype_opmath(g->nodes[r->in[0]].dtype);
+    case TC_ACC_PROD:
+        /* float products in float64: the lanes' partial products are
+         * folded in another order than eager's, and two small partials
+         * would underflow to 0 in float32 (then 0 * inf = NaN where eager,
+         * scanning in order, reached inf first) */
+        if (tc_dtype_is_float(r->dtype)) {
+            return TC_F64;
+        }
+        return tc_dtype_opmath(r->dtype);
     default:
         /* reduced floats accumulate in float32, as eager does */
         return tc_dtype_opmath(r->dtype);
