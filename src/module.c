@@ -187,13 +187,14 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
-                            "ptx_dump_dir", NULL};
-    int limit = -1, threads = -1;
+                            "ptx_dump_dir", "emulate_precision_casts",
+                            NULL};
+    int limit = -1, threads = -1, emulate = -1;
     long long threshold = -1;
     PyObject *prefixes = NULL, *ptx_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!O", names, &limit,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!Oi", names, &limit,
                                      &threads, &threshold, &PyTuple_Type,
-                                     &prefixes, &ptx_dir)) {
+                                     &prefixes, &ptx_dir, &emulate)) {
         return NULL;
     }
     if (ptx_dir != NULL) {
@@ -206,6 +207,9 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
     }
     if (limit >= 0) {
         tc_config.recompile_limit = limit;
+    }
+    if (emulate >= 0) {
+        tc_config.emulate_precision_casts = emulate != 0;
     }
     if (threads >= 0) {
         tc_threadpool_set_threads(threads);

@@ -622,3 +622,63 @@ def test_prod_with_inf_does_not_underflow_to_nan():
     e = f(x)
     assert e[0].item() == e[1].item() == -float("inf")
     check_same(tcjit.compile(f)(x), e)
+
+
+# ---- float16 / bfloat16 intermediates ------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_float_converts_as_stored(dtype):
+    """A float16 / bfloat16 value computed in the kernel converts to
+    float32 as eager stored it: a.tanh_(); a.float() - a is 0 (fuzz seed
+    64969: the conversion took the unrounded float32)."""
+    a0 = torch.randn(8, 2, generator=torch.Generator().manual_seed(1)).to(dtype)
+
+    def f(a):
+        a.tanh_()
+        return a.float() - a, (a * 3).double() - (a * 3)
+    a, b = a0.t().clone(), a0.t().clone()
+    r, e = tcjit.compile(f)(a), f(b)
+    check_same(r, e)
+    check_same(a, b)
+    assert not r[0].any() and not r[1].any()
+
+
+def _eq_after_sub(a):
+    v0 = torch.amin(a, dim=0)
+    v1 = v0.add_(-1, alpha=2)
+    return torch.eq(a, F.leaky_relu(v1, 0.2)), (a * 3 + 1) - a * 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_emulate_precision_casts_gives_eager_answers(dtype):
+    """tcjit.config.emulate_precision_casts = 1 rounds every float16 /
+    bfloat16 op result in the kernel as eager stores it: an exact eq after
+    a float16 sub is eager's (fuzz seed 61034: one of 280 differed)."""
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(4, 1024, generator=g) * 4).to(dtype)
+    with tcjit.config.patch(emulate_precision_casts=1):
+        tcjit.reset()
+        r = tcjit.compile(_eq_after_sub)(a)
+    tcjit.reset()
+    e = _eq_after_sub(a)
+    assert torch.equal(r[0], e[0]) and torch.equal(r[1], e[1])
+    once = tcjit.compile(_eq_after_sub)(a)
+    tcjit.reset()
+    assert not (torch.equal(once[0], e[0]) and torch.equal(once[1], e[1])), \
+        "the test's inputs no longer tell one rounding from many"
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_ptx_assembles_emulated_precision(tmp_path):
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        with tcjit.config.patch(emulate_precision_casts=1):
+            for dtype in (torch.float16, torch.bfloat16):
+                tcjit.reset()
+                tcjit.compile(_eq_after_sub)(torch.randn(4, 64).to(dtype))
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+        tcjit.reset()
+    assert_ptxas_accepts(dumped_ptx(d, 2))
+

@@ -13,6 +13,9 @@ _DEFAULTS = {
     "recompile_limit": 8,        # cache entries per code object, then eager
     "num_threads": 0,            # kernel threads; 0 = all online cores
     "parallel_threshold": 32768,  # elements before a kernel is split
+    # 1: round every float16 / bfloat16 op result inside fused kernels as
+    # eager stores it (exact eager answers; bf16 chains ~1.3-1.6x slower)
+    "emulate_precision_casts": 0,
 }
 
 

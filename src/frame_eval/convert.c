@@ -286,6 +286,7 @@ compile_auto(tc_entry *e, tc_graph *g, const char *title, int device,
              int dynamic)
 {
     char err[256];
+    g->emulate_precision = tc_config.emulate_precision_casts;
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
     if (plan == NULL) {
         PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);

@@ -145,6 +145,9 @@ typedef struct tc_graph {
     int noutputs;
     int cuda;                    /* its tensors are on a CUDA device, where
                                     some result layouts differ (op_layout) */
+    int emulate_precision;       /* kernels round every float16 / bfloat16
+                                    op result as eager stores it
+                                    (config.emulate_precision_casts) */
     int *output_writes;          /* by output: the graph input whose storage
                                     the output's value is written back into
                                     after the run (an in-place op's), or -1;

@@ -9,6 +9,13 @@ import re
 
 
 KNOWN = {
+    # by design: float16 / bfloat16 values are rounded once per fused
+    # kernel (as Inductor does); eager rounds after every op, which an
+    # exact comparison can see.  With tcjit.config.emulate_precision_casts
+    # = 1 the program gives eager's answer (check.py _precision_only),
+    # at the cost of the roundings (docs/config.md)
+    r"(auto|dynamic):precision(@2)?:.*":
+        "reduced floats rounded once per kernel (emulate_precision_casts=0)",
 }
 
 
