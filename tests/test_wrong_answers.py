@@ -682,3 +682,33 @@ def test_ptx_assembles_emulated_precision(tmp_path):
         tcjit.reset()
     assert_ptxas_accepts(dumped_ptx(d, 2))
 
+
+# ---- advanced indexing: the result's strides ----------------------------------
+
+INDEX_CASES = {
+    # (source, index items): eager's aten::index is a TensorIterator over
+    # the restrided source and the index tensors: size-1 dims take their
+    # strides from them (fuzz seed 66371)
+    "size1_after": (lambda: torch.randn(4, 1, 2).transpose(1, 2),
+                    lambda s: (torch.arange(4),)),
+    "size1_before": (lambda: torch.randn(1, 3, 5).transpose(0, 1),
+                     lambda s: (slice(None), slice(None), torch.tensor([0, 4, 1, 1]))),
+    "two_adjacent": (lambda: torch.randn(2, 1, 3, 4).permute(1, 0, 2, 3),
+                     lambda s: (slice(None), torch.tensor([1, 0]),
+                                torch.tensor([2, 2]))),
+    "apart": (lambda: torch.randn(3, 1, 4, 1).transpose(1, 3),
+              lambda s: (torch.tensor([[0, 2]]), slice(None),
+                         torch.tensor([[1, 3]]))),
+    "index_2d": (lambda: torch.randn(5, 1, 2).transpose(1, 2),
+                 lambda s: (torch.tensor([[0], [4], [2]]),)),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_CASES))
+def test_index_result_strides(name):
+    make, items = INDEX_CASES[name]
+    x = make()
+    ix = items(x)
+    f = lambda x: (x[ix] / 2, x[ix])  # noqa: E731
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()

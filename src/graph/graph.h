@@ -209,6 +209,11 @@ tc_dtype tc_promote_types(tc_dtype a, tc_dtype b);
 int tc_iter_layout(int n, const tc_layout *const *ops, tc_layout *out,
                    char *err, size_t errlen);
 
+/* at::detail::computeStride: the strides of old viewed as shape[0..n-1]
+ * into st; 0, or -1 if no view has that shape. */
+int tc_layout_view_strides(const tc_layout *old, const int64_t *shape, int n,
+                           int64_t *st);
+
 /* "%3 = mul(%2, 0.5)" for an op node, "%x0" / literal otherwise.  malloc'd,
  * NULL on allocation failure. */
 char *tc_node_format(const tc_graph *g, int id);
