@@ -204,15 +204,16 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
     static char *names[] = {"recompile_limit", "num_threads",
                             "parallel_threshold", "skip_prefixes",
                             "ptx_dump_dir", "cache", "cache_dir",
-                            "cache_size_mb", "compile_workers", NULL};
-    int limit = -1, threads = -1, cache = -1, workers = -1;
+                            "cache_size_mb", "compile_workers",
+                            "emulate_precision_casts", NULL};
+    int limit = -1, threads = -1, cache = -1, workers = -1, emulate = -1;
     long long threshold = -1, cache_mb = -1;
     PyObject *prefixes = NULL, *ptx_dir = NULL, *cache_dir = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOLi", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$iiLO!OiOLii", names,
                                      &limit, &threads, &threshold,
                                      &PyTuple_Type, &prefixes, &ptx_dir,
                                      &cache, &cache_dir, &cache_mb,
-                                     &workers)) {
+                                     &workers, &emulate)) {
         return NULL;
     }
     if (workers >= 0) {
@@ -242,6 +243,9 @@ mod_set_config(PyObject *m, PyObject *args, PyObject *kw)
     }
     if (limit >= 0) {
         tc_config.recompile_limit = limit;
+    }
+    if (emulate >= 0) {
+        tc_config.emulate_precision_casts = emulate != 0;
     }
     if (threads >= 0) {
         tc_threadpool_set_threads(threads);

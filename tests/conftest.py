@@ -27,7 +27,8 @@ import tolerance
 
 _CONFIG_KEYS = ("recompile_limit", "num_threads", "parallel_threshold",
                 "cudagraphs", "max_autotune", "freezing", "template",
-                "cache", "cache_size_mb", "compile_workers")
+                "cache", "cache_size_mb", "compile_workers",
+                "emulate_precision_casts")
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,9 @@ _DEFAULTS = {
     "cache_size_mb": 1024,       # its bound: least recently used evicted
     "compile_workers": 0,        # processes compiling a graph's kernels;
                                  # 0 = auto (docs/cache.md), 1 = serial
+    # 1: round every float16 / bfloat16 op result inside fused kernels as
+    # eager stores it (exact eager answers; bf16 chains ~1.3-1.6x slower)
+    "emulate_precision_casts": 0,
 }
 
 

@@ -331,6 +331,7 @@ compile_graph(const tc_backend *be, tc_graph *g, const char *title,
               int device, int dynamic, int autotune, char **code)
 {
     char err[256];
+    g->emulate_precision = tc_config.emulate_precision_casts;
     tc_plan *plan = tc_schedule(g, err, sizeof(err));
     if (plan == NULL) {
         PyErr_Format(PyExc_RuntimeError, "tcjit scheduling failed: %s", err);

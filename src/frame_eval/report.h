@@ -23,6 +23,7 @@ typedef struct {
     int recompile_limit;
     PyObject *skip_prefixes;  /* ((prefix, skip), ...): roots never traced */
     char *ptx_dump_dir;       /* also write PTX of CPU graphs here (tests) */
+    int emulate_precision_casts;  /* graph.h tc_graph.emulate_precision */
 } tc_settings;
 
 extern tc_settings tc_config;

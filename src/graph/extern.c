@@ -473,6 +473,62 @@ tc_xshape_index(xctx *x, int variant)
     return 0;
 }
 
+/* aten::index's result layout: a TensorIterator (build_index_op) over the
+ * source restrided to the result's shape (stride 0 in the indexed dims,
+ * which move to the front when they are not adjacent) and each index
+ * tensor viewed as [1] * before + its shape + [1] * after, so the strides
+ * of size-1 dims follow eager (fuzz seed 66371).  Index tensors of
+ * different shapes (expanded first) keep the contiguous result. */
+static void
+index_layout(const xctx *x, tc_layout *out)
+{
+    const tc_layout *src = L(x, 0);
+    int64_t mask = x->xa[TC_XA_INDEX_DIMS];
+    tc_layout ops[TC_MAX_OP_INPUTS];
+    const tc_layout *opp[TC_MAX_OP_INPUTS];
+    const tc_layout *ix = L(x, 1);
+    int first = -1, last = -1, nidx = x->nin - 1;
+    for (int d = 0; d < src->ndim; d++) {
+        if (mask >> d & 1) {
+            first = first < 0 ? d : first;
+            last = d;
+        }
+    }
+    for (int k = 2; k < x->nin; k++) {
+        if (!tc_layout_same_sizes(L(x, k), ix)) {
+            return;
+        }
+    }
+    int before = last - first + 1 == nidx ? first : 0;
+    /* the source: its non-indexed dims around ix->ndim dims of stride 0 */
+    ops[0] = *out;
+    for (int d = 0, o = 0; d < src->ndim; d++) {
+        if (o == before) {
+            for (int j = 0; j < ix->ndim; j++) {
+                ops[0].strides[o++] = 0;
+            }
+        }
+        if (!(mask >> d & 1)) {
+            ops[0].strides[o++] = src->strides[d];
+        }
+    }
+    opp[0] = &ops[0];
+    for (int k = 1; k < x->nin; k++) {
+        tc_layout *v = &ops[k];
+        v->ndim = out->ndim;
+        for (int d = 0; d < out->ndim; d++) {
+            v->sizes[d] = d < before || d >= before + ix->ndim
+                ? 1 : ix->sizes[d - before];
+        }
+        if (tc_layout_view_strides(L(x, k), v->sizes, v->ndim, v->strides)
+            < 0) {
+            return;
+        }
+        opp[k] = v;
+    }
+    tc_iter_layout(x->nin, opp, out, NULL, 0);
+}
+
 /* ---- entry point ----------------------------------------------------- */
 
 int
@@ -512,6 +568,9 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     tc_layout_contiguous(&n.layout);
     if (!strcmp(op, "sdpa")) {
         sdpa_layout(&x, &n.layout);
+    }
+    if (!strcmp(op, "index")) {
+        index_layout(&x, &n.layout);
     }
     if (!strcmp(op, "cat") && nin <= TC_MAX_OP_INPUTS) {
         const tc_layout *ins[TC_MAX_OP_INPUTS];

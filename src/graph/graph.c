@@ -1769,9 +1769,9 @@ infer_size(const int64_t *in, int n, int64_t numel, int64_t *out, char *err,
 }
 
 /* at::detail::computeStride: 0 and strides of the view, or -1. */
-static int
-compute_stride(const tc_layout *old, const int64_t *shape, int n,
-               int64_t *st)
+int
+tc_layout_view_strides(const tc_layout *old, const int64_t *shape, int n,
+                       int64_t *st)
 {
     int64_t numel = tc_layout_numel(old);
     if (numel == 0 && old->ndim == n &&
@@ -1881,7 +1881,7 @@ make_view(tc_graph *g, int x, int n, const int64_t *sizes, int copy_ok,
     if (infer_size(sizes, n, tc_layout_numel(l), shape, err, errlen) < 0) {
         return -1;
     }
-    if (compute_stride(l, shape, n, st) < 0) {
+    if (tc_layout_view_strides(l, shape, n, st) < 0) {
         if (!copy_ok) {
             tc_set_err(err, errlen, "view size is not compatible with input "
                     "tensor's size and stride (at least one dimension spans "

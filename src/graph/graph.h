@@ -155,6 +155,9 @@ typedef struct tc_graph {
     int noutputs;
     int cuda;                    /* its tensors are on a CUDA device, where
                                     some result layouts differ (op_layout) */
+    int emulate_precision;       /* kernels round every float16 / bfloat16
+                                    op result as eager stores it
+                                    (config.emulate_precision_casts) */
     int *output_writes;          /* by output: the graph input whose storage
                                     the output's value is written back into
                                     after the run (an in-place op's), or -1;
@@ -215,6 +218,11 @@ tc_dtype tc_promote_types(tc_dtype a, tc_dtype b);
  * part as 0-d tensors.  Returns 0, or -1 with torch's broadcast message. */
 int tc_iter_layout(int n, const tc_layout *const *ops, tc_layout *out,
                    char *err, size_t errlen);
+
+/* at::detail::computeStride: the strides of old viewed as shape[0..n-1]
+ * into st; 0, or -1 if no view has that shape. */
+int tc_layout_view_strides(const tc_layout *old, const int64_t *shape, int n,
+                           int64_t *st);
 
 /* "%3 = mul(%2, 0.5)" for an op node, "%x0" / literal otherwise.  malloc'd,
  * NULL on allocation failure. */

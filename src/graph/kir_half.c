@@ -60,10 +60,12 @@ from_bits16(tc_kbuf *t, tc_dtype dt, int w)
                -1);
 }
 
+/* float16 bits (an int32, the 16 low bits; higher bits ignored) as a
+ * float32. */
 static int
-f16_to_f32(tc_kbuf *t, int h)
+f16_bits_to_f32(tc_kbuf *t, int bits)
 {
-    int x = bits16(t, h);
+    int x = op2(t, KOP_AND, I, bits, ki(t, 0xffff));
     int sign = op2(t, KOP_SHL, I, op2(t, KOP_AND, I, x, ki(t, 0x8000)),
                    ki(t, 16));
     int em = op2(t, KOP_AND, I, x, ki(t, 0x7fff));
@@ -91,8 +93,9 @@ is_nan_bits(tc_kbuf *t, int w, int *abs_w)
     return op2(t, KOP_LT, B, ki(t, 0x7f800000), *abs_w);
 }
 
+/* float32 f rounded to float16, as its 16 bits in an int32. */
 static int
-f32_to_f16(tc_kbuf *t, int f)
+f32_to_f16_bits(tc_kbuf *t, int f)
 {
     int w = put(t, KOP_BITCAST, I, f, -1, -1);
     int aw;
@@ -115,18 +118,20 @@ f32_to_f16(tc_kbuf *t, int f)
                           ki(t, 0x7c00)),
                       op2(t, KOP_AND, I, r, ki(t, 0x0fff)));
     int mag = put(t, KOP_WHERE, I, nan, nan_bits, nonsign);
-    return from_bits16(t, TC_F16, op2(t, KOP_OR, I, sign, mag));
+    return op2(t, KOP_OR, I, sign, mag);
 }
 
 static int
-bf16_to_f32(tc_kbuf *t, int h)
+bf16_bits_to_f32(tc_kbuf *t, int bits)
 {
-    return put(t, KOP_BITCAST, F, op2(t, KOP_SHL, I, bits16(t, h), ki(t, 16)),
-               -1, -1);
+    return put(t, KOP_BITCAST, F, op2(t, KOP_SHL, I, bits, ki(t, 16)), -1,
+               -1);
 }
 
+/* float32 f rounded to bfloat16, as its 16 bits in an int32 (higher bits
+ * undefined). */
 static int
-f32_to_bf16(tc_kbuf *t, int f)
+f32_to_bf16_bits(tc_kbuf *t, int f)
 {
     int w = put(t, KOP_BITCAST, I, f, -1, -1);
     int aw;
@@ -136,8 +141,7 @@ f32_to_bf16(tc_kbuf *t, int f)
                       op2(t, KOP_ADD, I, w,
                           op2(t, KOP_ADD, I, lsb, ki(t, 0x7fff))),
                       ki(t, 16));
-    return from_bits16(t, TC_BF16,
-                       put(t, KOP_WHERE, I, nan, ki(t, 0xffff), rounded));
+    return put(t, KOP_WHERE, I, nan, ki(t, 0xffff), rounded);
 }
 
 static int
@@ -151,18 +155,26 @@ static int
 expand(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
 {
     const tc_kernel *k = ctx;
-    tc_dtype from = k->insts[in->a].dtype;
-    int a = map[in->a];
-    if (from == TC_F16) {
-        return f16_to_f32(t, a);
-    }
-    if (from == TC_BF16) {
-        return bf16_to_f32(t, a);
+    const tc_kinst *src = &k->insts[in->a];
+    tc_dtype from = src->dtype;
+    if (from == TC_F16 || from == TC_BF16) {
+        /* float32 rounded to a reduced float and widened back (the
+         * scheduler does that after every op of that dtype): the bits
+         * stay in an int32, no 16-bit moves that would stop the
+         * vectorizer */
+        int bits = src->op == KOP_CAST && k->insts[src->a].dtype == F
+            ? (from == TC_F16 ? f32_to_f16_bits : f32_to_bf16_bits)(
+                  t, map[src->a])
+            : bits16(t, map[in->a]);
+        return from == TC_F16 ? f16_bits_to_f32(t, bits)
+                              : bf16_bits_to_f32(t, bits);
     }
     if (in->dtype == TC_F16) {
-        return f32_to_f16(t, a);
+        return from_bits16(t, TC_F16, f32_to_f16_bits(t, map[in->a]));
     }
-    return in->dtype == TC_BF16 ? f32_to_bf16(t, a) : TC_KEEP;
+    return in->dtype == TC_BF16
+        ? from_bits16(t, TC_BF16, f32_to_bf16_bits(t, map[in->a]))
+        : TC_KEEP;
 }
 
 int

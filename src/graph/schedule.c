@@ -1065,8 +1065,21 @@ static int gen_node(kgen *kg, int id, const imap *m);
 
 /* Values in KIR: a node of dtype dt is a value of tc_dtype_opmath(dt).
  * Reduced floats (float16, bfloat16) are float32 values, rounded to their
- * dtype only when stored or converted to another dtype: one rounding per
- * fused kernel, as Inductor does, where eager rounds after every op. */
+ * dtype when stored or converted to another dtype: one rounding per fused
+ * kernel, as Inductor does, where eager rounds after every op.  With
+ * g->emulate_precision every op's result is rounded (and widened back) as
+ * eager stores it, so answers are eager's exactly (an eq after a float16
+ * sub, fuzz seed 61034) at the cost of the roundings (Inductor's
+ * emulate_precision_casts).  Where the decomposition of one eager op
+ * computes in float32 (softmax, norms), its graph nodes are float32. */
+static int
+as_stored(kgen *kg, int v, tc_dtype dt)
+{
+    if (tc_dtype_is_reduced_float(dt) && kg->s->g->emulate_precision) {
+        v = kb_cast(&kg->kb, v, dt);
+    }
+    return kb_cast(&kg->kb, v, tc_dtype_opmath(dt));
+}
 
 /* eager's mul and div take a reduced-float operand that is a 0-d tensor or
  * a Python number in float32 (opmath) instead of rounding it to the
@@ -1120,7 +1133,9 @@ gen_operand(kgen *kg, int id, const imap *m, tc_dtype dt, int keep_opmath)
     }
     int v = gen_node(kg, id, m);
     if (n->dtype != dt && !keep_opmath) {
-        v = kb_cast(&kg->kb, v, dt);
+        /* a reduced float converts as eager stored it (x.float() - x of
+         * a float16 x computed here is 0, fuzz seed 64969) */
+        v = kb_cast(&kg->kb, kb_cast(&kg->kb, v, n->dtype), dt);
     }
     return kb_cast(&kg->kb, v, rep);
 }
@@ -1169,9 +1184,9 @@ gen_op(kgen *kg, int id, const imap *m)
     }
     tc_dtype kout = def->promote == TC_PROMOTE_CAST ? out
                                                      : tc_dtype_opmath(out);
-    int v = kb_cast(&kg->kb,
-                    def->lower(&kg->kb, args, tc_dtype_opmath(compute), kout),
-                    tc_dtype_opmath(n->dtype));
+    int v = as_stored(kg,
+                      def->lower(&kg->kb, args, tc_dtype_opmath(compute), kout),
+                      n->dtype);
     if (v < 0) {
         serr(s, "cannot lower %s for %s", def->name, tc_dtype_name(compute));
     }
@@ -1202,6 +1217,15 @@ acc_dtype(const tc_graph *g, const tc_node *r)
     case TC_ACC_ARGMAX:
     case TC_ACC_ARGMIN:
         return tc_dtype_opmath(g->nodes[r->in[0]].dtype);
+    case TC_ACC_PROD:
+        /* float products in float64: the lanes' partial products are
+         * folded in another order than eager's, and two small partials
+         * would underflow to 0 in float32 (then 0 * inf = NaN where eager,
+         * scanning in order, reached inf first) */
+        if (tc_dtype_is_float(r->dtype)) {
+            return TC_F64;
+        }
+        return tc_dtype_opmath(r->dtype);
     default:
         /* reduced floats accumulate in float32, as eager does */
         return tc_dtype_opmath(r->dtype);
@@ -1220,8 +1244,7 @@ gen_reduction(kgen *kg, int id, const imap *m)
     tc_acc_kind kind = acc_kind(tc_ops[n->op].name);
     int comp = kind == TC_ACC_ARGMAX || kind == TC_ACC_ARGMIN;
     kg->used[id] = 1;
-    return kb_cast(&kg->kb, kb_acc_result(&kg->kb, r->acc, comp),
-                   tc_dtype_opmath(n->dtype));
+    return as_stored(kg, kb_acc_result(&kg->kb, r->acc, comp), n->dtype);
 }
 
 static int
