@@ -721,6 +721,35 @@ def test_backward_after_an_extern_step_stays_compiled():
     assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n
 
 
+def _backward_kernels(caplog):
+    """The backward's kernels: one line each ('void kN(...) { // ops')."""
+    from conftest import log_messages
+    code = "\n".join(m for m in log_messages(caplog, "output_code")
+                     if "tcjit_backward" in m.splitlines()[0])
+    return [l for l in code.splitlines() if l.startswith("void k")]
+
+
+def test_gelu_derivative_fuses_after_the_matmul(tcjit_logs):
+    # GELU's derivative reads only its saved input (a graph input of the
+    # backward, level 0) and is consumed after the backward's matmul
+    # (level 1): it was stored by a kernel of its own and read back by
+    # the kernel that multiplies it into the gradient; recomputed there
+    # it costs one read and no kernel
+    def f(x, w1, b1, w2):
+        h = F.gelu(F.linear(x, w1, b1), approximate="tanh")
+        return F.linear(h, w2).sum()
+
+    args = rg(8, 16, seed=0), rg(32, 16, seed=1), rg(32, seed=2), rg(4, 32, seed=3)
+    caplog = tcjit_logs("output_code")
+    try:
+        grads_like_eager(f, *args)
+    finally:
+        tcjit.set_logs("")
+    kernels = _backward_kernels(caplog)
+    gelu = [k for k in kernels if "tanh(" in k]
+    assert len(gelu) == 1 and "sum(" in gelu[0], kernels
+
+
 def test_attention_is_not_called_again_in_the_backward():
     # the forward's sdpa call keeps its autograd graph (out, logsumexp):
     # the backward runs torch's attention backward on it, it does not
