@@ -783,6 +783,50 @@ def test_gelu_derivative_fuses_after_the_matmul(tcjit_logs):
     assert len(gelu) == 1 and "sum(" in gelu[0], kernels
 
 
+def test_cross_entropy_backward_is_one_pass_over_the_scores(tcjit_logs):
+    # under grad, F.cross_entropy is each row's logsumexp (our kernel,
+    # its max stopping the gradient) plus an nll_loss of the scores: the
+    # backward is exp(x - lse) minus the one-hot in one pointwise kernel
+    # from the saved row statistics; the extern's rule recomputed the
+    # softmax (amax and sum passes over the scores)
+    def f(x):
+        return F.cross_entropy(x.sin(), _TGT, ignore_index=4)
+
+    caplog = tcjit_logs("output_code")
+    try:
+        grads_like_eager(f, rg(6, 5, seed=1))
+    finally:
+        tcjit.set_logs("")
+    kernels = _backward_kernels(caplog)
+    assert not any("amax(" in k or "sum(" in k for k in kernels), kernels
+    assert any("exp(" in k for k in kernels), kernels
+
+
+def test_cross_entropy_under_grad_checks_targets_as_eager():
+    def f(x):
+        return F.cross_entropy(x, torch.tensor([0, 7, 1]))
+
+    x = rg(3, 5, seed=3).requires_grad_()
+    with pytest.raises((IndexError, RuntimeError)) as eager:
+        f(x)
+    with pytest.raises(type(eager.value)):
+        tcjit.compile(f)(x)
+
+
+def test_logsumexp_backward_needs_no_reduction(tcjit_logs):
+    def f(x):
+        return torch.logsumexp(x, 1).sin()
+
+    caplog = tcjit_logs("output_code")
+    try:
+        grads_like_eager(f, rg(4, 6, seed=4))
+    finally:
+        tcjit.set_logs("")
+    kernels = _backward_kernels(caplog)
+    assert kernels and not any("amax(" in k or "sum(" in k
+                               for k in kernels), kernels
+
+
 def test_attention_is_not_called_again_in_the_backward():
     # the forward's sdpa call keeps its autograd graph (out, logsumexp):
     # the backward runs torch's attention backward on it, it does not
