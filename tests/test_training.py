@@ -754,9 +754,15 @@ def test_backward_after_an_extern_step_stays_compiled():
     assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n
 
 
-def _backward_kernels(caplog):
-    """The backward's kernels: one line each ('void kN(...) { // ops')."""
+def _backward_kernels(tcjit_logs, fn, *args):
+    """grads_like_eager(fn, *args); the compiled backward's kernels: one
+    line each ('void kN(...) {   // ops')."""
     from conftest import log_messages
+    caplog = tcjit_logs("output_code")
+    try:
+        grads_like_eager(fn, *args)
+    finally:
+        tcjit.set_logs("")
     code = "\n".join(m for m in log_messages(caplog, "output_code")
                      if "tcjit_backward" in m.splitlines()[0])
     return [l for l in code.splitlines() if l.startswith("void k")]
@@ -772,13 +778,9 @@ def test_gelu_derivative_fuses_after_the_matmul(tcjit_logs):
         h = F.gelu(F.linear(x, w1, b1), approximate="tanh")
         return F.linear(h, w2).sum()
 
-    args = rg(8, 16, seed=0), rg(32, 16, seed=1), rg(32, seed=2), rg(4, 32, seed=3)
-    caplog = tcjit_logs("output_code")
-    try:
-        grads_like_eager(f, *args)
-    finally:
-        tcjit.set_logs("")
-    kernels = _backward_kernels(caplog)
+    args = (rg(8, 16, seed=0), rg(32, 16, seed=1), rg(32, seed=2),
+            rg(4, 32, seed=3))
+    kernels = _backward_kernels(tcjit_logs, f, *args)
     gelu = [k for k in kernels if "tanh(" in k]
     assert len(gelu) == 1 and "sum(" in gelu[0], kernels
 
@@ -792,12 +794,7 @@ def test_cross_entropy_backward_is_one_pass_over_the_scores(tcjit_logs):
     def f(x):
         return F.cross_entropy(x.sin(), _TGT, ignore_index=4)
 
-    caplog = tcjit_logs("output_code")
-    try:
-        grads_like_eager(f, rg(6, 5, seed=1))
-    finally:
-        tcjit.set_logs("")
-    kernels = _backward_kernels(caplog)
+    kernels = _backward_kernels(tcjit_logs, f, rg(6, 5, seed=1))
     assert not any("amax(" in k or "sum(" in k for k in kernels), kernels
     assert any("exp(" in k for k in kernels), kernels
 
@@ -817,12 +814,7 @@ def test_logsumexp_backward_needs_no_reduction(tcjit_logs):
     def f(x):
         return torch.logsumexp(x, 1).sin()
 
-    caplog = tcjit_logs("output_code")
-    try:
-        grads_like_eager(f, rg(4, 6, seed=4))
-    finally:
-        tcjit.set_logs("")
-    kernels = _backward_kernels(caplog)
+    kernels = _backward_kernels(tcjit_logs, f, rg(4, 6, seed=4))
     assert kernels and not any("amax(" in k or "sum(" in k
                                for k in kernels), kernels
 
