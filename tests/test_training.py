@@ -8,6 +8,7 @@ broadcasts, reductions and views.
 """
 import logging
 import math
+import re
 import sys
 
 import pytest
@@ -624,10 +625,42 @@ def test_recompute_partition_gives_the_same_gradients(recompute, monkeypatch):
     monkeypatch.setattr(A.Plan, "__init__", spy)
     grads_like_eager(f, rg(3, 8), rg(8), rg(8))
     src = plans[0].backward_src
-    assert ("= torch.rsqrt(" in src) == recompute, src
+    # recomputed: the normalized input (x - mean) * rstd, GELU (not the
+    # matmul's operand h: the forward stores it for the call anyway); the
+    # row statistic rstd, which the backward broadcasts, is saved
+    assert bool(re.search(r"^    r\d+ = ", src, re.M)) == recompute, src
+    assert ("F.gelu(" in src) == recompute, src
+    assert "torch.rsqrt(" not in src, src
 
 
 # ---- nanoGPT ---------------------------------------------------------------------
+
+def test_first_step_imports_no_sympy():
+    # the plan evaluated extern and reduction rules on meta tensors and a
+    # kept call's backward ran torch.autograd.grad: each first use in a
+    # process imports torch.fx's symbolic shapes and sympy (a third of a
+    # second of the first training step, which eager does not pay)
+    import os
+    import subprocess
+    code = (
+        "import sys, torch\n"
+        "sys.path.insert(0, 'tests')\n"
+        "import tcjit\n"
+        "from test_models import GPT\n"
+        "torch.manual_seed(0)\n"
+        "m = tcjit.compile(GPT(n_layer=1).eval())\n"
+        "idx = torch.randint(0, 50, (2, 16))\n"
+        "before = 'sympy' in sys.modules\n"
+        "_, loss = m(idx, idx)\n"
+        "loss.backward()\n"
+        "print(before, 'sympy' in sys.modules)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(
+        os.environ, PYTHONPATH=os.path.join(root, "python")),
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"], out.stdout
+
 
 def test_nanogpt_three_adamw_steps_match_eager():
     from test_models import GPT
@@ -719,6 +752,71 @@ def test_backward_after_an_extern_step_stays_compiled():
     loss = tcjit.compile(f)(*xs)
     n = _aten_counts(loss.backward)
     assert n["aten::mul"] + n["aten::cos"] + n["aten::tanh"] == 0, n
+
+
+def _backward_kernels(tcjit_logs, fn, *args):
+    """grads_like_eager(fn, *args); the compiled backward's kernels: one
+    line each ('void kN(...) {   // ops')."""
+    from conftest import log_messages
+    caplog = tcjit_logs("output_code")
+    try:
+        grads_like_eager(fn, *args)
+    finally:
+        tcjit.set_logs("")
+    code = "\n".join(m for m in log_messages(caplog, "output_code")
+                     if "tcjit_backward" in m.splitlines()[0])
+    return [l for l in code.splitlines() if l.startswith("void k")]
+
+
+def test_gelu_derivative_fuses_after_the_matmul(tcjit_logs):
+    # GELU's derivative reads only its saved input (a graph input of the
+    # backward, level 0) and is consumed after the backward's matmul
+    # (level 1): it was stored by a kernel of its own and read back by
+    # the kernel that multiplies it into the gradient; recomputed there
+    # it costs one read and no kernel
+    def f(x, w1, b1, w2):
+        h = F.gelu(F.linear(x, w1, b1), approximate="tanh")
+        return F.linear(h, w2).sum()
+
+    args = (rg(8, 16, seed=0), rg(32, 16, seed=1), rg(32, seed=2),
+            rg(4, 32, seed=3))
+    kernels = _backward_kernels(tcjit_logs, f, *args)
+    gelu = [k for k in kernels if "tanh(" in k]
+    assert len(gelu) == 1 and "sum(" in gelu[0], kernels
+
+
+def test_cross_entropy_backward_is_one_pass_over_the_scores(tcjit_logs):
+    # under grad, F.cross_entropy is each row's logsumexp (our kernel,
+    # its max stopping the gradient) plus an nll_loss of the scores: the
+    # backward is exp(x - lse) minus the one-hot in one pointwise kernel
+    # from the saved row statistics; the extern's rule recomputed the
+    # softmax (amax and sum passes over the scores)
+    def f(x):
+        return F.cross_entropy(x.sin(), _TGT, ignore_index=4)
+
+    kernels = _backward_kernels(tcjit_logs, f, rg(6, 5, seed=1))
+    assert not any("amax(" in k or "sum(" in k for k in kernels), kernels
+    assert any("exp(" in k for k in kernels), kernels
+
+
+def test_cross_entropy_under_grad_checks_targets_as_eager():
+    def f(x):
+        return F.cross_entropy(x, torch.tensor([0, 7, 1]))
+
+    x = rg(3, 5, seed=3).requires_grad_()
+    with pytest.raises((IndexError, RuntimeError)) as eager:
+        f(x)
+    with pytest.raises(type(eager.value)):
+        tcjit.compile(f)(x)
+
+
+def test_logsumexp_backward_needs_no_reduction(tcjit_logs):
+    def f(x):
+        return torch.logsumexp(x, 1).sin()
+
+    kernels = _backward_kernels(tcjit_logs, f, rg(4, 6, seed=4))
+    assert kernels and not any("amax(" in k or "sum(" in k
+                               for k in kernels), kernels
 
 
 def test_attention_is_not_called_again_in_the_backward():

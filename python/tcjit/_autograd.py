@@ -27,11 +27,13 @@ never backpropagated, stay those of the compiled kernels plus the saved
 tensors.
 """
 import ast
+import itertools
 import logging
 import math
 import os
 import re
 import threading
+import types
 
 import torch
 import torch.nn.functional as F
@@ -40,9 +42,9 @@ from . import _C
 from .graph import Graph
 
 _OPS = {row["name"]: row for row in _C.op_table()}
-# TCJIT_RECOMPUTE=1: recompute cheap pointwise values in the backward
-# instead of saving them (docs/training.md says why it is off for now)
-_RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "0") == "1"
+# TCJIT_RECOMPUTE=0: save every value the backward reads instead of
+# recomputing cheap pointwise ones (docs/training.md, the partition)
+_RECOMPUTE = os.environ.get("TCJIT_RECOMPUTE", "1") != "0"
 # ops that may draw random numbers: the generic externs (extern.h)
 _GENERIC = ("extern", "extern_item")
 
@@ -188,14 +190,209 @@ def _sum_dims(src, dst):
 
 
 def _meta_result(n, tree):
-    """Shape and dtype of a rule's result, from running it on meta
-    tensors (externs' rules: what to sum it back to)."""
+    """Shape and dtype of a rule's result (externs' and reductions'
+    rules: what to sum it back to): from _Shape's evaluation of the rule,
+    or where a rule uses what _Shape does not model, from running it on
+    meta tensors (whose first use in a process imports sympy: a third of
+    a second of the first training step)."""
+    code = compile(ast.Expression(tree), "<rule>", "eval")
+    env = {"torch": _SHAPE_TORCH, "F": _SHAPE_F, "math": math,
+           "g": _Shape.of(n), "y": _Shape.of(n)}
+    for i, a in enumerate(n.args):
+        env[f"x{i}"] = a.value if a.kind == "scalar" else _Shape.of(a)
+    try:
+        r = eval(code, env)
+        if isinstance(r, _Shape):
+            return tuple(r.shape), r.dtype
+    except Exception:       # _Unmodeled, or a torch function not modeled
+        pass
     env = {"torch": torch, "F": F, "math": math, "g": _meta(n, False),
            "y": _meta(n, False)}
     for i, a in enumerate(n.args):
         env[f"x{i}"] = a.value if a.kind == "scalar" else _meta(a, False)
-    r = eval(compile(ast.Expression(tree), "<rule>", "eval"), env)
+    r = eval(code, env)
     return tuple(r.shape), r.dtype
+
+
+class _Unmodeled(Exception):
+    """A rule uses something _Shape does not model: ask torch."""
+
+
+def _broadcast(*shapes):
+    out = []
+    for dims in itertools.zip_longest(*(reversed(s) for s in shapes),
+                                      fillvalue=1):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise _Unmodeled("shapes do not broadcast")
+        out.append(big.pop() if big else 1)
+    return tuple(reversed(out))
+
+
+def _proto(v):
+    """A stand-in for torch's type promotion: a 0-element tensor of v's
+    dtype and dimensionality (0-d tensors promote like Python numbers)."""
+    if isinstance(v, _Shape):
+        return torch.empty((0,) if v.shape else (), dtype=v.dtype)
+    if isinstance(v, (bool, int, float)):
+        return v
+    raise _Unmodeled(type(v).__name__)
+
+
+class _Shape:
+    """A value of a derivative rule, shape and dtype only: the few tensor
+    operations the non-pointwise ops' rules use (matmuls, reductions,
+    broadcasting arithmetic, views), anything else raises _Unmodeled."""
+    __slots__ = ("shape", "dtype")
+    device = None
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+
+    @staticmethod
+    def of(n):
+        return _Shape(n.shape, n.dtype)
+
+    def dim(self):
+        return len(self.shape)
+
+    def _binary(self, other, op, reverse=False):
+        a, b = (other, self) if reverse else (self, other)
+        shape = _broadcast(*(v.shape for v in (a, b)
+                             if isinstance(v, _Shape)))
+        if op == "cmp":
+            return _Shape(shape, torch.bool)
+        dt = torch.result_type(_proto(a), _proto(b))
+        if op == "div" and not (dt.is_floating_point or dt.is_complex):
+            dt = torch.get_default_dtype()
+        return _Shape(shape, dt)
+
+    def __add__(self, o): return self._binary(o, "arith")
+    def __radd__(self, o): return self._binary(o, "arith", True)
+    def __sub__(self, o): return self._binary(o, "arith")
+    def __rsub__(self, o): return self._binary(o, "arith", True)
+    def __mul__(self, o): return self._binary(o, "arith")
+    def __rmul__(self, o): return self._binary(o, "arith", True)
+    def __truediv__(self, o): return self._binary(o, "div")
+    def __rtruediv__(self, o): return self._binary(o, "div", True)
+    def __pow__(self, o): return self._binary(o, "arith")
+    def __and__(self, o): return self._binary(o, "arith")
+    def __or__(self, o): return self._binary(o, "arith")
+    def __eq__(self, o): return self._binary(o, "cmp")
+    def __ne__(self, o): return self._binary(o, "cmp")
+    def __lt__(self, o): return self._binary(o, "cmp")
+    def __le__(self, o): return self._binary(o, "cmp")
+    def __gt__(self, o): return self._binary(o, "cmp")
+    def __ge__(self, o): return self._binary(o, "cmp")
+    __hash__ = None
+
+    def __neg__(self):
+        return self
+
+    def to(self, dtype):
+        if not isinstance(dtype, torch.dtype):
+            raise _Unmodeled("to() of a non-dtype")
+        return _Shape(self.shape, dtype)
+
+    def t(self):
+        if self.dim() > 2:
+            raise _Unmodeled("t() of more than 2 dims")
+        return _Shape(self.shape[::-1], self.dtype)
+
+    def transpose(self, a, b):
+        s = list(self.shape)
+        a, b = a % len(s), b % len(s)
+        s[a], s[b] = s[b], s[a]
+        return _Shape(s, self.dtype)
+
+    def unsqueeze(self, d):
+        s = list(self.shape)
+        s.insert(d % (len(s) + 1), 1)
+        return _Shape(s, self.dtype)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        numel = math.prod(self.shape)
+        known = math.prod(d for d in shape if d != -1)
+        shape = tuple(numel // known if d == -1 and known else d
+                      for d in shape)
+        if math.prod(shape) != numel:
+            raise _Unmodeled("reshape to another numel")
+        return _Shape(shape, self.dtype)
+
+    def expand(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        lead = len(shape) - self.dim()
+        if lead < 0:
+            raise _Unmodeled("expand to fewer dims")
+        out = list(shape)
+        for i, s in enumerate(self.shape):
+            if out[lead + i] == -1:
+                out[lead + i] = s
+            elif s != 1 and s != out[lead + i]:
+                raise _Unmodeled("expand of a non-1 dim")
+        return _Shape(out, self.dtype)
+
+    def sum(self, dims=None, keepdim=False):
+        dt = (torch.int64 if not (self.dtype.is_floating_point
+                                  or self.dtype.is_complex)
+              else self.dtype)
+        if dims is None:
+            return _Shape((), dt)
+        dims = {d % self.dim() for d in
+                (dims if isinstance(dims, (tuple, list)) else (dims,))}
+        return _Shape([1 if d in dims else s for d, s in
+                       enumerate(self.shape) if keepdim or d not in dims], dt)
+
+
+def _shape_matmul(a, b):
+    if a.dim() < 1 or b.dim() < 1:
+        raise _Unmodeled("matmul of a 0-d tensor")
+    sa = a.shape if a.dim() > 1 else (1,) + a.shape
+    sb = b.shape if b.dim() > 1 else b.shape + (1,)
+    if sa[-1] != sb[-2]:
+        raise _Unmodeled("matmul sizes")
+    out = _broadcast(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    out = out[:-2] + out[-2:-1] * (a.dim() > 1) + out[-1:] * (b.dim() > 1)
+    return _Shape(out, torch.result_type(_proto(a), _proto(b)))
+
+
+def _shape_pointwise(x, *rest, **kwargs):
+    if not isinstance(x, _Shape) or not x.dtype.is_floating_point:
+        raise _Unmodeled("a pointwise function of a non-float")
+    return x
+
+
+def _shape_where(c, a, b):
+    shape = _broadcast(*(v.shape for v in (c, a, b) if isinstance(v, _Shape)))
+    return _Shape(shape, torch.result_type(_proto(a), _proto(b)))
+
+
+def _shape_arange(n, device=None):
+    if not isinstance(n, int):
+        raise _Unmodeled("arange of a non-int")
+    return _Shape((n,), torch.int64)
+
+
+def _shape_embedding_backward(g, idx, num_weights, padding_idx, scale):
+    return _Shape((num_weights, g.shape[-1]), g.dtype)
+
+
+_SHAPE_TORCH = types.SimpleNamespace(
+    mm=_shape_matmul, bmm=_shape_matmul, matmul=_shape_matmul,
+    outer=lambda a, b: _Shape(a.shape + b.shape, a.dtype),
+    where=_shape_where, arange=_shape_arange,
+    softmax=_shape_pointwise, exp=_shape_pointwise, tanh=_shape_pointwise,
+    sigmoid=_shape_pointwise, cos=_shape_pointwise, sin=_shape_pointwise,
+    erf=_shape_pointwise, sgn=_shape_pointwise,
+    float32=torch.float32, float64=torch.float64, float16=torch.float16,
+    bfloat16=torch.bfloat16, int64=torch.int64, bool=torch.bool,
+    ops=types.SimpleNamespace(aten=types.SimpleNamespace(
+        embedding_dense_backward=_shape_embedding_backward)))
+_SHAPE_F = types.SimpleNamespace(softplus=_shape_pointwise)
 
 
 # The kept calls of the forward running on this thread (_Keep) and those
@@ -233,7 +430,16 @@ def _kept_grad(slot, g):
     y, *ins = _TLS.cur[slot]
     if y.grad_fn is None:      # torch's result did not depend on them
         return tuple(torch.zeros_like(x) for x in ins)
-    gs = torch.autograd.grad(y, ins, g, retain_graph=True, allow_unused=True)
+    run = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if run is not None and isinstance(g, torch.Tensor) and g.shape == y.shape:
+        # torch.autograd.grad less its check of g against y (g is made
+        # with y's shape), whose first call imports torch.fx's symbolic
+        # shapes and sympy: a third of a second of the first step
+        gs = run((y,), (g,), True, False, tuple(ins), True,
+                 accumulate_grad=False)
+    else:
+        gs = torch.autograd.grad(y, ins, g, retain_graph=True,
+                                 allow_unused=True)
     return tuple(torch.zeros_like(x) if r is None else r
                  for x, r in zip(ins, gs))
 
@@ -275,6 +481,8 @@ class _Builder:
         self.kept = []        # (node, operands needed): calls kept (_Keep)
         self.pinned = set()   # their operands: outputs of the forward
         self.recompute = _RECOMPUTE if recompute is None else recompute
+        self.leaf_sets = {}
+        self.never_cheap = self.stored_anyway(graph) if self.recompute else set()
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
 
@@ -305,11 +513,62 @@ class _Builder:
         graph output (an output is kept anyway) and does not make a new
         tensor (full, arange).  Reductions, externs and views are saved:
         recomputing them costs a pass over their input, a view is free to
-        keep."""
+        keep.  So are, without costing the forward anything, the operands
+        of externs (stored for the call); and values that a consumer
+        broadcasts (a layer_norm's row statistics: a kernel of their own
+        in the backward, or a few bytes saved).  And a value whose
+        recomputation reads two or more full-size tensors (the residual
+        stream, a sum of every earlier block's outputs): saved, it is one
+        read; recomputed, it would be one per tensor."""
+        if n.index in self.never_cheap:
+            return False
         row = _OPS[n.op] if n.kind == "op" else None
         return (row is not None and row["kind"] == "pointwise"
                 and n.index not in self.outputs
-                and "n.device" not in (row["eager"] or ""))
+                and "n.device" not in (row["eager"] or "")
+                and len(self.leaves(n)) <= 1)
+
+    def leaves(self, n):
+        """The full-size tensors (n's numel) that recomputing n reads:
+        saved values and graph inputs; recomputed operands bring theirs."""
+        got = self.leaf_sets.get(n.index)
+        if got is None:
+            got = set()
+            numel = n.shape.numel()
+            for a in n.args:
+                if a.kind == "scalar" or a.shape.numel() < numel:
+                    continue
+                if a.kind == "op" and a.index not in self.values and (
+                        a.index in self.recomputed or self.cheap(a)):
+                    got |= self.leaves(a)
+                else:
+                    got.add(a.index)
+            self.leaf_sets[n.index] = got
+        return got
+
+    @staticmethod
+    def stored_anyway(graph):
+        """Nodes the partition saves rather than recomputes although
+        pointwise (cheap): extern operands (or their view bases) and
+        values a consumer broadcasts to 4x their size or more."""
+        out = set()
+        widest = {}
+        for c in graph.nodes:
+            if c.kind != "op":
+                continue
+            extern = _OPS.get(c.op, {}).get("kind") == "extern"
+            for a in c.args:
+                if a.kind == "scalar":
+                    continue
+                widest[a.index] = max(widest.get(a.index, 0), c.shape.numel())
+                while extern and a.base is not None:
+                    a = a.base
+                if extern:
+                    out.add(a.index)
+        for n in graph.nodes:
+            if n.kind == "op" and 4 * n.shape.numel() <= widest.get(n.index, 0):
+                out.add(n.index)
+        return out
 
     def replay(self, n):
         """n's eager expression (the registry's, as tcjit.Graph replays

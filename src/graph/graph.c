@@ -2255,8 +2255,13 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
     if (tc_dtype_is_reduced_float(dt)) {
         return reduce_logsumexp_half(g, x, mask, keepdim, err, errlen);
     }
-    /* at::logsumexp: maxes with +-inf replaced by 0 */
+    /* at::logsumexp: maxes with +-inf replaced by 0; the gradient does
+     * not flow through them (logsumexp_backward: g * exp(x - result)),
+     * so the backward is one pass over x, not two reductions more */
     int m = reduce_node(g, "amax", x, mask, 1, dt, err, errlen);
+    if (m >= 0) {
+        g->nodes[m].requires_grad = TC_GRAD_STOP;
+    }
     int inf = PW2("eq", PW1("abs", m), tc_graph_scalar_float(g, INFINITY));
     int in[3] = {inf, tc_graph_scalar_float(g, 0.0), m};
     int mz = inf < 0 ? -1 : tc_graph_op(g, "where", 3, in, TC_F32, err,
@@ -2267,6 +2272,43 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
     int ms = keepdim || mz < 0 ? mz : squeeze_mask(g, mz, mask, ndim, err,
                                                    errlen);
     return PW2("add", PW1("log", s), ms);
+}
+
+/* F.cross_entropy of [N, C] float scores with class-index targets, no
+ * weight and no smoothing (reduction 0 none, 1 mean, 2 sum), as each
+ * row's logsumexp minus its target's score: the logsumexp is a row
+ * reduction of ours, the score an nll_loss extern over the scores
+ * themselves (-x[i, t[i]], 0 where t[i] is ignore_index), which checks
+ * the targets as eager's cross_entropy does.  The backward is then
+ * exp(x - logsumexp) minus the one-hot, one pass over the scores from
+ * the saved row statistics; the extern's recomputed the softmax (three). */
+int
+tc_graph_cross_entropy(tc_graph *g, int x, int t, int reduction,
+                       int64_t ignore_index, char *err, size_t errlen)
+{
+    int64_t xa[TC_MAX_XATTR] = {0};
+    xa[TC_XA_LOSS_REDUCTION] = 0;
+    xa[TC_XA_LOSS_IGNORE_INDEX] = ignore_index;
+    int in[3] = {x, t, -1};
+    int nll = tc_graph_extern(g, "nll_loss", 2, in, xa, 0.0, err, errlen);
+    int lse = nll < 0 ? -1 : reduce_logsumexp(g, x, 1u << 1, 0, err, errlen);
+    int valid = PW2("ne", t, tc_graph_scalar_int(g, ignore_index));
+    in[0] = valid;
+    in[1] = lse;
+    in[2] = tc_graph_scalar_float(g, 0.0);
+    int kept = valid < 0 || lse < 0 ? -1 : tc_graph_op(g, "where", 3, in,
+                                                       TC_F32, err, errlen);
+    int row = PW2("add", kept, nll);
+    if (row < 0 || reduction == 0) {
+        return row;
+    }
+    int total = reduce_node(g, "sum", row, 1u, 0, g->nodes[row].dtype, err,
+                            errlen);
+    if (reduction == 2) {
+        return total;
+    }
+    int count = reduce_node(g, "sum", valid, 1u, 0, TC_I64, err, errlen);
+    return PW2("div", total, count);
 }
 
 int

@@ -352,6 +352,8 @@ int tc_graph_max_dim(tc_graph *g, int is_max, int x, int64_t dim,
                      int keepdim, int *values, int *indices, char *err,
                      size_t errlen);
 /* softmax / log_softmax(x, dim, dtype=None). */
+int tc_graph_cross_entropy(tc_graph *g, int x, int t, int reduction,
+                           int64_t ignore_index, char *err, size_t errlen);
 int tc_graph_softmax(tc_graph *g, int x, int64_t dim, int has_dtype,
                      tc_dtype dtype, int log, char *err, size_t errlen);
 /* layer_norm(x, normalized_shape, weight=-1, bias=-1, eps). */

@@ -166,19 +166,22 @@ wants_temp(const tc_graph *g, int id, const int64_t *max_consumer)
     return numel < max_consumer[id] && numel * 4 <= max_consumer[id];
 }
 
-static int64_t recompute_reads(const sched *s, int i, const int64_t *reads);
+static int recompute_leaves(const sched *s, int i, int *leaves);
 
 /* Worth a temporary too: a kernel after an extern needs it and would
- * recompute it from two or more full-size tensors.  Stored once, it is
- * one read there.  Without this a transformer's residual stream, read
- * after every block's matmuls, was recomputed in each later block from
- * all earlier blocks' outputs: kernels with O(depth) operands, O(depth^2)
- * work for a model traced as one graph. */
+ * recompute it from two or more distinct full-size tensors.  Stored once,
+ * it is one read there.  Without this a transformer's residual stream,
+ * read after every block's matmuls, was recomputed in each later block
+ * from all earlier blocks' outputs: kernels with O(depth) operands,
+ * O(depth^2) work for a model traced as one graph.  A chain over one
+ * tensor (GELU's derivative from its saved input, read after the
+ * backward's matmul) is not stored: recomputed in the kernel after the
+ * matmul it costs that one read, stored it costs a write and a read more
+ * and a kernel of its own. */
 static int
-crosses_externs(const sched *s, int id, const int *maxlvl,
-                const int64_t *reads)
+crosses_externs(const sched *s, int id, const int *maxlvl, int *leaves)
 {
-    return maxlvl[id] > s->level[id] && recompute_reads(s, id, reads) >= 2;
+    return maxlvl[id] > s->level[id] && recompute_leaves(s, id, leaves) >= 2;
 }
 
 static int
@@ -277,27 +280,45 @@ consumer_levels(const sched *s, int *maxlvl)
     }
 }
 
-/* Full-size tensor reads that recomputing unstored node i costs: stored
- * operands (and views) of i's size count one each, unstored ones what
- * they cost.  Scalars and broadcast operands are free. */
-static int64_t
-recompute_reads(const sched *s, int i, const int64_t *reads)
+/* Add tensor x to the leaf set l (at most two kept: callers only ask
+ * whether recomputing a node reads two or more). */
+static void
+leaf_add(int *l, int x)
+{
+    if (x >= 0 && l[0] != x && l[1] != x) {
+        if (l[0] < 0) {
+            l[0] = x;
+        } else if (l[1] < 0) {
+            l[1] = x;
+        }
+    }
+}
+
+/* Distinct full-size tensors that recomputing unstored node i reads, up
+ * to two, into leaves[2 * i ..]: stored operands (and views) of i's size
+ * are one each, unstored ones bring their own.  Scalars and broadcast
+ * operands are free.  Returns how many (0, 1 or 2). */
+static int
+recompute_leaves(const sched *s, int i, int *leaves)
 {
     const tc_graph *g = s->g;
     const tc_node *n = &g->nodes[i];
-    int64_t numel = tc_layout_numel(&n->layout), r = 0;
+    int64_t numel = tc_layout_numel(&n->layout);
+    int *l = &leaves[2 * i];
+    l[0] = l[1] = -1;
     for (int k = 0; k < n->nin; k++) {
         int x = n->in[k];
         const tc_node *xn = &g->nodes[x];
         if (xn->kind == TC_NODE_OP && s->buf_of[x] < 0 && !is_view(g, x)) {
-            r += reads[x];
+            leaf_add(l, leaves[2 * x]);
+            leaf_add(l, leaves[2 * x + 1]);
         }
         else if (xn->kind != TC_NODE_SCALAR
                  && tc_layout_numel(&xn->layout) >= numel) {
-            r += 1;
+            leaf_add(l, x);
         }
     }
-    return r;
+    return (l[0] >= 0) + (l[1] >= 0);
 }
 
 /* In-place writes (graph.h output_writes): node c, the value of an output
@@ -393,12 +414,12 @@ plan_op_buffers(sched *s)
 {
     const tc_graph *g = s->g;
     int64_t *maxc = calloc(g->nnodes + 1, sizeof(int64_t));
-    int64_t *reads = calloc(g->nnodes + 1, sizeof(int64_t));
+    int *leaves = malloc(sizeof(int) * 2 * (g->nnodes + 1));
     int *maxlvl = calloc(g->nnodes + 1, sizeof(int));
     char *has_red = calloc(g->nnodes + 1, 1);
     char *base_out = calloc(g->nnodes + 1, 1);
-    if (!maxc || !reads || !maxlvl || !has_red || !base_out) {
-        free(maxc), free(reads), free(maxlvl), free(has_red), free(base_out);
+    if (!maxc || !leaves || !maxlvl || !has_red || !base_out) {
+        free(maxc), free(leaves), free(maxlvl), free(has_red), free(base_out);
         return oom(s);
     }
     mark_tensor_bases(s, base_out);
@@ -432,18 +453,18 @@ plan_op_buffers(sched *s)
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &n->layout);
         } else if (!is_reduction(g, i) && !has_red[i] &&
                    (wants_temp(g, i, maxc) || crosses_externs(s, i, maxlvl,
-                                                               reads))) {
+                                                               leaves))) {
             tc_layout l = n->layout;
             tc_layout_contiguous(&l);
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &l);
         } else {
-            reads[i] = recompute_reads(s, i, reads);
+            recompute_leaves(s, i, leaves);
             continue;
         }
         s->buf_of[i] = rc;
         rc = rc < 0 ? -1 : 0;
     }
-    free(maxc), free(reads), free(maxlvl), free(has_red), free(base_out);
+    free(maxc), free(leaves), free(maxlvl), free(has_red), free(base_out);
     return rc;
 }
 

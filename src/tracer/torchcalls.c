@@ -1052,6 +1052,16 @@ call_loss(tracer *T, const tc_binding *b, tc_var **p)
         return tc_tr_unsupported(T, "%s() with size_average/reduce or "
                                  "non-constant arguments", b->def->path);
     }
+    const tc_node *x = &T->out->graph->nodes[in[0]];
+    if (!strcmp(b->def->op, "cross_entropy") && n == 2 && smoothing == 0
+        && x->layout.ndim == 2 && (x->dtype == TC_F32 || x->dtype == TC_F64)
+        && T->grad_mode && in[0] < T->sh->grad_cap && T->sh->grad[in[0]]) {
+        /* training: fused into our kernels (graph.c says why) */
+        char err[256] = "";
+        return tc_tr_push_node(T, tc_graph_cross_entropy(
+            T->out->graph, in[0], in[1], (int)xa[TC_XA_LOSS_REDUCTION],
+            xa[TC_XA_LOSS_IGNORE_INDEX], err, sizeof(err)), b->def->op, err);
+    }
     return tc_tr_push_extern(T, b->def->op, n, in, xa, smoothing);
 }
 
