@@ -313,8 +313,10 @@ def test_creation_on_another_device_is_unsupported():
 
 
 def test_creation_on_a_second_device_names_both(tcjit_logs):
-    """cuda:0 next to CPU inputs: a break that says why (and eager's own
-    error where there is no GPU)."""
+    """cuda:0 next to a CPU input that is not 0-d: the graph is a CUDA one
+    with a host part (graph.h TC_PLACE_HOST), and a kernel cannot read the
+    CPU tensor: a break with eager's message naming both devices (and
+    eager's own error where there is no GPU)."""
     caplog = tcjit_logs("graph_breaks")
 
     def f(x):
@@ -322,7 +324,7 @@ def test_creation_on_a_second_device_names_both(tcjit_logs):
 
     run_both(f, torch.randn(2))
     msgs = log_messages(caplog, "graph_breaks")
-    assert any("cuda:0 while the graph's tensors are on cpu" in m
+    assert any("found at least two devices, cuda:0 and cpu" in m
                for m in msgs), msgs
 
 
