@@ -17,6 +17,10 @@ against eager.
   computations returned as different tensors stay different tensors
   (mutating one leaves the other alone), one tensor returned twice stays
   one object, an input returned is the input itself.
+* A temporary stored for kernels after an extern keeps its eager layout when
+  a view of it is read (schedule.c plan_op_buffers): the view's strides
+  index into that layout, and a row-major copy was read through them
+  (torchvision maxvit_t's window partition of a permuted sum).
 """
 import pytest
 import torch
@@ -711,4 +715,28 @@ def test_index_result_strides(name):
     ix = items(x)
     f = lambda x: (x[ix] / 2, x[ix])  # noqa: E731
     check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
+
+
+# ---- a view of a temporary stored across an extern ----------------------------
+
+def _viewed_temp_t(x, y, w):
+    v = (x + y).t()
+    return v + F.linear(v * 2, w)
+
+
+def _viewed_temp_layer_norm(x, y, w):
+    # maxvit_t: reshape/permute of a residual sum, layer_norm, matmul, add
+    v = (x + y).reshape(2, 3, 8).permute(1, 0, 2)
+    return v + F.linear(F.layer_norm(v, (8,)), w)
+
+
+@pytest.mark.parametrize("f, wsize", [(_viewed_temp_t, 6),
+                                      (_viewed_temp_layer_norm, 8)])
+def test_view_of_temporary_across_extern(f, wsize):
+    # x + y takes x's transposed layout; the kernels after the matmul read
+    # it (through the view) from a stored temporary
+    x, y = torch.randn(8, 6).t(), torch.randn(6, 8)
+    w = torch.randn(wsize, wsize)
+    check_same(tcjit.compile(f)(x, y, w), f(x, y, w))
     tcjit.reset()

@@ -418,11 +418,18 @@ plan_op_buffers(sched *s)
     int *maxlvl = calloc(g->nnodes + 1, sizeof(int));
     char *has_red = calloc(g->nnodes + 1, 1);
     char *base_out = calloc(g->nnodes + 1, 1);
-    if (!maxc || !leaves || !maxlvl || !has_red || !base_out) {
+    char *viewed = calloc(g->nnodes + 1, 1);
+    if (!maxc || !leaves || !maxlvl || !has_red || !base_out || !viewed) {
         free(maxc), free(leaves), free(maxlvl), free(has_red), free(base_out);
+        free(viewed);
         return oom(s);
     }
     mark_tensor_bases(s, base_out);
+    for (int i = 0; i < g->nnodes; i++) {
+        if (s->live[i] && is_view(g, i)) {
+            viewed[g->nodes[i].view_base] = 1;
+        }
+    }
     consumer_levels(s, maxlvl);
     for (int i = 0; i < g->nnodes; i++) {
         const tc_node *n = &g->nodes[i];
@@ -454,8 +461,14 @@ plan_op_buffers(sched *s)
         } else if (!is_reduction(g, i) && !has_red[i] &&
                    (wants_temp(g, i, maxc) || crosses_externs(s, i, maxlvl,
                                                                leaves))) {
+            /* dense in row-major order, unless a view of i is read: its
+             * strides index into i's eager layout (leaf_load), so the
+             * buffer keeps that (maxvit's window partition, a permuted
+             * sum's view chain read after a matmul) */
             tc_layout l = n->layout;
-            tc_layout_contiguous(&l);
+            if (!viewed[i]) {
+                tc_layout_contiguous(&l);
+            }
             rc = add_buffer(s, TC_BUF_TEMP, i, n->dtype, &l);
         } else {
             recompute_leaves(s, i, leaves);
@@ -465,6 +478,7 @@ plan_op_buffers(sched *s)
         rc = rc < 0 ? -1 : 0;
     }
     free(maxc), free(leaves), free(maxlvl), free(has_red), free(base_out);
+    free(viewed);
     return rc;
 }
 
