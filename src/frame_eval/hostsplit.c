@@ -137,10 +137,8 @@ to_device(const split_code *c, PyObject *t)
 /* A value coded as tc_split codes them: >= 0 an input, < 0 a host
  * output (borrowed). */
 static PyObject *
-source(const split_code *c, int code, PyObject *const *inputs,
-       PyObject *const *hout)
+source(int code, PyObject *const *inputs, PyObject *const *hout)
 {
-    (void)c;
     return code >= 0 ? inputs[code] : hout[-1 - code];
 }
 
@@ -153,7 +151,7 @@ pack(const split_code *c, int p, PyObject *const *inputs,
     size_t sz = c->item_size[p];
     for (int k = 0; k < c->pack_n[p]; k++) {
         void *v;
-        if (tc_alloc_data_ptr(source(c, c->pack_src[p][k], inputs, hout),
+        if (tc_alloc_data_ptr(source(c->pack_src[p][k], inputs, hout),
                               &v) < 0) {
             return NULL;
         }
@@ -193,7 +191,7 @@ split_run(void *h, PyObject *const *inputs, Py_ssize_t ninputs,
     for (int k = 0; k < nd; k++) {
         int p = c->dev_pack[k];
         din[k] = p >= 0 ? pack(c, p, inputs, hout)
-                 : Py_NewRef(source(c, c->dev_in[k], inputs, hout));
+                 : Py_NewRef(source(c->dev_in[k], inputs, hout));
         if (din[k] == NULL) {
             goto done;
         }

@@ -198,17 +198,6 @@ cross_input(builder *B, int i, int copy, char *err, size_t errlen)
     return id;
 }
 
-static void
-device_name(char *buf, size_t n, int cuda, int device)
-{
-    if (cuda) {
-        snprintf(buf, n, "cuda:%d", device);
-    }
-    else {
-        snprintf(buf, n, "cpu");
-    }
-}
-
 /* Device node i reads host operand k: through a copy when a kernel reads
  * it, where eager takes a 0-d CPU tensor only (TensorIterator's CPU
  * scalars); -1 with eager's message for anything else. */
@@ -222,11 +211,9 @@ device_operand(builder *B, int i, int k, int device, char *err,
                     && tc_ops[n->op].kind == TC_OPK_EXTERN;
     if (!extern_op && (B->g->nodes[x].layout.ndim != 0
                        || tc_ops[n->op].kind != TC_OPK_POINTWISE)) {
-        char a[32];
-        device_name(a, sizeof(a), 1, device);
         snprintf(err, errlen, "Expected all tensors to be on the same "
-                 "device, but found at least two devices, %s and cpu! "
-                 "(%s of a CPU tensor that is not 0-d)", a,
+                 "device, but found at least two devices, cuda:%d and cpu! "
+                 "(%s of a CPU tensor that is not 0-d)", device,
                  tc_ops[n->op].name);
         return -1;
     }
@@ -271,10 +258,8 @@ place_node(builder *B, int i, int device, char *err, size_t errlen)
                 return -2;
             }
             if (B->hmap[x] < 0) {
-                char a[32];
-                device_name(a, sizeof(a), 1, device);
-                snprintf(err, errlen, "a copy from %s to the CPU inside the "
-                         "graph (a device sync)", a);
+                snprintf(err, errlen, "a copy from cuda:%d to the CPU inside "
+                         "the graph (a device sync)", device);
                 return -1;
             }
         }
