@@ -389,11 +389,37 @@ prepare_call(xcall *c, const tc_extern_call *x, tc_dtype dt,
     return c->sizes && c->strides && c->dtype ? 0 : -1;
 }
 
+/* A float16 / bfloat16 linear whose out_features is not a multiple of 8
+ * goes through python/tcjit/_padmm.py (cuBLAS takes a slow kernel for its
+ * misaligned result rows on CUDA). */
+static int
+use_padded_linear(xcall *c, const tc_buffer *out)
+{
+    static PyObject *padded;
+    const tc_layout *l = &out->layout;
+    if (strcmp(tc_ops[c->op].name, "linear") != 0
+        || (out->dtype != TC_F16 && out->dtype != TC_BF16) || l->ndim == 0
+        || l->sizes[l->ndim - 1] % 8 == 0) {
+        return 0;
+    }
+    if (padded == NULL) {
+        PyObject *m = PyImport_ImportModule("tcjit._padmm");
+        padded = m ? PyObject_GetAttrString(m, "linear") : NULL;
+        Py_XDECREF(m);
+        if (padded == NULL) {
+            return -1;
+        }
+    }
+    Py_SETREF(c->fn, Py_NewRef(padded));
+    return 0;
+}
+
 static int
 prepare_step(xcall *c, const tc_plan *p, const tc_extern_call *x)
 {
     const tc_buffer *out = &p->buffers[x->out_buffer];
-    if (prepare_call(c, x, out->dtype, &out->layout) < 0) {
+    if (prepare_call(c, x, out->dtype, &out->layout) < 0
+        || use_padded_linear(c, out) < 0) {
         return -1;
     }
     for (int k = 0; k < x->nin; k++) {
