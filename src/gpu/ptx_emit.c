@@ -1291,6 +1291,14 @@ emit_pointwise(entry *en, const nest *l)
     emit_pointwise_loop(en, l, idx, stride);
 }
 
+/* Kernel parameter space every target has (ptxas: "uses too much
+ * parameter space" past it). */
+#define TC_PTX_PARAM_BYTES 4096
+
+/* Threads per block at most (every reduction target variant stays within
+ * it: block_one_row, 2 * block_rows). */
+#define TC_PTX_MAX_BLOCK 1024
+
 /* Lanes per thread of the vector entry: 16 bytes of the narrowest
  * operand (8 lanes when a 1- or 2-byte dtype takes part, so float16 /
  * bfloat16 streams move 128 bits per access like float32 ones). */
@@ -1702,6 +1710,8 @@ typedef struct {
     int npts;
     reg *rj;            /* [npts] r of point j: rfirst + j * rstride */
     reg plast;          /* n >= 0: the last point lies past the row */
+    reg *past;          /* size-generic: [npts] point j lies past the row
+                           (any may: the sizes are not known), or NULL */
     reg **vals;         /* [npts][ninsts + 1] */
     int *reuse;         /* [ninsts]: see emit_red_point */
     int *region;        /* [ninsts]: tc_kernel_regions */
@@ -1717,6 +1727,7 @@ persist_clear(persist *ps)
     }
     free(ps->vals);
     free(ps->rj);
+    free(ps->past);
     free(ps->reuse);
     free(ps->region);
     memset(ps, 0, sizeof(*ps));
@@ -1782,10 +1793,12 @@ emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
                 v[i] = row_vals[i];
             }
         }
-        int guard = j == ps->npts - 1 && ps->plast.n >= 0;
+        reg past = ps->past != NULL ? ps->past[j]
+                   : j == ps->npts - 1 ? ps->plast : NOREG;
+        int guard = past.n >= 0;
         int id = e->label++;
         if (guard) {
-            out(e, "@%s bra $pskip_%d;", R(ps->plast), id);
+            out(e, "@%s bra $pskip_%d;", R(past), id);
         }
         s->val = v;
         s->acc_v = accs[j % nu];
@@ -1847,6 +1860,39 @@ acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
     }
 }
 
+/* Size-generic rows: (av, ai) = the partials of warps 0 .. ntid / 32 - 1
+ * in the shared slots at smem + off (index slots 8 * nwarps further),
+ * folded in warp order like the unrolled fold of emit_reduction. */
+static void
+fold_warps(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg tv,
+           reg ti, reg ntid, int off, int nwarps)
+{
+    int w = av.c == C_RD || av.c == C_FD ? 64 : 32;
+    int id = e->label++;
+    reg wp = newreg(e, C_R), nw = newreg(e, C_R), sa = newreg(e, C_R);
+    reg q = newreg(e, C_P);
+    out(e, "ld.shared.b%d %s, [smem+%d];", w, R(av), off);
+    if (ai.n >= 0) {
+        out(e, "ld.shared.b64 %s, [smem+%d];", R(ai), off + 8 * nwarps);
+    }
+    out(e, "shr.u32 %s, %s, 5;", R(nw), R(ntid));
+    out(e, "mov.u32 %s, 1;", R(wp));
+    out(e, "setp.ge.u32 %s, %s, %s;", R(q), R(wp), R(nw));
+    out(e, "@%s bra $wdone_%d;", R(q), id);
+    label(e, "warps", id);
+    out(e, "mov.u32 %s, smem;", R(sa));
+    out(e, "mad.lo.u32 %s, %s, 8, %s;", R(sa), R(wp), R(sa));
+    out(e, "ld.shared.b%d %s, [%s+%d];", w, R(tv), R(sa), off);
+    if (ai.n >= 0) {
+        out(e, "ld.shared.b64 %s, [%s+%d];", R(ti), R(sa), off + 8 * nwarps);
+    }
+    acc_combine(e, kind, dt, av, ai, tv, ti);
+    out(e, "add.u32 %s, %s, 1;", R(wp), R(wp));
+    out(e, "setp.lt.u32 %s, %s, %s;", R(q), R(wp), R(nw));
+    out(e, "@%s bra $warps_%d;", R(q), id);
+    label(e, "wdone", id);
+}
+
 /* The kernel of pass `mode` (ROWS, PARTIAL or FINAL) of plan. */
 static void
 emit_reduction(entry *en, const nest *lo, const nest *lr,
@@ -1862,7 +1908,11 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     int nsplit = (int)plan->nsplit;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
-    int nwarps = block / 32;
+    /* size-generic rows count the block's warps at run time (ntid / 32):
+     * the text does not depend on the threads the sizes picked, and
+     * shared memory has room for the most a block can have */
+    int gwarps = e->generic;
+    int nwarps = gwarps ? TC_PTX_MAX_BLOCK / 32 : block / 32;
     int na = k->nargs > 0 ? k->nargs : 1;
     int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
     regions(k, rb, re);
@@ -1983,10 +2033,22 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                 R(rstride));
         }
     }
-    if (ps.npts > 0 && (e->generic || k->red_numel % block != 0)) {
+    if (ps.npts > 0 && e->generic) {
+        ps.past = calloc((size_t)ps.npts, sizeof(reg));
+        for (int j = 0; ps.past != NULL && j < ps.npts; j++) {
+            ps.past[j] = newreg(e, C_P);
+            out(e, "setp.ge.%s %s, %s, %s;", it, R(ps.past[j]), R(ps.rj[j]),
+                numop(e, 1, k->red_numel, wide));
+        }
+        if (ps.past == NULL) {
+            fail(e, "out of memory");
+            goto done;
+        }
+    }
+    else if (ps.npts > 0 && k->red_numel % block != 0) {
         ps.plast = newreg(e, C_P);
-        out(e, "setp.ge.%s %s, %s, %s;", it, R(ps.plast),
-            R(ps.rj[ps.npts - 1]), numop(e, 1, k->red_numel, wide));
+        out(e, "setp.ge.%s %s, %s, %lld;", it, R(ps.plast),
+            R(ps.rj[ps.npts - 1]), (long long)k->red_numel);
     }
     int id = e->label++;
     reg p = newreg(e, C_P);
@@ -2205,6 +2267,12 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
             int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
             reg tv = newv(e, in->dtype);
             reg ti = hasi ? newreg(e, C_RD) : NOREG;
+            if (gwarps) {
+                fold_warps(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti,
+                           ntid, off, nwarps);
+                off += 8 * nwarps * (hasi ? 2 : 1);
+                continue;
+            }
             for (int wp = 0; wp < nwarps; wp++) {
                 reg dv = wp == 0 ? acc_v[i] : tv;
                 reg di = wp == 0 ? acc_i[i] : ti;
@@ -2360,6 +2428,7 @@ half_results(const tc_kernel *k)
 static const int pw_block[TC_PTX_VARIANTS] = {256, 128, 512, 256};
 static const int pw_per_sm[TC_PTX_VARIANTS] = {8, 16, 4, 32};
 
+
 static void
 module_header(sbuf *mod, int sm)
 {
@@ -2466,15 +2535,27 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         goto done;
     }
     lr.slot0 = lo.nd;
+    /* a kernel whose block would not fit CUDA's 4 KB of parameters beside
+     * its pointers keeps constant sizes */
+    generic = generic
+              && 8 * (k.nargs + tc_dims_block(k0, lo.nd + lr.nd, NULL, NULL,
+                                               NULL))
+                     <= TC_PTX_PARAM_BYTES;
     tc_red_target target = ptx_red_target(sm_count, variant);
     tc_red_plan plan;
+    target.persist_pow2 = generic;
     if (k.nphases > 0 && tc_red_schedule(&k, 0, &target, &plan) < 0) {
         snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
         goto done;
     }
-    /* split reductions keep constant sizes: their grid and scratch
-     * layout come from them */
-    if (generic && !(k.nphases > 0 && plan.nsplit > 1)) {
+    /* so do split reductions: their grid and scratch layout come from
+     * the sizes */
+    if (generic && k.nphases > 0 && plan.nsplit > 1) {
+        generic = 0;
+        target.persist_pow2 = 0;
+        (void)tc_red_schedule(&k, 0, &target, &plan);
+    }
+    if (generic) {
         if (generic_setup(k0, &lo, &lr, &e, info) < 0) {
             snprintf(err, errlen, "tcjit gpu: out of memory");
             goto done;
