@@ -98,7 +98,8 @@ def test_cuda_rows_across_reduction_schedules(rows):
         for n in ROW_LENGTHS:
             x = torch.randn(rows, n, generator=g).cuda()
             for got, want in zip(cf(x), f(x)):
-                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5,
+                                           equal_nan=True)   # var of 1
     assert counters()["dynamic_reuses"] > 0
 
 
