@@ -143,10 +143,15 @@ class Cache(nn.Module):
         return self.kc[:, :, :t + 1].sum(2)
 
 
-def test_module_buffer(tcjit_logs):
+@pytest.mark.parametrize("opts", [{}, {"dynamic": True},
+                                  {"options": {"freezing": True}},
+                                  {"mode": "reduce-overhead"}],
+                         ids=["default", "dynamic", "freezing",
+                              "reduce-overhead"])
+def test_module_buffer(tcjit_logs, opts):
     caplog = tcjit_logs("graph")
     ref, mod = Cache(), Cache()
-    compiled = tcjit.compile(mod)
+    compiled = tcjit.compile(mod, **opts)
     for t in range(4):
         k = torch.randn(1, 2, 1, 4)
         expected = ref(k, t)
