@@ -54,6 +54,14 @@ def test_write_then_read_prefix(tcjit_logs, t):
     check(f, cache(t), tcjit_logs, True)
 
 
+def test_write_selected_row(tcjit_logs):
+    # cache[:, :, t] = k: the value is unsqueezed into the box
+    def f(kc, k):
+        kc[:, :, 5] = k
+        return kc[:, :, :6].sum(2)
+    check(f, cache(kshape=(1, 2, 4)), tcjit_logs, True)
+
+
 def test_write_whole_rows(tcjit_logs):
     def f(kc, k):
         kc[:, :, 4:7] = k
