@@ -12,6 +12,7 @@
 
 #include "../graph/extern.h"
 #include "../graph/ops.h"
+#include "../graph/reinplace.h"
 #include "../graph/schedule.h"
 #include "../gpu/gpu.h"
 #include "../jit/jit.h"
@@ -661,6 +662,14 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             PyErr_NoMemory();
             return -1;
         }
+    }
+    /* a slice written into an input in place, not copied twice
+     * (reinplace.h): tcjit's own code generators run the write_box node;
+     * a graph that records autograd keeps the functional value */
+    if (e->is_auto && !tc_graph_requires_grad(g)
+        && tc_graph_reinplace(g) < 0) {
+        PyErr_NoMemory();
+        return -1;
     }
     e->noutputs = g->noutputs;
     e->merged_outputs = 0;
