@@ -1116,7 +1116,11 @@ begin_entry(entry *en, sbuf *mod)
         sb_printf(mod, "%s\n\t.param .align 8 .b8 %s_d[%d]",
                   k->nargs ? "," : "", en->name, 8 * e->gslots);
     }
-    sb_printf(mod, ")\n{\n");
+    /* a size-generic kernel is launched with the block each size picks
+     * (up to 1024 threads for one long row): ptxas must keep its
+     * registers within what 1024 threads may have, or such a launch fails
+     * with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (H100, persistent rows) */
+    sb_printf(mod, ")%s\n{\n", e->generic ? "\n.maxntid 1024, 1, 1" : "");
     for (int a = 0; a < k->nargs + (en->scratch != 0); a++) {
         reg t = newreg(en->e, C_RD);
         reg b = newreg(en->e, C_RD);
