@@ -41,7 +41,8 @@ LEVELS = {
 PUBLIC = {
     "pyrt": {"pyframe.h", "pyvalue.h"},
     "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h",
-              "textbuf.h", "mathconst.h", "reduce_plan.h", "freeze.h"},
+              "textbuf.h", "mathconst.h", "reduce_plan.h", "freeze.h",
+              "bn_lower.h"},
     "runtime": {"backend.h", "extern_table.h", "tensor_alloc.h",
                 "torch_tensor.h",
                 "extern_call.h", "threadpool.h", "tunetable.h",

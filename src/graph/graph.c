@@ -235,6 +235,18 @@ layout_is_channels_last_contiguous(const tc_layout *l, int ndim_wanted)
     return 1;
 }
 
+int
+tc_layout_is_contiguous(const tc_layout *l)
+{
+    return layout_is_contiguous(l);
+}
+
+int
+tc_layout_is_channels_last_contiguous(const tc_layout *l)
+{
+    return layout_is_channels_last_contiguous(l, l->ndim);
+}
+
 /* get_channels_last_strides_2d / _3d (no clamping of zero sizes). */
 static void
 layout_channels_last(tc_layout *l)

@@ -77,6 +77,10 @@ void tc_layout_contiguous(tc_layout *l); /* fill strides from sizes */
 int tc_layout_same_sizes(const tc_layout *a, const tc_layout *b);
 /* strides of a's ndim dims equal (sizes not compared) */
 int tc_layout_same_strides(const tc_layout *a, const tc_layout *b);
+/* TensorImpl's is_contiguous(), and is_contiguous(channels_last) for 4-d
+ * / is_contiguous(channels_last_3d) for 5-d layouts (0 for other ranks). */
+int tc_layout_is_contiguous(const tc_layout *l);
+int tc_layout_is_channels_last_contiguous(const tc_layout *l);
 /* "[2, 3]" as torch's messages print a shape */
 void tc_shape_text(char *buf, size_t n, const int64_t *sizes, int ndim);
 
