@@ -16,8 +16,13 @@
  *
  * w = None multiplies by nothing (eager's 1 is exact), b = None adds 0
  * (as eager does: -0 + 0 is +0).  The CPU's general loop computes in the
- * parameters' dtype, so float16 / bfloat16 parameters there round after
- * every op: that case stays an extern.
+ * parameters' dtype (c10::Half / BFloat16 arithmetic), so with float16 /
+ * bfloat16 parameters there every op's result is rounded to that dtype.
+ *
+ * Eager's CPU kernel is compiled with FMA contraction (measured: torch
+ * 2.13's float32 result is bitwise fma(x, alpha, fma(-mean, alpha, b)));
+ * tcjit's kernels are not (-ffp-contract=off), so the linear form differs
+ * from eager's by up to an ulp of its terms (tests/test_batch_norm.py).
  */
 #include "bn_lower.h"
 
@@ -89,27 +94,18 @@ choose_formula(const tc_graph *g, const tc_bn_eval *b)
         && param_contiguous(g, b->var)) {
         return BN_LINEAR;
     }
-    return tc_dtype_is_reduced_float(pdt) ? -1 : BN_GENERAL;
+    return BN_GENERAL;
 }
 
 /* Builders over the new graph: each returns a node id or -1 (err set). */
 typedef struct {
     tc_graph *g;
     tc_dtype opmath;
+    tc_dtype round;     /* every op's result rounded to it; TC_NDTYPES: no */
     int ndim;
     char *err;
     size_t errlen;
 } bn_ctx;
-
-static int
-op2(bn_ctx *c, const char *op, int a, int b)
-{
-    if (a < 0 || b < 0) {
-        return -1;
-    }
-    int in[2] = {a, b};
-    return tc_graph_op(c->g, op, 2, in, TC_NDTYPES, c->err, c->errlen);
-}
 
 static int
 cast(bn_ctx *c, int x, tc_dtype dt)
@@ -118,6 +114,27 @@ cast(bn_ctx *c, int x, tc_dtype dt)
         return x;
     }
     return tc_graph_op(c->g, "to", 1, &x, dt, c->err, c->errlen);
+}
+
+/* op over in[0..nin-1] (unary / binary), rounded as c says */
+static int
+opn(bn_ctx *c, const char *op, int nin, int a, int b)
+{
+    int in[2] = {a, b};
+    if (a < 0 || (nin == 2 && b < 0)) {
+        return -1;
+    }
+    int r = tc_graph_op(c->g, op, nin, in, TC_NDTYPES, c->err, c->errlen);
+    if (c->round != TC_NDTYPES) {
+        r = cast(c, cast(c, r, c->round), c->opmath);
+    }
+    return r;
+}
+
+static int
+op2(bn_ctx *c, const char *op, int a, int b)
+{
+    return opn(c, op, 2, a, b);
 }
 
 /* A [C] parameter in opmath, viewed as [C, 1, ..., 1] so that it
@@ -161,16 +178,12 @@ lower_one(bn_ctx *c, const tc_bn_eval *b, bn_formula f, tc_dtype dt)
         if (w >= 0) {
             t = op2(c, "mul", t, w);
         }
-        int in = op2(c, "add", var, eps);
-        int inv = in < 0 ? -1 : tc_graph_op(g, "rsqrt", 1, &in, TC_NDTYPES,
-                                            c->err, c->errlen);
+        int inv = opn(c, "rsqrt", 1, op2(c, "add", var, eps), -1);
         y = op2(c, "add", op2(c, "mul", t, inv), bias);
     }
     else {
-        int s = op2(c, "add", var, eps);
-        s = s < 0 ? -1 : tc_graph_op(g, "sqrt", 1, &s, TC_NDTYPES, c->err,
-                                     c->errlen);
-        int inv = op2(c, "div", one, s);
+        int inv = op2(c, "div", one, opn(c, "sqrt", 1,
+                                         op2(c, "add", var, eps), -1));
         if (f == BN_LINEAR) {
             int alpha = w >= 0 ? op2(c, "mul", inv, w) : inv;
             int beta = op2(c, "sub", bias, op2(c, "mul", mean, alpha));
@@ -185,6 +198,23 @@ lower_one(bn_ctx *c, const tc_bn_eval *b, bn_formula f, tc_dtype dt)
         }
     }
     return cast(c, y, dt);
+}
+
+/* The result's layout as eager's kernel allocates it, which the
+ * pointwise rule need not give (size-1 dims, a permuted input).  The CPU
+ * kernel allocates empty_like(x, x.suggest_memory_format()) (what the
+ * meta run, which preserves x's strides, does not say for a permuted 3-d
+ * input); on CUDA the extern's layout is the meta run's: empty_like(x). */
+static void
+set_eager_layout(const tc_graph *g, const tc_bn_eval *b, tc_layout *out)
+{
+    if (g->cuda) {
+        *out = g->nodes[b->node].layout;
+        return;
+    }
+    const tc_layout *x = &g->nodes[b->x].layout;
+    *out = *x;
+    tc_layout_of_cat(&x, 1, out);
 }
 
 int
@@ -225,16 +255,16 @@ tc_graph_lower_batch_norm(tc_graph *g, int n, const tc_bn_eval *bns,
             m.var = map[b->var];
             m.weight = b->weight >= 0 ? map[b->weight] : -1;
             m.bias = b->bias >= 0 ? map[b->bias] : -1;
-            bn_ctx c = {ng, tc_dtype_opmath(old->dtype), old->layout.ndim,
-                        err, errlen};
+            tc_dtype pdt = g->nodes[b->mean].dtype;
+            bn_ctx c = {ng, tc_dtype_opmath(old->dtype),
+                        formula[i] == BN_GENERAL
+                        && tc_dtype_is_reduced_float(pdt) ? pdt : TC_NDTYPES,
+                        old->layout.ndim, err, errlen};
             map[i] = lower_one(&c, &m, (bn_formula)formula[i], old->dtype);
             if (map[i] < 0) {
                 goto done;
             }
-            /* the result is laid out as eager's (the extern's meta run),
-             * which may differ from the pointwise rule's (a channels-last
-             * input with contiguous-looking strides, size-1 dims) */
-            ng->nodes[map[i]].layout = old->layout;
+            set_eager_layout(g, b, &ng->nodes[map[i]].layout);
             continue;
         }
         tc_node nd = *old;
