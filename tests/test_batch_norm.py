@@ -7,6 +7,7 @@ import torch.nn as nn
 
 import tcjit
 from conftest import check_same, log_messages
+from test_cuda import _ptxas, assert_ptxas_accepts, dumped_ptx
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 SHAPES = {nn.BatchNorm1d: [(4, 16), (4, 16, 33)],
@@ -273,3 +274,22 @@ def test_grad_mode_keeps_torch_call():
     check_same(got, want)
     got.sum().backward()
     assert m.weight.grad is not None
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_lowered_batch_norm_ptx_assembles(tmp_path):
+    """The lowered ops (views of [C] parameters broadcast over dim 1, sqrt,
+    casts of half-precision inputs) as PTX: ptxas accepts every module."""
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        for dtype in DTYPES:
+            for layout in ["contiguous", "channels_last", "strided"]:
+                m = _bn(nn.BatchNorm2d, 16, dtype)
+                x = _input((2, 16, 5, 7), dtype, layout)
+                tcjit.reset()
+                with torch.no_grad():
+                    tcjit.compile(lambda x: torch.relu(m(x)))(x)
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    assert_ptxas_accepts(dumped_ptx(d, 12))
