@@ -51,7 +51,7 @@ PUBLIC = {
     "gpu": {"gpu.h"},
     "guards": {"guards.h", "nn_module.h", "tensor_keys.h"},
     "tracer": {"tracer.h", "bindings.h"},
-    "frame_eval": {"eval_frame.h"},
+    "frame_eval": {"eval_frame.h", "bn_eval.h"},
     "": set(),
 }
 

@@ -25,78 +25,84 @@ torch_batch_norm(void)
     return fn;
 }
 
-/* Slot i of the call: the operand's node id (*node), or its value. */
-static PyObject *
-slot(const tc_node *n, PyObject *args, PyObject *opk, int i, int *node)
+int
+tc_bn_eval_call(int call, int ops[5], double *eps)
 {
-    long k = PyLong_AsLong(PyTuple_GET_ITEM(opk, i));
-    *node = k >= 0 && k < n->nin ? n->in[k] : -1;
-    return PyTuple_GET_ITEM(args, i);
+    PyObject *bn = torch_batch_norm();
+    PyObject *c = bn ? tc_xtable_args(call) : NULL;
+    if (c == NULL) {
+        return -1;
+    }
+    PyObject *fn = PyTuple_GET_ITEM(c, 0), *args = PyTuple_GET_ITEM(c, 1);
+    PyObject *opk = PyTuple_GET_ITEM(c, 2);
+    int r = 0;
+    if (fn != bn || PyTuple_GET_SIZE(PyTuple_GET_ITEM(c, 3)) != 0
+        || PyTuple_GET_SIZE(args) < 8) {
+        goto done;
+    }
+    /* slots: input, weight, bias, running_mean, running_var (tensors;
+     * weight and bias may be None), training, momentum, eps */
+    for (int i = 0; i < 5; i++) {
+        ops[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(opk, i));
+        if (ops[i] < 0 && (i == 0 || i >= 3
+                           || PyTuple_GET_ITEM(args, i) != Py_None)) {
+            goto done;
+        }
+    }
+    PyObject *training = PyTuple_GET_ITEM(args, 5);
+    PyObject *e = PyTuple_GET_ITEM(args, 7);
+    if (PyLong_AsLong(PyTuple_GET_ITEM(opk, 5)) >= 0 || training != Py_False
+        || PyLong_AsLong(PyTuple_GET_ITEM(opk, 7)) >= 0
+        || !(PyFloat_CheckExact(e) || PyLong_CheckExact(e))) {
+        goto done;
+    }
+    *eps = PyFloat_AsDouble(e);
+    r = *eps == -1.0 && PyErr_Occurred() ? -1 : 1;
+done:
+    Py_DECREF(c);
+    return r;
 }
 
 /* 1 with *b filled when node id calls torch.batch_norm in eval mode with
  * running statistics, 0 when not, -1 with an exception. */
 static int
-recognize(const tc_graph *g, int id, PyObject *bn, tc_bn_eval *b)
+recognize(const tc_graph *g, int id, tc_bn_eval *b)
 {
     const tc_node *n = &g->nodes[id];
+    int ops[5];
     if (!tc_node_has_effects(g, id) || n->xattr[TC_XA_GENERIC_ITEMS] != 0) {
         return 0;
     }
-    PyObject *call = tc_xtable_args((int)n->xattr[TC_XA_GENERIC_CALL]);
-    if (call == NULL) {
-        return -1;
+    int r = tc_bn_eval_call((int)n->xattr[TC_XA_GENERIC_CALL], ops, &b->eps);
+    for (int i = 0; r == 1 && i < 5; i++) {
+        r = ops[i] < n->nin ? 1 : 0;
     }
-    PyObject *args = PyTuple_GET_ITEM(call, 1);
-    PyObject *opk = PyTuple_GET_ITEM(call, 2);
-    int r = 0;
-    if (PyTuple_GET_ITEM(call, 0) != bn || PyTuple_GET_SIZE(PyTuple_GET_ITEM(call, 3)) != 0
-        || PyTuple_GET_SIZE(args) < 8) {
-        goto done;
+    if (r != 1) {
+        return r;
     }
-    int x, training, momentum, eps;
-    slot(n, args, opk, 0, &x);
-    PyObject *w = slot(n, args, opk, 1, &b->weight);
-    PyObject *bias = slot(n, args, opk, 2, &b->bias);
-    slot(n, args, opk, 3, &b->mean);
-    slot(n, args, opk, 4, &b->var);
-    PyObject *tv = slot(n, args, opk, 5, &training);
-    slot(n, args, opk, 6, &momentum);
-    PyObject *ev = slot(n, args, opk, 7, &eps);
-    if (x < 0 || b->mean < 0 || b->var < 0 || training >= 0 || eps >= 0
-        || tv != Py_False || (b->weight < 0 && w != Py_None)
-        || (b->bias < 0 && bias != Py_None)
-        || !(PyFloat_CheckExact(ev) || PyLong_CheckExact(ev))) {
-        goto done;
+    int *slot[5] = {&b->x, &b->weight, &b->bias, &b->mean, &b->var};
+    for (int i = 0; i < 5; i++) {
+        *slot[i] = ops[i] >= 0 ? n->in[ops[i]] : -1;
     }
     b->node = id;
-    b->x = x;
-    b->eps = PyFloat_AsDouble(ev);
-    r = b->eps == -1.0 && PyErr_Occurred() ? -1 : 1;
-done:
-    Py_DECREF(call);
-    return r;
+    return 1;
 }
 
 int
 tc_lower_eval_batch_norms(tc_graph *g)
 {
-    PyObject *bn = NULL;
     tc_bn_eval *bns = NULL;
     int n = 0, rc = -1;
     for (int i = 0; i < g->nnodes; i++) {
         if (!tc_node_has_effects(g, i)) {
             continue;
         }
-        if (bn == NULL && (bn = torch_batch_norm()) == NULL) {
-            goto done;
-        }
         if (bns == NULL
             && (bns = PyMem_Calloc((size_t)g->nnodes, sizeof(*bns))) == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        int r = recognize(g, i, bn, &bns[n]);
+        int r = recognize(g, i, &bns[n]);
         if (r < 0) {
             goto done;
         }

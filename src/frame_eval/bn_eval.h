@@ -16,4 +16,11 @@
  * exception. */
 int tc_lower_eval_batch_norms(tc_graph *g);
 
+/* Whether generic extern call `call` (../runtime/extern_table.h) is such
+ * a torch.batch_norm: 1 with ops[] the operand indices of input, weight,
+ * bias, running_mean and running_var (weight / bias -1 when None) and
+ * *eps; 0 when not; -1 with an exception.  Freezing matches the same
+ * calls (python/tcjit/_freezing.py). */
+int tc_bn_eval_call(int call, int ops[5], double *eps);
+
 #endif

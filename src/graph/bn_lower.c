@@ -267,14 +267,7 @@ tc_graph_lower_batch_norm(tc_graph *g, int n, const tc_bn_eval *bns,
             set_eager_layout(g, b, &ng->nodes[map[i]].layout);
             continue;
         }
-        tc_node nd = *old;
-        for (int k = 0; k < nd.nin; k++) {
-            nd.in[k] = map[nd.in[k]];
-        }
-        if (nd.view_base >= 0) {
-            nd.view_base = map[nd.view_base];
-        }
-        map[i] = tc_graph_push_node(ng, &nd);
+        map[i] = tc_graph_push_mapped(ng, old, map);
         if (map[i] < 0) {
             tc_set_err(err, errlen, "out of memory");
             goto done;

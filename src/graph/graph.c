@@ -575,6 +575,19 @@ tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
     }
 }
 
+int
+tc_graph_push_mapped(tc_graph *ng, const tc_node *n, const int *map)
+{
+    tc_node nd = *n;
+    for (int k = 0; k < nd.nin; k++) {
+        nd.in[k] = map[nd.in[k]];
+    }
+    if (nd.view_base >= 0) {
+        nd.view_base = map[nd.view_base];
+    }
+    return tc_graph_push_node(ng, &nd);
+}
+
 void
 tc_graph_take_nodes(tc_graph *g, tc_graph *ng, const int *map)
 {

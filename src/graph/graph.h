@@ -289,6 +289,9 @@ void tc_set_err(char *err, size_t errlen, const char *fmt, ...);
  * ng's nodes and input count, g's outputs are renumbered through map (old
  * node id -> new), and ng keeps g's old nodes for tc_graph_free. */
 void tc_graph_take_nodes(tc_graph *g, tc_graph *ng, const int *map);
+/* Such a pass's copy of node n into ng, its operands and view base
+ * renumbered through map: the new id, or -1 when out of memory. */
+int tc_graph_push_mapped(tc_graph *ng, const tc_node *n, const int *map);
 
 /* ---- views (eager layouts, no copies) ------------------------------- *
  * Every builder returns a node id (possibly x itself when torch returns
