@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include "autograd.h"
+#include "bn_eval.h"
 #include "cudagraphs.h"
 #include "freezing.h"
 #include "hostsplit.h"
@@ -659,6 +660,18 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             return demote_to_eager(e, co);
         }
         if (g->ninputs != nin && tc_graph_optimize(g) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    /* the eval-mode batch norms freezing left: pointwise ops that fuse
+     * (for tcjit's own code generators; a training graph keeps them) */
+    if (e->is_auto && !tc_graph_requires_grad(g)) {
+        int lowered = tc_lower_eval_batch_norms(g);
+        if (lowered < 0) {
+            return -1;
+        }
+        if (lowered > 0 && tc_graph_optimize(g) < 0) {
             PyErr_NoMemory();
             return -1;
         }
