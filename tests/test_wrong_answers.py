@@ -740,3 +740,36 @@ def test_view_of_temporary_across_extern(f, wsize):
     w = torch.randn(wsize, wsize)
     check_same(tcjit.compile(f)(x, y, w), f(x, y, w))
     tcjit.reset()
+
+
+# ---- strides of size-1 dims of a generic extern's result ----------------------
+
+EXTERN_SIZE1_OPERANDS = {
+    # (sizes, strides) of dense operands whose size-1 strides are not the
+    # contiguous ones
+    "inner": ((3, 5, 1), (5, 1, 15)),    # fuzz seed 140757: a permuted (1, 3, 5)
+    "middle": ((3, 1, 5), (5, 100, 1)),
+    "outer": ((1, 3, 5), (1, 5, 1)),
+}
+EXTERN_SIZE1_OPS = {
+    "sort": lambda x: x.sort(0).values,
+    "argsort": lambda x: x.argsort(1),
+    "flip": lambda x: x.flip(0),
+    "renorm": lambda x: x.renorm(2, 0, 1.0),
+}
+
+
+@pytest.mark.parametrize("op", list(EXTERN_SIZE1_OPS))
+@pytest.mark.parametrize("operand", list(EXTERN_SIZE1_OPERANDS))
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda_only)])
+def test_extern_size1_strides(op, operand, device):
+    # the meta run lays out size-1 dims unlike torch's kernels (meta
+    # renumbers sort's as if contiguous, its kernel keeps the operand's;
+    # renorm the other way round); eager's unsqueeze and elementwise ops
+    # carry them on, so the extern's layout takes the kernel's
+    sizes, strides = EXTERN_SIZE1_OPERANDS[operand]
+    x = torch.empty_strided(sizes, strides, device=device).normal_()
+    g = EXTERN_SIZE1_OPS[op]
+    f = lambda x: (g(x)[..., None], g(x) * 2, g(x).unsqueeze(0))  # noqa: E731
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
