@@ -773,3 +773,22 @@ def test_extern_size1_strides(op, operand, device):
     f = lambda x: (g(x)[..., None], g(x) * 2, g(x).unsqueeze(0))  # noqa: E731
     check_same(tcjit.compile(f)(x), f(x))
     tcjit.reset()
+
+
+# ---- float64 variance of equal values ------------------------------------------
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.std((1, 0)),
+    lambda x: x.var(0, correction=0),
+    lambda x: F.layer_norm(x.permute(2, 0, 1), (3, 3)),
+], ids=["std", "var", "layer_norm"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda_only)])
+def test_float64_variance_of_equal_values_is_zero(fn, device):
+    # fuzz seed 213701: nine equal doubles (an expanded row): eager's
+    # Welford gives 0, so std / std is NaN; a two-pass mean 9 * x / 9 can
+    # be x's neighbour, leaving 1.2e-16
+    x = torch.sin(torch.tensor([[[-1.1, 0.3, 2.7, -0.6]]], dtype=torch.float64,
+                                device=device)).expand(3, 3, 4)
+    f = lambda x: (fn(x), fn(x) / fn(x))  # noqa: E731
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
