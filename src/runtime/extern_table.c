@@ -852,6 +852,23 @@ set_rng_states(PyObject *torch, int dev, PyObject *states)
     return r ? 0 : -1;
 }
 
+/* Puts the random states back (rng_states), keeping a pending exception:
+ * rc, or -1 if that fails. */
+static int
+restore_rng(PyObject *torch, int dev, PyObject *states, int rc)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    if (set_rng_states(torch, dev, states) < 0) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        return -1;
+    }
+    PyErr_Restore(et, ev, etb);
+    return rc;
+}
+
 /* The call on fake tensors (torch._subclasses.fake_tensor): an op without
  * a meta kernel whose output shape does not depend on the data (torch
  * tags those that do: DynamicOutputShape / DataDependentOutput) runs
@@ -874,17 +891,7 @@ run_fake(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
     if (rng != NULL) {
         rc = run_meta(id, nin, dts, ls, mode, dev, res, &no_kernel, err,
                       errlen);
-        PyObject *et, *ev, *etb;
-        PyErr_Fetch(&et, &ev, &etb);
-        if (set_rng_states(torch, device, rng) < 0) {
-            rc = -1;
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(etb);
-        }
-        else {
-            PyErr_Restore(et, ev, etb);
-        }
+        rc = restore_rng(torch, device, rng, rc);
     }
     Py_XDECREF(mod);
     Py_XDECREF(mode);
@@ -1004,17 +1011,7 @@ real_size1_strides(int id, int nin, const tc_layout *const *ls,
         rc = 0;
     }
     if (rng != NULL) {
-        PyObject *et, *ev, *etb;
-        PyErr_Fetch(&et, &ev, &etb);
-        if (set_rng_states(torch, -1, rng) < 0) {
-            rc = -1;
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(etb);
-        }
-        else {
-            PyErr_Restore(et, ev, etb);
-        }
+        rc = restore_rng(torch, -1, rng, rc);
     }
     for (int k = 0; k < nin; k++) {
         Py_XDECREF(m[k]);
