@@ -2168,7 +2168,7 @@ centered(tc_graph *g, int x, unsigned mask, char *err, size_t errlen)
     if (reduced_numel(&g->nodes[x].layout, mask) == 1) {
         return PW2("sub", x, x);
     }
-    if (dt == TC_F64) {
+    if (dt == TC_F64 && reduced_numel(&g->nodes[x].layout, mask) > 0) {
         /* nor is a float64 mean of equal values always that value (fuzz
          * seed 213701: std of nine equal doubles 1.2e-16, not 0); shifted
          * by the row's first element, equal values are exactly 0, and the
@@ -2180,7 +2180,8 @@ centered(tc_graph *g, int x, unsigned mask, char *err, size_t errlen)
             }
         }
         int y = PW2("sub", x, k);
-        return PW2("sub", y, reduce_mean(g, y, mask, 1, err, errlen));
+        return y < 0 ? -1
+             : PW2("sub", y, reduce_mean(g, y, mask, 1, err, errlen));
     }
     if (dt != TC_F32) {
         return PW2("sub", x, reduce_mean(g, x, mask, 1, err, errlen));
