@@ -22,6 +22,8 @@ against eager.
   index into that layout, and a row-major copy was read through them
   (torchvision maxvit_t's window partition of a permuted sum).
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -791,4 +793,16 @@ def test_float64_variance_of_equal_values_is_zero(fn, device):
                                 device=device)).expand(3, 3, 4)
     f = lambda x: (fn(x), fn(x) / fn(x))  # noqa: E731
     check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
+
+
+@pytest.mark.parametrize("shape, dims", [((0, 1), (1, 0)), ((0, 3), 1), ((2, 0), 1)])
+def test_float64_variance_over_empty_dims(shape, dims):
+    # fuzz seed 140001: the shift above needs a first element; a crash
+    # when the reduced dims hold none
+    x = torch.randn(shape, dtype=torch.float64)
+    f = lambda x: (x.var(dims), x.float().std(dims))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_same(tcjit.compile(f)(x), f(x))
     tcjit.reset()
