@@ -74,6 +74,26 @@ def test_oracle_eager_nan_bounds_nothing():
     assert check.value_mismatch(torch.tensor([float("inf"), 1.0]), e, ref) is not None
 
 
+
+def test_oracle_nan_where_eager_is_noise():
+    # fuzz seed 140076: F.normalize(F.layer_norm(x, (2, 2))) of a constant
+    # float16 row, then a matmul: the reference 0, eager 0.35 / 0.78 (its
+    # layer_norm's rounding noise scaled to a unit row), tcjit NaN (exact
+    # zeros, 0 / 0 in normalize as eager's own zero row gives): accepted
+    nan = float("nan")
+    e = torch.tensor([0.3545, 0.7793], dtype=torch.float16)
+    ref = (torch.zeros(2, dtype=torch.float64), torch.full((2,), 0.7, dtype=torch.float64))
+    assert check.value_mismatch(torch.tensor([nan, nan], dtype=torch.float16), e, ref) is None
+    # where eager is accurate a NaN is still wrong, and so is one where
+    # eager's error is negligible next to the tensor's values
+    e = torch.tensor([0.5, 1e-20, 1.0])
+    ref = (torch.tensor([0.5, 0.0, 1.0], dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+    assert check.value_mismatch(torch.tensor([nan, 1e-20, 1.0]), e, ref) is not None
+    assert check.value_mismatch(torch.tensor([0.5, nan, 1.0]), e, ref) is not None
+    assert check.value_mismatch(torch.tensor([0.5, 0.0, 1.0]), e, ref) is None
+    # and a wrong finite value beyond eager's error and the spread
+    assert check.value_mismatch(torch.tensor([0.7, 0.0, 1.0]), e, ref) is not None
+
 def _eager_run(src):
     ns = {}
     exec(src, ns)

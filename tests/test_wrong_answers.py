@@ -22,6 +22,8 @@ against eager.
   index into that layout, and a row-major copy was read through them
   (torchvision maxvit_t's window partition of a permuted sum).
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -739,4 +741,68 @@ def test_view_of_temporary_across_extern(f, wsize):
     x, y = torch.randn(8, 6).t(), torch.randn(6, 8)
     w = torch.randn(wsize, wsize)
     check_same(tcjit.compile(f)(x, y, w), f(x, y, w))
+    tcjit.reset()
+
+
+# ---- strides of size-1 dims of a generic extern's result ----------------------
+
+EXTERN_SIZE1_OPERANDS = {
+    # (sizes, strides) of dense operands whose size-1 strides are not the
+    # contiguous ones
+    "inner": ((3, 5, 1), (5, 1, 15)),    # fuzz seed 140757: a permuted (1, 3, 5)
+    "middle": ((3, 1, 5), (5, 100, 1)),
+    "outer": ((1, 3, 5), (1, 5, 1)),
+}
+EXTERN_SIZE1_OPS = {
+    "sort": lambda x: x.sort(0).values,
+    "argsort": lambda x: x.argsort(1),
+    "flip": lambda x: x.flip(0),
+    "renorm": lambda x: x.renorm(2, 0, 1.0),
+}
+
+
+@pytest.mark.parametrize("op", list(EXTERN_SIZE1_OPS))
+@pytest.mark.parametrize("operand", list(EXTERN_SIZE1_OPERANDS))
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda_only)])
+def test_extern_size1_strides(op, operand, device):
+    # the meta run lays out size-1 dims unlike torch's kernels (meta
+    # renumbers sort's as if contiguous, its kernel keeps the operand's;
+    # renorm the other way round); eager's unsqueeze and elementwise ops
+    # carry them on, so the extern's layout takes the kernel's
+    sizes, strides = EXTERN_SIZE1_OPERANDS[operand]
+    x = torch.empty_strided(sizes, strides, device=device).normal_()
+    g = EXTERN_SIZE1_OPS[op]
+    f = lambda x: (g(x)[..., None], g(x) * 2, g(x).unsqueeze(0))  # noqa: E731
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
+
+
+# ---- float64 variance of equal values ------------------------------------------
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.std((1, 0)),
+    lambda x: x.var(0, correction=0),
+    lambda x: F.layer_norm(x.permute(2, 0, 1), (3, 3)),
+], ids=["std", "var", "layer_norm"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda_only)])
+def test_float64_variance_of_equal_values_is_zero(fn, device):
+    # fuzz seed 213701: nine equal doubles (an expanded row): eager's
+    # Welford gives 0, so std / std is NaN; a two-pass mean 9 * x / 9 can
+    # be x's neighbour, leaving 1.2e-16
+    x = torch.sin(torch.tensor([[[-1.1, 0.3, 2.7, -0.6]]], dtype=torch.float64,
+                                device=device)).expand(3, 3, 4)
+    f = lambda x: (fn(x), fn(x) / fn(x))  # noqa: E731
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
+
+
+@pytest.mark.parametrize("shape, dims", [((0, 1), (1, 0)), ((0, 3), 1), ((2, 0), 1)])
+def test_float64_variance_over_empty_dims(shape, dims):
+    # fuzz seed 140001: the shift above needs a first element; a crash
+    # when the reduced dims hold none
+    x = torch.randn(shape, dtype=torch.float64)
+    f = lambda x: (x.var(dims), x.float().std(dims))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_same(tcjit.compile(f)(x), f(x))
     tcjit.reset()

@@ -2193,6 +2193,21 @@ centered(tc_graph *g, int x, unsigned mask, char *err, size_t errlen)
     if (reduced_numel(&g->nodes[x].layout, mask) == 1) {
         return PW2("sub", x, x);
     }
+    if (dt == TC_F64 && reduced_numel(&g->nodes[x].layout, mask) > 0) {
+        /* nor is a float64 mean of equal values always that value (fuzz
+         * seed 213701: std of nine equal doubles 1.2e-16, not 0); shifted
+         * by the row's first element, equal values are exactly 0, and the
+         * variance does not change with the shift */
+        int k = x;
+        for (int d = 0; d < g->nodes[x].layout.ndim && k >= 0; d++) {
+            if (mask & (1u << d)) {
+                k = tc_graph_narrow(g, k, d, 0, 1, err, errlen);
+            }
+        }
+        int y = PW2("sub", x, k);
+        return y < 0 ? -1
+             : PW2("sub", y, reduce_mean(g, y, mask, 1, err, errlen));
+    }
     if (dt != TC_F32) {
         return PW2("sub", x, reduce_mean(g, x, mask, 1, err, errlen));
     }

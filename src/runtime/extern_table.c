@@ -35,7 +35,7 @@ static PyObject *meta_cache;      /* bytes key -> bytes tc_xresult | str */
 static PyObject *placeholders[TC_MAX_OP_INPUTS];
 static PyObject *meta_device;     /* torch.device("meta"), a context */
 static PyObject *strided;         /* torch.strided */
-static PyObject *tensor_type, *str_meta, *str_shape, *str_stride,
+static PyObject *tensor_type, *str_meta, *str_cpu, *str_shape, *str_stride,
     *str_dtype, *str_version, *str_storage_offset, *str_untyped_storage,
     *str_cdata, *str_is_meta, *str_layout, *str_requires_grad, *str_hex;
 static long n_runs, n_hits;
@@ -65,6 +65,7 @@ init_once(void)
         }
     }
     str_meta = PyUnicode_InternFromString("meta");
+    str_cpu = PyUnicode_InternFromString("cpu");
     str_shape = PyUnicode_InternFromString("shape");
     str_stride = PyUnicode_InternFromString("stride");
     str_dtype = PyUnicode_InternFromString("dtype");
@@ -76,7 +77,7 @@ init_once(void)
     str_layout = PyUnicode_InternFromString("layout");
     str_requires_grad = PyUnicode_InternFromString("requires_grad");
     if (!tensor_type || !meta_device || !strided || !intern_map
-        || !meta_cache || !str_meta
+        || !meta_cache || !str_meta || !str_cpu
         || !str_shape || !str_stride || !str_dtype || !str_version
         || !str_storage_offset || !str_untyped_storage || !str_cdata
         || !str_is_meta || !str_layout || !str_requires_grad) {
@@ -420,18 +421,18 @@ fill_sequence(PyObject *t, PyObject *const *ops)
     return r;
 }
 
-/* The call of entry id over ops; on_meta: with its device arguments
- * "meta" (the meta run). */
+/* The call of entry id over ops; dev: NULL, or the device its device
+ * arguments become ("meta" for the meta run, "cpu" for the real one). */
 static PyObject *
-invoke(int id, PyObject *const *ops, int on_meta)
+invoke(int id, PyObject *const *ops, PyObject *dev)
 {
     const xentry *e = &entries[id];
     PyObject *argv[MAX_ARGV];
     PyObject *seq = NULL;
     for (int i = 0; i < e->nargv; i++) {
         argv[i] = e->argv[i] ? e->argv[i] : ops[e->opk[i]];
-        if (on_meta && (e->devices >> i & 1)) {
-            argv[i] = str_meta;
+        if (dev != NULL && (e->devices >> i & 1)) {
+            argv[i] = dev;
         }
     }
     if (e->pack >= 0) {
@@ -451,7 +452,7 @@ invoke(int id, PyObject *const *ops, int on_meta)
 PyObject *
 tc_xtable_invoke(int id, PyObject *const *ops)
 {
-    return invoke(id, ops, 0);
+    return invoke(id, ops, NULL);
 }
 
 /* ---- meta runs ------------------------------------------------------------ */
@@ -691,14 +692,14 @@ call_in(PyObject *ctx, PyObject *(*fn)(void *), void *arg)
 typedef struct {
     int id;
     PyObject *const *ops;
-    int on_meta;
+    PyObject *dev;      /* invoke's */
 } invocation;
 
 static PyObject *
 invoke_cb(void *arg)
 {
     const invocation *a = arg;
-    return invoke(a->id, a->ops, a->on_meta);
+    return invoke(a->id, a->ops, a->dev);
 }
 
 static PyObject *
@@ -760,7 +761,7 @@ run_meta(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
     }
     /* meta the default device too: a factory without device= (torch.randn
      * (3)) makes a meta tensor, and draws nothing from the random stream */
-    invocation call = {id, m, fake == NULL};
+    invocation call = {id, m, fake == NULL ? str_meta : NULL};
     r = call_in(fake ? fake : meta_device, invoke_cb, &call);
     if (r == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_Exception)) {
@@ -851,6 +852,23 @@ set_rng_states(PyObject *torch, int dev, PyObject *states)
     return r ? 0 : -1;
 }
 
+/* Puts the random states back (rng_states), keeping a pending exception:
+ * rc, or -1 if that fails. */
+static int
+restore_rng(PyObject *torch, int dev, PyObject *states, int rc)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    if (set_rng_states(torch, dev, states) < 0) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(etb);
+        return -1;
+    }
+    PyErr_Restore(et, ev, etb);
+    return rc;
+}
+
 /* The call on fake tensors (torch._subclasses.fake_tensor): an op without
  * a meta kernel whose output shape does not depend on the data (torch
  * tags those that do: DynamicOutputShape / DataDependentOutput) runs
@@ -873,23 +891,134 @@ run_fake(int id, int nin, const tc_dtype *dts, const tc_layout *const *ls,
     if (rng != NULL) {
         rc = run_meta(id, nin, dts, ls, mode, dev, res, &no_kernel, err,
                       errlen);
-        PyObject *et, *ev, *etb;
-        PyErr_Fetch(&et, &ev, &etb);
-        if (set_rng_states(torch, device, rng) < 0) {
-            rc = -1;
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(etb);
-        }
-        else {
-            PyErr_Restore(et, ev, etb);
-        }
+        rc = restore_rng(torch, device, rng, rc);
     }
     Py_XDECREF(mod);
     Py_XDECREF(mode);
     Py_XDECREF(torch);
     Py_XDECREF(dev);
     Py_XDECREF(rng);
+    return rc;
+}
+
+/* Operands of a real run (real_size1_strides) bigger than this, in
+ * elements all together, keep the meta run's strides: the run is a
+ * kernel at trace time. */
+#define REAL_RUN_MAX_ELEMS (1 << 16)
+
+/* Output j of the real run r (res's shape), if it is a new tensor of
+ * the meta run's sizes whose strides agree with the meta run's on every
+ * dim that steps: its strides into res. 0, or -1 with an exception. */
+static int
+adopt_strides(PyObject *r, int j, tc_xresult *res)
+{
+    tc_xout *o = &res->out[j];
+    PyObject *item = !res->tuple ? r
+        : PySequence_Check(r) ? PySequence_GetItem(r, j) : NULL;
+    if (item == NULL || o->alias >= 0) {
+        if (item != r) {
+            Py_XDECREF(item);
+        }
+        return item == NULL && PyErr_Occurred() ? -1 : 0;
+    }
+    int64_t sizes[TC_MAX_DIMS], strides[TC_MAX_DIMS];
+    int nd = 0, ns = 0, rc = 0;
+    int isinst = PyObject_IsInstance(item, tensor_type);
+    if (isinst == 1 && (int_seq(item, str_shape, 0, sizes, &nd) < 0
+                        || int_seq(item, str_stride, 1, strides, &ns) < 0)) {
+        rc = -1;
+    }
+    int same = isinst == 1 && rc == 0 && nd == o->layout.ndim && ns == nd;
+    for (int d = 0; same && d < nd; d++) {
+        same = sizes[d] == o->layout.sizes[d]
+               && (sizes[d] == 1 || strides[d] == o->layout.strides[d]);
+    }
+    if (same) {
+        memcpy(o->layout.strides, strides, sizeof(int64_t) * nd);
+    }
+    if (item != r) {
+        Py_DECREF(item);
+    }
+    return isinst < 0 ? -1 : rc;
+}
+
+/* The strides of size-1 dims of res's new tensors as torch's kernels lay
+ * them out.  The meta run agrees with the kernels on every stride that
+ * steps (where not, extern_call.c copies at run time), but not always on
+ * those of size-1 dims, and eager's later strides follow them (unsqueeze
+ * at d takes size * stride of dim d; an elementwise op keeps a dense
+ * operand's strides).  Fuzz seed 140757: sort of a (3, 5, 1) operand of
+ * strides (5, 1, 15): the kernel (5, 1, 15) (at::empty_like keeps a
+ * dense operand's strides), meta (5, 1, 1) (torch's Python meta
+ * registrations allocate with torch._refs.empty_like, which renumbers
+ * size-1 dims as if contiguous); so for argsort, flip, nan_to_num, the
+ * *_like factories, and tril, renorm the other way round.  No rule maps
+ * one onto the other, so the call runs once more, for real, on zeros on
+ * the CPU (for a CUDA graph too: no device-side assert can fire there,
+ * and torch's CUDA kernels allocate as its CPU ones do), and a new
+ * tensor that agrees with the meta run on the strides that step takes
+ * the real ones.  Best effort: a call that raises (zeros make a singular
+ * matrix), is large or has no operand keeps the meta strides.  The
+ * random state is kept.  0, or -1 with an exception. */
+static int
+real_size1_strides(int id, int nin, const tc_layout *const *ls,
+                   const tc_dtype *dts, tc_xresult *res)
+{
+    int size1 = 0;
+    for (int j = 0; j < res->nout; j++) {
+        for (int d = 0; d < res->out[j].layout.ndim; d++) {
+            size1 |= res->out[j].alias < 0
+                     && res->out[j].layout.sizes[d] == 1;
+        }
+    }
+    int64_t elems = 0;
+    for (int k = 0; k < nin && size1; k++) {
+        int64_t extent = 1;
+        for (int d = 0; d < ls[k]->ndim; d++) {
+            size1 &= ls[k]->sizes[d] > 0 && ls[k]->strides[d] >= 0;
+            extent += (ls[k]->sizes[d] - 1) * ls[k]->strides[d];
+        }
+        elems += extent;
+    }
+    if (!size1 || nin == 0 || elems > REAL_RUN_MAX_ELEMS) {
+        return 0;
+    }
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *rng = torch ? rng_states(torch, -1) : NULL;
+    PyObject *m[TC_MAX_OP_INPUTS] = {NULL}, *r = NULL;
+    int rc = rng ? 0 : -1;
+    for (int k = 0; k < nin && rc == 0; k++) {
+        PyObject *argv[4] = {tc_int_tuple(ls[k]->ndim, ls[k]->sizes),
+                             tc_int_tuple(ls[k]->ndim, ls[k]->strides),
+                             tc_alloc_dtype_object(dts[k]), str_cpu};
+        m[k] = argv[0] && argv[1] ? tc_alloc_empty(argv) : NULL;
+        Py_XDECREF(argv[0]);
+        Py_XDECREF(argv[1]);
+        PyObject *z = m[k] ? PyObject_CallMethod(m[k], "zero_", NULL) : NULL;
+        rc = z ? 0 : -1;
+        Py_XDECREF(z);
+    }
+    if (rc == 0) {
+        invocation call = {id, m, str_cpu};
+        r = invoke_cb(&call);
+        rc = r ? 0 : -1;
+    }
+    for (int j = 0; j < res->nout && rc == 0; j++) {
+        rc = adopt_strides(r, j, res);
+    }
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();      /* the meta strides stay */
+        rc = 0;
+    }
+    if (rng != NULL) {
+        rc = restore_rng(torch, -1, rng, rc);
+    }
+    for (int k = 0; k < nin; k++) {
+        Py_XDECREF(m[k]);
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(rng);
+    Py_XDECREF(torch);
     return rc;
 }
 
@@ -934,6 +1063,9 @@ tc_xtable_meta(int id, int nin, const tc_dtype *dts,
     int no_kernel;
     int rc = run_meta(id, nin, dts, ls, NULL, NULL, res, &no_kernel, err,
                       errlen);
+    if (rc == 0 && real_size1_strides(id, nin, ls, dts, res) < 0) {
+        rc = -1;
+    }
     if (rc == 1 && no_kernel && device >= -1) {
         char ferr[512];
         int f = run_fake(id, nin, dts, ls, device, res, ferr, sizeof(ferr));

@@ -14,7 +14,10 @@
  * meta tensors (torch.empty_strided(..., device="meta") per operand),
  * never on data; an op without a meta kernel runs on fake tensors instead
  * (torch's FakeTensorMode: its kernel on zeros of the operands' sizes,
- * unless torch tags its output shape data-dependent).  Results are cached
+ * unless torch tags its output shape data-dependent).  The strides of a
+ * new result's size-1 dims, where torch's meta functions and kernels
+ * disagree, come from one more run for real on zeros on the CPU (small
+ * operands only; the random state kept).  Results are cached
  * per (entry, device, operand dtypes, sizes, strides), since a meta run
  * goes through torch's Python meta functions (median 0.15 ms over OpInfo)
  * and a cached answer is a dict lookup.

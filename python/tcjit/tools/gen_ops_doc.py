@@ -26,7 +26,12 @@ frame was given is guarded) becomes one node that torch computes at run
 time, between tcjit's kernels.  Its result's dtype, sizes and strides (and,
 for `torch.sort`, `topk`, `max(dim)` ..., each item of the tuple) come from
 running the op once on meta tensors at trace time, cached per signature
-(median 0.15 ms a meta run over OpInfo, 0.007 ms a node when cached); a
+(median 0.15 ms a meta run over OpInfo, 0.007 ms a node when cached);
+where a new result has a dim of size 1, whose stride torch's meta
+functions and kernels lay out differently (sort: the kernel keeps a dense
+operand's, meta renumbers it) and eager's later strides follow, the op
+also runs once for real on zeros on the CPU (operands of at most 64K
+elements, the random state kept) and that stride is the kernel's; a
 result that is a view of an operand (`Tensor.diagonal`, `unfold`) is a
 view in the graph too, so it aliases as in eager.  A `device=` argument
 stays in the graph when it is the graph's device (the meta run gets
