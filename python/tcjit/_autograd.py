@@ -222,6 +222,7 @@ def _with_holes(n, tree, names):
 
 
 _FOLDED = {}      # (rule or "eager", op, operand, structure) -> _Folded
+_FOLDED_MAX = 8192
 _READS = {}       # text -> the node's attributes it reads (n.<attr>)
 
 
@@ -261,6 +262,8 @@ def _folded(use, n, k, text):
     key = (use, n.op, k, text, _structure(n, text))
     f = _FOLDED.get(key)
     if f is None:
+        if len(_FOLDED) >= _FOLDED_MAX:     # many shapes (dynamic sizes)
+            _FOLDED.clear()
         f = _FOLDED[key] = _Folded(_Fold(n).visit(ast.parse(text,
                                                             mode="eval")))
     return f
