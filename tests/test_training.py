@@ -6,6 +6,7 @@ derivative rules are the registry's (src/graph/ops.c .grad); the
 generated tests below run every op with a rule, alone and in chains with
 broadcasts, reductions and views.
 """
+import ast
 import logging
 import math
 import re
@@ -660,6 +661,55 @@ def test_first_step_imports_no_sympy():
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"], out.stdout
+
+
+def test_rule_table_gives_the_same_backward_cold_and_warm(monkeypatch):
+    # the rules are folded once per process and node structure
+    # (_autograd._FOLDED): a GPT's backward from a table that keeps
+    # nothing, from a cold one and from a warm one is the same source and
+    # the same gradients, bit for bit, and the warm one folds nothing
+    import tcjit._autograd as A
+    from test_models import GPT
+    torch.manual_seed(0)
+    model = GPT(n_layer=2).eval()
+    idx = torch.randint(0, 50, (2, 8), generator=torch.Generator().manual_seed(1))
+    srcs = []
+    orig = A.Plan.source
+
+    def spy(self, *args):
+        srcs.append(orig(self, *args))
+        return srcs[-1]
+    monkeypatch.setattr(A.Plan, "source", spy)
+
+    def step():
+        tcjit.reset()
+        srcs.clear()
+        model.zero_grad(set_to_none=True)
+        _, loss = tcjit.compile(model)(idx, idx)
+        loss.backward()
+        return list(srcs), [p.grad.clone() for p in model.parameters()]
+
+    class KeepsNothing(dict):
+        def __setitem__(self, key, value):
+            pass
+    monkeypatch.setattr(A, "_FOLDED", KeepsNothing())
+    uncached = step()
+    monkeypatch.setattr(A, "_FOLDED", {})
+    cold = step()
+    assert A._FOLDED
+    folded = dict(A._FOLDED)
+
+    class NoFolding(ast.NodeTransformer):
+        def __init__(self, node):
+            raise AssertionError("a rule folded again")
+    monkeypatch.setattr(A, "_Fold", NoFolding)
+    warm = step()
+    assert A._FOLDED == folded
+    for srcs_grads in (cold, warm):
+        assert srcs_grads[0] == uncached[0]
+        assert len(srcs_grads[1]) == len(uncached[1])
+        for g, u in zip(srcs_grads[1], uncached[1]):
+            assert torch.equal(g, u)
 
 
 def test_nanogpt_three_adamw_steps_match_eager():

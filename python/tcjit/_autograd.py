@@ -157,18 +157,116 @@ def _const(v, at):
     return ast.copy_location(ast.parse(_literal(v), mode="eval").body, at)
 
 
-class _Subst(ast.NodeTransformer):
-    """x0.., y, g -> the backward's variables (names and literals)."""
+class _Holes(ast.NodeTransformer):
+    """x0.., y, g -> placeholders of the backward's variables (a scalar
+    operand -> its literal), in the order the visit meets them first."""
 
-    def __init__(self, names):
+    def __init__(self, n, names):
+        self.scalars = {f"x{i}": _literal(a.value)
+                        for i, a in enumerate(n.args) if a.kind == "scalar"}
         self.names = names
+        self.order = []
 
     def visit_Name(self, e):
+        if e.id in self.scalars:
+            return ast.copy_location(
+                ast.parse(self.scalars[e.id], mode="eval").body, e)
         if e.id in self.names:
-            v = self.names[e.id]
-            v = v() if callable(v) else v    # a value: saved when read
-            return ast.copy_location(ast.parse(v, mode="eval").body, e)
+            if e.id not in self.order:
+                self.order.append(e.id)
+            return ast.copy_location(
+                ast.Name(f"__tcjit_{e.id}__", ast.Load()), e)
         return e
+
+
+_HOLE = re.compile(r"__tcjit_(\w+?)__")
+
+
+class _Folded:
+    """A rule (or an eager expression) folded for one structure of its node
+    (_structure: what _Fold and _meta_result read of it), made once per
+    process (_folded) and expanded for every node of that structure: the
+    ast work is done once per rule, not once per node and compile.
+
+    ``vjp``: the rule folded to torch's own backward.  ``parts``: the
+    expression's text, placeholders at the odd indices; ``order``: the
+    placeholders in the order the expression reads them, which is the
+    order the builder reads the values (reading one may recompute it:
+    lines of the backward, so the same lines in the same order)."""
+    __slots__ = ("tree", "vjp", "parts", "order")
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.vjp = isinstance(tree.body, ast.Name) and tree.body.id == "vjp"
+        self.parts = None
+
+    def template(self, make):
+        """Self with parts and order: make(folded tree) -> (text with
+        placeholders, their order), called for the first node only."""
+        if self.parts is None:
+            text, self.order = make(self.tree.body)
+            self.parts = _HOLE.split(text)
+            self.tree = None
+        return self
+
+    def expand(self, values):
+        """The text with the placeholders' values (a dict of variables)."""
+        out = list(self.parts)
+        out[1::2] = [values[v] for v in out[1::2]]
+        return "".join(out)
+
+
+def _with_holes(n, tree, names):
+    holes = _Holes(n, names)
+    return ast.unparse(holes.visit(tree)), holes.order
+
+
+_FOLDED = {}      # (rule or "eager", op, operand, structure) -> _Folded
+_FOLDED_MAX = 8192
+_READS = {}       # text -> the node's attributes it reads (n.<attr>)
+
+
+def _reads(text):
+    """The node attributes a rule's text reads: n.<attr>, and keep()'s."""
+    got = _READS.get(text)
+    if got is None:
+        got = set()
+        for e in ast.walk(ast.parse(text, mode="eval")):
+            if (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name)
+                    and e.value.id == "n" and e.attr != "nin"):
+                got.add(e.attr)
+            elif (isinstance(e, ast.Call) and isinstance(e.func, ast.Name)
+                    and e.func.id == "keep"):
+                got.update(("dims", "keepdim"))
+        got = _READS[text] = tuple(sorted(got))
+    return got
+
+
+def _frozen(v):
+    return tuple(map(_frozen, v)) if isinstance(v, (list, tuple)) else v
+
+
+def _structure(n, text):
+    """What folding text for n and its result's shape and dtype depend on:
+    the shapes, layouts and dtypes of n and its operands, the scalar
+    operands' values, the attributes the text reads."""
+    return (tuple(n.shape), n.stride, n.dtype,
+            tuple(_frozen(getattr(n, a)) for a in _reads(text)),
+            tuple((type(a.value), _literal(a.value)) if a.kind == "scalar"
+                  else (tuple(a.shape), a.stride, a.dtype) for a in n.args))
+
+
+def _folded(use, n, k, text):
+    """text (operand k's rule, or use "eager": the op's eager expression)
+    folded for n: from the process's table, else folded now (_Fold)."""
+    key = (use, n.op, k, text, _structure(n, text))
+    f = _FOLDED.get(key)
+    if f is None:
+        if len(_FOLDED) >= _FOLDED_MAX:     # many shapes (dynamic sizes)
+            _FOLDED.clear()
+        f = _FOLDED[key] = _Folded(_Fold(n).visit(ast.parse(text,
+                                                            mode="eval")))
+    return f
 
 
 def _literal(v):
@@ -187,6 +285,26 @@ def _sum_dims(src, dst):
     dims += [lead + i for i, s in enumerate(dst)
              if s == 1 and src[lead + i] != 1]
     return tuple(dims)
+
+
+def _rule_text(n, k, tree):
+    """Operand k's gradient by the folded rule tree, with placeholders:
+    summed back where the rule's result broadcast, reshaped and cast to
+    the operand's shape and dtype."""
+    a = n.args[k]
+    shape, dtype = tuple(n.shape), n.dtype
+    if _OPS[n.op]["kind"] != "pointwise":
+        shape, dtype = _meta_result(n, tree)
+    names = {f"x{i}" for i in range(len(n.args))} | {"y", "g"}
+    expr, order = _with_holes(n, tree, names)
+    dims = _sum_dims(shape, tuple(a.shape))
+    if dims:
+        expr = f"({expr}).sum({dims!r}, keepdim=True)"
+    if dims or shape != tuple(a.shape):
+        expr = f"({expr}).reshape({tuple(a.shape)!r})"
+    if a.dtype != dtype:
+        expr = f"({expr}).to({_literal(a.dtype)})"
+    return expr, order
 
 
 def _meta_result(n, tree):
@@ -576,10 +694,10 @@ class _Builder:
         row = _OPS[n.op]
         src = row["eager"] or (
             f"torch.{n.op}({', '.join(f'x{k}' for k in range(len(n.args)))})")
-        names = {f"x{k}": (lambda a=a: self.value(a))
-                 for k, a in enumerate(n.args)}
-        tree = _Fold(n).visit(ast.parse(src, mode="eval"))
-        return ast.unparse(_Subst(names).visit(tree.body))
+        names = {f"x{k}" for k in range(len(n.args))}
+        f = _folded("eager", n, None, src).template(
+            lambda tree: _with_holes(n, tree, names))
+        return f.expand({v: self.value(n.args[int(v[1:])]) for v in f.order})
 
     def fresh(self, expr):
         self.tmp += 1
@@ -643,36 +761,24 @@ class _Builder:
             return []
         if rules == ["vjp"]:
             return self.vjp(n, need, g)
-        trees = {}
+        folded = {}
         for k in need:
             rule = rules[k] if k < len(rules) else ""
             if not rule:
                 self.reason = f"no derivative of {n.op} for its operand {k}"
                 return []
-            trees[k] = _Fold(n).visit(ast.parse(rule, mode="eval"))
-        if any(isinstance(t.body, ast.Name) and t.body.id == "vjp"
-               for t in trees.values()):
+            folded[k] = _folded("rule", n, k, rule)
+        if any(f.vjp for f in folded.values()):
             return self.vjp(n, need, g)
-        return [(k, self.rule(n, k, trees[k].body, g)) for k in need]
+        return [(k, self.rule(n, k, folded[k], g)) for k in need]
 
-    def rule(self, n, k, tree, g):
-        names = {f"x{i}": (lambda a=a: self.value(a))
-                 for i, a in enumerate(n.args)}
-        names["y"] = lambda: self.value(n)
-        names["g"] = g
-        a = n.args[k]
-        shape, dtype = tuple(n.shape), n.dtype
-        if _OPS[n.op]["kind"] != "pointwise":
-            shape, dtype = _meta_result(n, tree)
-        expr = ast.unparse(_Subst(names).visit(tree))
-        dims = _sum_dims(shape, tuple(a.shape))
-        if dims:
-            expr = f"({expr}).sum({dims!r}, keepdim=True)"
-        if dims or shape != tuple(a.shape):
-            expr = f"({expr}).reshape({tuple(a.shape)!r})"
-        if a.dtype != dtype:
-            expr = f"({expr}).to({_literal(a.dtype)})"
-        return self.fresh(expr)
+    def rule(self, n, k, folded, g):
+        f = folded.template(lambda tree: _rule_text(n, k, tree))
+        values = {}
+        for v in f.order:       # in the expression's order (value())
+            values[v] = (g if v == "g" else self.value(n) if v == "y"
+                         else self.value(n.args[int(v[1:])]))
+        return self.fresh(f.expand(values))
 
     def view_grad(self, n, g):
         """The view's index map run backwards: sum what broadcast, put
@@ -861,8 +967,11 @@ class Plan:
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
                        + [b.values[s] for s in saved])
-        self.backward_src, self.backward_py = self.source(
-            b, result, self.diff_outputs)
+        # its function is made when a backward first needs it: a model's
+        # logits next to its loss get no gradient, and only the backward
+        # for the loss's (backward_for) runs
+        self.backward_src = self.source(b, result, self.diff_outputs)
+        self.env = b.env
         _log("graph", f"tcjit training: backward of a graph with "
                       f"{len(graph.ops())} ops, {len(saved)} saved "
                       f"values, {len(b.recomputed)} recomputed, "
@@ -879,20 +988,25 @@ class Plan:
         return grads_in
 
     def source(self, b, result, present):
-        """The backward's source and function (b built for the gradients
-        of the outputs present): the parameters self.params, then those
-        gradients; the gradient of each input that requires grad."""
+        """The backward's source (b built for the gradients of the outputs
+        present): the parameters self.params, then those gradients; the
+        gradient of each input that requires grad."""
         rets = []
         for i in self.grad_inputs:
             v = result.get(self.graph.inputs[i].index)
             rets.append(v if v is not None else "None")
         gos = [f"go{j}" for j in present]
-        src = (f"def tcjit_backward({', '.join(self.params + gos)}):\n"
-               + "\n".join(_drop_dead(
-                   b.lines + [f"    return ({', '.join(rets)},)"]))
-               + "\n")
-        exec(compile(src, "<tcjit backward>", "exec"), b.env)
-        return src, b.env["tcjit_backward"]
+        return (f"def tcjit_backward({', '.join(self.params + gos)}):\n"
+                + "\n".join(_drop_dead(
+                    b.lines + [f"    return ({', '.join(rets)},)"]))
+                + "\n")
+
+    @staticmethod
+    def compiled(src, env):
+        """The backward's function of src, compiled by tcjit (_AUTO)."""
+        exec(compile(src, "<tcjit backward>", "exec"), env)
+        from . import _AUTO
+        return _C.CompiledFunction(env["tcjit_backward"], _AUTO)
 
     def backward_for(self, present):
         """The compiled backward when only the outputs present get a
@@ -906,11 +1020,10 @@ class Plan:
             fn = False
             if not b.reason and all(v in self.params
                                     for v in b.values.values()):
-                src, py = self.source(b, result, present)
+                src = self.source(b, result, present)
                 _log("graph", f"tcjit training: backward for the gradients "
                               f"of outputs {list(present)}:\n{src}")
-                from . import _AUTO
-                fn = _C.CompiledFunction(py, _AUTO)
+                fn = self.compiled(src, b.env)
             self.variants[present] = fn
         return fn or None
 
@@ -932,9 +1045,7 @@ class Plan:
             fn = self.backward_for(present)
         if fn is None:
             if self.backward_fn is None:
-                from . import _AUTO
-                self.backward_fn = _C.CompiledFunction(self.backward_py,
-                                                       _AUTO)
+                self.backward_fn = self.compiled(self.backward_src, self.env)
             fn, present = self.backward_fn, self.diff_outputs
         st = ctx.saved_tensors
         nb = len(self.inputs_used) + self.nsaved
