@@ -1,0 +1,132 @@
+"""The PTX emitter's code for large grouped kernels (docs/dev.md, "JIT time
+of large kernels"): div.rn / sqrt.rn become calls of a .func where an entry
+has many of them, the vector entry keeps one member's values live at a
+time.  No GPU: the modules are dumped by CPU compiles and checked with
+ptxas and by their text."""
+import os
+import re
+import subprocess
+
+import pytest
+import torch
+
+import tcjit
+from test_cuda import _ptxas, assert_ptxas_accepts, dumped_ptx
+
+pytestmark = pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+
+RN_INLINE_MAX = 16      # ptx_emit.c
+
+
+def _dump(tmp_path, fn, *args):
+    d = str(tmp_path / "ptx")
+    os.makedirs(d, exist_ok=True)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        tcjit.reset()
+        fn(*args)
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    return [f for f in dumped_ptx(d, 1) if f.endswith("_sm90.ptx")]
+
+
+def _entries(text):
+    """{entry name: its text}"""
+    parts = re.split(r"\n(?=\.visible \.entry )", text)
+    return {re.match(r"\.visible \.entry (\w+)", p).group(1): p
+            for p in parts if p.startswith(".visible .entry")}
+
+
+def _sites(body):
+    """(inline div.rn / sqrt.rn, called ones) of an entry; a call of the
+    4-lane form counts 4."""
+    inline = len(re.findall(r"\t(?:div|sqrt)\.rn\.f(?:32|64) ", body))
+    called = len(re.findall(r"call \(\S+\), tc_(?:div|sqrt)_rn_f(?:32|64),", body))
+    called += 4 * len(re.findall(r"call \(rn_d\), tc_(?:div|sqrt)_rn_f(?:32|64)_x4,", body))
+    return inline, called
+
+
+def _check_rn_form(text):
+    """Every entry: all sites inline up to RN_INLINE_MAX, all called above;
+    the module defines exactly the .funcs it calls."""
+    ents = _entries(text)
+    called_any = False
+    for name, body in ents.items():
+        inline, called = _sites(body)
+        assert not (inline and called), name
+        if called:
+            assert called > RN_INLINE_MAX, (name, called)
+            called_any = True
+        else:
+            assert inline <= RN_INLINE_MAX, (name, inline)
+    defined = set(re.findall(r"^\.func \(.*?\) (\w+)\(", text, re.M))
+    used = set(re.findall(r"call \(\S+\), (\w+),", text))
+    assert defined == used
+    return ents, called_any
+
+
+def test_optimizer_step_rn_calls_and_late_values(tmp_path):
+    """tcjit.compile(opt.step), AdamW foreach over 148 same-shaped
+    parameters (issue 13/15: 12.9 s of driver JIT at its second call on an
+    H100).  Its grouped kernels (48 members: 96 div.rn and 48 sqrt.rn per
+    element) call the .func forms, 4 lanes a call in the vector entry; the
+    vector entry loads a member's arguments where it uses them and stores
+    them right after (a store before the last load), with no parameter
+    loaded ahead of the loop; the module assembles."""
+    torch.manual_seed(0)
+    ps = [torch.nn.Parameter(torch.randn(64, 64)) for _ in range(148)]
+    for p in ps:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(ps, lr=1e-4, foreach=True)
+    opt.step()                      # the state, made eagerly
+    files = _dump(tmp_path, lambda: tcjit.compile(opt.step)())
+    assert_ptxas_accepts(files)
+    text = "".join(open(f).read() for f in files)
+    ents, called_any = _check_rn_form(text)
+    assert called_any
+    big_vec = [n for n, b in ents.items()
+               if n.endswith("_v4") and "call (rn_d), tc_div_rn_f32_x4" in b]
+    assert len(big_vec) >= 3, sorted(ents)
+    for n in big_vec:
+        body = ents[n]
+        loop = body.index("$vloop_")
+        assert "ld.param" not in body[:loop], n
+        assert body.index("st.global") < body.rindex("ld.global"), n
+
+
+def test_few_rn_sites_stay_inline(tmp_path):
+    """A kernel with a few divisions and square roots keeps div.rn /
+    sqrt.rn inline (a call costs a branch and a register shuffle), and its
+    module defines no .func."""
+    x = torch.rand(4096) + 0.5
+    files = _dump(tmp_path, lambda: tcjit.compile(
+        lambda x, y: (x / y).sqrt() + y.sqrt() / x)(x, x + 1))
+    assert_ptxas_accepts(files)
+    text = "".join(open(f).read() for f in files)
+    ents, called_any = _check_rn_form(text)
+    assert not called_any and ".func" not in text
+    assert sum(_sites(b)[0] for b in ents.values()) > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.float16, torch.bfloat16])
+def test_many_rn_sites_vector_forms_assemble(tmp_path, dtype):
+    """Per dtype: 12 divisions / square roots per element stay inline in
+    the scalar entry and become calls in the vector entry (4 lanes of
+    float32 / float64 per call; 8 lanes with a 16-bit dtype, two calls);
+    both forms assemble."""
+    def f(x, y):
+        r = x
+        for i in range(6):
+            r = r + (x / (y + i)).sqrt()
+        return r
+    x = (torch.rand(4096) + 0.5).to(dtype)
+    files = _dump(tmp_path, lambda: tcjit.compile(f)(x, x + 1))
+    assert_ptxas_accepts(files)
+    text = "".join(open(f).read() for f in files)
+    ents, called_any = _check_rn_form(text)
+    assert called_any
+    t = "f64" if dtype == torch.float64 else "f32"
+    assert f"tc_div_rn_{t}_x4" in text and f"tc_sqrt_rn_{t}_x4" in text
+    scalar = [b for n, b in ents.items() if not n.endswith("_v4")]
+    assert scalar and all(_sites(b)[1] == 0 for b in scalar)
