@@ -46,13 +46,17 @@ def _sites(body):
     return inline, called
 
 
-def _check_rn_form(text):
-    """Every entry: all sites inline up to RN_INLINE_MAX, all called above;
-    the module defines exactly the .funcs it calls."""
+def _check_rn_form(text, hot_inline=False):
+    """Every entry: all sites inline up to RN_INLINE_MAX, all called above
+    (hot_inline: a reduction's per-point sites, inline at any count, may
+    come on top); the module defines exactly the .funcs it calls."""
     ents = _entries(text)
     called_any = False
     for name, body in ents.items():
         inline, called = _sites(body)
+        if hot_inline:
+            called_any |= called > 0
+            continue
         assert not (inline and called), name
         if called:
             assert called > RN_INLINE_MAX, (name, called)
@@ -130,3 +134,26 @@ def test_many_rn_sites_vector_forms_assemble(tmp_path, dtype):
     assert f"tc_div_rn_{t}_x4" in text and f"tc_sqrt_rn_{t}_x4" in text
     scalar = [b for n, b in ents.items() if not n.endswith("_v4")]
     assert scalar and all(_sites(b)[1] == 0 for b in scalar)
+
+
+def test_reductions_call_only_in_per_row_code(tmp_path):
+    """Reductions: the divisions of each point of a row held in registers
+    (two rows of 4096 normalized by their sums: 16 points per thread each,
+    32 sites) stay inline, since a call there would cost every element; 20
+    grouped row norms call sqrt.rn once per row."""
+    x = torch.rand(64, 4096)
+    files = _dump(tmp_path, lambda: tcjit.compile(
+        lambda x, y: (x / x.sum(-1, keepdim=True), y / y.sum(-1, keepdim=True)))(x, x + 1))
+    assert_ptxas_accepts(files)
+    text = "".join(open(f).read() for f in files)
+    ents, called_any = _check_rn_form(text, hot_inline=True)
+    assert not called_any
+    assert sum(_sites(b)[0] for b in ents.values()) > RN_INLINE_MAX
+
+    xs = [torch.randn(8, 1024) for _ in range(20)]
+    files = _dump(tmp_path / "norms", lambda: tcjit.compile(
+        lambda *xs: [x.pow(2).sum(-1).sqrt() for x in xs])(*xs))
+    assert_ptxas_accepts(files)
+    text = "".join(open(f).read() for f in files)
+    ents, called_any = _check_rn_form(text, hot_inline=True)
+    assert called_any and "tc_sqrt_rn_f32," in text

@@ -63,6 +63,7 @@ typedef struct {
     char err[256];
     int rn_sites;       /* div.rn / sqrt.rn emitted into this entry */
     int rn_call;        /* emit them as calls (emit_entry's second try) */
+    int rn_hot;         /* in a reduction's per-point body: inline */
     unsigned *funcs;    /* the module's FN_* in use */
 } em;
 
@@ -481,9 +482,11 @@ emit_int_div(em *e, tc_dtype dt, reg d, reg a, reg b)
  * (48 members, 384 div.rn.f32 and 192 sqrt.rn.f32) took 1.3 s to assemble
  * inline, 0.5 s with calls (docs/dev.md).  ptxas does not inline a .func.
  * Few sites stay inline: a call costs a branch and an ABI register
- * shuffle that a short kernel would notice.  emit_entry counts the sites
- * on a first try and emits the entry again with calls when there are too
- * many. */
+ * shuffle that a short kernel would notice; so do the sites of a
+ * reduction's per-point bodies (rn_hot: softmax's division of each of a
+ * row's points held in registers), only its per-row code calls.
+ * emit_entry counts the sites on a first try and emits the entry again
+ * with calls when there are too many. */
 #define RN_INLINE_MAX 16
 
 /* Bit of em.funcs for the .func of op (div / sqrt) at dtype dt, scalar or
@@ -500,8 +503,8 @@ emit_rn(em *e, tc_dtype dt, reg d, reg a, reg b)
     const char *t = ty(dt);
     int sq = b.n < 0;
     const char *op = sq ? "sqrt" : "div";
-    e->rn_sites++;
-    if (!e->rn_call || e->funcs == NULL) {
+    e->rn_sites += !e->rn_hot;
+    if (!e->rn_call || e->funcs == NULL || e->rn_hot) {
         if (sq) {
             out(e, "sqrt.rn.%s %s, %s;", t, R(d), R(a));
         }
@@ -1892,6 +1895,7 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
             s->addr[a] = emit_addr(e, en->base[a], o, wide, k->args[a].dtype);
         }
     }
+    e->rn_hot = 1;
     for (int i = k->phases[ph].begin; i < k->phases[ph].end && !e->failed;
          i++) {
         if (reuse != NULL && reuse[i] >= 0) {
@@ -1900,6 +1904,7 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
         }
         emit_inst(s, i);
     }
+    e->rn_hot = 0;
 }
 
 /* Persistent rows (persist_points): the thread's points, their values. */
