@@ -1573,6 +1573,8 @@ typedef struct {
                            stored argument shares its buffer); else after
                            the body, in argument order */
     int *last_store;    /* [nargs] that STORE */
+    int *order, nload;  /* the loaded arguments by their first LOAD */
+    int *pos;           /* [nargs] position in order */
     reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
 } vec_args;
 
@@ -1599,7 +1601,7 @@ vec_arg_addr(vec_args *v, int a)
 }
 
 static void
-vec_arg_load(vec_args *v, int a)
+vec_arg_load1(vec_args *v, int a)
 {
     entry *en = v->en;
     em *e = en->e;
@@ -1622,13 +1624,33 @@ vec_arg_load(vec_args *v, int a)
     }
 }
 
+/* Argument a's loads where the body first reads it, and the loads of the
+ * next arguments the body reads up to VEC_LOAD_AHEAD registers: a load
+ * from a buffer the kernel also writes (an in-place update's) cannot move
+ * above an earlier store to another buffer (ptxas does not know that they
+ * do not alias), so without loads ahead the members of a group would wait
+ * for their loads one after the other. */
+#define VEC_LOAD_AHEAD 64
+
+static void
+vec_arg_load(vec_args *v, int a)
+{
+    vec_arg_load1(v, a);
+    int regs = 0;
+    for (int q = v->pos[a] + 1; q < v->nload && regs < VEC_LOAD_AHEAD; q++) {
+        int b = v->order[q];
+        regs += v->l->st[b][0] == 1 ? v->vl : 1;
+        vec_arg_load1(v, b);
+    }
+}
+
 static void
 vec_arg_store(vec_args *v, int a)
 {
     const tc_kernel *k = v->en->k;
     for (int b = 0; b < k->nargs; b++) {
         if (v->loads[b] && k->args[b].buffer == k->args[a].buffer) {
-            vec_arg_load(v, b);
+            vec_arg_load1(v, b);
         }
     }
     vec_store(v->en->e, k->args[a].dtype, vec_arg_addr(v, a), v->vl,
@@ -1669,14 +1691,16 @@ emit_pointwise_vec(entry *en, const nest *l)
     v.stores = calloc((size_t)na, 1);
     v.early = calloc((size_t)na, 1);
     v.last_store = calloc((size_t)na, sizeof(int));
+    v.order = calloc((size_t)na, sizeof(int));
+    v.pos = calloc((size_t)na, sizeof(int));
     v.lanes_in = calloc((size_t)na * MAX_LANES, sizeof(reg));
     v.lanes_out = calloc((size_t)na * MAX_LANES, sizeof(reg));
     reg *val = calloc((size_t)vl * (size_t)(k->ninsts + 1), sizeof(reg));
     reg *lin = calloc((size_t)na, sizeof(reg));
     reg *lout = calloc((size_t)na, sizeof(reg));
     if (!v.addr || !v.loads || !v.loaded || !v.stores || !v.early
-        || !v.last_store || !v.lanes_in || !v.lanes_out || !val || !lin
-        || !lout) {
+        || !v.last_store || !v.order || !v.pos || !v.lanes_in
+        || !v.lanes_out || !val || !lin || !lout) {
         fail(e, "out of memory");
         goto done;
     }
@@ -1685,8 +1709,10 @@ emit_pointwise_vec(entry *en, const nest *l)
     }
     for (int i = 0; i < k->ninsts; i++) {
         int a = k->insts[i].arg;
-        if (k->insts[i].op == KOP_LOAD) {
+        if (k->insts[i].op == KOP_LOAD && !v.loads[a]) {
             v.loads[a] = 1;
+            v.pos[a] = v.nload;
+            v.order[v.nload++] = a;
         }
         else if (k->insts[i].op == KOP_STORE) {
             v.stores[a] = 1;
@@ -1771,6 +1797,8 @@ done:
     free(v.stores);
     free(v.early);
     free(v.last_store);
+    free(v.order);
+    free(v.pos);
     free(v.lanes_in);
     free(v.lanes_out);
     free(val);
