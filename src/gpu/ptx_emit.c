@@ -50,9 +50,6 @@ typedef struct {
 
 static const reg NOREG = {C_R, -1};
 
-/* Rounded float division and square root as called subroutines: bit
- * rn_fn() of em.funcs, one .func each in the module (emit_rn). */
-
 typedef struct {
     sbuf b;
     int cnt[C_N];
@@ -64,7 +61,7 @@ typedef struct {
     int rn_sites;       /* div.rn / sqrt.rn emitted into this entry */
     int rn_call;        /* emit them as calls (emit_entry's second try) */
     int rn_hot;         /* in a reduction's per-point body: inline */
-    unsigned *funcs;    /* the module's FN_* in use */
+    unsigned *funcs;    /* the module's .funcs in use (bits rn_fn) */
 } em;
 
 static reg
@@ -566,54 +563,51 @@ emit_rn_funcs(sbuf *mod, unsigned funcs)
     for (int sq = 0; sq < 2; sq++) {
         for (int f64 = 0; f64 < 2; f64++) {
             const char *op = sq ? "sqrt" : "div", *t = f64 ? "f64" : "f32";
-            const char *b = sq ? "" : ", b";
-            if (funcs & rn_fn(sq, f64 ? TC_F64 : TC_F32, 0)) {
+            tc_dtype dt = f64 ? TC_F64 : TC_F32;
+            if (funcs & rn_fn(sq, dt, 0)) {
                 sb_printf(mod, "\n.func (.reg .%s d) tc_%s_rn_%s(.reg .%s a",
                           t, op, t, t);
                 if (!sq) {
                     sb_printf(mod, ", .reg .%s b", t);
                 }
                 sb_printf(mod, ")\n{\n\t%s.rn.%s d, a%s;\n\tret;\n}\n", op,
-                          t, b);
+                          t, sq ? "" : ", b");
             }
-            if (!(funcs & rn_fn(sq, f64 ? TC_F64 : TC_F32, 1))) {
+            if (!(funcs & rn_fn(sq, dt, 1))) {
                 continue;
             }
+            /* x4: lanes a[j] (/ b[j]) -> d[j] through .v4.f32 / .v2.f64 */
             int sz = f64 ? 8 : 4, per = 16 / sz;
-            sb_printf(mod,
-                      "\n.func (.param .align 16 .b8 d[%d]) tc_%s_rn_%s_x4("
-                      ".param .align 16 .b8 a[%d]%s",
-                      4 * sz, op, t, 4 * sz, sq ? "" : ", .param .align 16 .b8 b[");
+            sb_printf(mod, "\n.func (.param .align 16 .b8 d[%d]) "
+                           "tc_%s_rn_%s_x4(.param .align 16 .b8 a[%d]",
+                      4 * sz, op, t, 4 * sz);
             if (!sq) {
-                sb_printf(mod, "%d]", 4 * sz);
+                sb_printf(mod, ", .param .align 16 .b8 b[%d]", 4 * sz);
             }
             sb_printf(mod, ")\n{\n\t.reg .%s x<4>, y<4>, z<4>;\n", t);
             for (int j = 0; j < 4; j += per) {
-                const char *v = per == 4 ? "{x%d, x%d, x%d, x%d}" : "{x%d, x%d}";
-                sb_printf(mod, "\tld.param.v%d.%s ", per, t);
-                sb_printf(mod, v, j, j + 1, j + 2, j + 3);
-                sb_printf(mod, ", [a+%d];\n", j * sz);
-                if (!sq) {
-                    sb_printf(mod, "\tld.param.v%d.%s ", per, t);
-                    sb_printf(mod, per == 4 ? "{y%d, y%d, y%d, y%d}"
-                                            : "{y%d, y%d}",
-                              j, j + 1, j + 2, j + 3);
-                    sb_printf(mod, ", [b+%d];\n", j * sz);
+                for (int in = 0; in < 2 - sq; in++) {
+                    sb_printf(mod, "\tld.param.v%d.%s {", per, t);
+                    for (int l = j; l < j + per; l++) {
+                        sb_printf(mod, "%s%c%d", l > j ? ", " : "",
+                                  in ? 'y' : 'x', l);
+                    }
+                    sb_printf(mod, "}, [%c+%d];\n", in ? 'b' : 'a', j * sz);
                 }
             }
             for (int j = 0; j < 4; j++) {
-                if (sq) {
-                    sb_printf(mod, "\tsqrt.rn.%s z%d, x%d;\n", t, j, j);
+                sb_printf(mod, "\t%s.rn.%s z%d, x%d", op, t, j, j);
+                if (!sq) {
+                    sb_printf(mod, ", y%d", j);
                 }
-                else {
-                    sb_printf(mod, "\tdiv.rn.%s z%d, x%d, y%d;\n", t, j, j, j);
-                }
+                sb_printf(mod, ";\n");
             }
             for (int j = 0; j < 4; j += per) {
-                sb_printf(mod, "\tst.param.v%d.%s [d+%d], ", per, t, j * sz);
-                sb_printf(mod, per == 4 ? "{z%d, z%d, z%d, z%d}" : "{z%d, z%d}",
-                          j, j + 1, j + 2, j + 3);
-                sb_printf(mod, ";\n");
+                sb_printf(mod, "\tst.param.v%d.%s [d+%d], {", per, t, j * sz);
+                for (int l = j; l < j + per; l++) {
+                    sb_printf(mod, "%sz%d", l > j ? ", " : "", l);
+                }
+                sb_printf(mod, "};\n");
             }
             sb_printf(mod, "\tret;\n}\n");
         }
@@ -1684,7 +1678,7 @@ emit_pointwise_vec(entry *en, const nest *l)
     int64_t nvec = k->numel / vl;
     const char *it = en->wide ? "u64" : "u32";
     int na = k->nargs > 0 ? k->nargs : 1;
-    vec_args v = {en, l, vl, NOREG};
+    vec_args v = {.en = en, .l = l, .vl = vl, .e4 = NOREG};
     v.addr = malloc(sizeof(reg) * (size_t)na);
     v.loads = calloc((size_t)na, 1);
     v.loaded = calloc((size_t)na, 1);
