@@ -23,6 +23,7 @@ medians of the best round, ms), and the first-call (compile) time of each
 compiled column.  --no-inductor leaves out the torch.compile columns.
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -169,11 +170,18 @@ def freezing_rows(a, results):
         row = {}
         with torch.no_grad():
             ref = model(x)
+            # on CUDA, convolutions run in TF32 (cudnn.allow_tf32): each
+            # variant rounds differently (folded weights), so the check is
+            # against a float64 run, at twice eager's own error
+            ref64 = copy.deepcopy(model).double()(x.double())
+            allowed = max(2 * (ref.double() - ref64).abs().max().item(),
+                          1e-3 * ref64.abs().max().item())
             for col, make in variants(model, not a.no_inductor):
                 tcjit.reset()
                 fn, compile_s = first_call(make, x, device)
                 tcjit.config.freezing = False
-                torch.testing.assert_close(fn(x), ref, rtol=1e-3, atol=1e-3)
+                err = (fn(x).double() - ref64).abs().max().item()
+                assert err <= allowed, (col, err, allowed)
                 best = min(time_call(fn, x, device, a.calls)
                            for _ in range(a.rounds))
                 row[col] = {"ms": round(best, 4),

@@ -41,7 +41,8 @@ LEVELS = {
 PUBLIC = {
     "pyrt": {"pyframe.h", "pyvalue.h"},
     "graph": {"graph.h", "ops.h", "kir.h", "schedule.h", "extern.h",
-              "textbuf.h", "mathconst.h", "reduce_plan.h", "freeze.h"},
+              "textbuf.h", "mathconst.h", "reduce_plan.h", "freeze.h",
+              "reinplace.h", "bn_lower.h"},
     "runtime": {"backend.h", "extern_table.h", "tensor_alloc.h",
                 "torch_tensor.h",
                 "extern_call.h", "threadpool.h", "tunetable.h",
@@ -50,7 +51,7 @@ PUBLIC = {
     "gpu": {"gpu.h"},
     "guards": {"guards.h", "nn_module.h", "tensor_keys.h"},
     "tracer": {"tracer.h", "bindings.h"},
-    "frame_eval": {"eval_frame.h"},
+    "frame_eval": {"eval_frame.h", "bn_eval.h"},
     "": set(),
 }
 

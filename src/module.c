@@ -4,6 +4,7 @@
  * under src/.  The tcjit Python package wraps these functions.
  */
 #include "frame_eval/eval_frame.h"
+#include "frame_eval/bn_eval.h"
 
 #include <structmember.h>
 
@@ -305,6 +306,26 @@ mod_extern_call_args(PyObject *m, PyObject *arg)
     return tc_xtable_args((int)id);
 }
 
+/* (input, weight, bias, running_mean, running_var) operand indices (-1:
+ * None) and eps of an eval-mode torch.batch_norm call, or None
+ * (frame_eval/bn_eval.h; python/tcjit/_freezing.py folds these). */
+static PyObject *
+mod_eval_batch_norm_call(PyObject *m, PyObject *arg)
+{
+    long id = PyLong_AsLong(arg);
+    int ops[5];
+    double eps;
+    if (id == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int r = tc_bn_eval_call((int)id, ops, &eps);
+    if (r <= 0) {
+        return r < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    return Py_BuildValue("(iiiiid)", ops[0], ops[1], ops[2], ops[3], ops[4],
+                         eps);
+}
+
 /* The op registry as data, for docs/ops.md and users. */
 static PyObject *
 mod_op_table(PyObject *m, PyObject *unused)
@@ -407,6 +428,7 @@ static PyMethodDef module_methods[] = {
     {"set_hooks", mod_set_hooks, METH_VARARGS, NULL},
     {"op_table", mod_op_table, METH_NOARGS, NULL},
     {"extern_call_args", mod_extern_call_args, METH_O, NULL},
+    {"eval_batch_norm_call", mod_eval_batch_norm_call, METH_O, NULL},
     {"bindings", mod_bindings, METH_NOARGS, NULL},
     {"decomposed", mod_decomposed, METH_NOARGS, NULL},
     {"tensor_keys", mod_tensor_keys, METH_O, NULL},

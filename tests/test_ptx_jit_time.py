@@ -156,3 +156,41 @@ def test_reductions_call_only_in_per_row_code(tmp_path):
     text = "".join(open(f).read() for f in files)
     ents, called_any = _check_rn_form(text, hot_inline=True)
     assert called_any and "tc_sqrt_rn_f32," in text
+
+
+def test_size_generic_kernels_call_and_load_late(tmp_path):
+    """Size-generic kernels (dynamic shapes, ptx_emit.c em.generic) get the
+    same treatment: an Adam-like update of 12 tensors whose size changes
+    (an automatic-dynamic recompile) emits a generic module that calls the
+    .func forms, loads argument pointers in the loop, not ahead of it
+    (only the block parameter's sizes are loaded there), and
+    assembles."""
+    from test_dynamic_cuda import dump, generic_texts
+
+    def step(*ts):
+        out = []
+        for p, g, m, v in zip(ts[0::4], ts[1::4], ts[2::4], ts[3::4]):
+            m2 = m * 0.9 + g * 0.1
+            v2 = v * 0.999 + g * g * 0.001
+            out.append(p - 0.01 * (m2 / 0.1) / ((v2 / 0.001).sqrt() + 1e-8))
+        return out
+
+    def make(n):
+        g = torch.Generator().manual_seed(n)
+        return tuple(torch.rand(n, 16, generator=g) + 0.5 for _ in range(48))
+
+    dump(step, make, (2, 3, 4), tmp_path)
+    texts = generic_texts(tmp_path)
+    assert texts, "no size-generic kernel was emitted"
+    called_any = False
+    for t in (ts[0] for ts in texts.values()):
+        assert "tc_generic_d[" in t
+        ents, called = _check_rn_form(t)
+        called_any |= called
+        for n, b in ents.items():
+            if n.endswith("_v4"):
+                head = b[:b.index("$vloop_")]
+                assert "_p" not in "".join(re.findall(r"ld\.param[^\n]*", head)), n
+    assert called_any
+    assert_ptxas_accepts([f for f in dumped_ptx(str(tmp_path), 1)
+                          if re.search(r"g\d+_k\d+_sm\d+\.ptx$", f)])

@@ -37,14 +37,13 @@ def _batch_norm_args(node):
     torch.batch_norm extern node, or None."""
     if node.op != "extern" or node.xattr[1] != 0:
         return None
-    fn, args, operands, kwnames = _C.extern_call_args(node.xattr[0])
-    if fn is not torch.batch_norm or kwnames or len(args) < 8:
+    # the call is recognized where the batch norms freezing leaves are
+    # lowered (src/frame_eval/bn_eval.c), so both match the same calls
+    call = _C.eval_batch_norm_call(node.xattr[0])
+    if call is None:
         return None
-    vals = [node.args[k] if k >= 0 else a for a, k in zip(args, operands)]
-    x, w, b, mean, var, training, _momentum, eps = vals[:8]
-    if training is not False or mean is None or var is None:
-        return None
-    return x, w, b, mean, var, eps
+    *ops, eps = call
+    return tuple(node.args[k] if k >= 0 else None for k in ops) + (eps,)
 
 
 def _conv_bn(g, const, users, outputs):

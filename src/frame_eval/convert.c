@@ -3,6 +3,7 @@
 #include "convert.h"
 
 #include "autograd.h"
+#include "bn_eval.h"
 #include "cudagraphs.h"
 #include "freezing.h"
 #include "hostsplit.h"
@@ -12,6 +13,7 @@
 
 #include "../graph/extern.h"
 #include "../graph/ops.h"
+#include "../graph/reinplace.h"
 #include "../graph/schedule.h"
 #include "../gpu/gpu.h"
 #include "../jit/jit.h"
@@ -259,7 +261,26 @@ tc_graph_desc(const tc_graph *g, int device)
 /* ---- backends -------------------------------------------------------------- */
 
 /* Tests set ptx_dump_dir so that CI, which has no GPU, still assembles
- * the PTX of every graph the suite compiles for the CPU (ptxas). */
+ * the PTX of every graph the suite compiles for the CPU (ptxas): the
+ * plan's module, and the module of each size-generic kernel (ptx.h). */
+static void
+dump_file(const char *title, const char *text, int serial, const char *var,
+          int kernel, int sm, int failed)
+{
+    char path[1024], kn[24] = "";
+    if (kernel >= 0) {
+        PyOS_snprintf(kn, sizeof(kn), "_k%d", kernel);
+    }
+    PyOS_snprintf(path, sizeof(path), "%s/g%05d%s%s_sm%d.%s",
+                  tc_config.ptx_dump_dir, serial, var, kn, sm,
+                  failed ? "error" : "ptx");
+    FILE *fp = fopen(path, "w");
+    if (fp != NULL) {
+        fprintf(fp, "// %s\n%s", title, text ? text : "(no text)");
+        fclose(fp);
+    }
+}
+
 static void
 dump_ptx(const tc_plan *plan, const char *title)
 {
@@ -268,25 +289,25 @@ dump_ptx(const tc_plan *plan, const char *title)
     /* max-autotune: every candidate module the GPU tuner may pick */
     int nvar = plan->autotune ? TC_PTX_VARIANTS : 1;
     for (int i = 0; i < 2 * nvar; i++) {
-        char *ptx = NULL, path[1024], var[16] = "";
+        char err[512], var[16] = "";
         int sm = sms[i % 2], v = i / 2;
         if (v > 0) {
             PyOS_snprintf(var, sizeof(var), "_v%d", v);
         }
-        if (tc_gpu_emit_ptx_for_plan(plan, sm, v, &ptx) == 0) {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.ptx",
-                          tc_config.ptx_dump_dir, serial, var, sm);
+        tc_ptx_module m;
+        if (tc_ptx_emit_variant(plan, sm, TC_PTX_TEST_SMS, v, &m, err,
+                                sizeof(err)) < 0) {
+            dump_file(title, err, serial, var, -1, sm, 1);
+            continue;
         }
-        else {
-            PyOS_snprintf(path, sizeof(path), "%s/g%05d%s_sm%d.error",
-                          tc_config.ptx_dump_dir, serial, var, sm);
+        dump_file(title, m.text, serial, var, -1, sm, 0);
+        for (int k = 0; k < m.nkernels; k++) {
+            if (m.kernels[k].text != NULL
+                && tc_plan_first_same_kernel(plan, k) == k) {
+                dump_file(title, m.kernels[k].text, serial, var, k, sm, 0);
+            }
         }
-        FILE *fp = fopen(path, "w");
-        if (fp != NULL) {
-            fprintf(fp, "// %s\n%s", title, ptx ? ptx : "(no text)");
-            fclose(fp);
-        }
-        free(ptx);
+        tc_ptx_module_clear(&m);
     }
     serial++;
 }
@@ -642,6 +663,26 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             PyErr_NoMemory();
             return -1;
         }
+    }
+    /* the eval-mode batch norms freezing left: pointwise ops that fuse
+     * (for tcjit's own code generators; a training graph keeps them) */
+    if (e->is_auto && !tc_graph_requires_grad(g)) {
+        int lowered = tc_lower_eval_batch_norms(g);
+        if (lowered < 0) {
+            return -1;
+        }
+        if (lowered > 0 && tc_graph_optimize(g) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    /* a slice written into an input in place, not copied twice
+     * (reinplace.h): tcjit's own code generators run the write_box node;
+     * a graph that records autograd keeps the functional value */
+    if (e->is_auto && !tc_graph_requires_grad(g)
+        && tc_graph_reinplace(g) < 0) {
+        PyErr_NoMemory();
+        return -1;
     }
     e->noutputs = g->noutputs;
     e->merged_outputs = 0;

@@ -296,9 +296,19 @@ int
 tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
              size_t errlen)
 {
+    return tc_cu_module_ex(ptx, device, mod, NULL, err, errlen);
+}
+
+int
+tc_cu_module_ex(const char *ptx, int device, CUmodule *mod, int *loaded,
+                char *err, size_t errlen)
+{
     const tc_cu_api *a = tc_cu_load(err, errlen);
     if (a == NULL) {
         return -1;
+    }
+    if (loaded != NULL) {
+        *loaded = 0;
     }
     uint64_t h = fnv1a(ptx);
     pthread_mutex_lock(&mu);
@@ -347,6 +357,9 @@ tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
     modules = e;
     pthread_mutex_unlock(&mu);
     *mod = m;
+    if (loaded != NULL) {
+        *loaded = 1;
+    }
     return 0;
 }
 

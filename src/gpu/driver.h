@@ -85,6 +85,10 @@ int tc_cu_make_current(int device, char *err, size_t errlen);
  * version, and a later process loads it without the PTX JIT. */
 int tc_cu_module(const char *ptx, int device, CUmodule *mod, char *err,
                  size_t errlen);
+/* The same; *loaded (when not NULL) says whether this call loaded it
+ * (0: it came from the cache). */
+int tc_cu_module_ex(const char *ptx, int device, CUmodule *mod, int *loaded,
+                    char *err, size_t errlen);
 
 int tc_cu_function(CUmodule mod, const char *name, CUfunction *fn,
                    char *err, size_t errlen);

@@ -40,6 +40,12 @@ int tc_gpu_run(tc_gpu_compiled *c, PyObject *const *inputs,
 
 int tc_gpu_nkernels(const tc_gpu_compiled *c);
 
+/* Kernels whose module this compile loaded: all of them for a static
+ * plan; for a dynamic one (tc_plan.dynamic) those of its size-generic
+ * kernels that no earlier plan had (ptx.h) plus, when its module was new,
+ * the kernels with constant sizes. */
+int tc_gpu_ncompiled(const tc_gpu_compiled *c);
+
 /* Whether CUDA can be used at all (libcuda loads, cuInit succeeds); never
  * raises.  Lets callers fall back to the CPU path. */
 int tc_gpu_available(void);

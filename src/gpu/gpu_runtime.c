@@ -23,6 +23,7 @@
 #include "autotune.h"
 #include "../runtime/tensor_alloc.h"
 #include "../runtime/extern_call.h"
+#include "../graph/textbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ struct tc_gpu_compiled {
     int64_t scratch_bytes;  /* largest scratch of a split reduction */
     PyObject *scratch_argv[4];  /* torch.empty_strided arguments for it */
     tc_extern_rt *ext;      /* extern steps (torch's own kernels), or NULL */
+    int ncompiled;          /* kernels whose module this compile loaded
+                               (dynamic shapes: the others were shared) */
 };
 
 static PyObject *get_stream = NULL;     /* see the file comment */
@@ -97,6 +100,61 @@ error:
     return -1;
 }
 
+/* TCJIT_LOGS=output_code: the plan's module, then each size-generic
+ * kernel's (once). */
+static char *
+module_texts(const tc_ptx_module *m)
+{
+    tc_textbuf b = {0};
+    tc_textbuf_printf(&b, "%s", m->text);
+    for (int i = 0; i < m->nkernels; i++) {
+        const char *t = m->kernels[i].text;
+        int seen = t == NULL;
+        for (int j = 0; j < i && !seen; j++) {
+            seen = m->kernels[j].text != NULL
+                   && strcmp(m->kernels[j].text, t) == 0;
+        }
+        if (!seen) {
+            tc_textbuf_printf(&b, "\n// kernel %d (size-generic, a module "
+                              "of its own)\n%s", i, t);
+        }
+    }
+    return tc_textbuf_finish(&b);
+}
+
+/* The module of each kernel of c into mods[]: the plan's module (every
+ * kernel compiled with constant sizes), else the size-generic kernel's
+ * own, shared with every plan whose kernel has the same text (ptx.h;
+ * driver.c caches modules by text).  Counts c->ncompiled.  No Python. */
+static int
+load_modules(tc_gpu_compiled *c, CUmodule *mods, char *err, size_t errlen)
+{
+    const tc_ptx_module *m = &c->mod;
+    int nstatic = 0, loaded = 0;
+    for (int i = 0; i < m->nkernels; i++) {
+        nstatic += m->kernels[i].text == NULL;
+    }
+    CUmodule plan_mod = NULL;
+    if (nstatic > 0) {    /* externs only or all generic: no module */
+        if (tc_cu_module_ex(m->text, c->device, &plan_mod, &loaded, err,
+                            errlen) < 0) {
+            return -1;
+        }
+        c->ncompiled = loaded ? nstatic : 0;
+    }
+    for (int i = 0; i < m->nkernels; i++) {
+        mods[i] = plan_mod;
+        if (m->kernels[i].text != NULL) {
+            if (tc_cu_module_ex(m->kernels[i].text, c->device, &mods[i],
+                                &loaded, err, errlen) < 0) {
+                return -1;
+            }
+            c->ncompiled += loaded;
+        }
+    }
+    return 0;
+}
+
 tc_gpu_compiled *
 tc_gpu_compile(tc_plan *plan, int device, char **code_text)
 {
@@ -131,7 +189,18 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
     Py_DECREF(dev);
     char err[2048] = "";
     int sm = 0, nsm = 0, rc;
-    CUmodule mod = NULL;
+    int n = plan->nkernels;
+    CUmodule *mods = calloc((size_t)(n + 1), sizeof(CUmodule));
+    c->fn = calloc((size_t)(n + 1), sizeof(CUfunction));
+    c->fn_vec = calloc((size_t)(n + 1), sizeof(CUfunction));
+    c->fn_fin = calloc((size_t)(n + 1), sizeof(CUfunction));
+    if (mods == NULL || c->fn == NULL || c->fn_vec == NULL
+        || c->fn_fin == NULL) {
+        free(mods);
+        PyErr_NoMemory();
+        tc_gpu_free(c);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = tc_cu_device_info(device, &sm, &nsm, err, sizeof(err));
     if (rc == 0) {
@@ -141,26 +210,19 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
         rc = tc_ptx_emit_variant(plan, sm, nsm, variant, &c->mod, err,
                                  sizeof(err));
     }
-    if (rc == 0 && plan->nkernels > 0) {  /* externs only: no module */
-        rc = tc_cu_module(c->mod.text, device, &mod, err, sizeof(err));
+    if (rc == 0) {
+        rc = load_modules(c, mods, err, sizeof(err));
     }
     Py_END_ALLOW_THREADS
     if (rc < 0) {
+        free(mods);
         PyErr_SetString(PyExc_RuntimeError, err);
-        tc_gpu_free(c);
-        return NULL;
-    }
-    int n = plan->nkernels;
-    c->fn = calloc((size_t)(n + 1), sizeof(CUfunction));
-    c->fn_vec = calloc((size_t)(n + 1), sizeof(CUfunction));
-    c->fn_fin = calloc((size_t)(n + 1), sizeof(CUfunction));
-    if (c->fn == NULL || c->fn_vec == NULL || c->fn_fin == NULL) {
-        PyErr_NoMemory();
         tc_gpu_free(c);
         return NULL;
     }
     for (int i = 0; i < n; i++) {
         const tc_ptx_kernel *ki = &c->mod.kernels[i];
+        CUmodule mod = mods[i];
         if (tc_cu_function(mod, ki->entry, &c->fn[i], err, sizeof(err)) < 0
             || (ki->entry_vec[0]
                 && tc_cu_function(mod, ki->entry_vec, &c->fn_vec[i], err,
@@ -168,6 +230,7 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
             || (ki->entry_final[0]
                 && tc_cu_function(mod, ki->entry_final, &c->fn_fin[i], err,
                                   sizeof(err)) < 0)) {
+            free(mods);
             PyErr_SetString(PyExc_RuntimeError, err);
             tc_gpu_free(c);
             return NULL;
@@ -176,6 +239,7 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
             c->scratch_bytes = ki->scratch_bytes;
         }
     }
+    free(mods);
     if (c->scratch_bytes > 0) {
         /* a uint8 tensor per call (like the temporaries: stream-ordered
          * caching allocator, so concurrent calls on other streams never
@@ -191,7 +255,7 @@ tc_gpu_compile(tc_plan *plan, int device, char **code_text)
         }
     }
     if (code_text != NULL) {
-        *code_text = strdup(c->mod.text);
+        *code_text = module_texts(&c->mod);
     }
     return c;
 }
@@ -220,6 +284,15 @@ int
 tc_gpu_nkernels(const tc_gpu_compiled *c)
 {
     return c != NULL ? c->mod.nkernels : 0;
+}
+
+int
+tc_gpu_ncompiled(const tc_gpu_compiled *c)
+{
+    if (c == NULL) {
+        return 0;
+    }
+    return c->plan->dynamic ? c->ncompiled : c->mod.nkernels;
 }
 
 /* ---- run ------------------------------------------------------------------ */
@@ -265,9 +338,10 @@ launch_kernel(tc_gpu_compiled *c, int i, void **ptrs, CUdeviceptr *args,
         params[a] = &args[a];
         misalign |= args[a] & 15;
     }
-    /* split reductions only */
+    /* split reductions: the scratch; size-generic kernels: their block of
+     * sizes (an array parameter: the launch copies its bytes) */
     args[k->nargs] = (CUdeviceptr)(uintptr_t)scratch_ptr;
-    params[k->nargs] = &args[k->nargs];
+    params[k->nargs] = ki->dims != NULL ? (void *)ki->dims : &args[k->nargs];
     int vec = c->fn_vec[i] != NULL && misalign == 0;
     if (tc_cu_launch(vec ? c->fn_vec[i] : c->fn[i],
                      vec ? ki->entry_vec : ki->entry,
@@ -399,6 +473,12 @@ backend_nkernels(const void *c)
     return tc_gpu_nkernels(c);
 }
 
+static int
+backend_ncompiled(const void *c)
+{
+    return tc_gpu_ncompiled(c);
+}
+
 static const char *
 backend_code_kind(void)
 {
@@ -411,5 +491,6 @@ const tc_backend tc_gpu_backend = {
     .run = backend_run,
     .free = backend_free,
     .nkernels = backend_nkernels,
+    .ncompiled = backend_ncompiled,
     .code_kind = backend_code_kind,
 };

@@ -11,6 +11,21 @@
  * top of the module (emit_rn in ptx_emit.c; docs/dev.md "JIT time of
  * large PTX kernels").
  *
+ * Size-generic kernels (dynamic shapes, tc_plan.dynamic; docs/dynamic.md):
+ * every kernel but a split reduction reads its loop sizes, strides,
+ * argument offsets and parameter constants (kir.h TC_KCONST_PARAM) from
+ * one more parameter, `.param .align 8 .b8 <entry>_d[8 * n]`: the int64
+ * block of kir.h tc_dims_block over the collapsed nests (outer dims, then
+ * reduction dims), the layout the CPU's kernels read too.  Which strides
+ * are 0 or 1, which offsets are 0, 32- or 64-bit index math, the vector
+ * entry and the reduction schedule (threads, accumulator sets, persistent
+ * points) stay compiled in, as the plan's sizes decide them.  Such a
+ * kernel is a module of its own (tc_ptx_kernel.text, entry names
+ * "tc_generic", "tc_generic_v4"), so its text depends only on its code:
+ * the runtime shares a loaded module between plans of every size whose
+ * text is the same (the reuse key: whatever the sizes decided is in the
+ * text, the values are in the block).
+ *
  * Pointwise kernels (nphases == 0): one element per thread per iteration of
  * a grid-stride loop.  The loop nest is first collapsed (size-1 dims
  * dropped, dims contiguous for every argument merged), then the linear
@@ -82,10 +97,17 @@ typedef struct {
     int grid_final;
     int block_final;
     int64_t scratch_bytes;
+    /* size-generic kernels (see above), else NULL: the module holding the
+     * entries (malloc'd), and the block for this plan's sizes
+     * (malloc'd, ndims values), passed as the last parameter */
+    char *text;
+    int64_t *dims;
+    int64_t ndims;
 } tc_ptx_kernel;
 
 typedef struct {
-    char *text;            /* the module (malloc'd) */
+    char *text;            /* the module (malloc'd): every kernel but the
+                              size-generic ones */
     int nkernels;
     tc_ptx_kernel *kernels;/* [nkernels], plan order */
 } tc_ptx_module;
@@ -118,8 +140,10 @@ int tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count,
                         size_t errlen);
 
 /* For the test suites (ptxas checks): the module text for plan and sm, as
- * tc_ptx_emit_variant with 132 SMs.  Returns 0 with *ptx malloc'd, or -1 with *ptx
+ * tc_ptx_emit_variant with TC_PTX_TEST_SMS SMs (the size-generic kernels'
+ * modules are in the tc_ptx_module that call fills).  Returns 0 with *ptx malloc'd, or -1 with *ptx
  * a malloc'd error message (NULL if even that allocation failed). */
+#define TC_PTX_TEST_SMS 132
 int tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, int variant,
                              char **ptx);
 

@@ -62,6 +62,14 @@ typedef struct {
     int rn_call;        /* emit them as calls (emit_entry's second try) */
     int rn_hot;         /* in a reduction's per-point body: inline */
     unsigned *funcs;    /* the module's .funcs in use (bits rn_fn) */
+    /* Size-generic kernel (dynamic shapes, ptx.h): every size, stride,
+     * offset and parameter constant is slot j of the block parameter
+     * (kir.h tc_dims_block), loaded at the entry into g64[j] (u64) and
+     * g32[j] (its low 32 bits, for 32-bit index math). */
+    int generic;
+    int gnd, gnargs, gslots;
+    reg *g64, *g32;
+    reg gnumel[2], gred[2];    /* outer / reduction points, [wide] */
 } em;
 
 static reg
@@ -101,6 +109,32 @@ R(reg r)
     char *s = ring[next++ & 31];
     snprintf(s, 16, "%s%d", cls_prefix[r.c], r.n);
     return s;
+}
+
+/* Operand text of a value the sizes give: the immediate v, or in a
+ * size-generic kernel the register of block slot `slot` (wide: u64). */
+static const char *
+dimop(em *e, int slot, int64_t v, int wide)
+{
+    static _Thread_local char ring[8][24];
+    static _Thread_local int next;
+    if (e->generic) {
+        return R(wide ? e->g64[slot] : e->g32[slot]);
+    }
+    char *s = ring[next++ & 7];
+    snprintf(s, 24, "%lld", (long long)v);
+    return s;
+}
+
+/* The kernel's outer points (red = 0, v = numel) or reduction points
+ * (red = 1, v = red_numel) as an operand. */
+static const char *
+numop(em *e, int red, int64_t v, int wide)
+{
+    if (e->generic) {
+        return R(red ? e->gred[wide != 0] : e->gnumel[wide != 0]);
+    }
+    return dimop(e, 0, v, wide);
 }
 
 static void
@@ -866,6 +900,8 @@ typedef struct {
     int64_t sizes[TC_MAX_DIMS];
     int nargs;
     int64_t (*st)[TC_MAX_DIMS];    /* [nargs][nd] */
+    int slot0;      /* size-generic: block dim of sizes[0] (the outer
+                       nest's dims come first, then the reduction's) */
 } nest;
 
 /* Dims [d0, d0 + n) of k, size-1 dims dropped, dims contiguous for every
@@ -938,29 +974,38 @@ emit_coords(em *e, reg idx, const nest *l, int wide, reg *coord)
         if (d > 0) {
             coord[d] = newreg(e, c);
             reg q2 = newreg(e, c);
-            out(e, "rem.%s %s, %s, %lld;", it, R(coord[d]), R(q),
-                (long long)l->sizes[d]);
-            out(e, "div.%s %s, %s, %lld;", it, R(q2), R(q),
-                (long long)l->sizes[d]);
+            out(e, "rem.%s %s, %s, %s;", it, R(coord[d]), R(q),
+                dimop(e, l->slot0 + d, l->sizes[d], wide));
+            out(e, "div.%s %s, %s, %s;", it, R(q2), R(q),
+                dimop(e, l->slot0 + d, l->sizes[d], wide));
             q = q2;
         }
     }
 }
 
 /* base + sum over dims of coord[d] * stride of argument a (s32 or s64
- * register as wide says). */
+ * register as wide says); base is a's offset or 0. */
 static reg
 emit_offset(em *e, const nest *l, int wide, int64_t base, int a,
             const reg *coord)
 {
     const char *st = wide ? "s64" : "s32";
     reg off = newreg(e, wide ? C_RD : C_R);
-    out(e, "mov.%s %s, %lld;", st, R(off), (long long)base);
+    out(e, "mov.%s %s, %s;", st, R(off),
+        base != 0 ? dimop(e, tc_dims_offset_slot(e->gnd, e->gnargs, a), base,
+                          wide)
+                  : "0");
     for (int d = l->nd - 1; d >= 0; d--) {
-        if (l->st[a][d] != 0) {
-            out(e, "mad.lo.%s %s, %s, %lld, %s;", st, R(off), R(coord[d]),
-                (long long)l->st[a][d], R(off));
+        int64_t sd = l->st[a][d];
+        if (sd == 0) {
+            continue;
         }
+        /* which strides are 0 or 1 stays compiled in */
+        out(e, "mad.lo.%s %s, %s, %s, %s;", st, R(off), R(coord[d]),
+            sd == 1 ? "1"
+                    : dimop(e, tc_dims_stride_slot(e->gnd, a, l->slot0 + d),
+                            sd, wide),
+            R(off));
     }
     return off;
 }
@@ -1051,6 +1096,20 @@ emit_inst(body *s, int i)
     }
     switch (in->op) {
     case KOP_CONST:
+        if (e->generic && in->arg >= TC_KCONST_PARAM) {
+            /* a parameter: the double's bits in the block */
+            reg d = newreg(e, C_FD);
+            out(e, "mov.b64 %s, %s;", R(d),
+                R(e->g64[tc_dims_param_slot(e->gnd, e->gnargs,
+                                            in->arg - TC_KCONST_PARAM)]));
+            if (in->dtype == TC_F32) {
+                reg f = newreg(e, C_F);
+                out(e, "cvt.rn.f32.f64 %s, %s;", R(f), R(d));
+                d = f;
+            }
+            s->val[i] = d;
+            return;
+        }
         s->val[i] = const_reg(e, in->dtype, in->imm.f, in->imm.i);
         return;
     case KOP_INDEX:
@@ -1205,7 +1264,23 @@ typedef struct entry {
     int scratch;        /* split reductions: one more .u64 parameter */
     reg scratch_base;   /* its global address */
     int lazy_base;      /* pointwise: base pointers where needed */
+    const nest *lo, *lr;/* the outer and reduction loop nests */
 } entry;
+
+/* Product of nest l's sizes (size-generic kernels) into p[0] (u32) and
+ * p[1] (u64). */
+static void
+dims_product(em *e, const nest *l, reg *p)
+{
+    p[1] = newreg(e, C_RD);
+    out(e, "mov.u64 %s, 1;", R(p[1]));
+    for (int d = 0; d < l->nd; d++) {
+        out(e, "mul.lo.u64 %s, %s, %s;", R(p[1]), R(p[1]),
+            R(e->g64[l->slot0 + d]));
+    }
+    p[0] = newreg(e, C_R);
+    out(e, "cvt.u32.u64 %s, %s;", R(p[0]), R(p[1]));
+}
 
 /* Header, parameters, base pointers.  The body follows in e->b; the
  * register declarations are inserted by finish_entry. */
@@ -1221,7 +1296,18 @@ begin_entry(entry *en, sbuf *mod)
         sb_printf(mod, "%s\n\t.param .u64 %s_p%d", k->nargs ? "," : "",
                   en->name, k->nargs);
     }
-    sb_printf(mod, ")\n{\n");
+    em *e = en->e;
+    if (e->generic) {
+        /* the block as one parameter: the launch copies it, so it costs
+         * no allocation and no copy of its own */
+        sb_printf(mod, "%s\n\t.param .align 8 .b8 %s_d[%d]",
+                  k->nargs ? "," : "", en->name, 8 * e->gslots);
+    }
+    /* a size-generic kernel is launched with the block each size picks
+     * (up to 1024 threads for one long row): ptxas must keep its
+     * registers within what 1024 threads may have, or such a launch fails
+     * with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (H100, persistent rows) */
+    sb_printf(mod, ")%s\n{\n", e->generic ? "\n.maxntid 1024, 1, 1" : "");
     for (int a = 0; a < k->nargs + (en->scratch != 0); a++) {
         if (a < k->nargs && en->lazy_base) {
             en->base[a] = NOREG;
@@ -1237,6 +1323,17 @@ begin_entry(entry *en, sbuf *mod)
         else {
             en->scratch_base = b;
         }
+    }
+    if (e->generic) {
+        for (int j = 0; j < e->gslots; j++) {
+            e->g64[j] = newreg(e, C_RD);
+            e->g32[j] = newreg(e, C_R);
+            out(e, "ld.param.u64 %s, [%s_d+%d];", R(e->g64[j]), en->name,
+                8 * j);
+            out(e, "cvt.u32.u64 %s, %s;", R(e->g32[j]), R(e->g64[j]));
+        }
+        dims_product(e, en->lo, e->gnumel);
+        dims_product(e, en->lr, e->gred);
     }
 }
 
@@ -1297,16 +1394,19 @@ static void
 reset_em(em *e, int sm)
 {
     tc_textbuf_free(&e->b);
-    int failed = e->failed, math_flags = e->math_flags;
-    unsigned *funcs = e->funcs;
-    char err[sizeof(e->err)];
-    memcpy(err, e->err, sizeof(err));
+    em keep = *e;
     memset(e, 0, sizeof(*e));
     e->sm = sm;
-    e->math_flags = math_flags;
-    e->funcs = funcs;
-    e->failed = failed;
-    memcpy(e->err, err, sizeof(err));
+    e->math_flags = keep.math_flags;
+    e->funcs = keep.funcs;
+    e->failed = keep.failed;
+    memcpy(e->err, keep.err, sizeof(e->err));
+    e->generic = keep.generic;
+    e->gnd = keep.gnd;
+    e->gnargs = keep.gnargs;
+    e->gslots = keep.gslots;
+    e->g64 = keep.g64;
+    e->g32 = keep.g32;
 }
 
 /* Global thread index and grid stride (u32 or u64). */
@@ -1359,15 +1459,15 @@ used_args(const tc_kernel *k, int b, int e, char *used)
 
 /* One pass of the scalar pointwise loop: idx from start, step stride. */
 static void
-emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride,
-                    int64_t numel)
+emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride)
 {
     em *e = en->e;
     const tc_kernel *k = en->k;
     int id = e->label++;
     const char *it = en->wide ? "u64" : "u32";
     reg p = newreg(e, C_P);
-    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(idx), (long long)numel);
+    out(e, "setp.ge.%s %s, %s, %s;", it, R(p), R(idx),
+        numop(e, 0, k->numel, en->wide));
     out(e, "@%s bra $done_%d;", R(p), id);
     label(e, "loop", id);
     int na = k->nargs > 0 ? k->nargs : 1;
@@ -1399,7 +1499,8 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride,
         emit_inst(&s, i);
     }
     out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
-    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(idx), (long long)numel);
+    out(e, "setp.lt.%s %s, %s, %s;", it, R(p), R(idx),
+        numop(e, 0, k->numel, en->wide));
     out(e, "@%s bra $loop_%d;", R(p), id);
     label(e, "done", id);
 done:
@@ -1413,8 +1514,16 @@ emit_pointwise(entry *en, const nest *l)
 {
     reg idx, stride;
     emit_gtid(en->e, en->wide, &idx, &stride);
-    emit_pointwise_loop(en, l, idx, stride, en->k->numel);
+    emit_pointwise_loop(en, l, idx, stride);
 }
+
+/* Kernel parameter space every target has (ptxas: "uses too much
+ * parameter space" past it). */
+#define TC_PTX_PARAM_BYTES 4096
+
+/* Threads per block at most (every reduction target variant stays within
+ * it: block_one_row, 2 * block_rows). */
+#define TC_PTX_MAX_BLOCK 1024
 
 /* Lanes per thread of the vector entry: 16 bytes of the narrowest
  * operand (8 lanes when a 1- or 2-byte dtype takes part, so float16 /
@@ -1582,13 +1691,17 @@ vec_arg_addr(vec_args *v, int a)
         return v->addr[a];
     }
     reg off = newreg(e, v->e4.c);
+    const char *oop = ka->offset != 0
+                          ? dimop(e, tc_dims_offset_slot(e->gnd, e->gnargs,
+                                                         a),
+                                  ka->offset, en->wide)
+                          : "0";
     if (v->l->st[a][0] == 1) {
-        out(e, "add.%s %s, %s, %lld;", en->wide ? "s64" : "s32", R(off),
-            R(v->e4), (long long)ka->offset);
+        out(e, "add.%s %s, %s, %s;", en->wide ? "s64" : "s32", R(off),
+            R(v->e4), oop);
     }
     else {
-        out(e, "mov.%s %s, %lld;", en->wide ? "s64" : "s32", R(off),
-            (long long)ka->offset);
+        out(e, "mov.%s %s, %s;", en->wide ? "s64" : "s32", R(off), oop);
     }
     v->addr[a] = emit_addr(e, arg_base(en, a), off, en->wide, ka->dtype);
     return v->addr[a];
@@ -1726,9 +1839,22 @@ emit_pointwise_vec(entry *en, const nest *l)
     emit_gtid(e, en->wide, &idx, &stride);
     reg idx0 = newreg(e, idx.c);
     out(e, "mov.%s %s, %s;", it, R(idx0), R(idx));
+    /* vectors (numel / vl) and the elements they cover */
+    char nvec_op[24], nvec_el[24];
+    snprintf(nvec_op, sizeof(nvec_op), "%lld", (long long)nvec);
+    snprintf(nvec_el, sizeof(nvec_el), "%lld", (long long)(nvec * vl));
+    if (e->generic) {
+        reg nv = newreg(e, idx.c), ne = newreg(e, idx.c);
+        out(e, "shr.%s %s, %s, %d;", it, R(nv),
+            R(e->gnumel[en->wide != 0]), vl == 8 ? 3 : 2);
+        out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(ne), R(nv),
+            vl == 8 ? 3 : 2);
+        snprintf(nvec_op, sizeof(nvec_op), "%s", R(nv));
+        snprintf(nvec_el, sizeof(nvec_el), "%s", R(ne));
+    }
     int id = e->label++;
     reg p = newreg(e, C_P);
-    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
+    out(e, "setp.ge.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
     out(e, "@%s bra $vdone_%d;", R(p), id);
     label(e, "vloop", id);
     /* element offset of lane 0: vl * idx + offset (stride 1) or offset */
@@ -1776,13 +1902,12 @@ emit_pointwise_vec(entry *en, const nest *l)
         }
     }
     out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
-    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(idx), (long long)nvec);
+    out(e, "setp.lt.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
     out(e, "@%s bra $vloop_%d;", R(p), id);
     label(e, "vdone", id);
-    if (k->numel % vl != 0) {
-        out(e, "add.%s %s, %s, %lld;", it, R(idx0), R(idx0),
-            (long long)(nvec * vl));
-        emit_pointwise_loop(en, l, idx0, stride, k->numel);
+    if (e->generic || k->numel % vl != 0) {
+        out(e, "add.%s %s, %s, %s;", it, R(idx0), R(idx0), nvec_el);
+        emit_pointwise_loop(en, l, idx0, stride);
     }
 done:
     free(v.addr);
@@ -1934,6 +2059,8 @@ typedef struct {
     int npts;
     reg *rj;            /* [npts] r of point j: rfirst + j * rstride */
     reg plast;          /* n >= 0: the last point lies past the row */
+    reg *past;          /* size-generic: [npts] point j lies past the row
+                           (any may: the sizes are not known), or NULL */
     reg **vals;         /* [npts][ninsts + 1] */
     int *reuse;         /* [ninsts]: see emit_red_point */
     int *region;        /* [ninsts]: tc_kernel_regions */
@@ -1949,6 +2076,7 @@ persist_clear(persist *ps)
     }
     free(ps->vals);
     free(ps->rj);
+    free(ps->past);
     free(ps->reuse);
     free(ps->region);
     memset(ps, 0, sizeof(*ps));
@@ -2014,10 +2142,12 @@ emit_persistent_body(body *s, const entry *en, const nest *lr, int ph,
                 v[i] = row_vals[i];
             }
         }
-        int guard = j == ps->npts - 1 && ps->plast.n >= 0;
+        reg past = ps->past != NULL ? ps->past[j]
+                   : j == ps->npts - 1 ? ps->plast : NOREG;
+        int guard = past.n >= 0;
         int id = e->label++;
         if (guard) {
-            out(e, "@%s bra $pskip_%d;", R(ps->plast), id);
+            out(e, "@%s bra $pskip_%d;", R(past), id);
         }
         s->val = v;
         s->acc_v = accs[j % nu];
@@ -2079,6 +2209,39 @@ acc_sets_fold(em *e, const tc_kernel *k, int ph, reg *const *accs,
     }
 }
 
+/* Size-generic rows: (av, ai) = the partials of warps 0 .. ntid / 32 - 1
+ * in the shared slots at smem + off (index slots 8 * nwarps further),
+ * folded in warp order like the unrolled fold of emit_reduction. */
+static void
+fold_warps(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg tv,
+           reg ti, reg ntid, int off, int nwarps)
+{
+    int w = av.c == C_RD || av.c == C_FD ? 64 : 32;
+    int id = e->label++;
+    reg wp = newreg(e, C_R), nw = newreg(e, C_R), sa = newreg(e, C_R);
+    reg q = newreg(e, C_P);
+    out(e, "ld.shared.b%d %s, [smem+%d];", w, R(av), off);
+    if (ai.n >= 0) {
+        out(e, "ld.shared.b64 %s, [smem+%d];", R(ai), off + 8 * nwarps);
+    }
+    out(e, "shr.u32 %s, %s, 5;", R(nw), R(ntid));
+    out(e, "mov.u32 %s, 1;", R(wp));
+    out(e, "setp.ge.u32 %s, %s, %s;", R(q), R(wp), R(nw));
+    out(e, "@%s bra $wdone_%d;", R(q), id);
+    label(e, "warps", id);
+    out(e, "mov.u32 %s, smem;", R(sa));
+    out(e, "mad.lo.u32 %s, %s, 8, %s;", R(sa), R(wp), R(sa));
+    out(e, "ld.shared.b%d %s, [%s+%d];", w, R(tv), R(sa), off);
+    if (ai.n >= 0) {
+        out(e, "ld.shared.b64 %s, [%s+%d];", R(ti), R(sa), off + 8 * nwarps);
+    }
+    acc_combine(e, kind, dt, av, ai, tv, ti);
+    out(e, "add.u32 %s, %s, 1;", R(wp), R(wp));
+    out(e, "setp.lt.u32 %s, %s, %s;", R(q), R(wp), R(nw));
+    out(e, "@%s bra $warps_%d;", R(q), id);
+    label(e, "wdone", id);
+}
+
 /* The kernel of pass `mode` (ROWS, PARTIAL or FINAL) of plan. */
 static void
 emit_reduction(entry *en, const nest *lo, const nest *lr,
@@ -2094,7 +2257,11 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     int nsplit = (int)plan->nsplit;
     int wide = en->wide;
     const char *it = wide ? "u64" : "u32";
-    int nwarps = block / 32;
+    /* size-generic rows count the block's warps at run time (ntid / 32):
+     * the text does not depend on the threads the sizes picked, and
+     * shared memory has room for the most a block can have */
+    int gwarps = e->generic;
+    int nwarps = gwarps ? TC_PTX_MAX_BLOCK / 32 : block / 32;
     int na = k->nargs > 0 ? k->nargs : 1;
     int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
     regions(k, rb, re);
@@ -2215,14 +2382,27 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                 R(rstride));
         }
     }
-    if (ps.npts > 0 && k->red_numel % block != 0) {
+    if (ps.npts > 0 && e->generic) {
+        ps.past = calloc((size_t)ps.npts, sizeof(reg));
+        for (int j = 0; ps.past != NULL && j < ps.npts; j++) {
+            ps.past[j] = newreg(e, C_P);
+            out(e, "setp.ge.%s %s, %s, %s;", it, R(ps.past[j]), R(ps.rj[j]),
+                numop(e, 1, k->red_numel, wide));
+        }
+        if (ps.past == NULL) {
+            fail(e, "out of memory");
+            goto done;
+        }
+    }
+    else if (ps.npts > 0 && k->red_numel % block != 0) {
         ps.plast = newreg(e, C_P);
         out(e, "setp.ge.%s %s, %s, %lld;", it, R(ps.plast),
             R(ps.rj[ps.npts - 1]), (long long)k->red_numel);
     }
     int id = e->label++;
     reg p = newreg(e, C_P);
-    out(e, "setp.ge.%s %s, %s, %lld;", it, R(p), R(row), (long long)k->numel);
+    out(e, "setp.ge.%s %s, %s, %s;", it, R(p), R(row),
+        numop(e, 0, k->numel, wide));
     out(e, "@%s bra $rdone_%d;", R(p), id);
     label(e, "row", id);
     for (int a = 0; a < k->nargs; a++) {
@@ -2353,8 +2533,8 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                     nu - 1);
                 out(e, "mul.lo.%s %s, %s, %d;", it, R(stepn), R(rstride), nu);
                 out(e, "add.%s %s, %s, %s;", it, R(last), R(r), R(lastoff));
-                out(e, "setp.ge.%s %s, %s, %lld;", it, R(q), R(last),
-                    (long long)k->red_numel);
+                out(e, "setp.ge.%s %s, %s, %s;", it, R(q), R(last),
+                    numop(e, 1, k->red_numel, wide));
                 out(e, "@%s bra $utail_%d;", R(q), bid);
                 label(e, "ubody", bid);
                 reg ru = r;
@@ -2373,19 +2553,19 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                 s.acc_i = acc_i;
                 out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(stepn));
                 out(e, "add.%s %s, %s, %s;", it, R(last), R(r), R(lastoff));
-                out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(last),
-                    (long long)k->red_numel);
+                out(e, "setp.lt.%s %s, %s, %s;", it, R(q), R(last),
+                    numop(e, 1, k->red_numel, wide));
                 out(e, "@%s bra $ubody_%d;", R(q), bid);
                 label(e, "utail", bid);
             }
-            out(e, "setp.ge.%s %s, %s, %lld;", it, R(q), R(r),
-                (long long)k->red_numel);
+            out(e, "setp.ge.%s %s, %s, %s;", it, R(q), R(r),
+                numop(e, 1, k->red_numel, wide));
             out(e, "@%s bra $bdone_%d;", R(q), bid);
             label(e, "body", bid);
             emit_red_point(&s, en, lr, ph, r, ooff, used, roff, NULL);
             out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(rstride));
-            out(e, "setp.lt.%s %s, %s, %lld;", it, R(q), R(r),
-                (long long)k->red_numel);
+            out(e, "setp.lt.%s %s, %s, %s;", it, R(q), R(r),
+                numop(e, 1, k->red_numel, wide));
             out(e, "@%s bra $body_%d;", R(q), bid);
             label(e, "bdone", bid);
             acc_sets_fold(e, k, ph, accs, acci, nu);
@@ -2436,6 +2616,12 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
             int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
             reg tv = newv(e, in->dtype);
             reg ti = hasi ? newreg(e, C_RD) : NOREG;
+            if (gwarps) {
+                fold_warps(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti,
+                           ntid, off, nwarps);
+                off += 8 * nwarps * (hasi ? 2 : 1);
+                continue;
+            }
             for (int wp = 0; wp < nwarps; wp++) {
                 reg dv = wp == 0 ? acc_v[i] : tv;
                 reg di = wp == 0 ? acc_i[i] : ti;
@@ -2457,7 +2643,8 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         out(e, "bar.sync 0;");  /* smem is reused by the next row */
     }
     out(e, "add.%s %s, %s, %s;", it, R(row), R(row), R(rstep));
-    out(e, "setp.lt.%s %s, %s, %lld;", it, R(p), R(row), (long long)k->numel);
+    out(e, "setp.lt.%s %s, %s, %s;", it, R(p), R(row),
+        numop(e, 0, k->numel, wide));
     out(e, "@%s bra $row_%d;", R(p), id);
     label(e, "rdone", id);
 done:
@@ -2638,16 +2825,67 @@ half_results(const tc_kernel *k)
     return stores > 0 ? TC_PTX_MATH_HALF_RESULTS : 0;
 }
 
-/* Emits one kernel (both variants when vectorizable) into mod. */
 /* Threads per block of pointwise kernels, and blocks per SM of their
  * grid-stride scalar entries, by max-autotune variant. */
 static const int pw_block[TC_PTX_VARIANTS] = {256, 128, 512, 256};
 static const int pw_per_sm[TC_PTX_VARIANTS] = {8, 16, 4, 32};
 
+
+static void
+module_header(sbuf *mod, int sm)
+{
+    sb_printf(mod, "//\n// Generated by tcjit (src/gpu/ptx_emit.c)\n//\n\n"
+                   ".version %s\n.target sm_%d\n.address_size 64\n",
+              tc_ptx_isa_version(sm), sm);
+}
+
+/* Size-generic kernel k0 (ptx.h): em e reads the block of its nests lo
+ * and lr, whose values for this plan go to info->dims. */
+static int
+generic_setup(const tc_kernel *k0, const nest *lo, const nest *lr, em *e,
+              tc_ptx_kernel *info)
+{
+    int nd = lo->nd + lr->nd;
+    int64_t sizes[TC_MAX_DIMS];
+    int64_t (*st)[TC_MAX_DIMS] = calloc((size_t)(k0->nargs > 0 ? k0->nargs
+                                                                : 1),
+                                        sizeof(*st));
+    if (st == NULL) {
+        return -1;
+    }
+    for (int d = 0; d < nd; d++) {
+        const nest *l = d < lo->nd ? lo : lr;
+        int dl = d - l->slot0;
+        sizes[d] = l->sizes[dl];
+        for (int a = 0; a < k0->nargs; a++) {
+            st[a][d] = l->st[a][dl];
+        }
+    }
+    int64_t n = tc_dims_block(k0, nd, sizes, st, NULL);
+    info->dims = malloc(sizeof(int64_t) * (size_t)n);
+    e->g64 = calloc((size_t)n, sizeof(reg));
+    e->g32 = calloc((size_t)n, sizeof(reg));
+    if (info->dims == NULL || e->g64 == NULL || e->g32 == NULL) {
+        free(st);
+        return -1;
+    }
+    tc_dims_block(k0, nd, sizes, st, info->dims);
+    free(st);
+    info->ndims = n;
+    e->generic = 1;
+    e->gnd = nd;
+    e->gnargs = k0->nargs;
+    e->gslots = (int)n;
+    return 0;
+}
+
+/* Emits one kernel (both variants when vectorizable) into mod, or with
+ * generic (and not a split reduction) size-generic into a module of its
+ * own, info->text. */
 static int
 emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
-            sbuf *mod, unsigned *funcs, tc_ptx_kernel *info, char *err,
-            size_t errlen)
+            int generic, sbuf *mod, unsigned *funcs, tc_ptx_kernel *info,
+            char *err, size_t errlen)
 {
     tc_kernel k;
     if (copy_kernel(k0, &k) < 0) {
@@ -2657,6 +2895,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     int rc = -1;
     nest lo = {0}, lr = {0};
     em e = {0};
+    sbuf own = {0}, own_ents = {0};
+    unsigned own_funcs = 0;
     int64_t *sc_off = NULL;
     e.sm = sm;
     e.math_flags = half_results(&k);
@@ -2664,9 +2904,13 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     int na = k.nargs > 0 ? k.nargs : 1;
     reg *base = calloc((size_t)na, sizeof(reg));
     char *nc = calloc((size_t)na, 1);
+    memset(info, 0, sizeof(*info));
     if (base == NULL || nc == NULL) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
+    }
+    if (generic) {
+        tc_kernel_number_params(&k);
     }
     if (tc_kernel_decompose_math(&k, &tc_ptx_math_target, NULL) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
@@ -2687,14 +2931,48 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
             }
         }
     }
-    memset(info, 0, sizeof(*info));
-    sanitize(info->entry, sizeof(info->entry) - 4, idx, k.name);
     info->nargs = k.nargs;
     info->is_reduction = k.nphases > 0;
     if (nest_build(&k, 0, k.ndim, &lo) < 0
         || nest_build(&k, k.ndim, k.nphases > 0 ? k.nred : 0, &lr) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
+    }
+    lr.slot0 = lo.nd;
+    /* a kernel whose block would not fit CUDA's 4 KB of parameters beside
+     * its pointers keeps constant sizes */
+    generic = generic
+              && 8 * (k.nargs + tc_dims_block(k0, lo.nd + lr.nd, NULL, NULL,
+                                               NULL))
+                     <= TC_PTX_PARAM_BYTES;
+    tc_red_target target = ptx_red_target(sm_count, variant);
+    tc_red_plan plan;
+    target.persist_pow2 = generic;
+    if (k.nphases > 0 && tc_red_schedule(&k, 0, &target, &plan) < 0) {
+        snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
+        goto done;
+    }
+    /* so do split reductions: their grid and scratch layout come from
+     * the sizes */
+    if (generic && k.nphases > 0 && plan.nsplit > 1) {
+        generic = 0;
+        target.persist_pow2 = 0;
+        (void)tc_red_schedule(&k, 0, &target, &plan);
+    }
+    if (generic) {
+        if (generic_setup(k0, &lo, &lr, &e, info) < 0) {
+            snprintf(err, errlen, "tcjit gpu: out of memory");
+            goto done;
+        }
+        /* one kernel per module: the name need not be unique, and the
+         * text is the same for every plan with this code; its .funcs
+         * (emit_rn) precede its entries */
+        snprintf(info->entry, sizeof(info->entry), "tc_generic");
+        mod = &own_ents;
+        e.funcs = &own_funcs;
+    }
+    else {
+        sanitize(info->entry, sizeof(info->entry) - 4, idx, k.name);
     }
     /* 32-bit index math if every index and offset fits in 31 bits */
     int64_t lim = (int64_t)1 << 31;
@@ -2708,6 +2986,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     }
     entry en = {&k, info->entry, &e, base, nc, wide};
     en.lazy_base = k.nphases == 0;
+    en.lo = &lo;
+    en.lr = &lr;
     if (k.nphases == 0) {
         int bl = pw_block[variant];
         info->block = bl;
@@ -2733,13 +3013,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         }
     }
     else {
-        tc_red_target target = ptx_red_target(sm_count, variant);
-        tc_red_plan plan;
         int smem = 0;
-        if (tc_red_schedule(&k, 0, &target, &plan) < 0) {
-            snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
-            goto done;
-        }
         info->skip = k.numel == 0;
         if (plan.nsplit > 1) {
             sc_off = calloc((size_t)k.ninsts + 1, sizeof(int64_t));
@@ -2786,8 +3060,28 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
+    if (mod == &own_ents) {
+        module_header(&own, sm);
+        emit_rn_funcs(&own, own_funcs);
+        if (own_ents.s != NULL) {
+            sb_printf(&own, "%s", own_ents.s);
+        }
+        if (own.failed) {
+            snprintf(err, errlen, "tcjit gpu: out of memory");
+            goto done;
+        }
+        info->text = tc_textbuf_finish(&own);
+    }
     rc = 0;
 done:
+    if (rc < 0) {
+        free(info->dims);
+        info->dims = NULL;
+    }
+    tc_textbuf_free(&own);
+    tc_textbuf_free(&own_ents);
+    free(e.g64);
+    free(e.g32);
     free(sc_off);
     tc_textbuf_free(&e.b);
     free(base);
@@ -2806,6 +3100,28 @@ tc_ptx_emit(const tc_plan *plan, int sm, int sm_count, tc_ptx_module *out,
     return tc_ptx_emit_variant(plan, sm, sm_count, 0, out, err, errlen);
 }
 
+/* dst = src, its own copies of what src owns */
+static int
+copy_info(tc_ptx_kernel *dst, const tc_ptx_kernel *src)
+{
+    *dst = *src;
+    dst->text = src->text != NULL ? strdup(src->text) : NULL;
+    dst->dims = src->dims != NULL
+                    ? malloc(sizeof(int64_t) * (size_t)src->ndims) : NULL;
+    if ((src->text != NULL && dst->text == NULL)
+        || (src->dims != NULL && dst->dims == NULL)) {
+        free(dst->text);
+        free(dst->dims);
+        dst->text = NULL;
+        dst->dims = NULL;
+        return -1;
+    }
+    if (dst->dims != NULL) {
+        memcpy(dst->dims, src->dims, sizeof(int64_t) * (size_t)src->ndims);
+    }
+    return 0;
+}
+
 int
 tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
                     tc_ptx_module *out, char *err, size_t errlen)
@@ -2819,9 +3135,7 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
     if (sm_count < 1) {
         sm_count = 1;
     }
-    sb_printf(&mod, "//\n// Generated by tcjit (src/gpu/ptx_emit.c)\n//\n\n"
-                    ".version %s\n.target sm_%d\n.address_size 64\n",
-              tc_ptx_isa_version(sm), sm);
+    module_header(&mod, sm);
     out->kernels = calloc((size_t)(plan->nkernels > 0 ? plan->nkernels : 1),
                           sizeof(tc_ptx_kernel));
     if (out->kernels == NULL) {
@@ -2835,11 +3149,18 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
          * entries (a model traced as one graph repeats each layer's) */
         int same = tc_plan_first_same_kernel(plan, i);
         if (same != i) {
-            out->kernels[i] = out->kernels[same];
+            if (copy_info(&out->kernels[i], &out->kernels[same]) < 0) {
+                snprintf(err, errlen, "tcjit gpu: out of memory");
+                tc_textbuf_free(&mod);
+                tc_textbuf_free(&ents);
+                tc_ptx_module_clear(out);
+                return -1;
+            }
             continue;
         }
-        if (emit_kernel(&plan->kernels[i], i, sm, sm_count, variant, &ents,
-                        &funcs, &out->kernels[i], err, errlen) < 0) {
+        if (emit_kernel(&plan->kernels[i], i, sm, sm_count, variant,
+                        plan->dynamic, &ents, &funcs, &out->kernels[i], err,
+                        errlen) < 0) {
             tc_textbuf_free(&mod);
             tc_textbuf_free(&ents);
             tc_ptx_module_clear(out);
@@ -2865,6 +3186,10 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
 void
 tc_ptx_module_clear(tc_ptx_module *m)
 {
+    for (int i = 0; m->kernels != NULL && i < m->nkernels; i++) {
+        free(m->kernels[i].text);
+        free(m->kernels[i].dims);
+    }
     free(m->text);
     free(m->kernels);
     memset(m, 0, sizeof(*m));
@@ -2877,7 +3202,7 @@ tc_gpu_emit_ptx_for_plan(const tc_plan *plan, int sm, int variant,
     char err[512];
     tc_ptx_module m;
     *ptx = NULL;
-    if (tc_ptx_emit_variant(plan, sm, 132, variant, &m, err,
+    if (tc_ptx_emit_variant(plan, sm, TC_PTX_TEST_SMS, variant, &m, err,
                             sizeof(err)) < 0) {
         *ptx = strdup(err);
         return -1;

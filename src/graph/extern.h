@@ -36,6 +36,8 @@
  *                   then holds that sequence and only extern_item nodes
  *                   read it), else 0
  *   extern_item     operand 0 a tuple-returning extern, xattr[0] the item
+ *   write_box       xattr[0] the offset of the box operand 1 is copied
+ *                   into, in operand 0's elements (reinplace.h)
  */
 #ifndef TCJIT_EXTERN_H
 #define TCJIT_EXTERN_H
@@ -76,7 +78,8 @@ enum {
     TC_XA_GENERIC_ITEMS = 1,
     TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
                                    then given up: no effects (DCE drops it) */
-    TC_XA_ITEM = 0
+    TC_XA_ITEM = 0,
+    TC_XA_BOX_OFFSET = 0
 };
 
 /* Append extern op `op` ("mm", "bmm", "matmul", "addmm", "baddbmm",

@@ -68,14 +68,7 @@ tc_graph_fold(tc_graph *g, int n, const tc_fold *folds, char *err,
             }
             continue;
         }
-        tc_node nd = g->nodes[i];
-        for (int k = 0; k < nd.nin; k++) {
-            nd.in[k] = map[nd.in[k]];
-        }
-        if (nd.view_base >= 0) {
-            nd.view_base = map[nd.view_base];
-        }
-        map[i] = tc_graph_push_node(ng, &nd);
+        map[i] = tc_graph_push_mapped(ng, &g->nodes[i], map);
         if (map[i] < 0) {
             tc_set_err(err, errlen, "out of memory");
             goto done;

@@ -235,6 +235,18 @@ layout_is_channels_last_contiguous(const tc_layout *l, int ndim_wanted)
     return 1;
 }
 
+int
+tc_layout_is_contiguous(const tc_layout *l)
+{
+    return layout_is_contiguous(l);
+}
+
+int
+tc_layout_is_channels_last_contiguous(const tc_layout *l)
+{
+    return layout_is_channels_last_contiguous(l, l->ndim);
+}
+
 /* get_channels_last_strides_2d / _3d (no clamping of zero sizes). */
 static void
 layout_channels_last(tc_layout *l)
@@ -561,6 +573,19 @@ tc_node_init(tc_node *n, tc_node_kind kind, tc_dtype dt)
     for (int i = 0; i < TC_MAX_OP_INPUTS; i++) {
         n->in[i] = -1;
     }
+}
+
+int
+tc_graph_push_mapped(tc_graph *ng, const tc_node *n, const int *map)
+{
+    tc_node nd = *n;
+    for (int k = 0; k < nd.nin; k++) {
+        nd.in[k] = map[nd.in[k]];
+    }
+    if (nd.view_base >= 0) {
+        nd.view_base = map[nd.view_base];
+    }
+    return tc_graph_push_node(ng, &nd);
 }
 
 void

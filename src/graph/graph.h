@@ -77,6 +77,10 @@ void tc_layout_contiguous(tc_layout *l); /* fill strides from sizes */
 int tc_layout_same_sizes(const tc_layout *a, const tc_layout *b);
 /* strides of a's ndim dims equal (sizes not compared) */
 int tc_layout_same_strides(const tc_layout *a, const tc_layout *b);
+/* TensorImpl's is_contiguous(), and is_contiguous(channels_last) for 4-d
+ * / is_contiguous(channels_last_3d) for 5-d layouts (0 for other ranks). */
+int tc_layout_is_contiguous(const tc_layout *l);
+int tc_layout_is_channels_last_contiguous(const tc_layout *l);
 /* "[2, 3]" as torch's messages print a shape */
 void tc_shape_text(char *buf, size_t n, const int64_t *sizes, int ndim);
 
@@ -285,6 +289,9 @@ void tc_set_err(char *err, size_t errlen, const char *fmt, ...);
  * ng's nodes and input count, g's outputs are renumbered through map (old
  * node id -> new), and ng keeps g's old nodes for tc_graph_free. */
 void tc_graph_take_nodes(tc_graph *g, tc_graph *ng, const int *map);
+/* Such a pass's copy of node n into ng, its operands and view base
+ * renumbered through map: the new id, or -1 when out of memory. */
+int tc_graph_push_mapped(tc_graph *ng, const tc_node *n, const int *map);
 
 /* ---- views (eager layouts, no copies) ------------------------------- *
  * Every builder returns a node id (possibly x itself when torch returns

@@ -839,6 +839,42 @@ tc_kconst_is_param(const tc_kinst *in)
            && isfinite(in->imm.f);
 }
 
+void
+tc_kernel_number_params(tc_kernel *k)
+{
+    int j = 0;
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            k->insts[i].arg = TC_KCONST_PARAM + j++;
+        }
+    }
+}
+
+int64_t
+tc_dims_block(const tc_kernel *k, int nd, const int64_t *sizes,
+              int64_t (*strides)[TC_MAX_DIMS], int64_t *out)
+{
+    int64_t n = tc_dims_param_slot(nd, k->nargs, 0);
+    for (int i = 0; i < k->ninsts; i++) {
+        if (tc_kconst_is_param(&k->insts[i])) {
+            if (out != NULL) {
+                memcpy(&out[n], &k->insts[i].imm.f, sizeof(double));
+            }
+            n++;
+        }
+    }
+    for (int d = 0; out != NULL && d < nd; d++) {
+        out[d] = sizes[d];
+        for (int a = 0; a < k->nargs; a++) {
+            out[tc_dims_stride_slot(nd, a, d)] = strides[a][d];
+        }
+    }
+    for (int a = 0; out != NULL && a < k->nargs; a++) {
+        out[tc_dims_offset_slot(nd, k->nargs, a)] = k->args[a].offset;
+    }
+    return n;
+}
+
 static int
 same_arg_generic(const tc_kernel *ka, const tc_karg *x, const tc_karg *y)
 {

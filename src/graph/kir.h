@@ -324,6 +324,40 @@ int tc_stride_class(int64_t stride);
 #define TC_KCONST_PARAM (1 << 20)
 int tc_kconst_is_param(const tc_kinst *in);
 
+/* Numbers k's parameter constants (arg = TC_KCONST_PARAM + j, in
+ * instruction order) before an emitter's rewriting passes, which keep
+ * them. */
+void tc_kernel_number_params(tc_kernel *k);
+
+/* The block a size-generic kernel reads its sizes from, the same on every
+ * target (CPU: jit_internal.h tc_loop_dims; PTX: ptx.h): for the nd loop
+ * dims the target iterates (after its own collapsing) the sizes [0, nd),
+ * then the strides of argument a at tc_dims_stride_slot, the argument
+ * offsets at tc_dims_offset_slot, then the bits of k's parameter
+ * constants as doubles (tc_dims_param_slot, in instruction order).
+ * strides: [k->nargs][>= nd].  Fills out (when not NULL) and returns its
+ * length. */
+int64_t tc_dims_block(const tc_kernel *k, int nd, const int64_t *sizes,
+                      int64_t (*strides)[TC_MAX_DIMS], int64_t *out);
+
+static inline int
+tc_dims_stride_slot(int nd, int a, int d)
+{
+    return nd + a * nd + d;
+}
+
+static inline int
+tc_dims_offset_slot(int nd, int nargs, int a)
+{
+    return nd * (1 + nargs) + a;
+}
+
+static inline int
+tc_dims_param_slot(int nd, int nargs, int j)
+{
+    return nd * (1 + nargs) + nargs + j;
+}
+
 /* C-like pseudo-source of a kernel (TCJIT_LOGS=output_code).  malloc'd. */
 char *tc_kernel_format(const tc_kernel *k);
 

@@ -1015,6 +1015,15 @@ const tc_op_def tc_ops[] = {
      "extern: item xattr[0] of a generic extern's tuple result (torch.sort's "
      "values and indices)",
      .xspec = {1, NULL, 0, NULL}},
+    /* Internal (no Python spelling): graph/reinplace.c turns the new
+     * value of a written-back input built as cat(its views, w, its views)
+     * into this; the result is operand 0 itself. */
+    {"write_box", 2, EX, TC_PROMOTE_FIRST, MASK_ALL, NULL,
+     "extern: operand 1 copied into a box of operand 0 (xattr[0]: the "
+     "box's offset in operand 0's elements, strides operand 0's, sizes "
+     "operand 1's), which the call returns: an in-place write of a slice "
+     "(graph/reinplace.c)",
+     .xspec = {2, NULL, 0, NULL}},
 };
 
 const int tc_nops = (int)(sizeof(tc_ops) / sizeof(tc_ops[0]));

@@ -109,6 +109,12 @@ persist_points(const tc_kernel *k, const tc_red_target *t, int threads)
         return 0;
     }
     int64_t npts = cdiv(k->red_numel, threads);
+    for (int64_t p2 = 1; t->persist_pow2; p2 *= 2) {
+        if (p2 >= npts) {
+            npts = p2;
+            break;
+        }
+    }
     int64_t body = 0;
     for (int p = 0; p < k->nphases; p++) {
         body += k->phases[p].end - k->phases[p].begin;

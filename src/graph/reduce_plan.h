@@ -142,6 +142,10 @@ typedef struct {
     int persist_points;        /* points per thread at most (0: never) */
     int persist_points_big;    /* ... with block_one_row threads */
     int persist_budget;        /* unrolled body instructions at most */
+    int persist_pow2;          /* points per thread rounded up to a power
+                                  of two (size-generic kernels: rows of
+                                  many lengths share a schedule; every
+                                  point is then checked against the row) */
     /* accumulator sets per thread */
     int sets;                  /* light bodies over short rows */
     int sets_long;             /* light bodies, rows >= long_row points */

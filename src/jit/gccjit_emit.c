@@ -345,40 +345,22 @@ loop_size(emitter *e, const tc_loop *l, int d)
 static R *
 loop_stride(emitter *e, const tc_loop *l, int a, int d)
 {
-    return e->generic ? dim_slot(e, e->gnd + a * e->gnd + d)
+    return e->generic ? dim_slot(e, tc_dims_stride_slot(e->gnd, a, d))
                       : iconst(e, e->t_i64, l->strides[a][d]);
 }
 
 static R *
 arg_offset(emitter *e, const tc_kernel *k, int a)
 {
-    return e->generic ? dim_slot(e, e->gnd * (1 + e->gnargs) + a)
-                      : iconst(e, e->t_i64, k->args[a].offset);
+    return e->generic
+               ? dim_slot(e, tc_dims_offset_slot(e->gnd, e->gnargs, a))
+               : iconst(e, e->t_i64, k->args[a].offset);
 }
 
 int64_t
 tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out)
 {
-    int nd = l->ndim + l->nred;
-    int64_t n = (int64_t)nd * (1 + k->nargs) + k->nargs;
-    for (int i = 0; i < k->ninsts; i++) {
-        if (tc_kconst_is_param(&k->insts[i])) {
-            if (out != NULL) {
-                memcpy(&out[n], &k->insts[i].imm.f, sizeof(double));
-            }
-            n++;
-        }
-    }
-    for (int d = 0; out != NULL && d < nd; d++) {
-        out[d] = l->sizes[d];
-        for (int a = 0; a < k->nargs; a++) {
-            out[nd + a * nd + d] = l->strides[a][d];
-        }
-    }
-    for (int a = 0; out != NULL && a < k->nargs; a++) {
-        out[nd * (1 + k->nargs) + a] = k->args[a].offset;
-    }
-    return n;
+    return tc_dims_block(k, l->ndim + l->nred, l->sizes, l->strides, out);
 }
 
 static int
@@ -644,8 +626,8 @@ emit_const(emitter *e, const tc_kinst *in)
     T *t = e->vt[in->dtype];
     if (e->generic && in->arg >= TC_KCONST_PARAM) {
         /* a parameter: the double's bits in the block (tc_loop_dims) */
-        int slot = e->gnd * (1 + e->gnargs) + e->gnargs
-                   + (in->arg - TC_KCONST_PARAM);
+        int slot = tc_dims_param_slot(e->gnd, e->gnargs,
+                                      in->arg - TC_KCONST_PARAM);
         return cast(e, from_bits(e, TC_F64, dim_slot(e, slot)), t);
     }
     if (!is_float(in->dtype)) {
@@ -2774,19 +2756,6 @@ const tc_math_target tc_jit_math_target = {
 
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
-/* Size-generic kernels: number k's parameter constants (kir.h
- * TC_KCONST_PARAM) before the rewriting passes, which keep them. */
-static void
-tag_params(tc_kernel *k)
-{
-    int j = 0;
-    for (int i = 0; i < k->ninsts; i++) {
-        if (tc_kconst_is_param(&k->insts[i])) {
-            k->insts[i].arg = TC_KCONST_PARAM + j++;
-        }
-    }
-}
-
 static int
 make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
               kernel_variants *kv, int params)
@@ -2800,8 +2769,8 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
         return -1;
     }
     if (params) {
-        tag_params(exact);
-        tag_params(fast);
+        tc_kernel_number_params(exact);
+        tc_kernel_number_params(fast);
     }
     if (tc_kernel_lower_half_casts(exact) < 0
         || tc_kernel_lower_half_casts(fast) < 0

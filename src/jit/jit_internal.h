@@ -95,9 +95,8 @@ typedef struct tc_jit_code {
                                    -1: never split); NULL: all default */
 } tc_jit_code;
 
-/* The block a size-generic kernel reads (gccjit_emit.c): loop sizes
- * [0, nd), then the strides of argument a at nd + a * nd, then the
- * argument offsets at nd * (1 + nargs), nd = l->ndim + l->nred.  Fills
+/* The block a size-generic kernel reads (gccjit_emit.c): kir.h's
+ * tc_dims_block over the collapsed loop (nd = l->ndim + l->nred).  Fills
  * out (when not NULL) and returns its length. */
 int64_t tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out);
 

@@ -41,6 +41,10 @@ typedef struct {
                                       many tensors (kept as is: extern_item
                                       calls read it), 0: one tensor */
     int item;                      /* "extern_item": the item, else -1 */
+    int write;                     /* "write_box": operand 1 copied into
+                                      the view box describes of operand 0,
+                                      which the call returns */
+    PyObject *box[3];              /* its as_strided args */
 } xcall;
 
 struct tc_extern_rt {
@@ -50,7 +54,7 @@ struct tc_extern_rt {
 
 static PyObject *torch_mod, *nn_functional, *nn_c, *tensor_type;
 static PyObject *str_shape, *str_stride, *str_dtype, *str_copy,
-    *str_new_empty_strided;
+    *str_new_empty_strided, *str_data;
 
 static int
 init_once(void)
@@ -71,7 +75,8 @@ init_once(void)
     str_stride = PyUnicode_InternFromString("stride");
     str_dtype = PyUnicode_InternFromString("dtype");
     str_new_empty_strided = PyUnicode_InternFromString("new_empty_strided");
-    str_copy = str_dtype && str_new_empty_strided
+    str_data = PyUnicode_InternFromString("data");
+    str_copy = str_dtype && str_new_empty_strided && str_data
                ? PyUnicode_InternFromString("copy_") : NULL;
     if (!torch_mod || !nn_functional || !nn_c || !tensor_type || !str_shape
         || !str_stride || !str_copy) {
@@ -331,6 +336,10 @@ spec_for(xcall *c, const tc_extern_call *x)
         c->item = (int)x->xattr[TC_XA_ITEM];
         return 0;
     }
+    if (!strcmp(op, "write_box")) {
+        c->write = 1;           /* its box: prepare_call (the layouts) */
+        return 0;
+    }
     if (!strcmp(op, "linear")) {
         put_operands(c, 0, x->nin);
     }
@@ -386,14 +395,49 @@ prepare_call(xcall *c, const tc_extern_call *x, tc_dtype dt,
     c->dtype = tc_alloc_dtype_object(dt);
     c->sizes = tc_int_tuple(out->ndim, out->sizes);
     c->strides = tc_int_tuple(out->ndim, out->strides);
+    if (c->write) {
+        /* the box: operand 1's sizes, operand 0's strides (the result's) */
+        tc_output_desc box = {.is_view = 1, .layout = x->in[1].layout,
+                              .offset = x->xattr[TC_XA_BOX_OFFSET]};
+        memcpy(box.layout.strides, out->strides, sizeof(out->strides));
+        if (tc_alloc_view_argv(c->box, &box) < 0) {
+            return -1;
+        }
+    }
     return c->sizes && c->strides && c->dtype ? 0 : -1;
+}
+
+/* A float16 / bfloat16 linear whose out_features is not a multiple of 8
+ * goes through python/tcjit/_padmm.py (cuBLAS takes a slow kernel for its
+ * misaligned result rows on CUDA). */
+static int
+use_padded_linear(xcall *c, const tc_buffer *out)
+{
+    static PyObject *padded;
+    const tc_layout *l = &out->layout;
+    if (strcmp(tc_ops[c->op].name, "linear") != 0
+        || (out->dtype != TC_F16 && out->dtype != TC_BF16) || l->ndim == 0
+        || l->sizes[l->ndim - 1] % 8 == 0) {
+        return 0;
+    }
+    if (padded == NULL) {
+        PyObject *m = PyImport_ImportModule("tcjit._padmm");
+        padded = m ? PyObject_GetAttrString(m, "linear") : NULL;
+        Py_XDECREF(m);
+        if (padded == NULL) {
+            return -1;
+        }
+    }
+    Py_SETREF(c->fn, Py_NewRef(padded));
+    return 0;
 }
 
 static int
 prepare_step(xcall *c, const tc_plan *p, const tc_extern_call *x)
 {
     const tc_buffer *out = &p->buffers[x->out_buffer];
-    if (prepare_call(c, x, out->dtype, &out->layout) < 0) {
+    if (prepare_call(c, x, out->dtype, &out->layout) < 0
+        || use_padded_linear(c, out) < 0) {
         return -1;
     }
     for (int k = 0; k < x->nin; k++) {
@@ -420,6 +464,9 @@ clear_call(xcall *c)
     }
     Py_CLEAR(c->sizes);
     Py_CLEAR(c->strides);
+    for (int j = 0; j < 3; j++) {
+        Py_CLEAR(c->box[j]);
+    }
 }
 
 tc_extern_rt *
@@ -555,11 +602,33 @@ fill_pack(const xcall *c, PyObject *const *ops, int nin)
     return out;
 }
 
+/* write_box: ops[1] copied into the box of ops[0]; ops[0] itself.  The
+ * copy goes through ops[0].data, which does not move ops[0]'s version
+ * counter: the write-back sets eager's count (it finds the output is the
+ * input, writeback.h). */
+static PyObject *
+write_box(const xcall *c, PyObject *const *ops)
+{
+    PyObject *data = PyObject_GetAttr(ops[0], str_data);
+    PyObject *v = data ? tc_alloc_view(data, c->box) : NULL;
+    PyObject *r = v ? PyObject_CallMethodOneArg(v, str_copy, ops[1]) : NULL;
+    Py_XDECREF(data);
+    Py_XDECREF(v);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    return Py_NewRef(ops[0]);
+}
+
 /* Calls torch for c with operands ops[0..nin-1]; the result conformed.
  * New reference, or NULL with an exception (torch's own). */
 static PyObject *
 call_torch(const xcall *c, PyObject *const *ops)
 {
+    if (c->write) {
+        return write_box(c, ops);
+    }
     if (c->generic >= 0) {
         PyObject *r = tc_xtable_invoke(c->generic, ops);
         return r == NULL || c->items > 0 ? r : conform(c, r);
@@ -690,6 +759,9 @@ callable_repr(PyObject *self)
     if (c->item >= 0) {
         return PyUnicode_FromFormat("<tcjit extern item %d>", c->item);
     }
+    if (c->write) {
+        return PyUnicode_FromString("<tcjit extern write_box>");
+    }
     return PyUnicode_FromFormat("<tcjit extern %s: %R>", tc_ops[c->op].name,
                                 c->fn);
 }
@@ -729,6 +801,9 @@ tc_extern_callable(const tc_graph *g, int id)
     tc_extern_call x = {.node = id, .op = n->op, .nin = n->nin,
                         .xfattr = n->xfattr};
     memcpy(x.xattr, n->xattr, sizeof(x.xattr));
+    for (int k = 0; k < n->nin; k++) {
+        x.in[k].layout = g->nodes[n->in[k]].layout;
+    }
     if (prepare_call(&self->c, &x, n->dtype, &n->layout) < 0) {
         Py_DECREF(self);
         return NULL;

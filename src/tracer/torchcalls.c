@@ -920,6 +920,52 @@ cat_in_groups(tracer *T, const char *op, int *in, int n, const int64_t *xa)
     return tc_tr_push_extern(T, op, n, in, xa, 0);
 }
 
+/* torch.cat skips 1-d empty operands beside tensors of another rank
+ * (the legacy rule HF's DynamicCache relies on: cat([tensor([]), k])).
+ * Dropped only where every operand has one dtype (they would otherwise
+ * take part in the type promotion); returns the new count. */
+static int
+drop_legacy_empty(const tc_graph *g, int *in, int n)
+{
+    int other_rank = 0, m = 0;
+    for (int i = 0; i < n; i++) {
+        other_rank |= g->nodes[in[i]].layout.ndim != 1;
+        if (g->nodes[in[i]].dtype != g->nodes[in[0]].dtype) {
+            return n;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const tc_layout *l = &g->nodes[in[i]].layout;
+        if (!(other_rank && l->ndim == 1 && l->sizes[0] == 0)) {
+            in[m++] = in[i];
+        }
+    }
+    return m ? m : n;
+}
+
+/* cat of one tensor: a copy of it (a tensor of its own, in cat's layout),
+ * which fuses with what computes it instead of a torch call. */
+static int
+cat_copy(tracer *T, int x, int64_t dim)
+{
+    tc_graph *g = T->out->graph;
+    const tc_layout *ins[1] = {&g->nodes[x].layout};
+    char err[256] = "";
+    int nd = ins[0]->ndim;
+    if (dim < -nd || dim >= nd || nd == 0) {
+        return NOT_HANDLED;     /* eager's IndexError: the torch call */
+    }
+    tc_node c;
+    tc_node_init(&c, TC_NODE_OP, g->nodes[x].dtype);
+    c.op = tc_op_lookup("clone");
+    c.nin = 1;
+    c.in[0] = x;
+    c.layout = *ins[0];         /* the sizes; cat's rule sets the strides */
+    tc_layout_of_cat(ins, 1, &c.layout);
+    return tc_tr_push_node(T, tc_graph_push_op(g, &c, err, sizeof(err)),
+                           "cat", err);
+}
+
 static int
 call_cat(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -940,7 +986,15 @@ call_cat(tracer *T, const tc_binding *b, tc_var **p)
         }
         in[i] = seq->items[i]->node;
     }
-    return cat_in_groups(T, b->def->op, in, seq->nitems, xa);
+    int n = seq->nitems;
+    if (!strcmp(b->def->op, "cat")) {
+        n = drop_legacy_empty(T->out->graph, in, n);
+        int rc = n == 1 ? cat_copy(T, in[0], xa[TC_XA_CAT_DIM]) : NOT_HANDLED;
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
+    }
+    return cat_in_groups(T, b->def->op, in, n, xa);
 }
 
 #define MAX_PIECES 64

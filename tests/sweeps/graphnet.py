@@ -144,12 +144,41 @@ def _judge_by_float64(model, kwargs, got, want, diff):
     try:
         with torch.no_grad():
             ref = copy.deepcopy(model).double()(**f64)
-    except Exception:  # noqa: BLE001 - no float64 run: the diff stands
-        return diff
+    except Exception:  # noqa: BLE001 - a graph with fixed low-precision
+        # casts (bloomz: baddbmm of a bfloat16 bias) has no float64 run
+        return _judge_by_perturbation(model, kwargs, got, want, diff)
     ours, eagers = _max_error(got, ref), _max_error(want, ref)
     if ours <= 2 * eagers:
         return None
     return f"{diff}; float64 reference: tcjit {ours:.3g}, eager {eagers:.3g}"
+
+
+def _judge_by_perturbation(model, kwargs, got, want, diff):
+    """Without a float64 run: tcjit's difference from eager is rounding,
+    not a bug, if eager itself moves as far when every floating input
+    moves by one unit roundoff of its dtype (random signs).  A bfloat16
+    model 24 layers deep (bloomz-560m) moves by 0.09 of 4.2 that way, and
+    tcjit differs from eager by 0.11; a wrong kernel differs by the
+    values' own size.  Returns the difference that stands, or None."""
+    import torch
+    gen = torch.Generator().manual_seed(1)
+
+    def moved(v):
+        if not (torch.is_tensor(v) and v.is_floating_point()):
+            return v
+        sign = torch.randint(0, 2, v.shape, generator=gen).to(v.device) * 2 - 1
+        u = torch.finfo(v.dtype).eps / 2
+        return (v.double() * (1 + u * sign)).to(v.dtype)
+    try:
+        with torch.no_grad():
+            shaken = model(**{k: moved(v) for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001
+        return diff
+    ours, eagers = _max_error(got, want), _max_error(shaken, want)
+    if ours <= 2 * eagers:
+        return None
+    return (f"{diff}; no float64 run; eager moves {eagers:.3g} when its "
+            f"inputs move by one rounding unit")
 
 
 def run_one(sample, device, max_numel):
