@@ -7,6 +7,9 @@
  * them go into one module (one cuModuleLoadData per plan).  Parameters are
  * one `.u64` global pointer per kernel argument (tc_karg order); shapes,
  * strides and offsets are static and baked into the code as constants.
+ * Entries with many div.rn / sqrt.rn call them as `.func`s defined at the
+ * top of the module (emit_rn in ptx_emit.c; docs/dev.md "JIT time of
+ * large PTX kernels").
  *
  * Size-generic kernels (dynamic shapes, tc_plan.dynamic; docs/dynamic.md):
  * every kernel but a split reduction reads its loop sizes, strides,

@@ -58,6 +58,10 @@ typedef struct {
     int label;
     int failed;
     char err[256];
+    int rn_sites;       /* div.rn / sqrt.rn emitted into this entry */
+    int rn_call;        /* emit them as calls (emit_entry's second try) */
+    int rn_hot;         /* in a reduction's per-point body: inline */
+    unsigned *funcs;    /* the module's .funcs in use (bits rn_fn) */
     /* Size-generic kernel (dynamic shapes, ptx.h): every size, stride,
      * offset and parameter constant is slot j of the block parameter
      * (kir.h tc_dims_block), loaded at the entry into g64[j] (u64) and
@@ -142,6 +146,18 @@ out(em *e, const char *fmt, ...)
     sb_vprintf(&e->b, fmt, ap);
     va_end(ap);
     sb_printf(&e->b, "\n");
+}
+
+/* "{%r1, %r2, ...}" for a vector access. */
+static void
+reg_list(char *buf, size_t n, const reg *r, int count)
+{
+    size_t len = (size_t)snprintf(buf, n, "{");
+    for (int i = 0; i < count; i++) {
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "",
+                                R(r[i]));
+    }
+    snprintf(buf + len, n - len, "}");
 }
 
 static void
@@ -488,6 +504,150 @@ emit_int_div(em *e, tc_dtype dt, reg d, reg a, reg b)
     normalize(e, dt, d);
 }
 
+/* d = div.rn(a, b) or sqrt.rn(a) (b.n < 0), float32 / float64: inline, or
+ * a call of a .func doing exactly that instruction (the same IEEE result
+ * bit for bit) when the entry has more than RN_INLINE_MAX of them.  ptxas
+ * (and the driver's JIT, which is ptxas) expands each div.rn / sqrt.rn
+ * into a fast path and a slow-path subroutine, and the time it takes grows
+ * faster than the code: the 4-lane entry of an AdamW step's grouped kernel
+ * (48 members, 384 div.rn.f32 and 192 sqrt.rn.f32) took 1.3 s to assemble
+ * inline, 0.5 s with calls (docs/dev.md).  ptxas does not inline a .func.
+ * Few sites stay inline: a call costs a branch and an ABI register
+ * shuffle that a short kernel would notice; so do the sites of a
+ * reduction's per-point bodies (rn_hot: softmax's division of each of a
+ * row's points held in registers), only its per-row code calls.
+ * emit_entry counts the sites on a first try and emits the entry again
+ * with calls when there are too many. */
+#define RN_INLINE_MAX 16
+
+/* Bit of em.funcs for the .func of op (div / sqrt) at dtype dt, scalar or
+ * 4 lanes (emit_rn4). */
+static unsigned
+rn_fn(int sqrt, tc_dtype dt, int x4)
+{
+    return 1u << (sqrt * 4 + (dt == TC_F64) * 2 + x4);
+}
+
+static void
+emit_rn(em *e, tc_dtype dt, reg d, reg a, reg b)
+{
+    const char *t = ty(dt);
+    int sq = b.n < 0;
+    const char *op = sq ? "sqrt" : "div";
+    e->rn_sites += !e->rn_hot;
+    if (!e->rn_call || e->funcs == NULL || e->rn_hot) {
+        if (sq) {
+            out(e, "sqrt.rn.%s %s, %s;", t, R(d), R(a));
+        }
+        else {
+            out(e, "div.rn.%s %s, %s, %s;", t, R(d), R(a), R(b));
+        }
+        return;
+    }
+    *e->funcs |= rn_fn(sq, dt, 0);
+    if (sq) {
+        out(e, "call (%s), tc_%s_rn_%s, (%s);", R(d), op, t, R(a));
+    }
+    else {
+        out(e, "call (%s), tc_%s_rn_%s, (%s, %s);", R(d), op, t, R(a), R(b));
+    }
+}
+
+/* emit_rn of 4 vector lanes as one call of a .func doing all four (the
+ * vector entry, with calls): a call is what ptxas spends its time on once
+ * the sites are calls (576 calls 0.31 s, 144 calls of 4 lanes 0.15 s).
+ * The lanes travel as 16- or 32-byte .param arrays, the ABI's way of
+ * passing a vector (PTX has one return value per call). */
+static void
+emit_rn4(em *e, tc_dtype dt, const reg *d, const reg *a, const reg *b)
+{
+    const char *t = ty(dt);
+    int sq = b == NULL;
+    int sz = esize(dt), per = 16 / sz;      /* lanes per .v access */
+    e->rn_sites += 4;
+    *e->funcs |= rn_fn(sq, dt, 1);
+    out(e, "{");
+    out(e, ".param .align 16 .b8 rn_a[%d];", 4 * sz);
+    if (!sq) {
+        out(e, ".param .align 16 .b8 rn_b[%d];", 4 * sz);
+    }
+    out(e, ".param .align 16 .b8 rn_d[%d];", 4 * sz);
+    char regs[128];
+    for (int j = 0; j < 4; j += per) {
+        reg_list(regs, sizeof(regs), &a[j], per);
+        out(e, "st.param.v%d.%s [rn_a+%d], %s;", per, t, j * sz, regs);
+        if (!sq) {
+            reg_list(regs, sizeof(regs), &b[j], per);
+            out(e, "st.param.v%d.%s [rn_b+%d], %s;", per, t, j * sz, regs);
+        }
+    }
+    out(e, "call (rn_d), tc_%s_rn_%s_x4, (rn_a%s);", sq ? "sqrt" : "div", t,
+        sq ? "" : ", rn_b");
+    for (int j = 0; j < 4; j += per) {
+        reg_list(regs, sizeof(regs), &d[j], per);
+        out(e, "ld.param.v%d.%s %s, [rn_d+%d];", per, t, regs, j * sz);
+    }
+    out(e, "}");
+}
+
+/* The .func definitions of the calls in use (bits rn_fn). */
+static void
+emit_rn_funcs(sbuf *mod, unsigned funcs)
+{
+    for (int sq = 0; sq < 2; sq++) {
+        for (int f64 = 0; f64 < 2; f64++) {
+            const char *op = sq ? "sqrt" : "div", *t = f64 ? "f64" : "f32";
+            tc_dtype dt = f64 ? TC_F64 : TC_F32;
+            if (funcs & rn_fn(sq, dt, 0)) {
+                sb_printf(mod, "\n.func (.reg .%s d) tc_%s_rn_%s(.reg .%s a",
+                          t, op, t, t);
+                if (!sq) {
+                    sb_printf(mod, ", .reg .%s b", t);
+                }
+                sb_printf(mod, ")\n{\n\t%s.rn.%s d, a%s;\n\tret;\n}\n", op,
+                          t, sq ? "" : ", b");
+            }
+            if (!(funcs & rn_fn(sq, dt, 1))) {
+                continue;
+            }
+            /* x4: lanes a[j] (/ b[j]) -> d[j] through .v4.f32 / .v2.f64 */
+            int sz = f64 ? 8 : 4, per = 16 / sz;
+            sb_printf(mod, "\n.func (.param .align 16 .b8 d[%d]) "
+                           "tc_%s_rn_%s_x4(.param .align 16 .b8 a[%d]",
+                      4 * sz, op, t, 4 * sz);
+            if (!sq) {
+                sb_printf(mod, ", .param .align 16 .b8 b[%d]", 4 * sz);
+            }
+            sb_printf(mod, ")\n{\n\t.reg .%s x<4>, y<4>, z<4>;\n", t);
+            for (int j = 0; j < 4; j += per) {
+                for (int in = 0; in < 2 - sq; in++) {
+                    sb_printf(mod, "\tld.param.v%d.%s {", per, t);
+                    for (int l = j; l < j + per; l++) {
+                        sb_printf(mod, "%s%c%d", l > j ? ", " : "",
+                                  in ? 'y' : 'x', l);
+                    }
+                    sb_printf(mod, "}, [%c+%d];\n", in ? 'b' : 'a', j * sz);
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                sb_printf(mod, "\t%s.rn.%s z%d, x%d", op, t, j, j);
+                if (!sq) {
+                    sb_printf(mod, ", y%d", j);
+                }
+                sb_printf(mod, ";\n");
+            }
+            for (int j = 0; j < 4; j += per) {
+                sb_printf(mod, "\tst.param.v%d.%s [d+%d], {", per, t, j * sz);
+                for (int l = j; l < j + per; l++) {
+                    sb_printf(mod, "%sz%d", l > j ? ", " : "", l);
+                }
+                sb_printf(mod, "};\n");
+            }
+            sb_printf(mod, "\tret;\n}\n");
+        }
+    }
+}
+
 /* d = a <op> b for arithmetic / logic / shift / min / max ops. */
 static void
 emit_binop(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
@@ -524,7 +684,7 @@ emit_binop(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
         return;
     case KOP_DIV:
         if (fl) {
-            out(e, "div.rn.%s %s, %s, %s;", t, R(d), R(a), R(b));
+            emit_rn(e, dt, d, a, b);
         }
         else {
             emit_int_div(e, dt, d, a, b);
@@ -620,7 +780,7 @@ emit_unary(em *e, tc_kop op, tc_dtype dt, reg d, reg a)
         return;
     case KOP_SQRT:
         if (fl) {
-            out(e, "sqrt.rn.%s %s, %s;", t, R(d), R(a));
+            emit_rn(e, dt, d, a, NOREG);
             return;
         }
         break;
@@ -801,51 +961,66 @@ nest_span(const nest *l, int a)
     return s;
 }
 
-/* off[a] = base[a] + sum over dims of coord(idx) * stride, for the args
- * with used[a]; idx is a linear row-major index over the nest (u32 or u64
- * register as wide says).  off[a] registers are s32 or s64 accordingly. */
+/* coord[d] = the nest coordinates of idx, a linear row-major index over
+ * the nest (u32 or u64 register as wide says). */
 static void
-emit_offsets(em *e, reg idx, const nest *l, int wide, const int64_t *base,
-             const char *used, reg *off)
+emit_coords(em *e, reg idx, const nest *l, int wide, reg *coord)
 {
     const char *it = wide ? "u64" : "u32";
-    const char *st = wide ? "s64" : "s32";
     int c = wide ? C_RD : C_R;
-    for (int a = 0; a < l->nargs; a++) {
-        if (!used[a]) {
-            continue;
-        }
-        off[a] = newreg(e, c);
-        int64_t b = base ? base[a] : 0;
-        out(e, "mov.%s %s, %s;", st, R(off[a]),
-            b != 0 ? dimop(e, tc_dims_offset_slot(e->gnd, e->gnargs, a), b,
-                           wide)
-                   : "0");
-    }
     reg q = idx;
     for (int d = l->nd - 1; d >= 0; d--) {
-        reg coord = q;
+        coord[d] = q;
         if (d > 0) {
-            coord = newreg(e, c);
+            coord[d] = newreg(e, c);
             reg q2 = newreg(e, c);
-            out(e, "rem.%s %s, %s, %s;", it, R(coord), R(q),
+            out(e, "rem.%s %s, %s, %s;", it, R(coord[d]), R(q),
                 dimop(e, l->slot0 + d, l->sizes[d], wide));
             out(e, "div.%s %s, %s, %s;", it, R(q2), R(q),
                 dimop(e, l->slot0 + d, l->sizes[d], wide));
             q = q2;
         }
-        for (int a = 0; a < l->nargs; a++) {
-            int64_t sd = l->st[a][d];
-            if (!used[a] || sd == 0) {
-                continue;
-            }
-            /* which strides are 0 or 1 stays compiled in */
-            out(e, "mad.lo.%s %s, %s, %s, %s;", st, R(off[a]), R(coord),
-                sd == 1 ? "1"
-                        : dimop(e, tc_dims_stride_slot(e->gnd, a,
-                                                       l->slot0 + d),
-                                sd, wide),
-                R(off[a]));
+    }
+}
+
+/* base + sum over dims of coord[d] * stride of argument a (s32 or s64
+ * register as wide says); base is a's offset or 0. */
+static reg
+emit_offset(em *e, const nest *l, int wide, int64_t base, int a,
+            const reg *coord)
+{
+    const char *st = wide ? "s64" : "s32";
+    reg off = newreg(e, wide ? C_RD : C_R);
+    out(e, "mov.%s %s, %s;", st, R(off),
+        base != 0 ? dimop(e, tc_dims_offset_slot(e->gnd, e->gnargs, a), base,
+                          wide)
+                  : "0");
+    for (int d = l->nd - 1; d >= 0; d--) {
+        int64_t sd = l->st[a][d];
+        if (sd == 0) {
+            continue;
+        }
+        /* which strides are 0 or 1 stays compiled in */
+        out(e, "mad.lo.%s %s, %s, %s, %s;", st, R(off), R(coord[d]),
+            sd == 1 ? "1"
+                    : dimop(e, tc_dims_stride_slot(e->gnd, a, l->slot0 + d),
+                            sd, wide),
+            R(off));
+    }
+    return off;
+}
+
+/* off[a] = base[a] + sum over dims of coord(idx) * stride, for the args
+ * with used[a] (emit_coords, emit_offset). */
+static void
+emit_offsets(em *e, reg idx, const nest *l, int wide, const int64_t *base,
+             const char *used, reg *off)
+{
+    reg coord[TC_MAX_DIMS];
+    emit_coords(e, idx, l, wide, coord);
+    for (int a = 0; a < l->nargs; a++) {
+        if (used[a]) {
+            off[a] = emit_offset(e, l, wide, base ? base[a] : 0, a, coord);
         }
     }
 }
@@ -884,7 +1059,15 @@ typedef struct {
     /* reductions */
     reg *acc_v, *acc_i; /* [ninsts] per KOP_ACC */
     reg ridx64;         /* current reduction index as s64 */
+    /* scalar pointwise loop: off / addr of an argument are emitted at its
+     * first access (arg_access) */
+    struct entry *en;
+    const nest *l;
+    const reg *coord;   /* [l->nd] */
 } body;
+
+static reg arg_base(struct entry *en, int a);
+static void arg_access(body *s, int a);
 
 static void
 emit_inst(body *s, int i)
@@ -907,6 +1090,9 @@ emit_inst(body *s, int i)
             || mem != (s->k->args[in->arg].buffer != TC_KARG_INDEX))) {
         fail(e, "%s: bad argument slot at %d", s->k->name, i);
         return;
+    }
+    if ((mem || in->op == KOP_INDEX) && s->coord != NULL && !s->lane_mode) {
+        arg_access(s, in->arg);
     }
     switch (in->op) {
     case KOP_CONST:
@@ -1068,15 +1254,16 @@ emit_inst(body *s, int i)
 
 /* ---- entries ------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct entry {
     const tc_kernel *k;
     const char *name;
     em *e;
-    reg *base;
+    reg *base;          /* [nargs]; n < 0: arg_base loads it where needed */
     char *nc;
     int wide;
     int scratch;        /* split reductions: one more .u64 parameter */
     reg scratch_base;   /* its global address */
+    int lazy_base;      /* pointwise: base pointers where needed */
     const nest *lo, *lr;/* the outer and reduction loop nests */
 } entry;
 
@@ -1122,6 +1309,10 @@ begin_entry(entry *en, sbuf *mod)
      * with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (H100, persistent rows) */
     sb_printf(mod, ")%s\n{\n", e->generic ? "\n.maxntid 1024, 1, 1" : "");
     for (int a = 0; a < k->nargs + (en->scratch != 0); a++) {
+        if (a < k->nargs && en->lazy_base) {
+            en->base[a] = NOREG;
+            continue;
+        }
         reg t = newreg(en->e, C_RD);
         reg b = newreg(en->e, C_RD);
         out(en->e, "ld.param.u64 %s, [%s_p%d];", R(t), en->name, a);
@@ -1143,6 +1334,43 @@ begin_entry(entry *en, sbuf *mod)
         }
         dims_product(e, en->lo, e->gnumel);
         dims_product(e, en->lr, e->gred);
+    }
+}
+
+/* The global address of argument a's buffer.  Pointwise entries load it
+ * from its parameter at each use (once per loop body): the parameter is
+ * a constant-bank operand to ptxas, where a pointer loaded at the top
+ * holds a 64-bit register across the loop, ~190 of them in an optimizer
+ * step's grouped kernel. */
+static reg
+arg_base(entry *en, int a)
+{
+    if (en->base[a].n >= 0) {
+        return en->base[a];
+    }
+    em *e = en->e;
+    reg t = newreg(e, C_RD), b = newreg(e, C_RD);
+    out(e, "ld.param.u64 %s, [%s_p%d];", R(t), en->name, a);
+    out(e, "cvta.to.global.u64 %s, %s;", R(b), R(t));
+    return b;
+}
+
+/* Offset (and address, for memory) of argument a in the scalar pointwise
+ * loop, emitted at the body's first access of a: with every argument's
+ * computed at the top of the loop, a grouped kernel of many members kept
+ * them all live across its body. */
+static void
+arg_access(body *s, int a)
+{
+    const tc_karg *ka = &s->k->args[a];
+    int wide = s->en->wide;
+    if (s->off[a].n >= 0) {
+        return;
+    }
+    s->off[a] = emit_offset(s->e, s->l, wide, ka->offset, a, s->coord);
+    if (ka->buffer != TC_KARG_INDEX) {
+        s->addr[a] = emit_addr(s->e, arg_base(s->en, a), s->off[a], wide,
+                               ka->dtype);
     }
 }
 
@@ -1170,6 +1398,7 @@ reset_em(em *e, int sm)
     memset(e, 0, sizeof(*e));
     e->sm = sm;
     e->math_flags = keep.math_flags;
+    e->funcs = keep.funcs;
     e->failed = keep.failed;
     memcpy(e->err, keep.err, sizeof(e->err));
     e->generic = keep.generic;
@@ -1242,26 +1471,18 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride)
     out(e, "@%s bra $done_%d;", R(p), id);
     label(e, "loop", id);
     int na = k->nargs > 0 ? k->nargs : 1;
-    char *used = malloc((size_t)na);
-    reg *off = calloc((size_t)na, sizeof(reg));
-    reg *addr = calloc((size_t)na, sizeof(reg));
+    reg *off = malloc(sizeof(reg) * (size_t)na);
+    reg *addr = malloc(sizeof(reg) * (size_t)na);
     reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
-    int64_t *base = calloc((size_t)na, sizeof(int64_t));
-    if (!used || !off || !addr || !val || !base) {
+    if (!off || !addr || !val) {
         fail(e, "out of memory");
         goto done;
     }
-    used_args(k, 0, k->ninsts, used);
-    for (int a = 0; a < k->nargs; a++) {
-        base[a] = k->args[a].offset;
+    for (int a = 0; a < na; a++) {
+        off[a] = addr[a] = NOREG;
     }
-    emit_offsets(e, idx, l, en->wide, base, used, off);
-    for (int a = 0; a < k->nargs; a++) {
-        if (used[a] && k->args[a].buffer != TC_KARG_INDEX) {
-            addr[a] = emit_addr(e, en->base[a], off[a], en->wide,
-                                k->args[a].dtype);
-        }
-    }
+    reg coord[TC_MAX_DIMS];
+    emit_coords(e, idx, l, en->wide, coord);
     body s = {0};
     s.e = e;
     s.k = k;
@@ -1271,6 +1492,9 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride)
     s.off = off;
     s.nc = en->nc;
     s.store_pred = NOREG;
+    s.en = en;
+    s.l = l;
+    s.coord = coord;
     for (int i = 0; i < k->ninsts && !e->failed; i++) {
         emit_inst(&s, i);
     }
@@ -1280,11 +1504,9 @@ emit_pointwise_loop(entry *en, const nest *l, reg idx, reg stride)
     out(e, "@%s bra $loop_%d;", R(p), id);
     label(e, "done", id);
 done:
-    free(used);
     free(off);
     free(addr);
     free(val);
-    free(base);
 }
 
 static void
@@ -1343,18 +1565,6 @@ vectorizable(const tc_kernel *k, const nest *l)
     return 1;
 }
 
-/* "{%r1, %r2, ...}" for a vector access. */
-static void
-reg_list(char *buf, size_t n, const reg *r, int count)
-{
-    size_t len = (size_t)snprintf(buf, n, "{");
-    for (int i = 0; i < count; i++) {
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "",
-                                R(r[i]));
-    }
-    snprintf(buf + len, n - len, "}");
-}
-
 /* Vector access of vl consecutive elements of dtype dt at addr: 16-byte
  * accesses of 4- and 8-byte elements, or packed 32-bit words of smaller
  * ones split with bfe. */
@@ -1377,7 +1587,7 @@ vec_load(em *e, tc_dtype dt, int nc, reg addr, int vl, reg *lane)
         return;
     }
     int per_word = 4 / sz, nwords = vl / per_word;
-    reg w[4];
+    reg w[4] = {NOREG, NOREG, NOREG, NOREG};
     for (int i = 0; i < nwords; i++) {
         w[i] = newreg(e, C_R);
     }
@@ -1423,7 +1633,7 @@ vec_store(em *e, tc_dtype dt, reg addr, int vl, const reg *lane)
         return;
     }
     int per_word = 4 / sz, nwords = vl / per_word, bitsz = 8 * sz;
-    reg w[4];
+    reg w[4] = {NOREG, NOREG, NOREG, NOREG};
     for (int i = 0; i < nwords; i++) {
         const reg *l = &lane[i * per_word];
         w[i] = newreg(e, C_R);
@@ -1443,6 +1653,135 @@ vec_store(em *e, tc_dtype dt, reg addr, int vl, const reg *lane)
     }
 }
 
+/* The vector loop's arguments (emit_pointwise_vec): an argument's address
+ * and its 16-byte loads are emitted where the body first reads it, its
+ * stores after the body's last STORE to it.  A grouped kernel of many
+ * members (an optimizer step: 48 parameters, ~190 pointers) then keeps one
+ * member's values live at a time; with every address and load at the top
+ * and every store at the bottom, hundreds of registers stayed live across
+ * the body and ptxas took seconds to allocate them.  The loads still all
+ * read memory as it was before the kernel: a store is emitted only after
+ * every load of its buffer (vec_arg_store), as when every load came
+ * first. */
+typedef struct {
+    entry *en;
+    const nest *l;
+    int vl;
+    reg e4;             /* element offset of lane 0 (without offsets) */
+    reg *addr;          /* [nargs] n < 0 until emitted */
+    char *loads;        /* [nargs] some LOAD reads the argument */
+    char *loaded;       /* [nargs] its lanes are in lanes_in */
+    char *stores;       /* [nargs] some STORE writes it */
+    char *early;        /* [nargs] stored after its last STORE (no other
+                           stored argument shares its buffer); else after
+                           the body, in argument order */
+    int *last_store;    /* [nargs] that STORE */
+    int *order, nload;  /* the loaded arguments by their first LOAD */
+    int *pos;           /* [nargs] position in order */
+    reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
+} vec_args;
+
+static reg
+vec_arg_addr(vec_args *v, int a)
+{
+    entry *en = v->en;
+    em *e = en->e;
+    const tc_karg *ka = &en->k->args[a];
+    if (v->addr[a].n >= 0) {
+        return v->addr[a];
+    }
+    reg off = newreg(e, v->e4.c);
+    const char *oop = ka->offset != 0
+                          ? dimop(e, tc_dims_offset_slot(e->gnd, e->gnargs,
+                                                         a),
+                                  ka->offset, en->wide)
+                          : "0";
+    if (v->l->st[a][0] == 1) {
+        out(e, "add.%s %s, %s, %s;", en->wide ? "s64" : "s32", R(off),
+            R(v->e4), oop);
+    }
+    else {
+        out(e, "mov.%s %s, %s;", en->wide ? "s64" : "s32", R(off), oop);
+    }
+    v->addr[a] = emit_addr(e, arg_base(en, a), off, en->wide, ka->dtype);
+    return v->addr[a];
+}
+
+static void
+vec_arg_load1(vec_args *v, int a)
+{
+    entry *en = v->en;
+    em *e = en->e;
+    const tc_karg *ka = &en->k->args[a];
+    if (v->loaded[a]) {
+        return;
+    }
+    v->loaded[a] = 1;
+    reg addr = vec_arg_addr(v, a);
+    if (v->l->st[a][0] == 1) {
+        vec_load(e, ka->dtype, en->nc[a], addr, v->vl,
+                 &v->lanes_in[MAX_LANES * a]);
+        return;
+    }
+    reg x = newv(e, ka->dtype);
+    out(e, "ld.global%s.%s %s, [%s];", en->nc[a] ? ".nc" : "",
+        memty(ka->dtype), R(x), R(addr));
+    for (int j = 0; j < v->vl; j++) {
+        v->lanes_in[MAX_LANES * a + j] = x;
+    }
+}
+
+/* Argument a's loads where the body first reads it, and the loads of the
+ * next arguments the body reads up to VEC_LOAD_AHEAD registers: a load
+ * from a buffer the kernel also writes (an in-place update's) cannot move
+ * above an earlier store to another buffer (ptxas does not know that they
+ * do not alias), so without loads ahead the members of a group would wait
+ * for their loads one after the other. */
+#define VEC_LOAD_AHEAD 64
+
+static void
+vec_arg_load(vec_args *v, int a)
+{
+    vec_arg_load1(v, a);
+    int regs = 0;
+    for (int q = v->pos[a] + 1; q < v->nload && regs < VEC_LOAD_AHEAD; q++) {
+        int b = v->order[q];
+        regs += v->l->st[b][0] == 1 ? v->vl : 1;
+        vec_arg_load1(v, b);
+    }
+}
+
+static void
+vec_arg_store(vec_args *v, int a)
+{
+    const tc_kernel *k = v->en->k;
+    for (int b = 0; b < k->nargs; b++) {
+        if (v->loads[b] && k->args[b].buffer == k->args[a].buffer) {
+            vec_arg_load1(v, b);
+        }
+    }
+    vec_store(v->en->e, k->args[a].dtype, vec_arg_addr(v, a), v->vl,
+              &v->lanes_out[MAX_LANES * a]);
+}
+
+/* Instruction i (a float DIV or SQRT) for every lane, 4 lanes a call. */
+static void
+vec_rn(body *s, reg *val, int vl, int i)
+{
+    const tc_kinst *in = &s->k->insts[i];
+    size_t n = (size_t)(s->k->ninsts + 1);
+    for (int j0 = 0; j0 < vl; j0 += 4) {
+        reg d[4], a[4], b[4];
+        for (int j = 0; j < 4; j++) {
+            reg *lane = val + (size_t)(j0 + j) * n;
+            lane[i] = d[j] = newv(s->e, in->dtype);
+            a[j] = lane[in->a];
+            b[j] = in->b >= 0 ? lane[in->b] : NOREG;
+        }
+        emit_rn4(s->e, in->dtype, d, a, in->op == KOP_DIV ? b : NULL);
+    }
+}
+
 static void
 emit_pointwise_vec(entry *en, const nest *l)
 {
@@ -1452,23 +1791,48 @@ emit_pointwise_vec(entry *en, const nest *l)
     int64_t nvec = k->numel / vl;
     const char *it = en->wide ? "u64" : "u32";
     int na = k->nargs > 0 ? k->nargs : 1;
-    char *used = malloc((size_t)na);
-    char *stored = calloc((size_t)na, 1);
-    reg *lanes_in = calloc((size_t)na * MAX_LANES, sizeof(reg));
-    reg *lanes_out = calloc((size_t)na * MAX_LANES, sizeof(reg));
-    reg *val = calloc((size_t)(k->ninsts + 1), sizeof(reg));
-    reg *addr = calloc((size_t)na, sizeof(reg));
+    vec_args v = {.en = en, .l = l, .vl = vl, .e4 = NOREG};
+    v.addr = malloc(sizeof(reg) * (size_t)na);
+    v.loads = calloc((size_t)na, 1);
+    v.loaded = calloc((size_t)na, 1);
+    v.stores = calloc((size_t)na, 1);
+    v.early = calloc((size_t)na, 1);
+    v.last_store = calloc((size_t)na, sizeof(int));
+    v.order = calloc((size_t)na, sizeof(int));
+    v.pos = calloc((size_t)na, sizeof(int));
+    v.lanes_in = calloc((size_t)na * MAX_LANES, sizeof(reg));
+    v.lanes_out = calloc((size_t)na * MAX_LANES, sizeof(reg));
+    reg *val = calloc((size_t)vl * (size_t)(k->ninsts + 1), sizeof(reg));
     reg *lin = calloc((size_t)na, sizeof(reg));
     reg *lout = calloc((size_t)na, sizeof(reg));
-    if (!used || !stored || !lanes_in || !lanes_out || !val || !addr || !lin
-        || !lout) {
+    if (!v.addr || !v.loads || !v.loaded || !v.stores || !v.early
+        || !v.last_store || !v.order || !v.pos || !v.lanes_in
+        || !v.lanes_out || !val || !lin || !lout) {
         fail(e, "out of memory");
         goto done;
     }
-    used_args(k, 0, k->ninsts, used);
+    for (int a = 0; a < na; a++) {
+        v.addr[a] = NOREG;
+    }
     for (int i = 0; i < k->ninsts; i++) {
-        if (k->insts[i].op == KOP_STORE) {
-            stored[k->insts[i].arg] = 1;
+        int a = k->insts[i].arg;
+        if (k->insts[i].op == KOP_LOAD && !v.loads[a]) {
+            v.loads[a] = 1;
+            v.pos[a] = v.nload;
+            v.order[v.nload++] = a;
+        }
+        else if (k->insts[i].op == KOP_STORE) {
+            v.stores[a] = 1;
+            v.last_store[a] = i;
+        }
+    }
+    for (int a = 0; a < k->nargs; a++) {
+        v.early[a] = v.stores[a];
+        for (int b = 0; b < k->nargs; b++) {
+            if (b != a && v.stores[b]
+                && k->args[b].buffer == k->args[a].buffer) {
+                v.early[a] = 0;
+            }
         }
     }
     reg idx, stride;
@@ -1494,73 +1858,47 @@ emit_pointwise_vec(entry *en, const nest *l)
     out(e, "@%s bra $vdone_%d;", R(p), id);
     label(e, "vloop", id);
     /* element offset of lane 0: vl * idx + offset (stride 1) or offset */
-    reg e4 = newreg(e, idx.c);
-    out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(e4), R(idx),
+    v.e4 = newreg(e, idx.c);
+    out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(v.e4), R(idx),
         vl == 8 ? 3 : 2);
-    for (int a = 0; a < k->nargs; a++) {
-        if (!used[a]) {
-            continue;
-        }
-        reg off = newreg(e, idx.c);
-        int64_t o = k->args[a].offset;
-        const char *oop = o != 0 ? dimop(e, tc_dims_offset_slot(e->gnd,
-                                                                e->gnargs, a),
-                                         o, en->wide)
-                                 : "0";
-        if (l->st[a][0] == 1) {
-            out(e, "add.%s %s, %s, %s;", en->wide ? "s64" : "s32", R(off),
-                R(e4), oop);
-        }
-        else {
-            out(e, "mov.%s %s, %s;", en->wide ? "s64" : "s32", R(off), oop);
-        }
-        addr[a] = emit_addr(e, en->base[a], off, en->wide, k->args[a].dtype);
-        int loaded = 0;
-        for (int i = 0; i < k->ninsts; i++) {
-            loaded |= k->insts[i].op == KOP_LOAD && k->insts[i].arg == a;
-        }
-        if (!loaded) {
-            continue;
-        }
-        if (l->st[a][0] == 1) {
-            vec_load(e, k->args[a].dtype, en->nc[a], addr[a], vl,
-                     &lanes_in[MAX_LANES * a]);
-        }
-        else {
-            reg v = newv(e, k->args[a].dtype);
-            out(e, "ld.global%s.%s %s, [%s];", en->nc[a] ? ".nc" : "",
-                memty(k->args[a].dtype), R(v), R(addr[a]));
-            for (int j = 0; j < vl; j++) {
-                lanes_in[MAX_LANES * a + j] = v;
-            }
-        }
-    }
     body s = {0};
     s.e = e;
     s.k = k;
-    s.val = val;
     s.base = en->base;
     s.nc = en->nc;
     s.lane_mode = 1;
     s.lane_in = lin;
     s.lane_out = lout;
     s.store_pred = NOREG;
-    for (int j = 0; j < vl && !e->failed; j++) {
-        for (int a = 0; a < k->nargs; a++) {
-            lin[a] = lanes_in[MAX_LANES * a + j];
-            lout[a] = NOREG;
+    /* instruction by instruction, each for every lane */
+    for (int i = 0; i < k->ninsts && !e->failed; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (in->op == KOP_LOAD) {
+            vec_arg_load(&v, in->arg);
         }
-        for (int i = 0; i < k->ninsts && !e->failed; i++) {
+        if ((in->op == KOP_DIV || in->op == KOP_SQRT) && is_float(in->dtype)
+            && e->rn_call && in->a >= 0 && in->a < i && in->b < i) {
+            vec_rn(&s, val, vl, i);
+            continue;
+        }
+        for (int j = 0; j < vl && !e->failed; j++) {
+            s.val = val + (size_t)j * (size_t)(k->ninsts + 1);
+            if (in->op == KOP_LOAD) {
+                lin[in->arg] = v.lanes_in[MAX_LANES * in->arg + j];
+            }
             emit_inst(&s, i);
+            if (in->op == KOP_STORE) {
+                v.lanes_out[MAX_LANES * in->arg + j] = lout[in->arg];
+            }
         }
-        for (int a = 0; a < k->nargs; a++) {
-            lanes_out[MAX_LANES * a + j] = lout[a];
+        if (in->op == KOP_STORE && v.early[in->arg]
+            && v.last_store[in->arg] == i && !e->failed) {
+            vec_arg_store(&v, in->arg);
         }
     }
     for (int a = 0; a < k->nargs && !e->failed; a++) {
-        if (stored[a]) {
-            vec_store(e, k->args[a].dtype, addr[a], vl,
-                      &lanes_out[MAX_LANES * a]);
+        if (v.stores[a] && !v.early[a]) {
+            vec_arg_store(&v, a);
         }
     }
     out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
@@ -1572,12 +1910,17 @@ emit_pointwise_vec(entry *en, const nest *l)
         emit_pointwise_loop(en, l, idx0, stride);
     }
 done:
-    free(used);
-    free(stored);
-    free(lanes_in);
-    free(lanes_out);
+    free(v.addr);
+    free(v.loads);
+    free(v.loaded);
+    free(v.stores);
+    free(v.early);
+    free(v.last_store);
+    free(v.order);
+    free(v.pos);
+    free(v.lanes_in);
+    free(v.lanes_out);
     free(val);
-    free(addr);
     free(lin);
     free(lout);
 }
@@ -1699,6 +2042,7 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
             s->addr[a] = emit_addr(e, en->base[a], o, wide, k->args[a].dtype);
         }
     }
+    e->rn_hot = 1;
     for (int i = k->phases[ph].begin; i < k->phases[ph].end && !e->failed;
          i++) {
         if (reuse != NULL && reuse[i] >= 0) {
@@ -1707,6 +2051,7 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
         }
         emit_inst(s, i);
     }
+    e->rn_hot = 0;
 }
 
 /* Persistent rows (persist_points): the thread's points, their values. */
@@ -2320,6 +2665,59 @@ done:
     free(base);
 }
 
+/* ---- entries of a kernel ------------------------------------------------------------ */
+
+/* The body of one entry: the scalar or vector pointwise loop, or pass pk
+ * of a reduction. */
+typedef struct {
+    enum { BODY_POINTWISE, BODY_VEC, BODY_RED } kind;
+    const nest *lo, *lr;
+    const tc_red_plan *plan;
+    int *smem;
+    tc_red_pass_kind pk;
+    const int64_t *sc_off;
+} entry_body;
+
+/* One entry into mod, from a fresh em: header, registers, body.  Emitted
+ * a second time with calls for div.rn / sqrt.rn when the first try has
+ * more than RN_INLINE_MAX of them (emit_rn). */
+static void
+emit_entry(entry *en, sbuf *mod, const entry_body *bd)
+{
+    em *e = en->e;
+    for (int call = 0; call < 2; call++) {
+        sbuf text = {0};
+        reset_em(e, e->sm);
+        e->rn_call = call;
+        begin_entry(en, &text);
+        switch (bd->kind) {
+        case BODY_POINTWISE:
+            emit_pointwise(en, bd->lo);
+            break;
+        case BODY_VEC:
+            emit_pointwise_vec(en, bd->lo);
+            break;
+        case BODY_RED:
+            emit_reduction(en, bd->lo, bd->lr, bd->plan, bd->smem, bd->pk,
+                           bd->sc_off);
+            break;
+        }
+        finish_entry(en, &text);
+        if (!call && e->rn_sites > RN_INLINE_MAX && !e->failed) {
+            tc_textbuf_free(&text);
+            continue;
+        }
+        if (text.failed) {
+            mod->failed = 1;
+        }
+        else if (text.s != NULL) {
+            sb_printf(mod, "%s", text.s);
+        }
+        tc_textbuf_free(&text);
+        return;
+    }
+}
+
 /* ---- module ------------------------------------------------------------------------ */
 
 const char *
@@ -2486,8 +2884,8 @@ generic_setup(const tc_kernel *k0, const nest *lo, const nest *lr, em *e,
  * own, info->text. */
 static int
 emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
-            int generic, sbuf *mod, tc_ptx_kernel *info, char *err,
-            size_t errlen)
+            int generic, sbuf *mod, unsigned *funcs, tc_ptx_kernel *info,
+            char *err, size_t errlen)
 {
     tc_kernel k;
     if (copy_kernel(k0, &k) < 0) {
@@ -2497,10 +2895,12 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     int rc = -1;
     nest lo = {0}, lr = {0};
     em e = {0};
-    sbuf own = {0};
+    sbuf own = {0}, own_ents = {0};
+    unsigned own_funcs = 0;
     int64_t *sc_off = NULL;
     e.sm = sm;
     e.math_flags = half_results(&k);
+    e.funcs = funcs;
     int na = k.nargs > 0 ? k.nargs : 1;
     reg *base = calloc((size_t)na, sizeof(reg));
     char *nc = calloc((size_t)na, 1);
@@ -2565,10 +2965,11 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
             goto done;
         }
         /* one kernel per module: the name need not be unique, and the
-         * text is the same for every plan with this code */
+         * text is the same for every plan with this code; its .funcs
+         * (emit_rn) precede its entries */
         snprintf(info->entry, sizeof(info->entry), "tc_generic");
-        mod = &own;
-        module_header(mod, sm);
+        mod = &own_ents;
+        e.funcs = &own_funcs;
     }
     else {
         sanitize(info->entry, sizeof(info->entry) - 4, idx, k.name);
@@ -2584,6 +2985,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         }
     }
     entry en = {&k, info->entry, &e, base, nc, wide};
+    en.lazy_base = k.nphases == 0;
     en.lo = &lo;
     en.lr = &lr;
     if (k.nphases == 0) {
@@ -2591,9 +2993,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         info->block = bl;
         info->skip = k.numel == 0;
         info->grid = grid_for(k.numel, bl, sm_count, pw_per_sm[variant]);
-        begin_entry(&en, mod);
-        emit_pointwise(&en, &lo);
-        finish_entry(&en, mod);
+        entry_body bd = {.kind = BODY_POINTWISE, .lo = &lo};
+        emit_entry(&en, mod, &bd);
         if (!e.failed && vectorizable(&k, &lo)) {
             snprintf(info->entry_vec, sizeof(info->entry_vec), "%.59s_v4",
                      info->entry);
@@ -2606,11 +3007,9 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
              * way round (78 us capped, 88 uncapped) and keeps the cap. */
             info->grid_vec = grid_for(k.numel / vec_lanes(&k), bl, sm_count,
                                       INT_MAX / bl / sm_count);
-            reset_em(&e, sm);
             en.name = info->entry_vec;
-            begin_entry(&en, mod);
-            emit_pointwise_vec(&en, &lo);
-            finish_entry(&en, mod);
+            bd.kind = BODY_VEC;
+            emit_entry(&en, mod, &bd);
         }
     }
     else {
@@ -2638,7 +3037,6 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
                          "%.59s_fin", info->entry);
                 info->block_final = fb;
                 info->grid_final = grid_for(k.numel, 1, sm_count, 2048 / fb);
-                reset_em(&e, sm);
                 en.name = info->entry_final;
             }
             else {
@@ -2648,9 +3046,10 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
                                  : grid_for(k.numel, 1, sm_count,
                                             2048 / plan.threads);
             }
-            begin_entry(&en, mod);
-            emit_reduction(&en, &lo, &lr, &plan, &smem, pk, sc_off);
-            finish_entry(&en, mod);
+            entry_body bd = {.kind = BODY_RED, .lo = &lo, .lr = &lr,
+                             .plan = &plan, .smem = &smem, .pk = pk,
+                             .sc_off = sc_off};
+            emit_entry(&en, mod, &bd);
         }
     }
     if (e.failed) {
@@ -2661,7 +3060,16 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
-    if (mod == &own) {
+    if (mod == &own_ents) {
+        module_header(&own, sm);
+        emit_rn_funcs(&own, own_funcs);
+        if (own_ents.s != NULL) {
+            sb_printf(&own, "%s", own_ents.s);
+        }
+        if (own.failed) {
+            snprintf(err, errlen, "tcjit gpu: out of memory");
+            goto done;
+        }
         info->text = tc_textbuf_finish(&own);
     }
     rc = 0;
@@ -2671,6 +3079,7 @@ done:
         info->dims = NULL;
     }
     tc_textbuf_free(&own);
+    tc_textbuf_free(&own_ents);
     free(e.g64);
     free(e.g32);
     free(sc_off);
@@ -2721,7 +3130,8 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
         variant = 0;
     }
     memset(out, 0, sizeof(*out));
-    sbuf mod = {0};
+    sbuf mod = {0}, ents = {0};     /* header + .funcs, then the entries */
+    unsigned funcs = 0;
     if (sm_count < 1) {
         sm_count = 1;
     }
@@ -2742,25 +3152,33 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
             if (copy_info(&out->kernels[i], &out->kernels[same]) < 0) {
                 snprintf(err, errlen, "tcjit gpu: out of memory");
                 tc_textbuf_free(&mod);
+                tc_textbuf_free(&ents);
                 tc_ptx_module_clear(out);
                 return -1;
             }
             continue;
         }
         if (emit_kernel(&plan->kernels[i], i, sm, sm_count, variant,
-                        plan->dynamic, &mod, &out->kernels[i], err,
+                        plan->dynamic, &ents, &funcs, &out->kernels[i], err,
                         errlen) < 0) {
             tc_textbuf_free(&mod);
+            tc_textbuf_free(&ents);
             tc_ptx_module_clear(out);
             return -1;
         }
     }
-    if (mod.failed) {
+    emit_rn_funcs(&mod, funcs);
+    if (ents.s != NULL) {
+        sb_printf(&mod, "%s", ents.s);
+    }
+    if (mod.failed || ents.failed) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         tc_textbuf_free(&mod);
+        tc_textbuf_free(&ents);
         tc_ptx_module_clear(out);
         return -1;
     }
+    tc_textbuf_free(&ents);
     out->text = tc_textbuf_finish(&mod);
     return 0;
 }
