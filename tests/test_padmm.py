@@ -12,7 +12,7 @@ HAS_CUDA = torch.cuda.is_available()
 
 
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("n", [8, 13, 50])
+@pytest.mark.parametrize("n", [8, 64, 67, 1001])
 def test_padded_linear_is_linear(n, bias):
     g = torch.Generator().manual_seed(n)
     x = torch.randn(3, 5, 24, generator=g)
@@ -22,9 +22,19 @@ def test_padded_linear_is_linear(n, bias):
     want = torch.nn.functional.linear(x, w, b)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want)
-    if n % 8:
-        # the padded product, sliced: the runtime copies it into place
-        assert got.stride() != want.stride()
+    assert got.stride() == want.stride()
+
+
+@pytest.mark.parametrize("shape", [(1, 24), (1, 1, 24), (5, 1, 24)])
+def test_padded_linear_strides_of_size1_dims(shape):
+    """A [1, n] result laid out as eager's (1, 1)-style strides, not the
+    padded product's (fuzz seed 221843 on CUDA: (8, 1))."""
+    x = torch.randn(shape)
+    w = torch.randn(67, 24)
+    got = _padmm.linear(x, w, force=True)
+    want = torch.nn.functional.linear(x, w)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if HAS_CUDA else []))
@@ -46,6 +56,7 @@ def test_compiled_odd_vocab_head(device, dt):
 
 @pytest.mark.parametrize("n,dt,used", [(1001, torch.bfloat16, True),
                                        (1000, torch.bfloat16, False),
+                                       (7, torch.bfloat16, False),
                                        (1001, torch.float32, False)])
 def test_runtime_picks_padded_linear(monkeypatch, n, dt, used):
     calls = []

@@ -20,7 +20,8 @@ def linear(x, w, b=None, *, force=False):
     multiple of 8 on CUDA (or with force=True, for tests)."""
     n = w.shape[0]
     pad = -n % 8
-    if not pad or not (w.is_cuda or force):
+    if not pad or n < 64 or not (w.is_cuda or force):
+        # (a few output features: nothing to gain from another kernel)
         return _linear(x, w, b)
     wp = w.new_zeros(n + pad, w.shape[1])
     wp[:n].copy_(w)
@@ -28,5 +29,9 @@ def linear(x, w, b=None, *, force=False):
     if b is not None:
         bp = b.new_zeros(n + pad)
         bp[:n].copy_(b)
-    # a view: the runtime copies it into the layout the graph planned
-    return _linear(x, wp, bp)[..., :n]
+    # copied into a tensor of eager's (contiguous) layout: a view of the
+    # padded product would differ in the strides of size-1 dims, which
+    # the runtime's layout check ignores (fuzz seed 221843)
+    y = _linear(x, wp, bp)
+    out = y.new_empty(y.shape[:-1] + (n,))
+    return out.copy_(y[..., :n])

@@ -417,7 +417,7 @@ use_padded_linear(xcall *c, const tc_buffer *out)
     const tc_layout *l = &out->layout;
     if (strcmp(tc_ops[c->op].name, "linear") != 0
         || (out->dtype != TC_F16 && out->dtype != TC_BF16) || l->ndim == 0
-        || l->sizes[l->ndim - 1] % 8 == 0) {
+        || l->sizes[l->ndim - 1] % 8 == 0 || l->sizes[l->ndim - 1] < 64) {
         return 0;
     }
     if (padded == NULL) {
