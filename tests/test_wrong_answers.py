@@ -806,3 +806,29 @@ def test_float64_variance_over_empty_dims(shape, dims):
         warnings.simplefilter("ignore")
         check_same(tcjit.compile(f)(x), f(x))
     tcjit.reset()
+
+
+# ---- float -> integer casts keep eager's +0 (gccjit_emit.c emit_float_to_int)
+
+CAST_VALUES = [-0.9, 0.9, -0.2, float("nan"), float("inf"), -float("inf"),
+               3e9, -3e9, 1e20, -1e20, 2.0**31, -2.0**31, 2.0**63, -2.0**63,
+               255.7, -129.3, 70000.5]
+
+
+@pytest.mark.parametrize("n", [3, 37])
+@pytest.mark.parametrize("after", ["none", "clamp"])
+@pytest.mark.parametrize("idt", [torch.int64, torch.int32, torch.int16,
+                                 torch.int8, torch.uint8])
+@pytest.mark.parametrize("fdt", [torch.float32, torch.float64,
+                                 torch.float16, torch.bfloat16])
+def test_float_to_int_to_float_keeps_plus_zero(fdt, idt, after, n):
+    """(float)(int)x is +0 for -1 < x < 0.  Under -fno-trapping-math GCC
+    folds it into trunc(x), which is -0, whenever it can see through the
+    out-of-range handling (jump threading did, with a clamp after the
+    cast: fuzz seed 256825); 1/x then gives -inf where eager gives inf."""
+    def f(a):
+        r = torch.reciprocal(a.to(idt))
+        return (r.clamp(min=-1) if after == "clamp" else r), a.to(idt)
+
+    x = torch.tensor(CAST_VALUES * 3, dtype=torch.float64)[:n].to(fdt)
+    run_both(f, x, expect_compiled=True)

@@ -676,7 +676,13 @@ fconst(emitter *e, tc_dtype dt, double v)
  * magnitudes.  So: convert x, or 0 where it is out of range, and OR in
  * the sign bit there.  The OR hides the conversion from that fold (a
  * select would not: GCC sinks the float conversion into its arms), and
- * it all vectorizes: abs, compare, blend, convert, shift and or. */
+ * it all vectorizes: abs, compare, blend, convert, shift and or.
+ * The sign bit comes from an integer compare of x's bits, not from the
+ * float compare that picks x or 0: with one condition for both, jump
+ * threading splits the in-range path off, where the OR is with a known
+ * 0, and the fold comes back (a clamp after the cast was enough: fuzz
+ * seed 256825 gave -0.9 -> -0.0, then 1/x = -inf where eager has inf).
+ * GCC cannot tie the two compares together, so the OR stays. */
 static R *
 emit_float_to_int(emitter *e, R *a, tc_dtype from, tc_dtype to)
 {
@@ -684,11 +690,17 @@ emit_float_to_int(emitter *e, R *a, tc_dtype from, tc_dtype to)
                                                                  : TC_I32;
     int bits = dtype_bits(it);
     T *u = e->ut[it];
+    T *fu = e->ut[from];
+    double lim = ldexp(1.0, bits - 1);
     R *in = cmp(e, GCC_JIT_COMPARISON_LT, fcall1(e, "fabs", from, a),
-                fconst(e, from, ldexp(1.0, bits - 1)));
+                fconst(e, from, lim));
     R *x = select_bits(e, from, in, a, fconst(e, from, 0.0));
-    R *out = bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, u, cast(e, in, u),
-                 iconst(e, u, 1));
+    /* |x| >= lim (NaN and inf included) as the bits of |x| >= lim's */
+    R *mag = bin(e, GCC_JIT_BINARY_OP_BITWISE_AND, fu, to_bits(e, from, a),
+                 to_bits(e, from, fconst(e, from, -0.0)));
+    mag = bin(e, GCC_JIT_BINARY_OP_BITWISE_XOR, fu, mag, to_bits(e, from, a));
+    R *out = cast(e, cmp(e, GCC_JIT_COMPARISON_GE, mag,
+                         to_bits(e, from, fconst(e, from, lim))), u);
     R *sign = bin(e, GCC_JIT_BINARY_OP_LSHIFT, u, out, iconst(e, u, bits - 1));
     R *r = bin(e, GCC_JIT_BINARY_OP_BITWISE_OR, u,
                cast(e, cast(e, x, e->vt[it]), u), sign);
