@@ -7,7 +7,7 @@
 #                                build-essential binutils
 #                                (+ python3-dev for a system Python)
 #   Python (pip, for $PYTHON):   torch==2.13.0 pytest numpy expecttest
-#                                hypothesis
+#                                hypothesis transformers==5.24.0
 #
 # "make check" tests other CPython versions in cached virtual environments
 # (scripts/test-venv.sh) instead of installing into their interpreters.
@@ -102,6 +102,11 @@ if v is None or v.split("+")[0] != want_torch:
 for name in ("pytest", "numpy", "expecttest", "hypothesis"):
     if version(name) is None:
         need.append(name)
+# transformers: tests/test_hf_*.py build real models from configs (issue
+# 18); pinned, as its releases change the Python the tracer sees.  Keep in
+# step with scripts/test-venv.sh's EXTRAS.
+if version("transformers") != "5.24.0":
+    need.append("transformers==5.24.0")
 print(" ".join(need))
 EOF
 )

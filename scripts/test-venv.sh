@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-venv.sh - a virtual environment of CPython VERSION with what tcjit's
-# tests need (torch, pytest, numpy, expecttest, hypothesis), made once and
-# cached; prints the path of its python.
+# tests need (torch, pytest, numpy, expecttest, hypothesis, transformers),
+# made once and cached; prints the path of its python.
 #
 #   scripts/test-venv.sh 3.13            # -> ~/.cache/tcjit/venv-3.13/bin/python
 #   scripts/test-venv.sh /path/to/python3.12
@@ -40,7 +40,29 @@ py=$venv/bin/python
 stamp=$venv/.tcjit-stamp
 want="torch==$TORCH_VERSION base=$base"
 
+# Test-only packages that torch does not need: checked on every call, so a
+# venv made before one was added gets it without being made again.
+# transformers: tests/test_hf_*.py build real models from configs (issue
+# 18).  Keep in step with scripts/install-deps.sh.
+EXTRAS="transformers==5.24.0"
+pip=("$py" -m pip install -q --disable-pip-version-check ${TCJIT_PIP_ARGS:-})
+ensure_extras() {
+    # shellcheck disable=SC2086
+    "$py" - $EXTRAS <<'EOF' || "${pip[@]}" $EXTRAS >&2
+import sys
+from importlib import metadata
+for spec in sys.argv[1:]:
+    name, _, want = spec.partition("==")
+    try:
+        if metadata.version(name) != want:
+            sys.exit(1)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+EOF
+}
+
 if [ -x "$py" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    ensure_extras
     echo "$py"
     exit 0
 fi
@@ -49,7 +71,6 @@ say "making $venv (CPython $ver from $base, torch $TORCH_VERSION)"
 rm -rf "$venv"
 mkdir -p "$CACHE"
 "$base" -m venv "$venv"
-pip=("$py" -m pip install -q --disable-pip-version-check ${TCJIT_PIP_ARGS:-})
 "${pip[@]}" --no-deps "torch==$TORCH_VERSION"
 
 # torch's requirements, split: pure Python (installed here) and the CUDA
@@ -94,5 +115,6 @@ fi
 
 "$py" -c 'import torch; torch.ones(2).sin()' \
     || { say "torch does not import in $venv"; exit 1; }
+ensure_extras
 echo "$want" > "$stamp"
 echo "$py"

@@ -24,7 +24,8 @@ TINY = dict(n_layer=2, num_hidden_layers=2, n_embd=64, hidden_size=64,
             word_embed_proj_dim=64, encoder_layers=2,
             encoder_attention_heads=4, encoder_ffn_dim=128,
             num_mel_bins=16, max_source_positions=8, image_size=32,
-            patch_size=8, num_channels=3)
+            patch_size=8, num_channels=3, head_dim=16, decoder_layers=2,
+            decoder_attention_heads=4, decoder_ffn_dim=128)
 
 # name -> (config class, model class, inputs); kwargs not in a config's
 # signature are ignored by transformers' configs (they become attributes),
@@ -43,6 +44,21 @@ MODELS = {
     "whisper_encoder": ("WhisperConfig",
                         "models.whisper.modeling_whisper.WhisperEncoder",
                         "features"),
+    "phi": ("PhiConfig", "PhiModel", "ids"),
+    "gemma": ("GemmaConfig", "GemmaModel", "ids"),
+    "qwen3": ("Qwen3Config", "Qwen3Model", "ids"),
+    "bloom": ("BloomConfig", "BloomModel", "ids"),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXModel", "ids"),
+    "electra": ("ElectraConfig", "ElectraModel", "ids"),
+    "albert": ("AlbertConfig", "AlbertModel", "ids"),
+    "deberta_v2": ("DebertaV2Config", "DebertaV2Model", "ids"),
+    "mpnet": ("MPNetConfig", "MPNetModel", "ids"),
+    "bart": ("BartConfig", "BartModel", "ids"),
+    "mbart": ("MBartConfig", "MBartModel", "ids"),
+    "clip_text": ("CLIPTextConfig", "CLIPTextModel", "ids"),
+    "clip_vision": ("CLIPVisionConfig", "CLIPVisionModel", "pixels"),
+    "deit": ("DeiTConfig", "DeiTModel", "pixels"),
+    "resnet_hf": ("ResNetConfig", "ResNetModel", "pixels"),
 }
 
 
@@ -52,7 +68,7 @@ def _lookup(module, dotted):
     return module
 
 
-def run_model(name, mode, device, dtype, use_cache):
+def run_model(name, mode, device, dtype, use_cache, grad=False):
     import torch
     import transformers
     import tcjit
@@ -75,7 +91,9 @@ def run_model(name, mode, device, dtype, use_cache):
     if use_cache is not None and kind == "ids" and name not in (
             "bert", "roberta", "distilbert", "t5"):
         kwargs["use_cache"] = use_cache
-    with torch.no_grad():
+    # grad: the call most users make, model(x) in the default grad mode
+    # with parameters that require grad (issue 13)
+    with torch.set_grad_enabled(grad):
         exp = output_tensors(model(*args, **kwargs))
         tcjit.reset()
         if mode == "compile":
@@ -94,11 +112,11 @@ def run_model(name, mode, device, dtype, use_cache):
     breaks = [b.reason for b in ex.break_reasons]
     ok = len(got1) == len(exp) == len(got2) and all(
         g.shape == e.shape for got in (got1, got2) for g, e in zip(got, exp))
-    err = max((float((g.float() - e.float()).abs().max())
+    err = max((float((g.detach().float() - e.detach().float()).abs().max())
                for got in (got1, got2) for g, e in zip(got, exp)
                if g.numel()), default=0.0) if ok else None
     ok = ok and err <= 1e-4
-    return {"model": name, "mode": mode, "values_ok": ok,
+    return {"model": name, "mode": mode, "grad": grad, "values_ok": ok,
             "max_abs_err": err,
             "graphs": ex.graph_count, "breaks": len(breaks),
             "first_breaks": breaks[:3],
@@ -121,6 +139,8 @@ def main(argv=None):
     p.add_argument("--use-cache", choices=["default", "true", "false"],
                    default="default",
                    help="use_cache= of the decoder models' call")
+    p.add_argument("--grad", action="store_true",
+                   help="run in the default grad mode (not torch.no_grad())")
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -128,7 +148,7 @@ def main(argv=None):
         cache = {"default": None, "true": True, "false": False}[
             args.use_cache]
         print(json.dumps(run_model(args.one[0], args.one[1], args.device,
-                                   args.dtype, cache)))
+                                   args.dtype, cache, args.grad)))
         return 0
     rows, bad = [], 0
     for name in args.models:
@@ -136,7 +156,8 @@ def main(argv=None):
             r = subprocess.run([sys.executable, "-m", "tests.sweeps.hf",
                                 "--one", name, mode, "--device", args.device,
                                 "--dtype", args.dtype,
-                                "--use-cache", args.use_cache],
+                                "--use-cache", args.use_cache]
+                               + (["--grad"] if args.grad else []),
                                capture_output=True, text=True)
             lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
             if r.returncode != 0 or not lines:
