@@ -829,3 +829,106 @@ def test_fx_printed_device_calls_and_api_usage_logging():
         return x + r, device("cpu"), log
 
     one_graph(f, torch.randn(4))
+
+
+# ---- dict views read at once, dict(), *constants, identity equality ----------
+
+def test_dict_views_read_at_once_are_snapshots():
+    """ModelOutput.__getitem__ does dict(self.items()): a view consumed by
+    a builtin before anything else runs is its dict's snapshot."""
+    def f(x):
+        d = {"a": x + 1, "b": x * 2}
+        e = dict(d.items())
+        ks, vs = list(d.keys()), tuple(d.values())
+        return (e["b"], ks, vs[0], len(d.keys()), sorted(d.keys()),
+                "a" in d.keys(), sum(d.values()))
+
+    one_graph(f, torch.randn(4))
+
+
+def test_dict_view_that_outlives_a_change_still_follows_its_dict():
+    def f(x):
+        d = {"a": x + 1}
+        v = d.items()
+        d["b"] = x * 3
+        return [k for k, _ in v], len(v)
+
+    x = torch.randn(3)
+    ex = tcjit.explain(f)(x)
+    assert any("as a value (a view)" in b.reason for b in ex.break_reasons)
+    check_same(tcjit.compile(f)(x), f(x))
+
+
+@pytest.mark.parametrize("case", ["empty", "pairs", "list_pairs", "dict",
+                                  "keywords", "repeated", "mixed"])
+def test_dict_constructor(case):
+    def f(x):
+        if case == "empty":
+            d = dict()
+        elif case == "pairs":
+            d = dict((("a", x), ("b", x + 1)))
+        elif case == "list_pairs":
+            d = dict([["a", x], ("b", x * 2)])
+        elif case == "dict":
+            d = dict({"b": x, "a": x - 1})
+        elif case == "keywords":
+            d = dict(a=x, b=x + 2)
+        elif case == "repeated":
+            d = dict([("a", x), ("b", x + 1), ("a", x * 5)])
+        else:
+            d = dict({"a": x}, b=x * 7, a=x + 3)
+        d["z"] = x.sum()
+        return list(d.keys()), list(d.values())
+
+    one_graph(f, torch.randn(3))
+
+
+def test_dict_constructor_errors_are_eagers():
+    def f(x):
+        return dict([("a", x, 1)])
+
+    with pytest.raises(ValueError):
+        f(torch.randn(2))
+    with pytest.raises(ValueError):
+        tcjit.compile(f)(torch.randn(2))
+
+
+def test_star_args_of_a_constant_size():
+    """MPNet: c.view(*(c.size()[:-2] + (self.all_head_size,)))"""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.all_head_size = 12
+
+        def forward(self, c):
+            c = c.permute(0, 2, 1, 3).contiguous()
+            return c.view(*(c.size()[:-2] + (self.all_head_size,)))
+
+    def f(c):
+        return c.reshape(*(c.shape[:-2] + (12,))), torch.zeros(*c.shape[:2])
+
+    one_graph(M(), torch.randn(2, 3, 4, 4))
+    one_graph(f, torch.randn(2, 4, 3, 4))
+
+
+def h_one(x):
+    return x
+
+
+def h_two(x):
+    return x
+
+
+def test_functions_compare_by_identity():
+    """autograd.Function.apply: cls.setup_context != base's setup_context"""
+    class A:
+        def m(self):
+            pass
+
+    def f(x):
+        if h_one != h_two and h_one == h_one and A.m == A.m \
+                and not (h_two != h_two):
+            return x + 1
+        return x - 1
+
+    one_graph(f, torch.randn(3))

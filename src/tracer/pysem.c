@@ -1917,9 +1917,68 @@ dict_setdefault(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
     return dict_store(T, d, key->obj, -1, dflt);
 }
 
-/* d.keys(), d.values(), d.items() iterated at once (`for k, v in
- * d.items()`): a tuple of them.  As a value (a view that follows the
- * dict) they are not modeled. */
+/* The next instruction after the one at T->pc, and its oparg (-1 when
+ * an EXTENDED_ARG makes it wide: no caller here needs those). */
+static int
+next_instr(tracer *T, int *oparg)
+{
+    int op = next_opcode(T);
+    int pc = T->pc;
+    while ((T->code[pc] & 0xff) == EXTENDED_ARG) {
+        pc++;
+    }
+    pc += 1 + tc_inline_caches[T->code[pc] & 0xff];
+    *oparg = pc < T->ncode && (T->code[pc] & 0xff) == op
+             ? T->code[pc] >> 8 : -1;
+    return op;
+}
+
+/* Whether the value the current call pushes is read through before any
+ * other instruction runs: iterated (GET_ITER), tested by `in`, or the
+ * last positional argument of a builtin that consumes its iterable and
+ * keeps no reference to it (dict(d.items()), list(d.keys()), len(...)).
+ * The pending call's callee is one of the two slots below its arguments
+ * already pushed; the other is its NULL (the order is the version's).
+ * 1, 0, or ERROR. */
+static int fixed_identity(tracer *T, tc_var *v);
+
+static int
+pushed_value_read_at_once(tracer *T)
+{
+    int oparg, op = next_instr(T, &oparg);
+    if (op == GET_ITER || op == CONTAINS_OP) {
+        return 1;
+    }
+    if ((op != PRECALL && op != CALL) || oparg < 1 || T->kwnames != NULL
+        || T->sp - oparg - 1 < 0) {
+        return 0;
+    }
+    tc_var *a = T->stack[T->sp - oparg - 1], *b = T->stack[T->sp - oparg];
+    tc_var *fn = a->kind == TC_VAR_NULL ? b : b->kind == TC_VAR_NULL ? a
+                                                                     : NULL;
+    if (fn == NULL || fn->obj == NULL) {
+        return 0;
+    }
+    PyObject *consumers[] = {
+        (PyObject *)&PyDict_Type, (PyObject *)&PyList_Type,
+        (PyObject *)&PyTuple_Type, (PyObject *)&PySet_Type,
+        (PyObject *)&PyFrozenSet_Type, K.ordered_dict, K.sorted, K.len,
+        K.sum, K.all, K.any,
+    };
+    for (size_t i = 0; i < sizeof(consumers) / sizeof(consumers[0]); i++) {
+        if (fn->obj == consumers[i]) {
+            return fixed_identity(T, fn);  /* (`dict` may be rebound) */
+        }
+    }
+    return 0;
+}
+
+/* d.keys(), d.values(), d.items(): a tuple of them, a snapshot.  A view
+ * follows its dict, so the snapshot is exact only where the dict cannot
+ * change while the view lives: the view is read through at once
+ * (`for k, v in d.items()`, `dict(self.items())` in ModelOutput's
+ * __getitem__), or the dict is one the trace never changes.  Any other
+ * view as a value is not modeled. */
 static int
 dict_view(tracer *T, tc_var *d, const char *which)
 {
@@ -1928,7 +1987,11 @@ dict_view(tracer *T, tc_var *d, const char *which)
      * same holds for what it inlines): a view of it is its snapshot
      * (itertools.chain(hooks.values(), ...)) */
     int frozen = d->source >= 0 && d->index < 0;
-    if (!frozen && op != GET_ITER && next_opcode(T) != GET_ITER) {
+    int once = frozen || op == GET_ITER ? 1 : pushed_value_read_at_once(T);
+    if (once == ERROR) {
+        return ERROR;
+    }
+    if (!once) {
         return tc_tr_unsupported(T, "dict.%s() as a value (a view)", which);
     }
     tc_var *items[4 * TC_MAX_CALL_ARGS];
@@ -1956,6 +2019,82 @@ dict_view(tracer *T, tc_var *d, const char *which)
     }
     return tc_tr_push(T, tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, d->nitems,
                                     items));
+}
+
+/* d[key] = value as dict() and dict.update store it: a new key is
+ * appended, a repeated one keeps its place and takes the new value. */
+static int
+dict_put(tracer *T, tc_var *d, tc_var *key, tc_var *value)
+{
+    int at, rc = const_key_var(T, &key);
+    if (rc == OK && key->kind != TC_VAR_CONST) {
+        rc = tc_tr_unsupported(T, "a dict with a key of type %s",
+                               tc_var_kind_name(key));
+    }
+    if (rc == OK) {
+        rc = dict_index(T, d, key, &at);
+    }
+    return rc == OK ? dict_store(T, d, key->obj, at, value) : rc;
+}
+
+/* The items of src (a dict, or a tuple / list of pairs) put into d. */
+static int
+dict_fill(tracer *T, tc_var *d, tc_var *src)
+{
+    int rc = tc_tr_as_dict(T, src);
+    if (rc == OK) {
+        for (int i = 0; rc == OK && i < src->nitems; i++) {
+            tc_var *k = tc_tr_const_var(T, PyTuple_GET_ITEM(src->obj, i));
+            rc = k ? dict_put(T, d, k, src->items[i]) : ERROR;
+        }
+        return rc;
+    }
+    if (rc != NOT_HANDLED || (rc = tc_tr_reify(T, src)) != OK) {
+        return rc;
+    }
+    if (src->kind != TC_VAR_TUPLE && src->kind != TC_VAR_LIST) {
+        return NOT_HANDLED;
+    }
+    for (int i = 0; rc == OK && i < src->nitems; i++) {
+        tc_var *kv = src->items[i];
+        rc = tc_tr_reify(T, kv);
+        if (rc == OK && (kv->kind == TC_VAR_TUPLE || kv->kind == TC_VAR_LIST)
+            && kv->nitems == 2) {
+            rc = dict_put(T, d, kv->items[0], kv->items[1]);
+        }
+        else if (rc == OK) {
+            /* eager raises (TypeError / ValueError): let it */
+            rc = tc_tr_unsupported(T, "dict() of an item that is not a "
+                                   "pair (%s)", tc_var_kind_name(kv));
+        }
+    }
+    return rc;
+}
+
+/* dict(), dict(mapping or pairs), and keywords after them: a new DICT
+ * var built as dict() builds it (in insertion order, a repeated key in
+ * its first place with its last value).  ModelOutput.__getitem__ does
+ * dict(self.items()). */
+static int
+call_dict_ctor(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
+{
+    int nkw = kwnames ? (int)PyTuple_GET_SIZE(kwnames) : 0;
+    int npos = nargs - nkw;
+    if (npos > 1) {
+        return NOT_HANDLED;   /* TypeError, raised by eager */
+    }
+    PyObject *none = PyTuple_New(0);
+    tc_var *d = none ? make_dict(T, none, NULL) : NULL;
+    Py_XDECREF(none);
+    if (d == NULL) {
+        return ERROR;
+    }
+    int rc = npos == 1 ? dict_fill(T, d, args[0]) : OK;
+    for (int i = 0; rc == OK && i < nkw; i++) {
+        tc_var *k = tc_tr_const_var(T, PyTuple_GET_ITEM(kwnames, i));
+        rc = k ? dict_put(T, d, k, args[npos + i]) : ERROR;
+    }
+    return rc == OK ? tc_tr_push(T, d) : rc;
 }
 
 /* d.get / pop / setdefault / keys / values / items */
@@ -2059,6 +2198,22 @@ tc_tr_op_store_subscr(tracer *T)
     return dict_store(T, d, key->obj, at, value);
 }
 
+/* A TUPLE var of constants, the items of the tuple or list seq (at most
+ * TC_MAX_CALL_ARGS of them: the caller checks). */
+static tc_var *
+const_seq_items(tracer *T, PyObject *seq)
+{
+    int n = (int)PySequence_Fast_GET_SIZE(seq);
+    tc_var *items[TC_MAX_CALL_ARGS];
+    for (int i = 0; i < n; i++) {
+        items[i] = tc_tr_const_var(T, PySequence_Fast_GET_ITEM(seq, i));
+        if (items[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, n, items);
+}
+
 /* f(*args, **kwargs): the call with its arguments spread out. */
 int
 tc_tr_op_call_ex(tracer *T, int oparg)
@@ -2079,11 +2234,24 @@ tc_tr_op_call_ex(tracer *T, int oparg)
     }
     /* f(*x.max(1)) */
     a = tc_tr_structseq_items(a) ? tc_tr_structseq_items(a) : a;
+    if (a->kind == TC_VAR_CONST
+        && (PyTuple_Check(a->obj) || PyList_Check(a->obj))) {
+        /* x.view(*(x.size()[:-2] + (n,))): a constant tuple (a
+         * torch.Size of static sizes) spread into constant arguments */
+        Py_ssize_t na = PySequence_Fast_GET_SIZE(a->obj);
+        if (na > TC_MAX_CALL_ARGS) {
+            return tc_tr_unsupported(T, "call with %zd arguments", na);
+        }
+        a = const_seq_items(T, a->obj);
+        if (a == NULL) {
+            return ERROR;
+        }
+    }
     if (null->kind != TC_VAR_NULL
         || (a->kind != TC_VAR_TUPLE && a->kind != TC_VAR_LIST)
         || (kw != NULL && kw->kind != TC_VAR_DICT)) {
         return tc_tr_unsupported(T, "a call with *args or **kwargs of unknown "
-                                 "length");
+                                 "length (*%s)", tc_var_kind_name(a));
     }
     int n = a->nitems + (kw ? kw->nitems : 0);
     tc_var *args[TC_MAX_CALL_ARGS];
@@ -2584,19 +2752,33 @@ contains_item(tracer *T, tc_var *item, tc_var *x)
         }
         return eq;
     }
-    int fi = fixed_identity(T, item);
-    int fx = fi == 1 ? fixed_identity(T, x) : 0;
-    if (fi < 0 || fx < 0) {
+    rc = tc_tr_identity_equal(T, item, x);
+    return rc != NOT_HANDLED ? rc
+           : tc_tr_unsupported(T, "'in' comparing a %s with a %s",
+                               tc_var_kind_name(x), tc_var_kind_name(item));
+}
+
+/* a == b for pinned objects whose equality is identity (functions,
+ * classes' plain instances): 1 or 0, NOT_HANDLED for any others, or
+ * ERROR.  (torch.autograd.Function.apply asks
+ * `cls.setup_context != _SingleLevelFunction.setup_context`.) */
+int
+tc_tr_identity_equal(tracer *T, tc_var *a, tc_var *b)
+{
+    if (a->obj == NULL || b->obj == NULL) {
+        return NOT_HANDLED;
+    }
+    richcmpfunc id_eq = PyBaseObject_Type.tp_richcompare;
+    if (Py_TYPE(a->obj)->tp_richcompare != id_eq
+        || Py_TYPE(b->obj)->tp_richcompare != id_eq) {
+        return NOT_HANDLED;
+    }
+    int fa = fixed_identity(T, a);
+    int fb = fa == 1 ? fixed_identity(T, b) : 0;
+    if (fa < 0 || fb < 0) {
         return ERROR;
     }
-    /* pinned objects whose equality is identity */
-    richcmpfunc id_eq = PyBaseObject_Type.tp_richcompare;
-    if (fi && fx && Py_TYPE(item->obj)->tp_richcompare == id_eq
-        && Py_TYPE(x->obj)->tp_richcompare == id_eq) {
-        return item->obj == x->obj;
-    }
-    return tc_tr_unsupported(T, "'in' comparing a %s with a %s",
-                             tc_var_kind_name(x), tc_var_kind_name(item));
+    return fa && fb ? a->obj == b->obj : NOT_HANDLED;
 }
 
 #define MAX_GUARDED_SET 256
@@ -3317,6 +3499,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     int rc = NOT_HANDLED;
     if (fn == K.zip && kwnames != NULL) {
         return call_zip_strict(T, args, nargs, kwnames);
+    }
+    if (fn == (PyObject *)&PyDict_Type) {
+        return call_dict_ctor(T, args, nargs, kwnames);
     }
     if (kwnames != NULL) {
         return NOT_HANDLED;

@@ -132,6 +132,7 @@ int tc_tr_is_none(tc_var *v);
 int tc_tr_push_extern(tracer *T, const char *op, int n, const int *in,
                       const int64_t *xattr, double xfattr);
 tc_var *tc_tr_structseq_items(tc_var *v);
+int tc_tr_identity_equal(tracer *T, tc_var *a, tc_var *b);
 int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
                        int nargs, PyObject *kwnames);
 

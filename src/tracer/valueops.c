@@ -618,6 +618,15 @@ tc_tr_op_compare(tracer *T, int cmp)
         if (PyErr_Occurred()) {
             return ERROR;
         }
+        rc = cmp == Py_EQ || cmp == Py_NE ? tc_tr_identity_equal(T, a, b)
+                                          : NOT_HANDLED;
+        if (rc == 0 || rc == 1) {
+            return tc_tr_push(T, tc_tr_const_var(
+                T, (rc == (cmp == Py_EQ)) ? Py_True : Py_False));
+        }
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
         return tc_tr_unsupported(T, "comparison of %s and %s",
                                  tc_var_kind_name(a), tc_var_kind_name(b));
     }
