@@ -1075,8 +1075,12 @@ level_of(kgen *kg, int id, const imap *m)
         lv = body + 1;
     } else if (tc_ops[n->op].index_arg && kg->s->group_red[kg->group] >= 0) {
         /* reduction kernels have no index arguments (kir.h): read it from
-         * a small temporary instead */
-        return retry(kg->s, id, 0);
+         * a buffer a pointwise kernel stores.  Materializing it is not
+         * enough when it is stored here already (a graph output, as the
+         * positions a training graph saves, or a temporary of a retry
+         * before) and its shape is this kernel's domain, as with
+         * (x * arange(n)).sum(): then it leaves the group */
+        return retry(kg->s, id, kg->s->buf_of[id] >= 0);
     } else {
         for (int k = 0; k < n->nin && lv >= 0; k++) {
             const tc_node *x = &g->nodes[n->in[k]];
