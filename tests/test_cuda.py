@@ -549,3 +549,32 @@ def test_list_subscript_with_a_cpu_0d_tensor_next_to_cuda_tensors():
     a = torch.randn(10, 10, device="cuda")
     b = torch.randn(10, 10, device="cuda")
     run_both(f, a, b)
+
+
+POW_CASES = [(-0.0, -3), (0.0, -3), (-0.0, 3), (-0.0, 0.5), (-0.0, -2),
+             (-2.0, 3), (-2.0, 0.5), (-float("inf"), 3), (-float("inf"), -3),
+             (2.0, -1), (float("nan"), 0), (1.0, float("nan")),
+             (-1.0, float("inf")), (0.5, -float("inf")), (-3.0, 2)]
+
+
+@cuda_only
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("int_exponent", [False, True])
+def test_pow_special_values_cuda(dt, int_exponent):
+    """The GPU's decomposed pow against eager on C99's special cases,
+    signed zeros included: -0 ** -3 is -inf (it was +inf: GPU fuzz seed
+    260683, transcendental.c emit_pow), -0 ** 0.5 is +0."""
+    xs = torch.tensor([c[0] for c in POW_CASES], dtype=dt, device="cuda")
+    ys = [c[1] for c in POW_CASES]
+    if int_exponent:
+        keep = [i for i, y in enumerate(ys) if float(y).is_integer()]
+        xs = xs[keep]
+        ys = torch.tensor([int(ys[i]) for i in keep], device="cuda")
+    else:
+        ys = torch.tensor(ys, dtype=dt, device="cuda")
+
+    def f(a, b):
+        r = a ** b
+        return r, 1 / torch.where(r == 0, r, torch.ones_like(r))
+
+    run_both(f, xs, ys)

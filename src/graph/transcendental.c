@@ -612,10 +612,18 @@ emit_pow(tbuf *t, int x, int y)
     int odd = band(t, isint, cmp(t, KOP_NE, put(t, KOP_FLOOR, D, hy, -1, -1),
                                  hy));
     int negx = cmp(t, KOP_LT, x, kf(t, D, 0.0));
+    /* x's sign bit: -0 ** -3 is -inf and -0 ** 3 is -0 (x < 0 misses
+     * -0; 1 / -0 = -inf tells it apart; GPU fuzz seed 260683), while
+     * -0 ** 0.5 is +0, not the nan of a negative base */
+    int sgnx = bor(t, negx,
+                   band(t, cmp(t, KOP_EQ, x, kf(t, D, 0.0)),
+                        cmp(t, KOP_LT,
+                            put(t, KOP_DIV, D, kf(t, D, 1.0), x, -1),
+                            kf(t, D, 0.0))));
     int xinf = cmp(t, KOP_EQ, ax, kf(t, D, INFINITY));
     int yinf = cmp(t, KOP_EQ, put(t, KOP_ABS, D, y, -1, -1),
                    kf(t, D, INFINITY));
-    int r = where(t, D, band(t, negx, odd), neg(t, D, e), e);
+    int r = where(t, D, band(t, sgnx, odd), neg(t, D, e), e);
     /* negative finite base, finite non-integer exponent: nan */
     r = where(t, D, band(t, band(t, negx, bnot(t, isint)), bnot(t, xinf)),
             kf(t, D, NAN), r);
