@@ -572,6 +572,13 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     if (!strcmp(op, "index")) {
         index_layout(&x, &n.layout);
     }
+    if (!strcmp(op, "group_norm") && !g->cuda
+        && tc_layout_suggests_channels_last(L(&x, 0))) {
+        /* ATen's CPU native_group_norm: empty_like(x,
+         * x.suggest_memory_format()) (and x.contiguous() of that format
+         * first) */
+        tc_layout_channels_last(&n.layout);
+    }
     if (!strcmp(op, "cat") && nin <= TC_MAX_OP_INPUTS) {
         const tc_layout *ins[TC_MAX_OP_INPUTS];
         for (int k = 0; k < nin; k++) {
