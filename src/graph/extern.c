@@ -602,6 +602,18 @@ tc_node_is_extern(const tc_graph *g, int id)
     return n->kind == TC_NODE_OP && tc_ops[n->op].kind == TC_OPK_EXTERN;
 }
 
+int
+tc_graph_extern_relayout(tc_graph *g, int node, const tc_layout *layout)
+{
+    if (node < 0 || node != g->nnodes - 1 || !tc_node_is_extern(g, node)
+        || !tc_layout_same_sizes(&g->nodes[node].layout, layout)) {
+        return -1;
+    }
+    memcpy(g->nodes[node].layout.strides, layout->strides,
+           sizeof(int64_t) * layout->ndim);
+    return 0;
+}
+
 static int
 generic_op(void)
 {
