@@ -876,7 +876,8 @@ conv_eager_layout(tracer *T, const char *op, int nsp, int n, const int *in,
 {
     PyObject *argv[7] = {NULL};
     for (int k = 0; k < 3; k++) {
-        argv[k] = k < n ? Py_XNewRef(tc_xtable_operand(k)) : Py_NewRef(Py_None);
+        argv[k] = k < n ? Py_XNewRef(tc_xtable_operand(k))
+                        : Py_NewRef(Py_None);
     }
     argv[3] = tc_int_tuple(nsp, &xa[TC_XA_CONV_STRIDE]);
     argv[4] = tc_int_tuple(nsp, &xa[TC_XA_CONV_PADDING]);
