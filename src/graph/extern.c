@@ -572,6 +572,13 @@ tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
     if (!strcmp(op, "index")) {
         index_layout(&x, &n.layout);
     }
+    if (!strcmp(op, "group_norm") && !g->cuda
+        && tc_layout_suggests_channels_last(L(&x, 0))) {
+        /* ATen's CPU native_group_norm: empty_like(x,
+         * x.suggest_memory_format()) (and x.contiguous() of that format
+         * first) */
+        tc_layout_channels_last(&n.layout);
+    }
     if (!strcmp(op, "cat") && nin <= TC_MAX_OP_INPUTS) {
         const tc_layout *ins[TC_MAX_OP_INPUTS];
         for (int k = 0; k < nin; k++) {
@@ -593,6 +600,18 @@ tc_node_is_extern(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
     return n->kind == TC_NODE_OP && tc_ops[n->op].kind == TC_OPK_EXTERN;
+}
+
+int
+tc_graph_extern_relayout(tc_graph *g, int node, const tc_layout *layout)
+{
+    if (node < 0 || node != g->nnodes - 1 || !tc_node_is_extern(g, node)
+        || !tc_layout_same_sizes(&g->nodes[node].layout, layout)) {
+        return -1;
+    }
+    memcpy(g->nodes[node].layout.strides, layout->strides,
+           sizeof(int64_t) * layout->ndim);
+    return 0;
 }
 
 static int

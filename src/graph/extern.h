@@ -8,7 +8,9 @@
  * is a buffer the runtime fills by calling the torch function, its operands
  * are buffers (or views of buffers) the kernels before it have stored.  The
  * builder computes the output's dtype and shape with torch's rules and gives
- * it the layout eager returns (contiguous for every op here on the CPU); the
+ * it the layout eager returns (contiguous for most ops here on the CPU;
+ * group_norm keeps a channels-last input's format there; a convolution's
+ * format is the tracer's, tc_graph_extern_relayout); the
  * runtime checks the real result and copies it into that layout when torch
  * chose another one (e.g. a different attention backend).
  *
@@ -94,6 +96,13 @@ int tc_graph_extern(tc_graph *g, const char *op, int nin, const int *in,
                     size_t errlen);
 
 int tc_node_is_extern(const tc_graph *g, int id);
+
+/* The extern node just built (the graph's last; nothing reads it yet) is
+ * laid out as layout (same sizes): where the layout eager gives depends
+ * on what torch's shape rule cannot see here (the backend a convolution
+ * takes), the tracer asks torch and sets it.  0, or -1 if node is not
+ * such a node. */
+int tc_graph_extern_relayout(tc_graph *g, int node, const tc_layout *layout);
 
 /* The registry's default entry, "extern": a node whose value is the torch
  * call `call` (the runtime's call table) over tensor nodes

@@ -2695,6 +2695,8 @@ tc_graph_layer_norm(tc_graph *g, int x, int n, const int64_t *shape,
     return y;
 }
 
+static int strides_like_channels_last(const tc_layout *l);
+
 /* Whether torch 2.11's CUDA rms_norm takes its scalar (not vectorized)
  * path for x: a double, a row length not a multiple of 4, or rows that do
  * not start 4-element aligned -- x is used as is when contiguous, so a
@@ -2729,6 +2731,8 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
         return -1;
     }
     tc_dtype dt = g->nodes[x].dtype;
+    /* the composite keeps the layout of a channels-last x (below) */
+    int keep_cl = strides_like_channels_last(&g->nodes[x].layout);
     /* torch 2.11 on CUDA: a fused kernel where the weight (if any) has
      * x's dtype, else the composite decomposition (as on the CPU) */
     int fused = g->cuda && (weight < 0 || g->nodes[weight].dtype == dt);
@@ -2764,10 +2768,18 @@ tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
     if (y >= 0 && g->nodes[y].dtype != dt) {
         y = cast_node(g, y, dt, err, errlen);
     }
-    /* eager's output is contiguous; on CUDA the fused kernel allocates it
-     * (torch 2.11), so even the strides of its size-1 dims are fresh */
+    /* On CUDA the fused kernel allocates the output (torch 2.11), so even
+     * the strides of its size-1 dims are fresh.  The composite (the CPU,
+     * and CUDA with a weight of another dtype) ends in
+     * result.contiguous() unless x.suggest_memory_format() is channels
+     * last: then the result keeps the layout its pointwise ops gave it
+     * (from x's), and contiguous() of an is_contiguous() result is the
+     * result itself, size-1 strides and all.  The cast to x's dtype comes
+     * after it in eager; a cast keeps a dense layout, so the order does
+     * not show. */
     if (y >= 0 && (fused ? !layout_is_canonical(&g->nodes[y].layout)
-                         : !layout_is_contiguous(&g->nodes[y].layout))) {
+                         : !keep_cl
+                           && !layout_is_contiguous(&g->nodes[y].layout))) {
         y = PW1("contiguous", y);
     }
     return y;
@@ -2794,6 +2806,21 @@ strides_like_channels_last(const tc_layout *l)
         min = l->strides[d] * (l->sizes[d] > 1 ? l->sizes[d] : 1);
     }
     return 1;
+}
+
+int
+tc_layout_suggests_channels_last(const tc_layout *l)
+{
+    return strides_like_channels_last(l);
+}
+
+void
+tc_layout_channels_last(tc_layout *l)
+{
+    tc_layout_contiguous(l);
+    if (channels_last_order(l->ndim) != NULL) {
+        layout_channels_last(l);
+    }
 }
 
 void

@@ -377,6 +377,14 @@ int tc_graph_rms_norm(tc_graph *g, int x, int n, const int64_t *shape,
 /* Layout of empty_like(x) (preserve_format): x's strides when dense, else
  * dense strides in x's dim order. */
 void tc_layout_like(const tc_layout *src, tc_layout *out);
+/* Whether c10's suggest_memory_format() of a tensor laid out as l is
+ * channels last (4-d) / channels last 3d (5-d): is_channels_last_strides
+ * _2d / _3d, the test on which eager's kernels pick their result's
+ * memory format. */
+int tc_layout_suggests_channels_last(const tc_layout *l);
+/* l's strides as at::empty(l's sizes, memory_format=channels_last /
+ * channels_last_3d) gives them (4-d / 5-d; other ranks contiguous). */
+void tc_layout_channels_last(tc_layout *l);
 /* torch.cat's result format (compute_output_memory_format): channels
  * last when every input's strides suggest it (4-d / 5-d), else
  * contiguous.  out has the result's sizes. */

@@ -26,6 +26,8 @@ typedef struct {
     PyObject *kwnames;   /* or NULL */
     uint32_t devices;    /* argv indices holding a device (bit i) */
     char *name;
+    int fake_first;      /* its result's layout from the fake run
+                            (backend_laid_out) */
 } xentry;
 
 static xentry *entries;
@@ -238,6 +240,37 @@ callable_name(PyObject *fn)
     return r;
 }
 
+/* torch's convolutions lay their result out as the backend their kernel
+ * picks does (_select_conv_backend, _conv_determine_backend_memory_format):
+ * channels last on the CPU where the input or the weight suggests it and
+ * that backend has such a path -- not for float64 3-d ones, nor float16
+ * ones without mkldnn, nor small float32 3-d ones mkldnn's heuristics
+ * leave to the slow kernel.  Their meta functions say contiguous;
+ * FakeTensorMode asks _select_conv_backend as eager does (fake_impls.py
+ * conv), so these calls run on fake tensors.  1 if fn is one of them. */
+static int
+backend_laid_out(PyObject *fn)
+{
+    static const char *const names[] = {
+        "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d", "convolution", "_convolution", NULL};
+    PyObject *torch = PyImport_ImportModule("torch");
+    int found = 0;
+    for (int i = 0; torch != NULL && names[i] != NULL && !found; i++) {
+        PyObject *f = PyObject_GetAttrString(torch, names[i]);
+        found = f == fn;
+        if (f == NULL) {
+            PyErr_Clear();
+        }
+        Py_XDECREF(f);
+    }
+    if (torch == NULL) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(torch);
+    return found;
+}
+
 static void
 entry_clear(xentry *e)
 {
@@ -273,6 +306,7 @@ entry_fill(xentry *e, PyObject *fn, int nargv, PyObject *const *argv,
     }
     e->fn = Py_NewRef(fn);
     e->kwnames = Py_XNewRef(kwnames);
+    e->fake_first = backend_laid_out(fn);
     for (int i = 0; i < nargv; i++) {
         int k = operand_index(argv[i]);
         if (k >= 0) {
@@ -1060,11 +1094,18 @@ tc_xtable_meta(int id, int nin, const tc_dtype *dts,
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int no_kernel;
-    int rc = run_meta(id, nin, dts, ls, NULL, NULL, res, &no_kernel, err,
+    int no_kernel = 0, rc;
+    if (id >= 0 && id < nentries && entries[id].fake_first
+        && device >= -1) {
+        /* its layout, size-1 strides included, is the fake run's */
+        rc = run_fake(id, nin, dts, ls, device, res, err, errlen);
+    }
+    else {
+        rc = run_meta(id, nin, dts, ls, NULL, NULL, res, &no_kernel, err,
                       errlen);
-    if (rc == 0 && real_size1_strides(id, nin, ls, dts, res) < 0) {
-        rc = -1;
+        if (rc == 0 && real_size1_strides(id, nin, ls, dts, res) < 0) {
+            rc = -1;
+        }
     }
     if (rc == 1 && no_kernel && device >= -1) {
         char ferr[512];

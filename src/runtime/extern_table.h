@@ -17,7 +17,11 @@
  * unless torch tags its output shape data-dependent).  The strides of a
  * new result's size-1 dims, where torch's meta functions and kernels
  * disagree, come from one more run for real on zeros on the CPU (small
- * operands only; the random state kept).  Results are cached
+ * operands only; the random state kept).  Convolutions (torch.conv*d,
+ * conv_transpose*d, convolution) run on fake tensors in place of the meta
+ * run: their result's memory format is the one of the backend torch picks
+ * (channels last from the input or the weight), which FakeTensorMode
+ * asks torch for and the meta functions do not.  Results are cached
  * per (entry, device, operand dtypes, sizes, strides), since a meta run
  * goes through torch's Python meta functions (median 0.15 ms over OpInfo)
  * and a cached answer is a dict lookup.

@@ -597,3 +597,42 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
     Py_DECREF(pyname);
     return rc;
 }
+
+int
+tc_tr_extern_layout(tracer *T, const char *name, int nargv,
+                    PyObject *const *argv, int nin, const int *in,
+                    tc_layout *out)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *fn = torch ? PyObject_GetAttrString(torch, name) : NULL;
+    Py_XDECREF(torch);
+    if (fn == NULL) {
+        return -1;
+    }
+    char err[512];
+    int call = tc_xtable_intern(fn, nargv, argv, NULL, nin, err, sizeof(err));
+    Py_DECREF(fn);
+    if (call < 0) {
+        return call == -1 ? -1 : 1;
+    }
+    tc_dtype dts[TC_MAX_OP_INPUTS];
+    const tc_layout *ls[TC_MAX_OP_INPUTS];
+    int dev = -1;
+    for (int k = 0; k < nin; k++) {
+        dts[k] = T->out->graph->nodes[in[k]].dtype;
+        ls[k] = &T->out->graph->nodes[in[k]].layout;
+        if (dev < 0) {
+            dev = tc_tr_node_device(T, in[k]);
+        }
+    }
+    tc_xresult res;
+    int rc = tc_xtable_meta(call, nin, dts, ls, dev, &res, err, sizeof(err));
+    if (rc != 0) {
+        return rc;
+    }
+    if (res.tuple || res.nout != 1 || res.out[0].alias >= 0) {
+        return 1;
+    }
+    *out = res.out[0].layout;
+    return 0;
+}

@@ -11,6 +11,8 @@
 #include <math.h>
 
 #include "../graph/extern.h"
+#include "../pyrt/pyvalue.h"
+#include "../runtime/extern_table.h"
 
 /* ---- calls ------------------------------------------------------------------ */
 
@@ -866,6 +868,35 @@ conv_param(tracer *T, tc_var *v, int nsp, int64_t *out)
     return 0;
 }
 
+/* The layout of torch.<op>(input, weight, bias, stride, padding, dilation,
+ * groups) for nodes in[0..n-1] (tc_tr_extern_layout). */
+static int
+conv_eager_layout(tracer *T, const char *op, int nsp, int n, const int *in,
+                  const int64_t *xa, tc_layout *out)
+{
+    PyObject *argv[7] = {NULL};
+    for (int k = 0; k < 3; k++) {
+        argv[k] = k < n ? Py_XNewRef(tc_xtable_operand(k))
+                        : Py_NewRef(Py_None);
+    }
+    argv[3] = tc_int_tuple(nsp, &xa[TC_XA_CONV_STRIDE]);
+    argv[4] = tc_int_tuple(nsp, &xa[TC_XA_CONV_PADDING]);
+    argv[5] = tc_int_tuple(nsp, &xa[TC_XA_CONV_DILATION]);
+    argv[6] = PyLong_FromLongLong(xa[TC_XA_CONV_GROUPS]);
+    int rc = -1;
+    for (int i = 0; i < 7; i++) {
+        if (argv[i] == NULL) {
+            goto done;
+        }
+    }
+    rc = tc_tr_extern_layout(T, op, 7, argv, n, in, out);
+done:
+    for (int i = 0; i < 7; i++) {
+        Py_XDECREF(argv[i]);
+    }
+    return rc;
+}
+
 static int
 call_conv(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -883,7 +914,23 @@ call_conv(tracer *T, const tc_binding *b, tc_var **p)
         return tc_tr_unsupported(T, "%s() with string padding or non-constant "
                                  "arguments", b->def->path);
     }
-    return tc_tr_push_extern(T, b->def->op, n, in, xa, 0);
+    char err[256];
+    int node = tc_graph_extern(T->out->graph, b->def->op, n, in, xa, 0, err,
+                               sizeof(err));
+    if (node >= 0) {
+        /* eager's memory format depends on the backend torch picks (the
+         * shape rule cannot know it): ask torch, as for a generic conv3d */
+        tc_layout l;
+        int rc = conv_eager_layout(T, b->def->op, nsp, n, in, xa, &l);
+        if (rc < 0) {
+            return ERROR;
+        }
+        if (rc == 0 && tc_graph_extern_relayout(T->out->graph, node, &l) < 0) {
+            return tc_tr_unsupported(T, "%s(): torch's result has another "
+                                     "shape", b->def->path);
+        }
+    }
+    return tc_tr_push_node(T, node, b->def->op, err);
 }
 
 #define MAX_CAT 512

@@ -133,6 +133,14 @@ int tc_tr_push_extern(tracer *T, const char *op, int n, const int *in,
                       const int64_t *xattr, double xfattr);
 tc_var *tc_tr_structseq_items(tc_var *v);
 int tc_tr_identity_equal(tracer *T, tc_var *a, tc_var *b);
+/* externcall.c: the layout torch gives the result of the call
+ * torch.<name>(*argv) (tc_xtable_operand(k) placeholders for the nodes
+ * in[k]), from extern_table's run of it (a fake run for convolutions):
+ * 0 with *out; 1 when that run cannot tell (the builder's layout
+ * stays); -1 with an exception. */
+int tc_tr_extern_layout(tracer *T, const char *name, int nargv,
+                        PyObject *const *argv, int nin, const int *in,
+                        tc_layout *out);
 int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
                        int nargs, PyObject *kwnames);
 
