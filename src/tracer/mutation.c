@@ -623,6 +623,27 @@ mutate(tracer *T, tc_var *target, int w, int first)
     return OK;
 }
 
+/* One more move of v's version counter, without a write: eager's
+ * autograd.Function bumps the inputs its forward marks dirty (autofn.c).
+ * The write-back then moves the counter by the bumps of v's storage. */
+int
+tc_tr_mut_bump(tracer *T, tc_var *v)
+{
+    struct tc_mut_state *m = state(T);
+    if (m == NULL
+        || grow((void **)&m->st, &m->stcap, m->nst, sizeof(mut_storage))
+           != OK) {
+        return ERROR;
+    }
+    int r = root_of(T->out->graph, v->node);
+    const mut_storage *prev = record_of(T, r);
+    m->st[m->nst].ident = prev ? prev->ident : r;
+    m->st[m->nst].cur = r;
+    m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
+    m->nst++;
+    return OK;
+}
+
 /* target.<op>_(...)'s out-of-place value `value` (a tensor var) written
  * into target as eager's in-place op writes it: same sizes, a result
  * dtype that casts to target's. */

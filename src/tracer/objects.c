@@ -992,6 +992,12 @@ tc_tr_new_object_store_item(tracer *T, tc_var *o, tc_var *key, tc_var *value)
 
 /* hasattr(o, name) of an object made here: 1, 0, or -1 (its class has a
  * __getattr__ / __getattribute__ of its own). */
+tc_var *
+tc_tr_new_object_state(const tc_var *o, PyObject *name)
+{
+    return tc_tr_is_new_object(o) ? state_get(o, 1, name) : NULL;
+}
+
 int
 tc_tr_new_object_has_attr(const tc_var *o, PyObject *name)
 {

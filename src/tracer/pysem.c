@@ -4118,6 +4118,10 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     if (rc != NOT_HANDLED) {
         return rc;
     }
+    rc = tc_tr_call_autograd_function(T, callable, args, nargs, kwnames);
+    if (rc != NOT_HANDLED) {
+        return rc;
+    }
     if (PyMethod_Check(fn) && is_grad_ctx_object(PyMethod_GET_SELF(fn))) {
         /* __exit__ of a with block entered before this segment: it
          * changes the real grad mode, so Python must run it */

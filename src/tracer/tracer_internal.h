@@ -235,6 +235,12 @@ PyObject *tc_tr_lazy_attr(PyObject **slot, const char *module,
 /* pysem.c: fn(*args) through the ordinary CALL path (fn borrowed). */
 int tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n);
 
+/* autofn.c: cls.apply(...) of a torch.autograd.Function subclass:
+ * its forward inlined where no autograd graph is recorded, else a graph
+ * break.  NOT_HANDLED for other callables. */
+int tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
+                                 int nargs, PyObject *kwnames);
+
 /* objects.c: objects the traced code makes, super() */
 
 int tc_tr_is_new_object(const tc_var *v);
@@ -264,6 +270,8 @@ int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
                     PyObject *kwnames);
 tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
 int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
+/* The value of o.name a new object o holds (borrowed), or NULL. */
+tc_var *tc_tr_new_object_state(const tc_var *o, PyObject *name);
 int tc_tr_is_enum_member(PyObject *value);
 int tc_tr_call_new_object_method(tracer *T, tc_var *self, PyObject *name,
                                  tc_var **args, int nargs,
@@ -324,6 +332,8 @@ int tc_tr_inplace_result(tracer *T, tc_var *target, tc_var **ops, int nops,
 /* The node an exit returns for node: a graph input's current value (or a
  * view of it) is the input itself (or that view of the input). */
 int tc_tr_mut_identity(tracer *T, int node);
+/* One more version-counter move of v's storage, without a write. */
+int tc_tr_mut_bump(tracer *T, tc_var *v);
 /* At a finished segment: the write-backs into T->out->wb (adds outputs);
  * once the graph's outputs are set, which output goes into which input
  * (tc_graph_set_output_write).  OK / 0, or ERROR / -1. */
