@@ -327,6 +327,26 @@ def test_injected_compile_failure(own_cache, monkeypatch, tcjit_logs):
         check_same(tcjit.compile(f)(x), f(x))
 
 
+def test_backend_failure_is_a_graph_break(own_cache, monkeypatch,
+                                          tcjit_logs):
+    """A frame that runs eagerly because its kernels failed to compile is
+    no silent fallback: explain() and TCJIT_LOGS=graph_breaks name it."""
+    logs = tcjit_logs("graph_breaks")
+    monkeypatch.setenv("TCJIT_TEST_COMPILE_FAILURE", "sin")
+
+    def f(x):
+        return x.sin() * 2
+
+    x = torch.randn(10)
+    with pytest.warns(RuntimeWarning):
+        ex = tcjit.explain(f)(x)
+    assert [b.reason.startswith("tcjit backend failed")
+            for b in ex.break_reasons] == [True], ex.break_reasons
+    assert any("tcjit backend failed" in m
+               for m in log_messages(logs, "graph_breaks"))
+    check_same(ex.result, f(x))
+
+
 def test_load_rejects_bad_artifacts(own_cache):
     import struct
     with pytest.raises(ValueError, match="bad magic"):

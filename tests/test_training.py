@@ -1291,3 +1291,46 @@ def test_kept_operand_written_in_place_after_the_call():
             xa[0].mul_(2)
             xb[0].mul_(2)
         _same_backward(ra, rb, xa, xb, raises=k == 1)
+
+
+# ---- detach() returned or read: no grad, no grad_fn, as eager ----------------
+
+DETACH_CASES = {
+    "input": lambda x, w: (x.detach(),),
+    "computed": lambda x, w: ((x * 2).detach(),),
+    "views_of_it": lambda x, w: (x.detach()[1:], x.detach().t()),
+    "beside_grad": lambda x, w: (x.detach() * x, x.detach().sum(0)),
+    "extern_operand": lambda x, w: (torch.mm(x.detach(), w), x.detach()),
+    "reduced": lambda x, w: ((x.detach() @ w).sum(),),
+}
+
+
+@pytest.mark.parametrize("grad_mode", [True, False])
+@pytest.mark.parametrize("case", list(DETACH_CASES))
+def test_detach_outputs_do_not_require_grad(case, grad_mode):
+    """x.detach() returned as a view of x was torch.as_strided(x, ...):
+    requires_grad=True and an AsStridedBackward0 grad_fn where eager's has
+    neither (the tracer's TC_GRAD_STOP does not survive to the runtime:
+    graph.h tc_node.detached does)."""
+    fn = DETACH_CASES[case]
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 2, requires_grad=True)
+    with torch.set_grad_enabled(grad_mode):
+        want = fn(x, w)
+        got = tcjit.compile(fn)(x, w)
+    for a, b in zip(want, got):
+        assert b.requires_grad == a.requires_grad
+        assert (b.grad_fn is None) == (a.grad_fn is None)
+        assert b.is_leaf == a.is_leaf
+        torch.testing.assert_close(b, a)
+    diff = [i for i, a in enumerate(want) if a.requires_grad]
+    if diff:
+        gw = torch.autograd.grad(sum(want[i].sum() for i in diff), [x, w],
+                                 allow_unused=True)
+        gg = torch.autograd.grad(sum(got[i].sum() for i in diff), [x, w],
+                                 allow_unused=True)
+        for a, b in zip(gw, gg):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(b, a)

@@ -504,15 +504,25 @@ compile_python(tc_entry *e, tc_graph *g, tc_iframe *f, const char *text,
 }
 
 /* A backend failure is reported as a warning and the frame runs eagerly:
- * a bug in tcjit's code generation must not take the user's program down. */
+ * a bug in tcjit's code generation must not take the user's program down.
+ * It is a graph break too, so that explain() and TCJIT_LOGS=graph_breaks
+ * name it: never a silent fallback. */
 static int
 demote_to_eager(tc_entry *e, PyCodeObject *co)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
-    int rc = tc_warnf(co, "tcjit backend failed, running eagerly: %S",
-                      value ? value : Py_None);
+    PyObject *reason = PyUnicode_FromFormat("tcjit backend failed: %S",
+                                            value ? value : Py_None);
+    int rc = reason ? tc_warnf(co, "tcjit backend failed, running eagerly: "
+                               "%S", value ? value : Py_None) : -1;
+    if (rc == 0) {
+        rc = log_graph_break(co, reason, co->co_firstlineno,
+                             "the whole frame runs eagerly for these "
+                             "inputs; please report it as a tcjit bug.");
+    }
+    Py_XDECREF(reason);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);

@@ -925,6 +925,7 @@ nodes_equal(const tc_node *a, const tc_node *b)
     }
     if (a->kind != b->kind || a->dtype != b->dtype
         || a->requires_grad != b->requires_grad || a->place != b->place
+        || a->detached != b->detached
         || (a->kind == TC_NODE_OP && a->op == generic
             && !a->xattr[TC_XA_GENERIC_DROPPED])) {
         return 0;   /* extern.h tc_node_has_effects */

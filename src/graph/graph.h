@@ -137,6 +137,11 @@ typedef struct {
      * may preset TC_GRAD_STOP on a node it makes (detach()'s alias):
      * the node never requires grad. */
     unsigned char requires_grad;
+    /* A view made by detach() (the tracer sets it): the runtime returns it
+     * as a view of its base's detach(), so it does not require grad and
+     * has no grad_fn, as eager's.  (requires_grad's TC_GRAD_STOP is gone
+     * once the tracer has synced the flags: this one stays.) */
+    unsigned char detached;
     /* In a graph on a CUDA device: where the value lives (TC_PLACE_*).
      * The tracer marks leaves (a CPU tensor input, a CPU creation op, a
      * copy between devices); other nodes follow their operands (place.c). */

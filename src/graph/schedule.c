@@ -482,6 +482,20 @@ plan_op_buffers(sched *s)
     return rc;
 }
 
+/* Whether the chain of views from id down to its base passes a node that
+ * autograd does not flow through (detach()'s alias, graph.h). */
+static int
+view_chain_detached(const tc_graph *g, int id)
+{
+    while (is_view(g, id)) {
+        if (g->nodes[id].detached) {
+            return 1;
+        }
+        id = g->nodes[id].in[0];
+    }
+    return 0;
+}
+
 /* A graph output or extern operand: its buffer, or a view of the buffer's
  * tensor. */
 static void
@@ -493,6 +507,7 @@ tensor_ref(const sched *s, int id, tc_output_desc *o)
     o->buffer = s->buf_of[o->is_view ? n->view_base : id];
     o->layout = n->layout;
     o->offset = o->is_view ? n->offset : 0;
+    o->detached = o->is_view && view_chain_detached(s->g, id);
 }
 
 static int

@@ -40,6 +40,10 @@ typedef struct {
     int is_view;
     tc_layout layout;
     int64_t offset;   /* elements */
+    /* a view made through detach() (TC_GRAD_STOP on its chain): the
+     * runtime views B.detach(), so the alias shares storage with B but
+     * does not require grad, as eager's x.detach() */
+    int detached;
 } tc_output_desc;
 
 /* One call of an extern op (extern.h): operand k is buffer in[k].buffer,

@@ -692,8 +692,10 @@ tc_extern_run(const tc_extern_rt *x, int e, PyObject **objs, void **ptrs,
     int rc = -1, kept = 0;
     for (int k = 0; k < xc->nin; k++) {
         PyObject *base = objs[xc->in[k].buffer];
-        ops[k] = xc->in[k].is_view ? tc_alloc_view(base, c->view[k])
-                                   : Py_XNewRef(base);
+        const tc_output_desc *in = &xc->in[k];
+        ops[k] = !in->is_view ? Py_XNewRef(base)
+                 : in->detached ? tc_alloc_view_detached(base, c->view[k])
+                 : tc_alloc_view(base, c->view[k]);
         if (ops[k] == NULL) {
             goto done;
         }

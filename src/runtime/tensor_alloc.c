@@ -427,7 +427,9 @@ make_output(const tc_tensor_alloc *a, int j, PyObject *base)
     if (p->outputs == NULL || !p->outputs[j].is_view) {
         return Py_NewRef(base);
     }
-    return tc_alloc_view(base, &a->view_argv[3 * j]);
+    return p->outputs[j].detached
+           ? tc_alloc_view_detached(base, &a->view_argv[3 * j])
+           : tc_alloc_view(base, &a->view_argv[3 * j]);
 }
 
 int

@@ -93,6 +93,18 @@ tc_alloc_data_ptr(PyObject *t, void **out)
 }
 
 PyObject *
+tc_alloc_view_detached(PyObject *base, PyObject *const *va)
+{
+    PyObject *d = PyObject_CallMethod(base, "detach", NULL);
+    if (d == NULL) {
+        return NULL;
+    }
+    PyObject *r = tc_alloc_view(d, va);
+    Py_DECREF(d);
+    return r;
+}
+
+PyObject *
 tc_alloc_view(PyObject *base, PyObject *const *va)
 {
     PyObject *so = PyObject_VectorcallMethod(

@@ -33,4 +33,9 @@ int tc_alloc_data_ptr(PyObject *t, void **out);
  * output).  New reference, or NULL with an exception. */
 PyObject *tc_alloc_view(PyObject *base, PyObject *const *va);
 
+/* tc_alloc_view of base.detach() (a view made through detach(): it shares
+ * base's storage, autograd does not flow through it).  New reference, or
+ * NULL with an exception. */
+PyObject *tc_alloc_view_detached(PyObject *base, PyObject *const *va);
+
 #endif

@@ -331,6 +331,7 @@ build_output(tracer *T, const char *name, const args_ctx *X,
         if (node >= 0 && len >= 6 && !strcmp(name + len - 6, "detach")) {
             /* an alias that autograd does not flow through (graph.h) */
             g->nodes[node].requires_grad = TC_GRAD_STOP;
+            g->nodes[node].detached = 1;
         }
     }
     else if (res->tuple) {
