@@ -26,6 +26,9 @@ if not (3, 11) <= sys.version_info[:2] <= (3, 13):
 import torch  # noqa: E402,F401  (the C runtime needs torch imported first)
 
 from . import _C  # noqa: E402
+# the tracer's custom autograd.Function ctx (src/tracer/autofn.c): imported
+# here, so no module body runs under the frame hook while a call is traced
+from . import _autofn  # noqa: F401
 from . import _modes_cudagraphs
 from ._backends import Backend, compile_backend as _compile_backend
 from ._logging import init_from_env as _init_logs, set_logs
