@@ -6,7 +6,6 @@ shape, type of containers, Python constants, and (unless told otherwise)
 strides.
 """
 import atexit
-import gc
 import logging
 import os
 import shutil
@@ -131,25 +130,17 @@ def run_both(fn, *args, strides=True, backend="auto", calls=2,
                 f"eager raised {type(e).__name__}: {e}; tcjit raised "
                 f"{type(info.value).__name__}: {info.value}")
         return compiled
-    # With expect_compiled the counters must see only this function's
-    # frames: a garbage collection during a call runs finalizers of earlier
-    # tests' objects as frames of their own (frames_skipped, once seen on
-    # 3.12 in test_call_with_many_arguments), so none runs in between.
-    gc_was = gc.isenabled()
-    if expect_compiled:
-        gc.collect()
-        gc.disable()
-    try:
-        for i in range(calls):
-            actual = compiled(*args)
-            check_same(actual, expected, strides=strides, path=f"call{i}")
-    finally:
-        if gc_was:
-            gc.enable()
+    for i in range(calls):
+        actual = compiled(*args)
+        check_same(actual, expected, strides=strides, path=f"call{i}")
     if expect_compiled:
         # (a function that returns an input unchanged may need no graph)
+        # (not frames_skipped: a tensor-free frame that runs meanwhile is
+        # skipped by design, e.g. filelock's audit hook _audit_fork_safety,
+        # installed once huggingface_hub is imported, ran inside a compiled
+        # call on 3.12 and 3.13)
         c = tcjit.counters()
-        assert (c["eager_fallbacks"] == 0 and c["frames_skipped"] == 0
+        assert (c["eager_fallbacks"] == 0
                 and c["cache_misses"] >= 1 and c["cache_hits"] >= calls - 1), \
             f"expected compiled code to run, got counters {c}"
     for a, s in zip(args, saved):
