@@ -80,6 +80,11 @@ enum {
     TC_XA_GENERIC_ITEMS = 1,
     TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
                                    then given up: no effects (DCE drops it) */
+    TC_XA_GENERIC_PURE = 3,     /* a deterministic factory of constants
+                                   (torch.tensor([]), zeros): no effects,
+                                   so DCE drops it when unused; still never
+                                   merged (each call is a tensor of its
+                                   own) */
     TC_XA_ITEM = 0,
     TC_XA_BOX_OFFSET = 0
 };
@@ -119,7 +124,8 @@ int tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
 /* A generic extern: it may consume the random stream (torch.rand_like,
  * dropout) or raise at run time on values (an index out of range), so it
  * is never merged with an equal node, never dropped when unused, and runs
- * in program order with the other generic externs. */
+ * in program order with the other generic externs.  Not one marked
+ * TC_XA_GENERIC_PURE or _DROPPED. */
 int tc_node_has_effects(const tc_graph *g, int id);
 
 /* Nodes from id `from` on were built by an instruction (or an inlining
