@@ -1038,3 +1038,24 @@ def test_guard_time_measures_a_passing_lookup():
         tcjit._C._guard_time(f, (x, 3), 10)
     with pytest.raises(ValueError, match="no compiled entry"):
         tcjit._C._guard_time(lambda t: t, (x,), 10)
+
+
+def test_hasattr_guard_names_the_call(tcjit_logs):
+    """A guard on hasattr(obj, name) is logged as that call (it printed as
+    the tracer's internal 'tuple.call(obj)')."""
+    caplog = tcjit_logs("recompiles")
+
+    class Box:
+        pass
+
+    box = Box()
+
+    def f(x, b):
+        return x + 1 if hasattr(b, "scale") else x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x, box), f(x, box))
+    box.scale = 2
+    check_same(cf(x, box), f(x, box))
+    assert_one_recompile(caplog, f, "hasattr(L['b'], 'scale') == False")

@@ -1,6 +1,6 @@
 """Half-precision linear with out_features not a multiple of 8 (GPT-2's
-lm_head, vocabulary 50257): computed into rows padded to a multiple of 8
-on CUDA, in chunks, or with the weight padded under autograd
+lm_head, vocabulary 50257): computed with the weight padded to a multiple
+of 8 rows on CUDA, in chunks of rows
 (python/tcjit/_padmm.py, src/runtime/extern_call.c use_padded_linear):
 same values and layout as eager."""
 import pytest
@@ -32,8 +32,8 @@ def test_padded_linear_is_linear(monkeypatch, n, bias, lead, chunk):
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_padded_linear_under_autograd(bias):
-    """out= calls are not differentiable: under grad the weight is padded,
-    and the gradients are eager's."""
+    """out= calls are not differentiable: under grad F.linear of the
+    padded weight, and the gradients are eager's."""
     g = torch.Generator().manual_seed(1)
     ws = [torch.randn(67, 24, generator=g, requires_grad=True)
           for _ in range(2)]
@@ -56,8 +56,9 @@ def test_padded_linear_under_autograd(bias):
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_padded_linear_peak_memory_cuda():
-    """The peak is eager's result plus one chunk, not a second padded
-    product (GPT-2 bfloat16's lm_head was 206 MB above eager)."""
+    """The peak is eager's result plus the padded weight and one chunk,
+    not a second padded product (GPT-2 bfloat16's lm_head was 206 MB
+    above eager)."""
     x = torch.randn(4096, 256, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50257, 256, device="cuda", dtype=torch.bfloat16)
     result = 4096 * 50257 * 2
@@ -67,7 +68,7 @@ def test_padded_linear_peak_memory_cuda():
     got = _padmm.linear(x, w)
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base - result
-    assert extra <= _padmm._CHUNK_BYTES + (1 << 20)
+    assert extra <= _padmm._CHUNK_BYTES + w.numel() * 2 + (1 << 20)
     torch.testing.assert_close(got, torch.nn.functional.linear(x, w))
 
 

@@ -6,7 +6,9 @@ torch picks one of several kernels from the operands' metadata
 math contiguous, flash empty_like(q) (an expanded k or v, for one, makes
 torch take math).  On CUDA (torch 2.11):
 
-  math, cuDNN        contiguous [B, H, L, Ev]
+  math               contiguous [B, H, L, Ev]
+  cuDNN              empty_like(q) (measured on an H200: q split off a
+                     projection, [B, L, H, E] memory, gives that layout)
   flash              contiguous [B, H, L, P] sliced to Ev, P = Ev rounded up
                      to a multiple of 8 (the operands are padded to P)
   memory-efficient   [B, L, H, Ev] memory seen as [B, H, L, Ev]
@@ -20,7 +22,7 @@ import torch
 
 CONTIG, HEADS_INNER, LIKE_Q, PAD8 = 0, 1, 2, 3   # extern.h TC_SDPA_*
 
-_LAYOUT = {0: CONTIG, 1: PAD8, 2: HEADS_INNER, 3: CONTIG}
+_LAYOUT = {0: CONTIG, 1: PAD8, 2: HEADS_INNER, 3: LIKE_Q}
 _CPU_LAYOUT = {1: LIKE_Q}
 
 
