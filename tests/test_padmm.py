@@ -1,6 +1,6 @@
 """Half-precision linear with out_features not a multiple of 8 (GPT-2's
-lm_head, vocabulary 50257): computed with the weight padded to a multiple
-of 8 rows on CUDA, in chunks of rows
+lm_head, vocabulary 50257): computed into rows padded to a multiple of 8
+on CUDA, in chunks of rows
 (python/tcjit/_padmm.py, src/runtime/extern_call.c use_padded_linear):
 same values and layout as eager."""
 import pytest
@@ -56,19 +56,22 @@ def test_padded_linear_under_autograd(bias):
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_padded_linear_peak_memory_cuda():
-    """The peak is eager's result plus the padded weight and one chunk,
-    not a second padded product (GPT-2 bfloat16's lm_head was 206 MB
-    above eager)."""
+    """Without a bias the peak is eager's result plus one chunk, not a
+    second padded product or a padded weight (GPT-2 bfloat16's lm_head
+    was 206 MB above eager)."""
     x = torch.randn(4096, 256, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(50257, 256, device="cuda", dtype=torch.bfloat16)
     result = 4096 * 50257 * 2
+    # cuBLAS's workspace (32 MB on an H200) comes from the caching
+    # allocator on the first product: allocated before measuring
+    _padmm.linear(x[:8], w)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     got = _padmm.linear(x, w)
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base - result
-    assert extra <= _padmm._CHUNK_BYTES + w.numel() * 2 + (1 << 20)
+    assert extra <= _padmm._CHUNK_BYTES + (1 << 20)
     torch.testing.assert_close(got, torch.nn.functional.linear(x, w))
 
 
@@ -113,8 +116,8 @@ def test_runtime_picks_padded_linear(monkeypatch, n, dt, used):
             calls.append(1)
             return f(*a)
         return call
-    # (on the CPU linear() calls _linear, on CUDA _padded_rows)
-    for name in ("_linear", "_padded_rows"):
+    # (on the CPU linear() calls _linear, on CUDA _chunked)
+    for name in ("_linear", "_chunked"):
         monkeypatch.setattr(_padmm, name, counting(getattr(_padmm, name)))
     tcjit.reset()
     head = torch.nn.Linear(16, n, bias=False).to(dtype=dt)
