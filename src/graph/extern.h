@@ -56,6 +56,9 @@ enum {
     TC_SDPA_LIKE_Q = 2,       /* empty_like(q) (the CPU flash kernel) */
     TC_SDPA_PAD8 = 3,         /* contiguous [B, H, L, P], P = Ev rounded up
                                  to 8, sliced to Ev (CUDA flash) */
+    TC_SDPA_MATH = 4,         /* torch's math kernel: the tracer records
+                                 its ops (_sdpa.math_attention) instead of
+                                 a node; contiguous if it cannot */
 };
 
 enum {
