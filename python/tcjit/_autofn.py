@@ -116,12 +116,14 @@ class _BackwardCtx:
 
 class _Apply(torch.autograd.Function):
     """The user's Function as tcjit's graph calls it: forward returns the
-    already computed results (as views: an input returned as is is a view
-    of it in eager too), backward calls cls.backward."""
+    already computed results, backward calls cls.backward."""
 
     @staticmethod
     def forward(ctx, link, *ops):
-        outs = tuple(ops[k].view_as(ops[k]) for _, k in link.outputs)
+        # new tensors on the results' memory, not views of them (the
+        # caller may write a result in place, as eager allows; through a
+        # view, autograd would refuse to reach the custom backward)
+        outs = tuple(ops[k].detach() for _, k in link.outputs)
         ctx.save_for_backward(*[
             None if s is None
             else ops[link.inputs[s[1]]] if s[0] == "i"

@@ -528,9 +528,10 @@ link_attr(link_ctx *L, PyObject *name, tc_var *v, PyObject *list)
     else if ((value = const_value(L->T, v)) == NULL) {
         return PyErr_Occurred() ? ERROR
              : tc_tr_unsupported(L->T, "custom autograd.Function %s: "
-                                 "ctx.%U holds %s (its backward gets "
-                                 "constants and tensors only)", L->name,
-                                 name, tc_var_kind_name(v));
+                                 "forward stores %s as ctx.%U (tcjit gives "
+                                 "its backward tensors and constants "
+                                 "only)", L->name, tc_var_kind_name(v),
+                                 name);
     }
     PyObject *e = Py_BuildValue("(OOi)", name, value, k);
     Py_DECREF(value);
