@@ -25,7 +25,7 @@ static struct {
     PyObject *default_setup;   /* _SingleLevelFunction.setup_context */
     PyObject *ctx_class;       /* tcjit._autofn.TracedFunctionCtx */
     PyObject *link_class;      /* tcjit._autofn.Link */
-    PyObject *view_as;
+    PyObject *view_as, *detach;
     PyObject *str_forward, *str_setup, *str_dirty, *str_wrapped;
 } A;
 
@@ -50,17 +50,20 @@ load(void)
                        : NULL;
     PyObject *link = cm ? PyObject_GetAttrString(cm, "Link") : NULL;
     PyObject *view_as = PyObject_GetAttrString(tc_tensor_type, "view_as");
+    PyObject *detach = PyObject_GetAttrString(tc_tensor_type, "detach");
     Py_XDECREF(fm);
     Py_XDECREF(cm);
     Py_XDECREF(single);
     if (apply == NULL || !PyMethod_Check(apply) || setup == NULL
-        || ctx == NULL || link == NULL || view_as == NULL) {
+        || ctx == NULL || link == NULL || view_as == NULL
+        || detach == NULL) {
         Py_XDECREF(fn);
         Py_XDECREF(link);
         Py_XDECREF(apply);
         Py_XDECREF(setup);
         Py_XDECREF(ctx);
         Py_XDECREF(view_as);
+        Py_XDECREF(detach);
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_SystemError,
                             "tcjit: torch.autograd.Function.apply is not a "
@@ -76,6 +79,7 @@ load(void)
     A.ctx_class = ctx;
     A.link_class = link;
     A.view_as = view_as;
+    A.detach = detach;
     A.str_forward = PyUnicode_InternFromString("forward");
     A.str_setup = PyUnicode_InternFromString("setup_context");
     A.str_dirty = PyUnicode_InternFromString("dirty_tensors");
@@ -254,18 +258,15 @@ wrap_output(tracer *T, PyObject *cls, tc_var *o, tc_var **inputs, int n,
         }
         return OK;
     }
-    if (requires_grad(T, o)) {
-        /* eager returns o.detach() (under no_grad); the exit would rebuild
-         * a traced detach() of an input as a view that requires grad */
-        return tc_tr_unsupported(T, "custom autograd.Function %s returns "
-                                 "an input that requires grad (eager "
-                                 "detaches it)", name);
-    }
-    if (dirty != NULL && among(o, dirty->items, dirty->nitems)) {
+    int detach = requires_grad(T, o);
+    if (!detach && dirty != NULL && among(o, dirty->items, dirty->nitems)) {
         return OK;
     }
+    /* eager returns x.view_as(x), or x.detach() for an x that requires
+     * grad (under no_grad: the call records no graph) */
     tc_var *two[2] = {o, o};
-    int rc = tc_tr_call_object(T, A.view_as, two, 2);
+    int rc = tc_tr_call_object(T, detach ? A.detach : A.view_as, two,
+                               detach ? 1 : 2);
     if (rc != OK) {
         return rc;
     }
