@@ -994,34 +994,7 @@ class Plan:
         self.keep = {n.index: _Keep(n.call, need, slot)
                      for slot, (n, need) in enumerate(b.kept)}
         self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
-        # a kept record: the call's results (its items' nodes, for a call
-        # returning a sequence), then its operands that require grad
-        item_nodes = {(n.args[0].index, n.xattr[0]): n for n in graph.nodes
-                      if n.kind == "op" and n.op == "extern_item"}
-
-        def results(n):
-            if n.xattr is None or not n.xattr[1] or n.op != "extern":
-                return [n]
-            return [item_nodes.get((n.index, k)) for k in range(n.xattr[1])]
-        self.kept_sizes = [len(results(n)) + len(need) for n, need in b.kept]
-        # a kept call's result or operand that the caller has (a graph
-        # output or input, or a view of one) may be written in place
-        # between the call and the backward: it is kept as an attribute of
-        # the node, not a saved tensor (autograd would check its version),
-        # so only torch's own graph checks what it saved, as in eager
-        def root(n):
-            if n is None:        # an item no node reads
-                return None
-            while n.base is not None:
-                n = n.base
-            return n.index
-        seen = {root(o) for o in graph.outputs}
-        seen.update(n.index for n in graph.inputs)
-        self.kept_out = set()     # (slot, 0: the result, 1 + i: operand)
-        for slot, (n, need) in enumerate(b.kept):
-            ts = results(n) + [n.args[k] for k in need]
-            self.kept_out.update((slot, i) for i, t in enumerate(ts)
-                                 if root(t) in seen)
+        self.kept_sizes, self.kept_out = self.kept_layout(b.kept)
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
                        + [b.values[s] for s in saved])
@@ -1035,6 +1008,40 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def kept_layout(self, kept):
+        """The kept calls' records (_Keep): per call its size, the call's
+        results (its items' nodes, for a call returning a sequence) then
+        its operands that require grad; and which (call, place) of them
+        the caller has (a graph output or input, or a view of one): such
+        a tensor may be written in place between the call and the
+        backward, so it is kept as an attribute of the node, not a saved
+        tensor (autograd would check its version), and only torch's own
+        graph checks what it saved, as in eager."""
+        graph = self.graph
+        items = {(n.args[0].index, n.xattr[0]): n for n in graph.nodes
+                 if n.kind == "op" and n.op == "extern_item"}
+
+        def results(n):
+            if n.op != "extern" or not n.xattr[1]:
+                return [n]
+            return [items.get((n.index, k)) for k in range(n.xattr[1])]
+
+        def root(n):
+            if n is None:        # an item no node reads
+                return None
+            while n.base is not None:
+                n = n.base
+            return n.index
+        seen = {root(o) for o in graph.outputs}
+        seen.update(n.index for n in graph.inputs)
+        sizes, out = [], set()
+        for slot, (n, need) in enumerate(kept):
+            ts = results(n) + [n.args[k] for k in need]
+            sizes.append(len(ts))
+            out.update((slot, i) for i, t in enumerate(ts)
+                       if root(t) in seen)
+        return sizes, out
 
     def grads_in(self, present):
         """Output node -> the gradient parameters flowing into it, for
