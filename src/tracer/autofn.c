@@ -547,11 +547,15 @@ static int
 link_state(link_ctx *L, tc_var *ctx, PyObject **out)
 {
     PyObject *names = tc_tr_new_object_attr_names(ctx);
+    if (names == NULL) {
+        return tc_tr_unsupported(L->T, "custom autograd.Function %s: its "
+                                 "ctx is no object of the trace", L->name);
+    }
     PyObject *attrs = PyList_New(0);
     out[1] = PyTuple_New(0);
     out[2] = PyTuple_New(0);
     out[3] = Py_NewRef(Py_True);
-    int rc = names && attrs && out[1] && out[2] ? OK : ERROR;
+    int rc = attrs && out[1] && out[2] ? OK : ERROR;
     for (Py_ssize_t i = 0; rc == OK && i < PyTuple_GET_SIZE(names); i++) {
         PyObject *name = PyTuple_GET_ITEM(names, i);
         const char *s = PyUnicode_AsUTF8(name);
