@@ -164,3 +164,30 @@ class _Apply(torch.autograd.Function):
                                    f"input was not a Variable")
             out[k] = r if out[k] is None else out[k] + r
         return (None, *out)
+
+
+def apply_takes_keywords():
+    """Whether this torch's Function.apply accepts keyword arguments (torch
+    2.13 binds them to forward's signature; 2.11 raises TypeError "apply()
+    takes no keyword arguments").  The tracer binds keywords only where
+    eager does; elsewhere the call is a graph break and eager raises."""
+    global _APPLY_KEYWORDS
+    if _APPLY_KEYWORDS is None:
+        class _Probe(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k=0):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g, None
+        try:
+            with torch.no_grad():
+                _Probe.apply(torch.zeros(1), k=1)
+            _APPLY_KEYWORDS = True
+        except TypeError:
+            _APPLY_KEYWORDS = False
+    return _APPLY_KEYWORDS
+
+
+_APPLY_KEYWORDS = None

@@ -837,6 +837,22 @@ error:
     return rc;
 }
 
+/* _autofn.apply_takes_keywords(): 1, 0, or -1 with an exception. */
+static int
+apply_takes_keywords(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        PyObject *m = PyImport_ImportModule("tcjit._autofn");
+        PyObject *r = m ? PyObject_CallMethod(m, "apply_takes_keywords", NULL)
+                        : NULL;
+        known = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        Py_XDECREF(m);
+    }
+    return known;
+}
+
 int
 tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
                              int nargs, PyObject *kwnames)
@@ -882,6 +898,15 @@ tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
         return PyErr_Occurred() ? ERROR
              : tc_tr_unsupported(T, "custom autograd.Function %s: forward "
                                  "is not a Python function", name);
+    }
+    int kw = kwnames != NULL ? apply_takes_keywords() : 1;
+    if (kw <= 0) {
+        Py_DECREF(fwd);
+        return kw < 0 ? ERROR
+             : tc_tr_unsupported(T, "custom autograd.Function %s: "
+                                 "apply() with keyword arguments, which "
+                                 "this torch does not take (eager raises)",
+                                 name);
     }
     tc_var *pargs[TC_MAX_CALL_ARGS];
     int n = 0;
