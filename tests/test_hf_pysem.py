@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tcjit
-from conftest import check_same
+from conftest import check_same, run_both
 
 
 @torch.no_grad()
@@ -367,6 +367,33 @@ def test_set_returned_is_new_on_every_call():
     a.add(3)
     b, _ = cf(x)
     assert b == {1, 2}
+
+
+def test_set_comparisons_and_set_of_dict_keys():
+    # transformers checks set(kwargs.keys()) == {...}; sets compare by
+    # content with ==, !=, <=, <, frozenset() and {3+ constants} (a
+    # frozenset constant the compiler makes) included
+    def f(x, d):
+        if set(d.keys()) == {"a", "b"}:
+            x = x + 1
+        s = {1, 2}
+        if s != {2, 3} and s <= {1, 2, 3} and frozenset(s) == s and {1} < s:
+            x = x * 2
+        return x, set(d) - {"a"}, s == {2, 1}, sorted(set(d) ^ {"b", "z"}), \
+            list(d), tuple(d), frozenset(d)
+    one_graph(f, torch.randn(2), {"a": 1, "b": 2})
+    one_graph(f, torch.randn(2), {"b": 1, "c": 2})
+
+
+def test_set_of_dict_keys_guards_the_keys():
+    def f(x, d):
+        return x + 1 if set(d) == {"a", "b"} else x - 1
+    run_both(f, torch.randn(2), {"a": 1, "b": 2}, calls=1)
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    check_same(cf(x, {"a": 1, "b": 2}), x + 1)
+    check_same(cf(x, {"b": 1, "a": 2}), x + 1)
+    check_same(cf(x, {"a": 1}), x - 1)
 
 
 class Fields:

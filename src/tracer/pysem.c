@@ -242,6 +242,29 @@ real_set(tracer *T, tc_var *t, int *rc)
     return set;
 }
 
+/* The real set a set var stands for, for folding (==, <=, a constant
+ * result): a new reference; NULL without an exception when an item is
+ * not known at trace time (nothing recorded), with one on error. */
+PyObject *
+tc_tr_set_value(tracer *T, tc_var *s)
+{
+    tc_var *t = s->items[0];
+    for (int i = 0; i < t->nitems; i++) {
+        if (tc_tr_reify(T, t->items[i]) != OK) {
+            return NULL;
+        }
+        if (!set_item_known(t->items[i])) {
+            return NULL;
+        }
+    }
+    int rc;
+    PyObject *set = real_set(T, t, &rc);
+    if (set == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_SystemError, "tcjit: set of unknown items");
+    }
+    return set;
+}
+
 /* The set var of the distinct items of `items` (constants). */
 static tc_var *
 make_set(tracer *T, tc_var **items, int n, int *rc)
@@ -459,7 +482,8 @@ seq_length(tracer *T, tc_var *v, int *rc)
     }
     if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
                                     || PyUnicode_CheckExact(v->obj)
-                                    || PyTuple_Check(v->obj))) {
+                                    || PyTuple_Check(v->obj)
+                                    || PyFrozenSet_CheckExact(v->obj))) {
         Py_ssize_t n = PyObject_Length(v->obj);
         *rc = n < 0 ? ERROR : OK;
         return n;
@@ -482,6 +506,14 @@ seq_item(tracer *T, tc_var *v, Py_ssize_t k)
     }
     if (is_iterator(v)) {
         return iter_item(T, v, v->index + k);
+    }
+    if (PyFrozenSet_CheckExact(v->obj)) {
+        /* a frozenset constant ({'a', 'b', 'c'} compiles to one): its
+         * items in iteration order */
+        PyObject *t = PySequence_Tuple(v->obj);
+        tc_var *r = t ? new_const(T, PySequence_GetItem(t, k)) : NULL;
+        Py_XDECREF(t);
+        return r;
     }
     return new_const(T, PySequence_GetItem(v->obj, k));
 }
@@ -638,8 +670,27 @@ call_zip_strict(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
     return call_iter_builtin(T, K.zip, args, nargs - 1);
 }
 
-/* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
- * item: a new tuple or list var (a list is the caller's to mutate). */
+/* A tuple var of the keys dict var d has now (constants). */
+static tc_var *
+dict_keys(tracer *T, tc_var *d)
+{
+    tc_var *items[TC_MAX_ITEMS];
+    if (d->nitems > TC_MAX_ITEMS) {
+        return NULL;
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        items[i] = tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(d->obj, i),
+                                -1);
+        if (items[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, d->nitems, items);
+}
+
+/* tuple(seq), list(seq), set(seq), frozenset(seq) of a sequence or
+ * unrolled iterator known item by item: a new tuple, list or set var (a
+ * list or set is the caller's to mutate), a frozenset constant. */
 static int
 call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
@@ -651,29 +702,46 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
     if (nargs > 1) {
         return NOT_HANDLED;
     }
-    if (nargs == 1) {
-        if (is_iterator(args[0]) && is_aliased(T, args[0])) {
+    tc_var *seq = nargs == 1 ? args[0] : NULL;
+    if (seq != NULL) {
+        if (is_iterator(seq) && is_aliased(T, seq)) {
             return NOT_HANDLED;  /* it is consumed: others would see it */
         }
-        if (args[0]->kind == TC_VAR_DICT) {
-            return NOT_HANDLED;
+        if ((rc = tc_tr_as_dict(T, seq)) == OK) {
+            seq = dict_keys(T, seq);    /* list(d): its keys, now */
+            if (seq == NULL) {
+                return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+            }
         }
-        n = seq_length(T, args[0], &rc);
+        else if (rc != NOT_HANDLED) {
+            return rc;
+        }
+        n = seq_length(T, seq, &rc);
         if (n < 0 || n > TC_MAX_ITEMS) {
             return rc != OK ? rc : NOT_HANDLED;
         }
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        if ((items[k] = seq_item(T, args[0], k)) == NULL) {
+        if ((items[k] = seq_item(T, seq, k)) == NULL) {
             return PyErr_Occurred() ? ERROR : UNSUPPORTED;
         }
     }
-    if (nargs == 1 && is_iterator(args[0])) {
-        args[0]->index += (int)n;   /* exhausted */
+    if (seq != NULL && is_iterator(seq)) {
+        seq->index += (int)n;   /* exhausted */
     }
-    if (fn == (PyObject *)&PySet_Type) {
+    if (fn == (PyObject *)&PySet_Type || fn == (PyObject *)&PyFrozenSet_Type) {
         tc_var *s = make_set(T, items, (int)n, &rc);
-        return s ? tc_tr_push(T, s) : rc;
+        if (s == NULL || fn == (PyObject *)&PySet_Type) {
+            return s ? tc_tr_push(T, s) : rc;
+        }
+        /* a frozenset is immutable: a constant of the same items */
+        PyObject *set = real_set(T, s->items[0], &rc);
+        if (set == NULL) {
+            return rc;
+        }
+        PyObject *fs = PyFrozenSet_New(set);
+        Py_DECREF(set);
+        return fs ? push_const(T, fs) : ERROR;
     }
     tc_var *v = tc_var_seq(&T->sh->arena, kind, (int)n, items);
     if (v != NULL && kind == TC_VAR_LIST) {
@@ -3534,7 +3602,8 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == (PyObject *)&PyTuple_Type
              || fn == (PyObject *)&PyList_Type
-             || fn == (PyObject *)&PySet_Type) {
+             || fn == (PyObject *)&PySet_Type
+             || fn == (PyObject *)&PyFrozenSet_Type) {
         rc = call_seq_ctor(T, fn, args, nargs);
     }
     else if (fn == K.callable && nargs == 1) {

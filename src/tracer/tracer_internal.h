@@ -182,6 +182,7 @@ int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
 int tc_tr_op_build_set(tracer *T, int n);
 int tc_tr_is_set_var(const tc_var *v);
+PyObject *tc_tr_set_value(tracer *T, tc_var *s);
 int tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_op_set_add(tracer *T, int oparg, int update);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);

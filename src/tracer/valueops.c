@@ -463,9 +463,10 @@ tc_tr_op_binary(tracer *T, int nb)
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
         /* x.size()[:-1] + (self.nf,): constants once their items are
-         * (not lists: a constant list would be one object for every
-         * call) */
+         * (not lists or sets: a constant one would be one object for
+         * every call) */
         PyObject *x = a->kind == TC_VAR_LIST || b->kind == TC_VAR_LIST
+                      || tc_tr_is_set_var(a) || tc_tr_is_set_var(b)
                       ? NULL : tc_tr_const_value(T, a);
         PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
         if (y != NULL) {
@@ -531,6 +532,9 @@ tc_tr_const_value(tracer *T, tc_var *v)
         /* (torch.strided, torch.float16 read from torch: one of torch's
          * singletons) */
         return Py_NewRef(v->obj);
+    }
+    if (tc_tr_is_set_var(v)) {
+        return tc_tr_set_value(T, v);
     }
     if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST) {
         return NULL;
