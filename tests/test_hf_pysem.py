@@ -7,6 +7,7 @@ a Python __getitem__, zero-argument super().
 Every result is compared with eager; explain() shows one graph and no
 break; a second call neither recompiles nor falls back.
 """
+import collections.abc
 import functools
 
 import pytest
@@ -770,3 +771,74 @@ def test_segment_ending_inside_a_noop_context():
     seen.clear()
     check_same(tcjit.compile(f)(x), f(x))
     assert seen == [True, False, True, False]
+
+
+# ---- exceptions the traced program raises and handles -------------------------
+
+class _Registry(collections.abc.MutableMapping):
+    # transformers' AttentionInterface: get() of a mapping whose
+    # __getitem__ raises KeyError for a name it lacks ("eager")
+    _global = {"sdpa": 1}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+    def __setitem__(self, key, value):
+        self._local[key] = value
+
+    def __delitem__(self, key):
+        del self._local[key]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global) + len(self._local)
+
+    def get_interface(self, name, default):
+        return super().get(name, default)
+
+
+_REG = _Registry()
+
+
+def _lookup(d, k, log):
+    try:
+        log.append(k)           # kept: it ran before the raise
+        return d[k]
+    except IndexError:
+        return -1               # does not match: on to the caller
+    finally:
+        log.append("finally")
+
+
+def _caller(k, log):
+    try:
+        b = _lookup({"a": 2}, k, log)
+    except KeyError as e:
+        b = len(str(e))
+    return b
+
+
+def test_except_keyerror_in_inlined_calls_is_one_graph():
+    # (try blocks of inlined calls; the compiled frame's own run in
+    # Python)
+    def f(x):
+        log = []
+        a = _REG.get_interface("eager", 7) + _REG.get_interface("sdpa", 5)
+        b = _caller("b", log) + _caller("a", log)
+        return x * a + b + ("eager" in _REG), log
+    one_graph(f, torch.randn(2))
+
+
+def test_uncaught_keyerror_still_raises():
+    def f(x, k):
+        log = []
+        return x + _lookup({"a": 2}, k, log), log
+    run_both(f, torch.randn(2), "b")
+    run_both(f, torch.randn(2), "a")

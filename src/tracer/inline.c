@@ -610,6 +610,13 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "returning a closure over the "
                                "variables of an inlined call");
     }
+    if (rc == RAISED && T->depth > 0) {
+        /* to a try block up the chain: what the callee did stays, as in
+         * Python (the frame's own caller runs the call in Python: undone
+         * below) */
+        T->grad_mode = C.grad_mode;
+        return RAISED;
+    }
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
         T->grad_mode = C.grad_mode;  /* torch.set_grad_enabled() in it */
@@ -625,6 +632,13 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     T->sh->nfx = fx_mark;
     T->sh->set_grad = set_grad;
     tc_tr_mut_rollback(T, mark);
+    if (rc == RAISED) {
+        PyObject *exc = T->sh->raised;
+        T->sh->raised = NULL;
+        rc = exc ? tc_tr_unsupported(T, "%s: %S", Py_TYPE(exc)->tp_name, exc)
+                 : tc_tr_unsupported(T, "an exception without a value");
+        Py_XDECREF(exc);
+    }
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;

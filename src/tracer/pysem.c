@@ -1912,6 +1912,16 @@ tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key)
     return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
 }
 
+/* The KeyError of d[key] for a key d does not have. */
+static int
+key_error(tracer *T, tc_var *key)
+{
+    if (key->kind != TC_VAR_CONST || key->obj == NULL) {
+        return tc_tr_unsupported(T, "KeyError: a %s", tc_var_kind_name(key));
+    }
+    return tc_tr_raise(T, PyObject_CallOneArg(PyExc_KeyError, key->obj));
+}
+
 /* d[key] and d.get(key, default) with a constant key. */
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
@@ -1926,7 +1936,7 @@ tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
     if (dflt != NULL) {
         return tc_tr_push(T, dflt);
     }
-    return tc_tr_unsupported(T, "KeyError: %R", key->obj);
+    return key_error(T, key);
 }
 
 /* d.pop(key[, default]) */
@@ -1938,8 +1948,7 @@ dict_pop(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
         return rc;
     }
     if (at < 0) {
-        return dflt ? tc_tr_push(T, dflt)
-                    : tc_tr_unsupported(T, "KeyError: %R", key->obj);
+        return dflt ? tc_tr_push(T, dflt) : key_error(T, key);
     }
     tc_var *value = d->items[at];
     tc_var *items[4 * TC_MAX_CALL_ARGS];

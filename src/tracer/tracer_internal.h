@@ -20,6 +20,8 @@
 #define UNSUPPORTED (-2)
 #define DONE 1  /* the segment ended (return or exit) */
 #define NOT_HANDLED 2  /* a special case does not apply: go on as usual */
+#define RAISED 3       /* the traced program raised sh->raised, which a
+                          try block of an inlined frame handles */
 
 /* Room on the symbolic stack beyond co_stacksize: calls rewritten by the
  * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
@@ -56,6 +58,7 @@ typedef struct {
                                  torch.set_grad_enabled(mode) set, or 0
                                  (none, or it set the entry's mode) */
     int entry_grad;           /* the grad mode the segment starts in */
+    PyObject *raised;         /* RAISED: the exception instance (owned) */
 } trace_shared;
 
 typedef struct {
@@ -103,6 +106,11 @@ typedef struct {
 
 int tc_tr_unsupported(tracer *T, const char *fmt, ...);
 int tc_tr_unsupported_from_exception(tracer *T, const char *what);
+/* The traced program raises exc (a new reference, consumed; NULL: ERROR)
+ * at T's instruction, as Python would on these values (a KeyError of a
+ * dict whose keys are guarded): RAISED when a try block of an inlined
+ * frame on the way up may handle it, else UNSUPPORTED naming it. */
+int tc_tr_raise(tracer *T, PyObject *exc);
 int tc_tr_push(tracer *T, tc_var *v);
 tc_var *tc_tr_pop(tracer *T);
 tc_var *tc_tr_peek(tracer *T, int n);
