@@ -842,3 +842,31 @@ def test_uncaught_keyerror_still_raises():
         return x + _lookup({"a": 2}, k, log), log
     run_both(f, torch.randn(2), "b")
     run_both(f, torch.randn(2), "a")
+
+
+# ---- functions marked assume_constant_result ------------------------------------
+
+_PROBES = []
+
+
+def _constant(fn):
+    # transformers' _make_compile_constant: Dynamo's marker, set without
+    # importing torch
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@functools.lru_cache
+@_constant
+def _probe(name):
+    _PROBES.append(name)
+    return name == "torch"
+
+
+def test_marked_constant_functions_fold():
+    def f(x):
+        if not _probe("dist"):
+            x = x + 1
+        return x * _probe("torch")
+    one_graph(f, torch.randn(2))
+    assert sorted(set(_PROBES)) == ["dist", "torch"]

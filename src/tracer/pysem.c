@@ -4155,6 +4155,67 @@ call_object_semantics(tracer *T, tc_var *callable, tc_var **args, int nargs,
 
 /* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
  * lets op_call go on with torch bindings and inlining. */
+/* Whether fn, or the function an lru_cache wrapper caches, is marked
+ * torch._dynamo.assume_constant_result (`_dynamo_marked_constant`). */
+static int
+is_marked_constant(PyObject *fn)
+{
+    static const char *const names[] = {"_dynamo_marked_constant",
+                                        "__wrapped__"};
+    PyObject *m = PyObject_GetAttrString(fn, names[0]);
+    PyObject *inner = m == NULL && !PyFunction_Check(fn)
+        ? (PyErr_Clear(), PyObject_GetAttrString(fn, names[1])) : NULL;
+    if (inner != NULL) {
+        m = PyObject_GetAttrString(inner, names[0]);
+        Py_DECREF(inner);
+    }
+    PyErr_Clear();
+    int marked = m == Py_True;
+    Py_XDECREF(m);
+    return marked;
+}
+
+/* A call of a function marked assume_constant_result (transformers'
+ * is_torch_available(), install and hardware probes) with constant
+ * arguments: called now, its (immutable) result a constant, the function
+ * pinned by identity, as Dynamo does. */
+static int
+call_marked_constant(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    if (fn == NULL || !is_marked_constant(fn)) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args, nargs) || nargs > TC_MAX_CALL_ARGS) {
+        return NOT_HANDLED;
+    }
+    if (callable->source >= 0
+        && tc_guard_id(T->out->guards, callable->source, fn) < 0) {
+        return ERROR;
+    }
+    PyObject *argv[TC_MAX_CALL_ARGS];
+    for (int i = 0; i < nargs; i++) {
+        argv[i] = args[i]->obj;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(fn, argv, nargs - nkw, kwnames);
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "a constant function");
+    }
+    if (!is_immutable_value(r)) {
+        rc = tc_tr_unsupported(T, "a constant function returned a %s",
+                               Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return rc;
+    }
+    return push_const(T, r);
+}
+
 static int
 call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
                       int nargs, PyObject *kwnames)
@@ -4179,6 +4240,9 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     int rc = call_set_grad_enabled(T, callable, args, nargs, kwnames);
     if (rc == NOT_HANDLED) {
         rc = call_record_function(T, callable, args, nargs, kwnames);
+    }
+    if (rc == NOT_HANDLED) {
+        rc = call_marked_constant(T, callable, args, nargs, kwnames);
     }
     if (rc != NOT_HANDLED) {
         return rc;

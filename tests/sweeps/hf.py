@@ -98,7 +98,7 @@ MODELS = {
     "siglip_vision": ("SiglipVisionConfig", "SiglipVisionModel", "pixels"),
     "blip_vision": ("BlipVisionConfig", "BlipVisionModel", "pixels"),
     "swin": ("SwinConfig", "SwinModel", "pixels",
-             dict(embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+             dict(embed_dim=32, depths=[1, 1], num_heads=[2, 4],
                   patch_size=4, window_size=4)),
     "convnext": ("ConvNextConfig", "ConvNextModel", "pixels",
                  dict(num_stages=2, hidden_sizes=[16, 32], depths=[1, 1])),
