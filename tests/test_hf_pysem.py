@@ -870,3 +870,48 @@ def test_marked_constant_functions_fold():
         return x * _probe("torch")
     one_graph(f, torch.randn(2))
     assert sorted(set(_PROBES)) == ["dist", "torch"]
+
+
+def test_dict_copy_is_a_new_dict():
+    # Gemma3: sliding_mask_kwargs = mask_kwargs.copy(), then changed
+    def f(x):
+        kw = {"a": x, "b": 1}
+        other = kw.copy()
+        other["b"] = 2
+        other.pop("a")
+        return kw, other, kw["a"] * other["b"]
+    one_graph(f, torch.randn(2))
+
+
+class _Cfg:
+    def __init__(self, window):
+        self.attention_window = window
+
+
+def test_max_of_a_list_attribute_folds():
+    # LED: max(self.config.attention_window), a list per layer
+    def f(x, cfg):
+        w = cfg.attention_window
+        w = w if isinstance(w, int) else max(w) + min(w) + abs(-len(w))
+        return x * w
+    one_graph(f, torch.randn(2), _Cfg([4, 8]))
+    run_both(f, torch.randn(2), _Cfg([4, 2]))
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    cfg = _Cfg([4, 8])
+    check_same(cf(x, cfg), x * 14)
+    cfg.attention_window[1] = 16
+    check_same(cf(x, cfg), x * 22)
+
+
+def test_conv_with_string_padding():
+    # SigLIP's patch embedding: nn.Conv2d(padding="valid")
+    convs = [torch.nn.Conv2d(3, 4, 3, padding="valid"),
+             torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2),
+             torch.nn.Conv1d(3, 4, 5, padding="same")]
+
+    def f(x, y):
+        return convs[0](x), convs[1](x), convs[2](y)
+    one_graph(f, torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8))
+    even = torch.nn.Conv2d(3, 4, 2, padding="same")   # eager pads unevenly
+    run_both(lambda x: even(x) * 2, torch.randn(1, 3, 5, 5), calls=1)

@@ -2174,7 +2174,7 @@ call_dict_ctor(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
     return rc == OK ? tc_tr_push(T, d) : rc;
 }
 
-/* d.get / pop / setdefault / keys / values / items */
+/* d.get / pop / setdefault / keys / values / items / copy */
 static int
 call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
                  int nargs, PyObject *kwnames)
@@ -2202,6 +2202,10 @@ call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
     if ((strcmp(m, "keys") == 0 || strcmp(m, "values") == 0
          || strcmp(m, "items") == 0) && nargs == 0) {
         return dict_view(T, d, m);
+    }
+    if (strcmp(m, "copy") == 0 && nargs == 0 && d->index >= 0) {
+        /* of a dict the trace built (a plain dict): dict(d) */
+        return call_dict_ctor(T, &d, 1, NULL);
     }
     return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
 }
@@ -2407,6 +2411,8 @@ is_pure_builtin(PyObject *fn)
     return ok;
 }
 
+static int is_immutable_value(PyObject *obj);
+
 /* Builtins that are pure on Python scalars: fold them. */
 static int
 fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
@@ -2423,21 +2429,37 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     if (rc != OK) {
         return rc;
     }
-    for (int i = 0; i < n; i++) {
-        if (args[i]->kind != TC_VAR_CONST
-            && !(args[i]->kind == TC_VAR_OBJECT
-                 && tc_dtype_from_torch(args[i]->obj) >= 0)) {
-            return UNSUPPORTED;   /* (torch.int32 is an OBJECT: fixed) */
-        }
-    }
+    /* constants; torch.int32 (an OBJECT: fixed); tuples, lists and sets
+     * of constants as their values (max(config.attention_window)) */
     PyObject *argv[4];
+    int held = 0, seqs = 0;
     for (int i = 0; i < n; i++) {
-        argv[i] = args[i]->obj;
+        int dtype = args[i]->kind == TC_VAR_OBJECT
+                    && tc_dtype_from_torch(args[i]->obj) >= 0;
+        argv[i] = args[i]->kind == TC_VAR_CONST || dtype
+            ? Py_NewRef(args[i]->obj) : tc_tr_const_value(T, args[i]);
+        seqs += args[i]->kind != TC_VAR_CONST && !dtype;
+        if (argv[i] == NULL) {
+            break;
+        }
+        held++;
     }
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *r = PyObject_Vectorcall(fn, argv, n - nkw, kwnames);
+    PyObject *r = held < n ? NULL
+                : PyObject_Vectorcall(fn, argv, n - nkw, kwnames);
+    for (int i = 0; i < held; i++) {
+        Py_DECREF(argv[i]);
+    }
+    if (held < n) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
     if (r == NULL) {
         return tc_tr_unsupported_from_exception(T, name);
+    }
+    if (seqs && !is_immutable_value(r)) {
+        /* (an item of a container: one object for every call) */
+        Py_DECREF(r);
+        return UNSUPPORTED;
     }
     tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);

@@ -897,6 +897,39 @@ done:
     return rc;
 }
 
+/* padding= of a convolution: conv_param's, or "valid" (none) and "same"
+ * where eager pads both sides alike (stride 1, dilation * (kernel - 1)
+ * even), read off weight w.  0, or -1 (not handled). */
+static int
+conv_padding(tracer *T, tc_var *pad, tc_var *w, int nsp, const int64_t *xa,
+             int64_t *out)
+{
+    if (tc_tr_reify(T, pad) != OK) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (pad->kind != TC_VAR_CONST || !PyUnicode_Check(pad->obj)) {
+        return conv_param(T, pad, nsp, out);
+    }
+    int same = PyUnicode_CompareWithASCIIString(pad->obj, "same") == 0;
+    if (!same && PyUnicode_CompareWithASCIIString(pad->obj, "valid") != 0) {
+        return -1;
+    }
+    const tc_node *wn = tc_tr_tensor_node(T, w);
+    if (wn == NULL || wn->layout.ndim != nsp + 2) {
+        return -1;
+    }
+    for (int i = 0; i < nsp; i++) {
+        int64_t k = wn->layout.sizes[2 + i];
+        int64_t total = xa[TC_XA_CONV_DILATION + i] * (k - 1);
+        if (same && (xa[TC_XA_CONV_STRIDE + i] != 1 || k < 1 || total % 2)) {
+            return -1;
+        }
+        out[i] = same ? total / 2 : 0;
+    }
+    return 0;
+}
+
 static int
 call_conv(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -908,10 +941,12 @@ call_conv(tracer *T, const tc_binding *b, tc_var **p)
     if (p[0]->kind != TC_VAR_TENSOR || p[1]->kind != TC_VAR_TENSOR
         || (n == 2 && !tc_tr_is_none(p[2]))
         || conv_param(T, p[3], nsp, &xa[TC_XA_CONV_STRIDE]) < 0
-        || conv_param(T, p[4], nsp, &xa[TC_XA_CONV_PADDING]) < 0
         || conv_param(T, p[5], nsp, &xa[TC_XA_CONV_DILATION]) < 0
+        || conv_padding(T, p[4], p[1], nsp, xa,
+                        &xa[TC_XA_CONV_PADDING]) < 0
         || int_list(T, p[6], &xa[TC_XA_CONV_GROUPS], 1) != 1) {
-        return tc_tr_unsupported(T, "%s() with string padding or non-constant "
+        return tc_tr_unsupported(T, "%s() with padding='same' that eager "
+                                 "pads unevenly, or non-constant "
                                  "arguments", b->def->path);
     }
     char err[256];
