@@ -883,7 +883,7 @@ def test_dict_copy_is_a_new_dict():
     one_graph(f, torch.randn(2))
 
 
-class _Cfg:
+class _Windowed:
     def __init__(self, window):
         self.attention_window = window
 
@@ -894,11 +894,11 @@ def test_max_of_a_list_attribute_folds():
         w = cfg.attention_window
         w = w if isinstance(w, int) else max(w) + min(w) + abs(-len(w))
         return x * w
-    one_graph(f, torch.randn(2), _Cfg([4, 8]))
-    run_both(f, torch.randn(2), _Cfg([4, 2]))
+    one_graph(f, torch.randn(2), _Windowed([4, 8]))
+    run_both(f, torch.randn(2), _Windowed([4, 2]))
     cf = tcjit.compile(f)
     x = torch.randn(2)
-    cfg = _Cfg([4, 8])
+    cfg = _Windowed([4, 8])
     check_same(cf(x, cfg), x * 14)
     cfg.attention_window[1] = 16
     check_same(cf(x, cfg), x * 22)
