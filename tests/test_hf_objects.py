@@ -451,3 +451,40 @@ def test_method_of_a_made_object_passed_on_as_a_value():
     assert got[2].__func__ is _Layer.update and got[2].__self__.k is None
     ex = tcjit.explain(f)(x)
     assert ex.graph_break_count == 0, ex.break_reasons
+
+
+# ---- attributes a forward sets on its module ------------------------------------
+
+class _Structure(torch.nn.Module):
+    # Funnel's FunnelAttentionStructure.init_attention_inputs: plain
+    # attributes of the module, set and read back in one forward
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def init(self, x):
+        self.pooling_mult = 1
+        self.seq_len = n = x.size(1)
+        return n
+
+    def forward(self, x):
+        n = self.init(x)
+        self.pooling_mult *= 2
+        return self.lin(x) * self.pooling_mult + n + self.seq_len
+
+
+@torch.no_grad()
+def test_plain_attributes_set_on_a_module_are_made_at_the_exit():
+    m, x = _Structure(), torch.randn(2, 4)
+    expected = m(x)
+    del m.pooling_mult, m.seq_len
+    ex = tcjit.explain(m)(x)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0, \
+        [b.reason for b in ex.break_reasons]
+    del m.pooling_mult, m.seq_len
+    cm = tcjit.compile(m)
+    for _ in range(2):
+        m.pooling_mult = 5
+        check_same(cm(x), expected)
+        assert (m.pooling_mult, m.seq_len) == (2, 4)
+    assert tcjit.counters().get("eager_fallbacks", 0) == 0

@@ -695,6 +695,11 @@ class_function(tracer *T, PyObject *fn)
 int
 tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
 {
+    tc_var *set = tc_tr_pending_attr(T, mod, name);
+    if (set != NULL) {
+        /* written earlier in this segment (made at its exit) */
+        return tc_tr_push_loaded_attr(T, set, method);
+    }
     PyObject *descr = _PyType_Lookup(Py_TYPE(mod->obj), name);
     if (method && descr != NULL && PyFunction_Check(descr)) {
         tc_var *f = class_function(T, descr);

@@ -17,6 +17,8 @@
  */
 #include "tracer_internal.h"
 
+#include "../guards/nn_module.h"
+
 /* ---- the object and its state ---------------------------------------------- */
 
 /* The exit's constructor: spec = (cls, attribute names, dict keys),
@@ -688,14 +690,43 @@ tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name)
     return NULL;
 }
 
+/* Whether mod.name = value, on an nn.Module read from the frame, is
+ * object.__setattr__ in nn.Module.__setattr__ (self.seq_len = n in a
+ * forward): a value that is no tensor or module, to a name that is no
+ * parameter, buffer or submodule.  The exit replays it through the
+ * module's own __setattr__. */
+static int
+plain_module_attr(tc_var *mod, PyObject *name, tc_var *value)
+{
+    if (mod->kind != TC_VAR_NN_MODULE || mod->source < 0
+        || value->kind == TC_VAR_TENSOR || value->kind == TC_VAR_NN_MODULE
+        || (value->obj != NULL && (tc_is_nn_module(value->obj)
+                                   || tc_tensor_type_plain(value->obj)))) {
+        return 0;
+    }
+    static const char *const dicts[] = {"_parameters", "_buffers",
+                                        "_modules"};
+    PyObject *d = PyObject_GenericGetDict(mod->obj, NULL);
+    int plain = d != NULL;
+    for (int i = 0; plain && i < 3; i++) {
+        PyObject *sub = PyDict_GetItemString(d, dicts[i]);
+        plain = sub != NULL && PyDict_Check(sub)
+                && PyDict_GetItemWithError(sub, name) == NULL;
+    }
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return plain;
+}
+
 static int
 store_attr_of_frame_object(tracer *T, tc_var *o, PyObject *name,
                            tc_var *value)
 {
     PyTypeObject *tp = o->obj ? Py_TYPE(o->obj) : NULL;
-    if (o->kind != TC_VAR_UNKNOWN || o->source < 0 || tp == NULL
+    int module = plain_module_attr(o, name, value);
+    if ((o->kind != TC_VAR_UNKNOWN && !module) || o->source < 0 || tp == NULL
         || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o->obj)
-        || tp->tp_setattro != PyObject_GenericSetAttr) {
+        || (tp->tp_setattro != PyObject_GenericSetAttr && !module)) {
         return tc_tr_unsupported(T, "setting attribute %R of a %s", name,
                                  o->obj ? tp->tp_name : tc_var_kind_name(o));
     }
