@@ -9,6 +9,7 @@ break; a second call neither recompiles nor falls back.
 """
 import collections.abc
 import functools
+import os
 
 import pytest
 
@@ -915,3 +916,42 @@ def test_conv_with_string_padding():
     one_graph(f, torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8))
     even = torch.nn.Conv2d(3, 4, 2, padding="same")   # eager pads unevenly
     run_both(lambda x: even(x) * 2, torch.randn(1, 3, 5, 5), calls=1)
+
+
+# ---- os.environ ------------------------------------------------------------------
+
+def _flag():
+    # transformers' use_gqa_in_sdpa
+    return os.environ.get("TCJIT_TEST_FLAG", "0") == "1"
+
+
+def test_environment_lookups_are_guarded_per_key(monkeypatch):
+    def f(x):
+        return x * 2 if _flag() else x - 1
+    monkeypatch.delenv("TCJIT_TEST_FLAG", raising=False)
+    one_graph(f, torch.randn(2))
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    check_same(cf(x), x - 1)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "1")
+    check_same(cf(x), x * 2)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "0")
+    check_same(cf(x), x - 1)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "1")
+    check_same(cf(x), x * 2)
+
+
+def test_raise_from_none_in_an_inlined_call_is_caught():
+    # os._Environ.__getitem__: except KeyError: raise KeyError(key) from None
+    def get(d, k):
+        try:
+            return d[k]
+        except KeyError:
+            raise KeyError(k) from None
+
+    def f(x):
+        try:
+            return get({"a": 1}, "b")
+        except KeyError as e:
+            return x + len(str(e))
+    one_graph(lambda x: f(x), torch.randn(2))

@@ -1922,6 +1922,58 @@ key_error(tracer *T, tc_var *key)
     return tc_tr_raise(T, PyObject_CallOneArg(PyExc_KeyError, key->obj));
 }
 
+/* Whether tc_tr_as_dict models dict d item by item. */
+static int
+modeled_whole(PyObject *d)
+{
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    if (PyDict_GET_SIZE(d) > MAX_FRAME_DICT) {
+        return 0;
+    }
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!constant_key(k, 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    static PyObject *methodcaller;
+    if (d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
+        || !PyDict_CheckExact(d->obj) || key->kind != TC_VAR_CONST
+        || !(PyUnicode_CheckExact(key->obj) || PyBytes_CheckExact(key->obj)
+             || PyLong_CheckExact(key->obj))
+        || modeled_whole(d->obj)) {
+        return NOT_HANDLED;
+    }
+    PyObject *mc = tc_tr_lazy_attr(&methodcaller, "operator", "methodcaller");
+    PyObject *has = mc ? PyObject_CallFunction(mc, "sO", "__contains__",
+                                               key->obj) : NULL;
+    if (has == NULL) {
+        return ERROR;
+    }
+    tc_guard_set *gs = T->out->guards;
+    int csrc = tc_source_add(gs, TC_SRC_CALL, d->source, 0, has);
+    Py_DECREF(has);
+    PyObject *value = PyDict_GetItemWithError(d->obj, key->obj);
+    if (csrc < 0 || (value == NULL && PyErr_Occurred())
+        || tc_guard_type(gs, d->source, d->obj) < 0
+        || tc_guard_equals(gs, csrc, value ? Py_True : Py_False) < 0) {
+        return ERROR;
+    }
+    if (value == NULL) {
+        return dflt ? tc_tr_push(T, dflt) : key_error(T, key);
+    }
+    int rc = OK;
+    int src = tc_source_add(gs, TC_SRC_DICT_ITEM, d->source, 0, key->obj);
+    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
+}
+
 /* d[key] and d.get(key, default) with a constant key. */
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
@@ -3590,6 +3642,86 @@ call_has_torch_function(tracer *T, PyObject *fn, tc_var **args, int nargs)
     return push_const(T, Py_NewRef(Py_False));
 }
 
+/* KeyError(key) of a builtin exception class and constants: made where
+ * it is raised (tc_tr_op_raise), or by the exit if it escapes. */
+static int
+make_exception(tracer *T, tc_var *cls, tc_var **args, int nargs)
+{
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args, nargs)) {
+        return NOT_HANDLED;
+    }
+    if (cls->source >= 0
+        && tc_guard_id(T->out->guards, cls->source, cls->obj) < 0) {
+        return ERROR;
+    }
+    tc_var *e = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, nargs, args);
+    if (e == NULL) {
+        return ERROR;
+    }
+    e->node = TC_TMPL_CALL;
+    e->obj = Py_NewRef(cls->obj);
+    return tc_tr_push(T, e);
+}
+
+/* The exception instance `raise v` raises: v an exception made as above,
+ * one the trace raised and caught (a constant), or a builtin exception
+ * class; a new reference, or NULL (UNSUPPORTED / ERROR in *rc). */
+static PyObject *
+exception_to_raise(tracer *T, tc_var *v, int *rc)
+{
+    PyObject *argv[TC_MAX_CALL_ARGS];
+    *rc = UNSUPPORTED;
+    if (v->kind == TC_VAR_CONST && PyExceptionInstance_Check(v->obj)) {
+        return Py_NewRef(v->obj);
+    }
+    int made = v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+               && v->obj != NULL && PyExceptionClass_Check(v->obj)
+               && v->nitems <= TC_MAX_CALL_ARGS;
+    int cls = !made && v->obj != NULL && PyExceptionClass_Check(v->obj)
+              && !(((PyTypeObject *)v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    if (!made && !cls) {
+        tc_tr_unsupported(T, "raising a %s", tc_var_kind_name(v));
+        return NULL;
+    }
+    if (cls && v->source >= 0
+        && tc_guard_id(T->out->guards, v->source, v->obj) < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    for (int i = 0; made && i < v->nitems; i++) {
+        argv[i] = v->items[i]->obj;
+    }
+    PyObject *e = PyObject_Vectorcall(v->obj, argv, made ? v->nitems : 0,
+                                      NULL);
+    *rc = e ? OK : ERROR;
+    return e;
+}
+
+/* RAISE_VARARGS 1 (raise e) and 2 (raise e from None). */
+int
+tc_tr_op_raise(tracer *T, int oparg)
+{
+    tc_var *cause = oparg == 2 ? tc_tr_pop(T) : NULL;
+    tc_var *v = oparg >= 1 ? tc_tr_pop(T) : NULL;
+    if (v == NULL || (oparg == 2 && (cause == NULL || !tc_tr_is_none(cause)))) {
+        return tc_tr_unsupported(T, oparg == 0 ? "a bare raise"
+                                 : "raise ... from an exception");
+    }
+    int rc;
+    PyObject *e = exception_to_raise(T, v, &rc);
+    if (e == NULL) {
+        return rc;
+    }
+    if (oparg == 2) {
+        PyException_SetCause(e, NULL);   /* (and __suppress_context__) */
+    }
+    return tc_tr_raise(T, e);
+}
+
 static int
 call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
                        int nargs, PyObject *kwnames)
@@ -3604,6 +3736,10 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     if (kwnames != NULL) {
         return NOT_HANDLED;
+    }
+    if (PyExceptionClass_Check(fn)
+        && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        return make_exception(T, callable, args, nargs);
     }
     if (is_pure_builtin(fn) && nargs <= 4) {
         /* on constants, before torch's overloads of abs, min, ... */
@@ -3977,6 +4113,14 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
     rc = tc_tr_call_new_object_method(T, self, m->obj, args, nargs, kwnames);
     if (rc != NOT_HANDLED) {
         return rc;
+    }
+    if (nargs >= 1 && nargs <= 2 && kwnames == NULL
+        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0) {
+        tc_var *dflt = nargs == 2 ? args[1] : tc_tr_const_var(T, Py_None);
+        rc = dflt ? tc_tr_frame_dict_item(T, self, args[0], dflt) : ERROR;
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
     }
     rc = tc_tr_as_dict(T, self);
     if (rc == OK) {

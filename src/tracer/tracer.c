@@ -489,6 +489,13 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
             v->kind = TC_VAR_LAZY;
         }
     }
+    else if (PyBytes_CheckExact(value)) {
+        /* (os.environ's storage) guarded by value only if used */
+        v = tc_var_const(&T->sh->arena, value, source);
+        if (v != NULL) {
+            v->kind = TC_VAR_LAZY;
+        }
+    }
     else if (PyTuple_CheckExact(value) || PyList_CheckExact(value)
              || (PyTuple_Check(value)
                  && strcmp(Py_TYPE(value)->tp_name, "torch.Size") == 0)) {
@@ -1537,6 +1544,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
             return OK;
         }
         return op_return(T, v, opcode == RETURN_VALUE);
+    case RAISE_VARARGS:
+        return tc_tr_op_raise(T, oparg);
     case PUSH_EXC_INFO:
     case POP_EXCEPT:
     case CHECK_EXC_MATCH:

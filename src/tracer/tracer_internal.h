@@ -199,12 +199,20 @@ int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
  * NOT_HANDLED for other lookups. */
 int tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key);
 int tc_tr_as_dict(tracer *T, tc_var *v);
+/* d[key] / d.get(key, dflt) (dflt non-NULL) of an exact dict read from the
+ * frame that tc_tr_as_dict does not model whole (over 64 items, keys of
+ * other types: os.environ's bytes): that one key, guarded by `key in d`
+ * (a TC_SRC_CALL of operator.methodcaller('__contains__', key)) and,
+ * found, its value a source of its own; missing, a KeyError raised.
+ * NOT_HANDLED for other dicts and keys. */
+int tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
 int tc_tr_op_store_subscr(tracer *T);
 int tc_tr_op_is(tracer *T, int invert);
 int tc_tr_op_import_name(tracer *T, int oparg);
 int tc_tr_op_import_from(tracer *T, int oparg);
 int tc_tr_op_contains(tracer *T, int invert);
 int tc_tr_op_call_ex(tracer *T, int oparg);
+int tc_tr_op_raise(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);

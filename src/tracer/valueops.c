@@ -970,7 +970,8 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
-    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED) {
+    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED
+        || (rc = tc_tr_frame_dict_item(T, seq, idx, NULL)) != NOT_HANDLED) {
         return rc;
     }
     if ((rc = tc_tr_as_dict(T, seq)) == OK) {
