@@ -859,14 +859,58 @@ index_item(tracer *T, int x, PyObject *it, int *d, char *err, size_t n)
  * one aten::index over the dims the tensors index (extern "index"; the
  * shape rule is in extern.c).  A bool or uint8 tensor is a mask: the
  * result's size depends on the data, so that stays a graph break. */
+/* Whether index item v is a list of ints (not bools: a mask), which
+ * torch indexes with as with torch.tensor(v). */
 static int
-index_tensor(tracer *T, tc_var *x, tc_var **items, int n)
+is_int_list(const tc_var *v)
+{
+    if (v->kind != TC_VAR_LIST || v->nitems == 0) {
+        return 0;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        tc_var *x = v->items[i];
+        if ((x->kind != TC_VAR_CONST && x->kind != TC_VAR_LAZY)
+            || !PyLong_CheckExact(x->obj)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The index tensor torch makes of an int list item (Falcon's
+ * fused_qkv[..., [-2], :]): torch.tensor(v), or NULL (*rc). */
+static tc_var *
+list_index_tensor(tracer *T, tc_var *v, int *rc)
+{
+    static PyObject *tensor_fn;
+    PyObject *fn = tc_tr_lazy_attr(&tensor_fn, "torch", "tensor");
+    *rc = fn ? tc_tr_reify_all(T, v->items, v->nitems) : ERROR;
+    *rc = *rc == OK ? tc_tr_call_object(T, fn, &v, 1) : *rc;
+    tc_var *t = *rc == OK ? tc_tr_pop(T) : NULL;
+    if (*rc == OK && (t == NULL || t->kind != TC_VAR_TENSOR)) {
+        *rc = tc_tr_unsupported(T, "indexing a tensor with a list");
+        return NULL;
+    }
+    return t;
+}
+
+static int
+index_tensor(tracer *T, tc_var *x, tc_var **given, int n)
 {
     int in[TC_MAX_OP_INPUTS], nin = 1, consumed = 0;
+    tc_var *items[64];
+    if (n > 64) {
+        return tc_tr_unsupported(T, "an index of more than 64 items");
+    }
+    memcpy(items, given, n * sizeof(tc_var *));
     for (int i = 0; i < n; i++) {
         tc_var *it = items[i];
         int rc = tc_tr_reify(T, it);
         if (rc != OK) {
+            return rc;
+        }
+        if (is_int_list(it)
+            && (it = items[i] = list_index_tensor(T, it, &rc)) == NULL) {
             return rc;
         }
         if (it->kind == TC_VAR_TENSOR) {
@@ -1018,7 +1062,8 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
         return index_tensor_const(T, seq, idx->obj);
     }
-    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
+    if (seq->kind == TC_VAR_TENSOR
+        && (idx->kind == TC_VAR_TENSOR || is_int_list(idx))) {
         return index_tensor(T, seq, &idx, 1);
     }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {
