@@ -955,3 +955,20 @@ def test_raise_from_none_in_an_inlined_call_is_caught():
         except KeyError as e:
             return x + len(str(e))
     one_graph(lambda x: f(x), torch.randn(2))
+
+
+# ---- `is` between tensors ----------------------------------------------------------
+
+def test_is_between_tensors_the_graph_computes():
+    # nn.MultiheadAttention's fast-path check `query is not key` (SigLIP's
+    # pooling head): an op's result is an object of its own; an op eager
+    # answers with its operand gives that operand's var
+    def f(x, w):
+        q = x @ w
+        k = x.relu()
+        same = (x.contiguous() is x, x.to(x.dtype) is x, x[...] is x,
+                x[:] is x, x.view(x.shape) is x, q is k, q is x,
+                x.clone().add_(1) is x)
+        y = x.clone()
+        return same, y.add_(1) is y, q is not k
+    one_graph(f, torch.randn(3, 4), torch.randn(4, 4))

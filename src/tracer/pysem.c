@@ -2810,6 +2810,33 @@ fixed_identity(tracer *T, tc_var *v)
     }
 }
 
+/* `a is b` of two tensor vars (a != b).  An op eager answers with its
+ * own operand (x.contiguous(), x.to(x.dtype), x.add_(1)) gives the
+ * operand's var itself, so a var whose node the graph computes (an op's
+ * result, a view; a written input counts as that input) is an object of
+ * its own: 0.  Two frame tensors: 1 for one source read twice, else not
+ * known (the guards do not pin how inputs alias). */
+static int
+same_tensor(tracer *T, tc_var *a, tc_var *b)
+{
+    const tc_graph *g = T->out->graph;
+    int na = tc_tr_mut_identity(T, a->node);
+    int nb = tc_tr_mut_identity(T, b->node);
+    if (na < 0 || nb < 0) {
+        return tc_tr_unsupported(T, "'is' between two tensors");
+    }
+    int inputs = g->nodes[na].kind == TC_NODE_INPUT
+                 && g->nodes[nb].kind == TC_NODE_INPUT;
+    if (na != nb && !inputs) {
+        return 0;
+    }
+    if (na == nb && inputs && a->source >= 0 && a->source == b->source) {
+        return 1;
+    }
+    return tc_tr_unsupported(T, "'is' between two tensors read from the "
+                             "frame");
+}
+
 /* `a is b`: 1, 0, ERROR, or UNSUPPORTED where the trace cannot know
  * (two tensors: views and aliases are separate objects or not). */
 static int
@@ -2823,7 +2850,7 @@ same_object(tracer *T, tc_var *a, tc_var *b)
         return rc;
     }
     if (a->kind == TC_VAR_TENSOR && b->kind == TC_VAR_TENSOR) {
-        return tc_tr_unsupported(T, "'is' between two tensors");
+        return same_tensor(T, a, b);
     }
     /* objects of different types are different objects */
     PyObject *ta = a->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(a->obj)
