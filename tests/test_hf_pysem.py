@@ -972,3 +972,14 @@ def test_is_between_tensors_the_graph_computes():
         y = x.clone()
         return same, y.add_(1) is y, q is not k
     one_graph(f, torch.randn(3, 4), torch.randn(4, 4))
+
+
+def test_unpacking_a_generator_a_dict_and_a_set():
+    # nn.MultiheadAttention: query, key = (x.transpose(1, 0) for x in ...)
+    def f(x, y, d):
+        a, b = (t.transpose(1, 0) for t in (x, y))
+        k1, k2 = d
+        s1, s2 = {3, 4}
+        return a, b, k1, k2, s1 + s2
+    one_graph(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1, "q": 2})
+    run_both(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1})

@@ -713,6 +713,20 @@ tc_tr_op_unpack(tracer *T, int n)
     if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
         return unpack_const(T, seq->obj, n);
     }
+    if (seq != NULL && seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST
+        && seq->kind != TC_VAR_TENSOR) {
+        /* an iterator (a generator expression run to its end), a set, a
+         * dict: unpacked as tuple(seq) is made, which consumes an
+         * iterator as unpacking does */
+        rc = tc_tr_call_object(T, (PyObject *)&PyTuple_Type, &seq, 1);
+        tc_var *t = rc == OK ? tc_tr_pop(T) : NULL;
+        if (t != NULL && t->kind == TC_VAR_TUPLE) {
+            seq = t;
+        }
+        else if (rc == ERROR) {
+            return rc;
+        }
+    }
     if (seq == NULL || (seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)) {
         return tc_tr_unsupported(T, "unpacking a %s",
                                  seq ? tc_var_kind_name(seq) : "?");
