@@ -610,7 +610,7 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "returning a closure over the "
                                "variables of an inlined call");
     }
-    if (rc == RAISED && T->depth > 0) {
+    if (rc == RAISED && (T->depth > 0 || T->sh->catching > 0)) {
         /* to a try block up the chain: what the callee did stays, as in
          * Python (the frame's own caller runs the call in Python: undone
          * below) */

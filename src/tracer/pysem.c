@@ -13,7 +13,7 @@
  * into them; looked up once. */
 static struct {
     PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
-        *getattr, *hasattr, *partial, *no_grad, *enable_grad,
+        *getattr, *hasattr, *setattr, *delattr, *partial, *no_grad, *enable_grad,
         *inference_mode, *set_grad_enabled, *is_grad_enabled,
         *has_torch_function, *has_torch_function_unary,
         *has_torch_function_variadic, *torch_function_mode_enabled,
@@ -46,6 +46,8 @@ tc_tracer_init(void)
         {"builtins", "len", &K.len},
         {"builtins", "isinstance", &K.isinstance},
         {"builtins", "getattr", &K.getattr},
+        {"builtins", "setattr", &K.setattr},
+        {"builtins", "delattr", &K.delattr},
         {"builtins", "hasattr", &K.hasattr},
         {"functools", "partial", &K.partial},
         {"torch", "no_grad", &K.no_grad},
@@ -1943,12 +1945,29 @@ int
 tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
     static PyObject *methodcaller;
+    /* keys that hash and compare as at run time: str, bytes, int, None,
+     * and classes (by identity, pinned if read from the frame: a
+     * validator table keyed by typing.Union, list, dict) */
+    PyObject *k = key->obj;
+    int atom = key->kind == TC_VAR_CONST
+               && (PyUnicode_CheckExact(k) || PyBytes_CheckExact(k)
+                   || PyLong_CheckExact(k) || k == Py_None);
+    int cls = !atom && k != NULL && key->kind != TC_VAR_TENSOR
+              && (PyType_Check(k) || (key->kind == TC_VAR_CONST
+                                      && PyObject_IsInstance(
+                                          k, (PyObject *)&PyBaseObject_Type)
+                                      && Py_TYPE(k)->tp_hash
+                                         == PyBaseObject_Type.tp_hash
+                                      && Py_TYPE(k)->tp_richcompare
+                                         == PyBaseObject_Type.tp_richcompare));
     if (d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
-        || !PyDict_CheckExact(d->obj) || key->kind != TC_VAR_CONST
-        || !(PyUnicode_CheckExact(key->obj) || PyBytes_CheckExact(key->obj)
-             || PyLong_CheckExact(key->obj))
+        || !PyDict_CheckExact(d->obj) || !(atom || cls)
         || modeled_whole(d->obj)) {
         return NOT_HANDLED;
+    }
+    if (cls && key->source >= 0
+        && tc_guard_id(T->out->guards, key->source, k) < 0) {
+        return ERROR;
     }
     PyObject *mc = tc_tr_lazy_attr(&methodcaller, "operator", "methodcaller");
     PyObject *has = mc ? PyObject_CallFunction(mc, "sO", "__contains__",
@@ -2629,6 +2648,9 @@ call_type(tracer *T, tc_var *x)
                                     K.type);
         tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, t, src, &rc);
         return v == NULL ? (src < 0 ? ERROR : rc) : tc_tr_push(T, v);
+    }
+    if (tc_tr_is_new_object(x)) {
+        return tc_tr_push(T, tc_tr_class_var(T, (PyTypeObject *)t));
     }
     tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
     if (v == NULL) {
@@ -3415,9 +3437,14 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
     }
     if (tc_tr_is_new_object(x)) {
         int has = tc_tr_new_object_has_attr(x, name);
-        return has >= 0 ? has
-             : tc_tr_unsupported(T, "hasattr() of a %s (its own __getattr__)",
-                                 tc_tr_new_object_class(x)->tp_name);
+        if (has >= 0) {
+            return has;
+        }
+        /* its class's __getattribute__, traced: an AttributeError is no */
+        T->sh->catching++;
+        int rc = tc_tr_new_object_attr(T, x, name, 0);
+        T->sh->catching--;
+        return tc_tr_caught_attribute_error(T, rc);
     }
     PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
                      || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
@@ -3482,6 +3509,24 @@ call_getattr(tracer *T, tc_var **args, int nargs)
         return UNSUPPORTED;
     }
     return tc_tr_op_load_attr(T, name, 0);
+}
+
+/* setattr(o, "name", v) and delattr(o, "name"): STORE_ATTR and
+ * DELETE_ATTR, None pushed. */
+static int
+call_setattr(tracer *T, int set, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 + set ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    int rc = set ? tc_tr_push(T, args[2]) : OK;
+    if (rc == OK && set) {
+        rc = tc_tr_push(T, args[0]);
+    }
+    rc = rc != OK ? rc : set ? tc_tr_op_store_attr(T, name)
+                             : tc_tr_op_delete_attr(T, args[0], name);
+    return rc == OK ? push_const(T, Py_NewRef(Py_None)) : rc;
 }
 
 /* hasattr(x, "name") (has_attr). */
@@ -3855,6 +3900,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     else if (fn == K.hasattr) {
         rc = call_hasattr(T, args, nargs);
     }
+    else if (fn == K.setattr || fn == K.delattr) {
+        rc = call_setattr(T, fn == K.setattr, args, nargs);
+    }
     else if (fn == K.has_torch_function || fn == K.has_torch_function_unary
              || fn == K.has_torch_function_variadic) {
         rc = call_has_torch_function(T, fn, args, nargs);
@@ -3926,6 +3974,16 @@ tc_tr_object_truth(tracer *T, tc_var *v)
         return items->nitems > 0;
     }
     PyTypeObject *tp = tc_tr_new_object_class(v);
+    if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
+        && v->obj != NULL && (PyFunction_Check(v->obj)
+                              || PyCFunction_Check(v->obj))) {
+        /* a function (a validator a table maps to): true, by its type */
+        if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            PyErr_Clear();
+            return -2;
+        }
+        return 1;
+    }
     if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
         && is_user_object(v->obj)) {
         if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
@@ -4436,6 +4494,9 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     if (rc == NOT_HANDLED) {
         rc = call_marked_constant(T, callable, args, nargs, kwnames);
+    }
+    if (rc == NOT_HANDLED) {
+        rc = tc_tr_call_deepcopy(T, fn, args, nargs, kwnames);
     }
     if (rc != NOT_HANDLED) {
         return rc;

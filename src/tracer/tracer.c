@@ -66,6 +66,9 @@ static int
 handler_above(tracer *T)
 {
     int depth, lasti;
+    if (T->sh->catching > 0) {
+        return 1;
+    }
     for (tracer *t = T; t != NULL && t->depth > 0; t = t->parent) {
         if (pyframe_exception_handler(t->co, t->pc, &depth, &lasti) >= 0) {
             return 1;
@@ -93,6 +96,26 @@ tc_tr_raise(tracer *T, PyObject *exc)
     }
     Py_XSETREF(T->sh->raised, exc);
     return RAISED;
+}
+
+int
+tc_tr_caught_attribute_error(tracer *T, int rc)
+{
+    if (rc == OK) {
+        return tc_tr_pop(T) ? 1 : ERROR;
+    }
+    if (rc != RAISED) {
+        return rc;
+    }
+    PyObject *exc = T->sh->raised;
+    T->sh->raised = NULL;
+    if (exc != NULL && PyErr_GivenExceptionMatches(exc,
+                                                   PyExc_AttributeError)) {
+        Py_DECREF(exc);
+        return 0;
+    }
+    return exc ? tc_tr_raise(T, exc)
+               : tc_tr_unsupported(T, "an exception without a value");
 }
 
 /* RAISED at T's instruction (its stack as it was before it: sp items of
@@ -1448,6 +1471,11 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_store_subscr(T);
     case STORE_ATTR:
         return tc_tr_op_store_attr(T, PyTuple_GET_ITEM(co->co_names, oparg));
+    case DELETE_ATTR:
+        v = tc_tr_pop(T);
+        return v ? tc_tr_op_delete_attr(T, v, PyTuple_GET_ITEM(co->co_names,
+                                                               oparg))
+                 : tc_tr_unsupported(T, "malformed stack");
     case RETURN_GENERATOR:
     case YIELD_VALUE:
         return tc_tr_op_generator(T, opcode);

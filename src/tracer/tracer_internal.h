@@ -59,6 +59,8 @@ typedef struct {
                                  (none, or it set the entry's mode) */
     int entry_grad;           /* the grad mode the segment starts in */
     PyObject *raised;         /* RAISED: the exception instance (owned) */
+    int catching;             /* a builtin that catches (hasattr) is
+                                 tracing a call: a raise is RAISED */
 } trace_shared;
 
 typedef struct {
@@ -111,6 +113,10 @@ int tc_tr_unsupported_from_exception(tracer *T, const char *what);
  * dict whose keys are guarded): RAISED when a try block of an inlined
  * frame on the way up may handle it, else UNSUPPORTED naming it. */
 int tc_tr_raise(tracer *T, PyObject *exc);
+/* What the call traced from `rc` (OK, its value pushed) says about the
+ * attribute a getattr() asked: 1 found (popped), 0 an AttributeError
+ * raised, else rc (a RAISED that is no AttributeError raised again). */
+int tc_tr_caught_attribute_error(tracer *T, int rc);
 int tc_tr_push(tracer *T, tc_var *v);
 tc_var *tc_tr_pop(tracer *T);
 tc_var *tc_tr_peek(tracer *T, int n);
@@ -252,6 +258,12 @@ PyObject *tc_tr_lazy_attr(PyObject **slot, const char *module,
 /* pysem.c: fn(*args) through the ordinary CALL path (fn borrowed). */
 int tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n);
 
+/* deepcopy.c: copy.deepcopy(x) of atoms, lists, dicts and objects of
+ * plain classes, read from the frame or made by the trace; NOT_HANDLED
+ * when fn is not copy.deepcopy. */
+int tc_tr_call_deepcopy(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                        PyObject *kwnames);
+
 /* autofn.c: cls.apply(...) of a torch.autograd.Function subclass:
  * its forward inlined where no autograd graph is recorded, else a graph
  * break.  NOT_HANDLED for other callables. */
@@ -261,6 +273,18 @@ int tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
 /* objects.c: objects the traced code makes, super() */
 
 int tc_tr_is_new_object(const tc_var *v);
+/* A new object of cls (made by cls.__new__ at the exit if it escapes)
+ * with attributes names (a tuple of str) = values[i]. */
+tc_var *tc_tr_new_object_of(tracer *T, PyTypeObject *cls, PyObject *names,
+                            tc_var **values);
+/* del o.name of a new object o (object.__delattr__): OK, RAISED (an
+ * AttributeError), UNSUPPORTED or ERROR. */
+int tc_tr_new_object_del_attr(tracer *T, tc_var *o, PyObject *name);
+/* The class of a new object (type(o), o.__class__): a source of its own,
+ * its attributes read as a frame class's are (guarded). */
+tc_var *tc_tr_class_var(tracer *T, PyTypeObject *tp);
+/* o.__dict__ of a new object o: a read-only DICT var of its attributes. */
+tc_var *tc_tr_new_object_state_dict(tracer *T, const tc_var *o);
 PyTypeObject *tc_tr_new_object_class(const tc_var *v);
 void tc_tr_adopt_object(tc_var *v, int from, int to);
 /* Undo what inlined calls did to objects since the log had `mark`
@@ -281,6 +305,7 @@ int tc_tr_call_class(tracer *T, tc_var *callable, tc_var **args, int nargs,
                      PyObject *kwnames);
 int tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method);
 int tc_tr_op_store_attr(tracer *T, PyObject *name);
+int tc_tr_op_delete_attr(tracer *T, tc_var *o, PyObject *name);
 int tc_tr_call_super(tracer *T, tc_var **args, int nargs);
 int tc_tr_is_super(const tc_var *v);
 int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,

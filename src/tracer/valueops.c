@@ -269,6 +269,26 @@ enum_member(tracer *T, tc_var *owner, PyObject *name, int method)
     return tc_tr_push_folded(T, m, "enum member");
 }
 
+/* Whether o is a typing annotation object: int | None, list[int],
+ * typing.Optional[int] (immutable). */
+static int
+is_type_alias(PyObject *o)
+{
+    static PyObject *union_type, *generic_alias, *typing_alias;
+    PyObject *kinds[3] = {
+        tc_tr_lazy_attr(&union_type, "types", "UnionType"),
+        tc_tr_lazy_attr(&generic_alias, "types", "GenericAlias"),
+        tc_tr_lazy_attr(&typing_alias, "typing", "_BaseGenericAlias"),
+    };
+    for (int i = 0; o != NULL && i < 3; i++) {
+        if (kinds[i] != NULL && PyType_Check(kinds[i])
+            && PyObject_TypeCheck(o, (PyTypeObject *)kinds[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int
 tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
 {
@@ -314,6 +334,17 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     int rc = enum_member(T, owner, name, method);
     if (rc != NOT_HANDLED) {
         return rc;
+    }
+    if (!method && is_type_alias(owner->obj)) {
+        /* (int | None).__args__, list[int].__origin__: the parts of an
+         * immutable annotation (a dataclass field's type that a strict
+         * dataclass validates against), pinned by identity */
+        if (owner->source >= 0
+            && tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return tc_tr_push_folded(T, PyObject_GetAttr(owner->obj, name),
+                                 "attribute");
     }
     rc = tc_tr_object_attr(T, owner, name, method);
     if (rc != NOT_HANDLED) {
