@@ -983,3 +983,14 @@ def test_unpacking_a_generator_a_dict_and_a_set():
         return a, b, k1, k2, s1 + s2
     one_graph(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1, "q": 2})
     run_both(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1})
+
+
+def test_strides_fold_from_the_layout():
+    # Longformer/LED: chunk_stride = list(hidden_states.stride())
+    def f(x):
+        y = x.transpose(0, 1)
+        z = (x + 1)[:, ::2]
+        return (x.stride(), y.stride(), y.stride(0), z.stride(-1),
+                list(y.stride()), x * y.stride(1))
+    one_graph(f, torch.randn(3, 4))
+    one_graph(f, torch.randn(5, 2).t())

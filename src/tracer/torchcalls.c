@@ -283,9 +283,20 @@ call_meta(tracer *T, const tc_binding *b, tc_var **p)
     else if (p[1]->kind == TC_VAR_CONST && PyLong_CheckExact(p[1]->obj)) {
         long d = PyLong_AsLong(p[1]->obj);
         if (d < -l->ndim || d >= l->ndim) {
-            return tc_tr_unsupported(T, "Tensor.size(%ld) out of range", d);
+            return tc_tr_unsupported(T, "Tensor.%s(%ld) out of range",
+                                     b->def->call == TC_CALL_STRIDE
+                                     ? "stride" : "size", d);
         }
-        r = PyLong_FromLongLong(l->sizes[d < 0 ? d + l->ndim : d]);
+        const int64_t *v = b->def->call == TC_CALL_STRIDE ? l->strides
+                                                          : l->sizes;
+        r = PyLong_FromLongLong(v[d < 0 ? d + l->ndim : d]);
+    }
+    else if (!tc_tr_is_none(p[1])) {
+        return tc_tr_unsupported(T, "%s with a dim of a %s", b->def->path,
+                                 tc_var_kind_name(p[1]));
+    }
+    else if (b->def->call == TC_CALL_STRIDE) {
+        r = tc_int_tuple(l->ndim, l->strides);
     }
     else {
         r = tc_tr_size_object(l);
@@ -1747,6 +1758,7 @@ tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     case TC_CALL_SIZE:
     case TC_CALL_DIM:
     case TC_CALL_NUMEL:
+    case TC_CALL_STRIDE:
         return call_meta(T, b, p);
     case TC_CALL_REDUCE:
         return call_reduce(T, b, p);
