@@ -970,7 +970,9 @@ def test_is_between_tensors_the_graph_computes():
                 x[:] is x, x.view(x.shape) is x, q is k, q is x,
                 x.clone().add_(1) is x)
         y = x.clone()
-        return same, y.add_(1) is y, q is not k
+        v = x[0]      # 1-d: t() is another object, flatten() is v itself
+        return same, y.add_(1) is y, q is not k, v.t() is v, \
+            v.flatten() is v, v.squeeze() is v
     one_graph(f, torch.randn(3, 4), torch.randn(4, 4))
 
 

@@ -653,8 +653,14 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
     else {
         return tc_tr_unsupported(T, "Tensor.%s() with these arguments", op);
     }
+    if (node == x && strcmp(op, "flatten") == 0) {
+        return tc_tr_push(T, self);   /* eager's flatten returns self */
+    }
     if (node == x) {
-        return tc_tr_push(T, self);
+        /* x.t() of a 1-d x, a squeeze with nothing to squeeze: eager's
+         * result is another tensor object, a view of the same layout */
+        const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
+        node = tc_graph_view(g, x, l->ndim, l->sizes, err, sizeof(err));
     }
     return tc_tr_push_node(T, node, op, err);
 }
