@@ -192,7 +192,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="*",
                    default=["gpt2", "bert", "llama", "t5"],
-                   help="of: " + " ".join(MODELS))
+                   help="'all', or of: " + " ".join(MODELS))
     p.add_argument("--mode", nargs="*", default=["compile", "enable"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
@@ -204,6 +204,8 @@ def main(argv=None):
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--json")
     args = p.parse_args(argv)
+    if args.models == ["all"]:
+        args.models = list(MODELS)
     if args.one:
         cache = {"default": None, "true": True, "false": False}[
             args.use_cache]
