@@ -3440,11 +3440,20 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
         if (has >= 0) {
             return has;
         }
-        /* its class's __getattribute__, traced: an AttributeError is no */
+        /* its class's __getattribute__, traced: an AttributeError is no;
+         * refused, what it did is undone (Python runs hasattr again) */
+        int undo = T->sh->nundo, fx = T->sh->nfx, mark[2];
+        tc_tr_mut_mark(T, mark);
         T->sh->catching++;
         int rc = tc_tr_new_object_attr(T, x, name, 0);
         T->sh->catching--;
-        return tc_tr_caught_attribute_error(T, rc);
+        rc = tc_tr_caught_attribute_error(T, rc);
+        if (rc != 0 && rc != 1 && rc != RAISED) {
+            tc_tr_undo_to(T->sh, undo);
+            T->sh->nfx = fx;
+            tc_tr_mut_rollback(T, mark);
+        }
+        return rc;
     }
     PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
                      || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
