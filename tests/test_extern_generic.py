@@ -580,3 +580,40 @@ def test_complex_value_reaching_a_kernel_breaks():
         run_both(fn, x)
         assert explain(fn, x).graph_break_count >= 1
     assert any("complex64" in r for r in reasons(f, x))
+
+
+# ---- custom ops (torch.library.custom_op) -----------------------------------------
+
+_GROUPED_CALLS = []
+
+
+@torch.library.custom_op("tcjit_test::grouped_rows", mutates_args=())
+def _grouped_rows(x: torch.Tensor, w: torch.Tensor,
+                  offs: torch.Tensor) -> torch.Tensor:
+    # transformers' grouped_mm_fallback: data-dependent inside the op
+    _GROUPED_CALLS.append(1)
+    out, start = [], 0
+    for i, end in enumerate(offs.tolist()):
+        out.append(x[start:end] @ w[i])
+        start = end
+    return torch.cat(out)
+
+
+@_grouped_rows.register_fake
+def _(x, w, offs):
+    return x.new_empty(x.shape[0], w.shape[2])
+
+
+def test_custom_op_with_a_fake_is_an_extern_and_stays_opaque():
+    w = torch.randn(2, 4, 3)
+
+    def f(x, offs):
+        y = torch.ops.tcjit_test.grouped_rows(x.relu(), w, offs)
+        return y * 2 + 1
+    x, offs = torch.randn(5, 4), torch.tensor([2, 5])
+    whole(f, x, offs)
+    run_both(f, x, offs, expect_compiled=True)
+    # its Python body ran as the op's inside, never traced: one call each
+    _GROUPED_CALLS.clear()
+    tcjit.compile(f)(x, offs)
+    assert len(_GROUPED_CALLS) == 1

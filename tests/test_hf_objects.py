@@ -8,6 +8,7 @@ Every result is compared with eager (type, fields, items, values);
 explain() shows one graph and no break.
 """
 import collections
+import copy
 import dataclasses
 
 import pytest
@@ -451,3 +452,140 @@ def test_method_of_a_made_object_passed_on_as_a_value():
     assert got[2].__func__ is _Layer.update and got[2].__self__.k is None
     ex = tcjit.explain(f)(x)
     assert ex.graph_break_count == 0, ex.break_reasons
+
+
+# ---- attributes a forward sets on its module ------------------------------------
+
+class _Structure(torch.nn.Module):
+    # Funnel's FunnelAttentionStructure.init_attention_inputs: plain
+    # attributes of the module, set and read back in one forward
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def init(self, x):
+        self.pooling_mult = 1
+        self.seq_len = n = x.size(1)
+        return n
+
+    def forward(self, x):
+        n = self.init(x)
+        self.pooling_mult *= 2
+        return self.lin(x) * self.pooling_mult + n + self.seq_len
+
+
+@torch.no_grad()
+def test_plain_attributes_set_on_a_module_are_made_at_the_exit():
+    m, x = _Structure(), torch.randn(2, 4)
+    expected = m(x)
+    del m.pooling_mult, m.seq_len
+    ex = tcjit.explain(m)(x)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0, \
+        [b.reason for b in ex.break_reasons]
+    del m.pooling_mult, m.seq_len
+    cm = tcjit.compile(m)
+    for _ in range(2):
+        m.pooling_mult = 5
+        check_same(cm(x), expected)
+        assert (m.pooling_mult, m.seq_len) == (2, 4)
+    assert tcjit.counters().get("eager_fallbacks", 0) == 0
+
+
+# ---- copy.deepcopy -----------------------------------------------------------------
+
+class _Sub:
+    def __init__(self):
+        self.k = 3
+
+
+class _Config:
+    model_type = "toy"
+
+    def __init__(self):
+        self.n_layer = 2
+        self.decoder_layers = 3
+        self.decoder_heads = 4
+        self.names = ["a", "b"]
+        self.id2label = {"0": "x"}
+        self.shape = (1, [2])
+        self.dtype = torch.float32
+        self.act = torch.relu
+        self.sub = _Sub()
+
+
+class _MappedConfig(_Config):
+    # transformers' PreTrainedConfig: names mapped by a Python
+    # __getattribute__
+    attribute_map = {"num_hidden_layers": "n_layer"}
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__(
+                "attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def _text_config(cfg):
+    # PreTrainedConfig.get_text_config(decoder=True) of a flat config
+    c = copy.deepcopy(cfg)
+    for key in list(c.__dict__):
+        if key.startswith("decoder"):
+            value = getattr(c, key)
+            delattr(c, key)
+            setattr(c, "num_" + key[len("decoder_"):], value)
+    return c
+
+
+def _use_text_config(x, cfg):
+    c = _text_config(cfg)
+    c.names.append("z")
+    c.sub.k += 1
+    mapped = c.num_hidden_layers if hasattr(c, "num_hidden_layers") else -1
+    y = x * c.num_layers + len(c.names) + c.sub.k + c.shape[1][0] + mapped
+    return y, c, type(c).model_type, c.__class__.model_type
+
+
+@pytest.mark.parametrize("cls", [_Config, _MappedConfig])
+def test_deepcopy_of_a_config_and_its_renamed_keys(cls):
+    cfg = cls()
+    x = torch.randn(3)
+    with torch.no_grad():
+        expected = _use_text_config(x, cfg)
+        ex = tcjit.explain(_use_text_config)(x, cfg)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0, \
+        [b.reason for b in ex.break_reasons]
+    cf = tcjit.compile(_use_text_config)
+    for _ in range(2):
+        got = cf(x, cfg)
+        check_same(got[0], expected[0])
+        assert got[2:] == expected[2:]
+        assert vars(got[1]).keys() == vars(expected[1]).keys()
+        assert got[1].names == ["a", "b", "z"] and got[1].sub.k == 4
+        assert got[1].sub is not cfg.sub and got[1].names is not cfg.names
+        # the original is untouched
+        assert cfg.names == ["a", "b"] and cfg.sub.k == 3
+        assert cfg.decoder_layers == 3 and not hasattr(cfg, "num_layers")
+    cfg.decoder_layers = 5        # guarded: the copy sees the new value
+    check_same(cf(x, cfg)[0], _use_text_config(x, cfg)[0])
+
+
+class _SelfCopying(_Config):
+    def __deepcopy__(self, memo):
+        return self
+
+
+def test_deepcopy_it_cannot_model_is_a_named_break():
+    def f(x, cfg):
+        return x * copy.deepcopy(cfg).n_layer
+
+    def shared(x, cfg):
+        return x * len(copy.deepcopy(cfg).names)
+    for fn, cfg, why in [(f, _SelfCopying(), "copies itself"),
+                         (shared, _Config(), "holds one list twice")]:
+        if fn is shared:
+            cfg.other = cfg.names        # one list, twice: deepcopy's memo
+        ex = tcjit.explain(fn)(torch.randn(2), cfg)
+        assert any(why in b.reason for b in ex.break_reasons), \
+            [b.reason for b in ex.break_reasons]
+        check_same(tcjit.compile(fn)(torch.ones(2), cfg), fn(torch.ones(2),
+                                                             cfg))

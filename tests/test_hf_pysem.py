@@ -7,14 +7,16 @@ a Python __getitem__, zero-argument super().
 Every result is compared with eager; explain() shows one graph and no
 break; a second call neither recompiles nor falls back.
 """
+import collections.abc
 import functools
+import os
 
 import pytest
 
 import torch
 
 import tcjit
-from conftest import check_same
+from conftest import check_same, run_both
 
 
 @torch.no_grad()
@@ -367,6 +369,33 @@ def test_set_returned_is_new_on_every_call():
     a.add(3)
     b, _ = cf(x)
     assert b == {1, 2}
+
+
+def test_set_comparisons_and_set_of_dict_keys():
+    # transformers checks set(kwargs.keys()) == {...}; sets compare by
+    # content with ==, !=, <=, <, frozenset() and {3+ constants} (a
+    # frozenset constant the compiler makes) included
+    def f(x, d):
+        if set(d.keys()) == {"a", "b"}:
+            x = x + 1
+        s = {1, 2}
+        if s != {2, 3} and s <= {1, 2, 3} and frozenset(s) == s and {1} < s:
+            x = x * 2
+        return x, set(d) - {"a"}, s == {2, 1}, sorted(set(d) ^ {"b", "z"}), \
+            list(d), tuple(d), frozenset(d)
+    one_graph(f, torch.randn(2), {"a": 1, "b": 2})
+    one_graph(f, torch.randn(2), {"b": 1, "c": 2})
+
+
+def test_set_of_dict_keys_guards_the_keys():
+    def f(x, d):
+        return x + 1 if set(d) == {"a", "b"} else x - 1
+    run_both(f, torch.randn(2), {"a": 1, "b": 2}, calls=1)
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    check_same(cf(x, {"a": 1, "b": 2}), x + 1)
+    check_same(cf(x, {"b": 1, "a": 2}), x + 1)
+    check_same(cf(x, {"a": 1}), x - 1)
 
 
 class Fields:
@@ -743,3 +772,227 @@ def test_segment_ending_inside_a_noop_context():
     seen.clear()
     check_same(tcjit.compile(f)(x), f(x))
     assert seen == [True, False, True, False]
+
+
+# ---- exceptions the traced program raises and handles -------------------------
+
+class _Registry(collections.abc.MutableMapping):
+    # transformers' AttentionInterface: get() of a mapping whose
+    # __getitem__ raises KeyError for a name it lacks ("eager")
+    _global = {"sdpa": 1}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+    def __setitem__(self, key, value):
+        self._local[key] = value
+
+    def __delitem__(self, key):
+        del self._local[key]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global) + len(self._local)
+
+    def get_interface(self, name, default):
+        return super().get(name, default)
+
+
+_REG = _Registry()
+
+
+def _lookup(d, k, log):
+    try:
+        log.append(k)           # kept: it ran before the raise
+        return d[k]
+    except IndexError:
+        return -1               # does not match: on to the caller
+    finally:
+        log.append("finally")
+
+
+def _caller(k, log):
+    try:
+        b = _lookup({"a": 2}, k, log)
+    except KeyError as e:
+        b = len(str(e))
+    return b
+
+
+def test_except_keyerror_in_inlined_calls_is_one_graph():
+    # (try blocks of inlined calls; the compiled frame's own run in
+    # Python)
+    def f(x):
+        log = []
+        a = _REG.get_interface("eager", 7) + _REG.get_interface("sdpa", 5)
+        b = _caller("b", log) + _caller("a", log)
+        return x * a + b + ("eager" in _REG), log
+    one_graph(f, torch.randn(2))
+
+
+def test_uncaught_keyerror_still_raises():
+    def f(x, k):
+        log = []
+        return x + _lookup({"a": 2}, k, log), log
+    run_both(f, torch.randn(2), "b")
+    run_both(f, torch.randn(2), "a")
+
+
+# ---- functions marked assume_constant_result ------------------------------------
+
+_PROBES = []
+
+
+def _constant(fn):
+    # transformers' _make_compile_constant: Dynamo's marker, set without
+    # importing torch
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@functools.lru_cache
+@_constant
+def _probe(name):
+    _PROBES.append(name)
+    return name == "torch"
+
+
+def test_marked_constant_functions_fold():
+    def f(x):
+        if not _probe("dist"):
+            x = x + 1
+        return x * _probe("torch")
+    one_graph(f, torch.randn(2))
+    assert sorted(set(_PROBES)) == ["dist", "torch"]
+
+
+def test_dict_copy_is_a_new_dict():
+    # Gemma3: sliding_mask_kwargs = mask_kwargs.copy(), then changed
+    def f(x):
+        kw = {"a": x, "b": 1}
+        other = kw.copy()
+        other["b"] = 2
+        other.pop("a")
+        return kw, other, kw["a"] * other["b"]
+    one_graph(f, torch.randn(2))
+
+
+class _Windowed:
+    def __init__(self, window):
+        self.attention_window = window
+
+
+def test_max_of_a_list_attribute_folds():
+    # LED: max(self.config.attention_window), a list per layer
+    def f(x, cfg):
+        w = cfg.attention_window
+        w = w if isinstance(w, int) else max(w) + min(w) + abs(-len(w))
+        return x * w
+    one_graph(f, torch.randn(2), _Windowed([4, 8]))
+    run_both(f, torch.randn(2), _Windowed([4, 2]))
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    cfg = _Windowed([4, 8])
+    check_same(cf(x, cfg), x * 14)
+    cfg.attention_window[1] = 16
+    check_same(cf(x, cfg), x * 22)
+
+
+def test_conv_with_string_padding():
+    # SigLIP's patch embedding: nn.Conv2d(padding="valid")
+    convs = [torch.nn.Conv2d(3, 4, 3, padding="valid"),
+             torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2),
+             torch.nn.Conv1d(3, 4, 5, padding="same")]
+
+    def f(x, y):
+        return convs[0](x), convs[1](x), convs[2](y)
+    one_graph(f, torch.randn(2, 3, 8, 8), torch.randn(2, 3, 8))
+    even = torch.nn.Conv2d(3, 4, 2, padding="same")   # eager pads unevenly
+    run_both(lambda x: even(x) * 2, torch.randn(1, 3, 5, 5), calls=1)
+
+
+# ---- os.environ ------------------------------------------------------------------
+
+def _flag():
+    # transformers' use_gqa_in_sdpa
+    return os.environ.get("TCJIT_TEST_FLAG", "0") == "1"
+
+
+def test_environment_lookups_are_guarded_per_key(monkeypatch):
+    def f(x):
+        return x * 2 if _flag() else x - 1
+    monkeypatch.delenv("TCJIT_TEST_FLAG", raising=False)
+    one_graph(f, torch.randn(2))
+    cf = tcjit.compile(f)
+    x = torch.randn(2)
+    check_same(cf(x), x - 1)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "1")
+    check_same(cf(x), x * 2)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "0")
+    check_same(cf(x), x - 1)
+    monkeypatch.setenv("TCJIT_TEST_FLAG", "1")
+    check_same(cf(x), x * 2)
+
+
+def test_raise_from_none_in_an_inlined_call_is_caught():
+    # os._Environ.__getitem__: except KeyError: raise KeyError(key) from None
+    def get(d, k):
+        try:
+            return d[k]
+        except KeyError:
+            raise KeyError(k) from None
+
+    def f(x):
+        try:
+            return get({"a": 1}, "b")
+        except KeyError as e:
+            return x + len(str(e))
+    one_graph(lambda x: f(x), torch.randn(2))
+
+
+# ---- `is` between tensors ----------------------------------------------------------
+
+def test_is_between_tensors_the_graph_computes():
+    # nn.MultiheadAttention's fast-path check `query is not key` (SigLIP's
+    # pooling head): an op's result is an object of its own; an op eager
+    # answers with its operand gives that operand's var
+    def f(x, w):
+        q = x @ w
+        k = x.relu()
+        same = (x.contiguous() is x, x.to(x.dtype) is x, x[...] is x,
+                x[:] is x, x.view(x.shape) is x, q is k, q is x,
+                x.clone().add_(1) is x)
+        y = x.clone()
+        v = x[0]      # 1-d: t() is another object, flatten() is v itself
+        return same, y.add_(1) is y, q is not k, v.t() is v, \
+            v.flatten() is v, v.squeeze() is v
+    one_graph(f, torch.randn(3, 4), torch.randn(4, 4))
+
+
+def test_unpacking_a_generator_a_dict_and_a_set():
+    # nn.MultiheadAttention: query, key = (x.transpose(1, 0) for x in ...)
+    def f(x, y, d):
+        a, b = (t.transpose(1, 0) for t in (x, y))
+        k1, k2 = d
+        s1, s2 = {3, 4}
+        return a, b, k1, k2, s1 + s2
+    one_graph(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1, "q": 2})
+    run_both(f, torch.randn(2, 3), torch.randn(2, 3), {"p": 1})
+
+
+def test_strides_fold_from_the_layout():
+    # Longformer/LED: chunk_stride = list(hidden_states.stride())
+    def f(x):
+        y = x.transpose(0, 1)
+        z = (x + 1)[:, ::2]
+        return (x.stride(), y.stride(), y.stride(0), z.stride(-1),
+                list(y.stride()), x * y.stride(1))
+    one_graph(f, torch.randn(3, 4))
+    one_graph(f, torch.randn(5, 2).t())

@@ -243,6 +243,26 @@ def test_advanced_indexing(name):
     check(fn, x, *[_index(i) for i in idx])
 
 
+@pytest.mark.parametrize("name", [n for n, (_, *idx) in ADVANCED.items()
+                                  if all(isinstance(i, list) and i and all(
+                                      type(k) is int for k in i)
+                                         for i in idx)])
+def test_indexing_with_int_lists(name):
+    # a list of ints indexes as torch.tensor(list) does (Falcon's
+    # fused_qkv[..., [-2], :]): the same index extern, no break
+    fn, *idx = ADVANCED[name]
+    check(fn, torch.randn(4, 6, 5), *idx)
+    ex = tcjit.explain(fn)(torch.randn(4, 6, 5), *idx)
+    assert ex.graph_break_count == 0, [b.reason for b in ex.break_reasons]
+
+
+def test_int_list_index_is_guarded_by_value():
+    f = tcjit.compile(lambda x, i: x[:, i] * 2)
+    x = torch.randn(3, 7)
+    for i in ([0, 1], [6, 2], [0, 1]):
+        check_same(f(x, i), x[:, i] * 2)
+
+
 def test_advanced_indexing_values_change_without_recompiling():
     f = tcjit.compile(lambda x, i: x[:, i] * 2)
     x = torch.randn(3, 7)

@@ -766,3 +766,19 @@ def test_inplace_input_read_through_a_view_of_the_result(view, backend):
     def make():
         return [torch.randn(4, 4)], []
     check_mutation(fn, make, backend)
+
+
+def test_write_into_a_tensor_a_pending_structseq_holds():
+    # Mixtral's router: values, indices = torch.topk(...); values /= ...;
+    # the structseq (made at the exit) holds the written tensor, as eager's
+    class Box:
+        pass
+
+    def f(x):
+        r = torch.topk(x.softmax(-1), 2, dim=-1)
+        top, idx = r
+        b = Box()
+        b.top = top
+        top /= top.sum(dim=-1, keepdim=True)
+        return r, r.values is top, b.top * 1, idx
+    check_mutation(f, fresh((3, 5)))

@@ -9,6 +9,7 @@
 #include "convert.h"
 #include "step.h"
 #include "writeback.h"
+#include "../runtime/extern_call.h"
 
 #include <time.h>
 
@@ -1143,7 +1144,7 @@ tcjit_eval_frame(PyThreadState *ts, tc_iframe *f, int throwflag)
         backend = pending.backend;
         pending.code = NULL;
     }
-    else if (own_work > 0) {
+    else if (own_work > 0 || tc_extern_running > 0) {
         return pyframe_eval_default(ts, f, throwflag);
     }
     else if (pending.scope != NULL) {

@@ -1108,6 +1108,8 @@ const tc_decomp_def tc_decomps[] = {
      {CALL(DIM, "Tensor.dim Tensor.ndimension", "input")}},
     {"numel", "a Python int from the traced layout",
      {CALL(NUMEL, "Tensor.numel", "input")}},
+    {"stride", "Python ints / a tuple from the traced layout (eager's)",
+     {CALL(STRIDE, "Tensor.stride", "input, dim=None")}},
     {"type_as", "to(other.dtype)",
      {CALL(TYPE_AS, "Tensor.type_as", "input, other")}},
     {"max", "all dims: amax; with dim: (amax, argmax) as "

@@ -84,6 +84,7 @@ typedef enum {
     TC_CALL_SIZE,      /* Tensor.size(dim=None): Python ints */
     TC_CALL_DIM,       /* Tensor.dim() */
     TC_CALL_NUMEL,     /* Tensor.numel() */
+    TC_CALL_STRIDE,    /* Tensor.stride(dim=None): Python ints */
     TC_CALL_EXTERN,    /* tensor params -> extern op (extern.h); None
                           optional tensors are dropped, number params
                           (beta, alpha) must be 1 */

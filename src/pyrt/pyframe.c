@@ -151,6 +151,47 @@ pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc)
 #endif
 }
 
+/* One varint of the exception table: 6 bits a byte, most significant
+ * first, 0x40 on every byte but the last (0x80 marks an entry's first). */
+static int
+table_varint(const unsigned char **p, const unsigned char *end)
+{
+    if (*p >= end) {
+        return -1;
+    }
+    unsigned b = *(*p)++;
+    int v = b & 63;
+    while ((b & 64) && *p < end) {
+        b = *(*p)++;
+        v = (v << 6) | (b & 63);
+    }
+    return v;
+}
+
+int
+pyframe_exception_handler(PyCodeObject *co, int pc, int *depth, int *lasti)
+{
+    PyObject *t = co->co_exceptiontable;
+    if (t == NULL || !PyBytes_Check(t)) {
+        return -1;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
+    const unsigned char *end = p + PyBytes_GET_SIZE(t);
+    while (p < end) {
+        int start = table_varint(&p, end), len = table_varint(&p, end);
+        int target = table_varint(&p, end), dl = table_varint(&p, end);
+        if (start < 0 || len < 0 || target < 0 || dl < 0 || start > pc) {
+            return -1;   /* (entries are sorted by start) */
+        }
+        if (pc < start + len) {
+            *depth = dl >> 1;
+            *lasti = dl & 1;
+            return target;
+        }
+    }
+    return -1;
+}
+
 PyObject *
 pyframe_make_function(PyObject *code, PyObject *globals,
                       PyObject *const parts[TC_FN_NPARTS])

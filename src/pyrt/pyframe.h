@@ -300,6 +300,14 @@ int pyframe_run_prologue(tc_iframe *f);
  * same path). */
 PyObject *pyframe_throw_at(PyThreadState *ts, tc_iframe *f, int op_pc);
 
+/* The exception table entry of co covering code unit pc (3.11-3.13 share
+ * its format): the handler's code unit, with *depth, the value stack depth
+ * it starts from, and *lasti, whether the offset of the raising
+ * instruction is pushed below the exception; -1 if pc is in no try block,
+ * with block or cleanup region. */
+int pyframe_exception_handler(PyCodeObject *co, int pc, int *depth,
+                              int *lasti);
+
 /* Opcode numbering and the static properties we need, per version. */
 #ifndef KW_NAMES
 #define KW_NAMES (-2)

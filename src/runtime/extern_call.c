@@ -624,7 +624,7 @@ write_box(const xcall *c, PyObject *const *ops)
 /* Calls torch for c with operands ops[0..nin-1]; the result conformed.
  * New reference, or NULL with an exception (torch's own). */
 static PyObject *
-call_torch(const xcall *c, PyObject *const *ops)
+call_op(const xcall *c, PyObject *const *ops)
 {
     if (c->write) {
         return write_box(c, ops);
@@ -655,6 +655,17 @@ call_torch(const xcall *c, PyObject *const *ops)
                                       c->kwnames);
     Py_XDECREF(pack);
     return r != NULL ? conform(c, r) : NULL;
+}
+
+_Thread_local int tc_extern_running;
+
+static PyObject *
+call_torch(const xcall *c, PyObject *const *ops)
+{
+    tc_extern_running++;
+    PyObject *r = call_op(c, ops);
+    tc_extern_running--;
+    return r;
 }
 
 /* tc_extern_set_keep's dict: per thread, since a compiled forward on

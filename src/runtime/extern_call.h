@@ -20,6 +20,12 @@ typedef struct tc_extern_rt tc_extern_rt;
 /* Prepared calls for plan p (borrowed; must outlive the result).  NULL with
  * an exception on failure.  A plan without extern steps gets NULL and no
  * exception: check p->nexterns. */
+/* Generic extern calls running on this thread: the Python frames they
+ * run (a torch.library.custom_op's implementation) are the op's inside,
+ * which the frame hook leaves to CPython, as Dynamo leaves a custom op
+ * opaque. */
+extern _Thread_local int tc_extern_running;
+
 tc_extern_rt *tc_extern_prepare(const tc_plan *p);
 void tc_extern_free(tc_extern_rt *x);
 

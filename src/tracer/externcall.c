@@ -146,13 +146,14 @@ is_torch_op(PyObject *fn)
             PyErr_Clear();
             ns = PyObject_GetAttrString(fn, "_qualified_op_name");
         }
+        /* and custom ops (torch.library.custom_op with a fake impl, which
+         * gives their meta run: transformers::grouped_mm_fallback) */
         const char *s = ns && PyUnicode_Check(ns) ? PyUnicode_AsUTF8(ns)
                                                   : NULL;
-        int aten = s != NULL && !strncmp(s, "aten", 4)
-                   && (s[4] == '\0' || s[4] == ':');
+        int known = s != NULL && strncmp(s, "prim", 4) != 0;
         Py_XDECREF(ns);
         PyErr_Clear();
-        return aten;
+        return known;
     }
     /* (torch.sort is a static method of _VariableFunctionsClass:
      * PyCFunction_GET_SELF hides m_self for those) */

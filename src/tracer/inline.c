@@ -610,6 +610,13 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
         rc = tc_tr_unsupported(T, "returning a closure over the "
                                "variables of an inlined call");
     }
+    if (rc == RAISED && (T->depth > 0 || T->sh->catching > 0)) {
+        /* to a try block up the chain: what the callee did stays, as in
+         * Python (the frame's own caller runs the call in Python: undone
+         * below) */
+        T->grad_mode = C.grad_mode;
+        return RAISED;
+    }
     if (rc == DONE && result != NULL) {
         adopt(result, C.serial, T->serial, 0);
         T->grad_mode = C.grad_mode;  /* torch.set_grad_enabled() in it */
@@ -625,6 +632,13 @@ inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
     T->sh->nfx = fx_mark;
     T->sh->set_grad = set_grad;
     tc_tr_mut_rollback(T, mark);
+    if (rc == RAISED) {
+        PyObject *exc = T->sh->raised;
+        T->sh->raised = NULL;
+        rc = exc ? tc_tr_unsupported(T, "%s: %S", Py_TYPE(exc)->tp_name, exc)
+                 : tc_tr_unsupported(T, "an exception without a value");
+        Py_XDECREF(exc);
+    }
     if (rc == UNSUPPORTED) {
         PyObject *why = Py_NewRef(T->out->reason);
         int line = T->out->reason_line;
@@ -681,6 +695,11 @@ class_function(tracer *T, PyObject *fn)
 int
 tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method)
 {
+    tc_var *set = tc_tr_pending_attr(T, mod, name);
+    if (set != NULL) {
+        /* written earlier in this segment (made at its exit) */
+        return tc_tr_push_loaded_attr(T, set, method);
+    }
     PyObject *descr = _PyType_Lookup(Py_TYPE(mod->obj), name);
     if (method && descr != NULL && PyFunction_Check(descr)) {
         tc_var *f = class_function(T, descr);

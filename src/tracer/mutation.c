@@ -480,6 +480,19 @@ check_operands(tracer *T, int t, tc_var **ops, int nops)
     return OK;
 }
 
+/* Whether deferred call d makes an object that only refers to the tensors
+ * it holds (a torch.return_types structseq, an object the trace made, a
+ * set, an exception): made at the exit from the tensors' vars, which a
+ * write updates, it holds the written tensors as eager's does.  Other
+ * calls (__build_class__ runs a class body) may read their values. */
+static int
+holds_references(const tc_var *d)
+{
+    return tc_tr_is_new_object(d)
+           || (d->obj != NULL && PyType_Check(d->obj)
+               && d->obj != (PyObject *)&PyType_Type);
+}
+
 /* v (a deferred value's part) holds a tensor of root r's storage. */
 static int
 holds_storage(const tc_graph *g, const tc_var *v, int r, int depth)
@@ -575,7 +588,7 @@ mutate(tracer *T, tc_var *target, int w, int first)
         tc_var *d = a->vars[i];
         if (d->kind == TC_VAR_DEFERRED
             && (d->node == TC_TMPL_FORMAT || d->node == TC_TMPL_JOIN
-                || d->node == TC_TMPL_CALL)
+                || (d->node == TC_TMPL_CALL && !holds_references(d)))
             && holds_storage(g, d, r, 0)) {
             return tc_tr_unsupported(T, "in-place write into a tensor that "
                                      "a pending f-string still formats");

@@ -17,6 +17,8 @@
  */
 #include "tracer_internal.h"
 
+#include "../guards/nn_module.h"
+
 /* ---- the object and its state ---------------------------------------------- */
 
 /* The exit's constructor: spec = (cls, attribute names, dict keys),
@@ -290,6 +292,51 @@ state_set(tracer *T, tc_var *o, int where, PyObject *name, tc_var *value)
     return OK;
 }
 
+int
+tc_tr_new_object_del_attr(tracer *T, tc_var *o, PyObject *name)
+{
+    PyTypeObject *tp = class_of(o);
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        return tc_tr_unsupported(T, "deleting %R of a %s (a descriptor)",
+                                 name, tp->tp_name);
+    }
+    if (!may_mutate(T, o)) {
+        return tc_tr_unsupported(T, "deleting %R of a %s made outside the "
+                                 "traced call", name, tp->tp_name);
+    }
+    int base, at = state_index(o, 1, name, &base);
+    if (at < 0) {
+        return tc_tr_raise(T, PyObject_CallFunction(
+            PyExc_AttributeError, "O", name));
+    }
+    if (tc_tr_log_state(T, o) != OK) {
+        return ERROR;
+    }
+    PyObject *spec = spec_of(o), *names = PyTuple_GET_ITEM(spec, 1);
+    Py_ssize_t na = PyTuple_GET_SIZE(names);
+    PyObject *head = PyTuple_GetSlice(names, 0, at);
+    PyObject *tail = head ? PyTuple_GetSlice(names, at + 1, na) : NULL;
+    PyObject *kept = tail ? PySequence_Concat(head, tail) : NULL;
+    Py_XDECREF(head);
+    Py_XDECREF(tail);
+    PyObject *nspec = kept ? PyTuple_Pack(3, PyTuple_GET_ITEM(spec, 0), kept,
+                                          PyTuple_GET_ITEM(spec, 2))
+                           : NULL;
+    Py_XDECREF(kept);
+    PyObject *fn = nspec ? PyCFunction_New(&new_object_def, nspec) : NULL;
+    Py_XDECREF(nspec);
+    if (fn == NULL) {
+        return ERROR;
+    }
+    /* o keeps its items array: the logged copy is the undo's */
+    memmove(o->items + at, o->items + at + 1,
+            (o->nitems - at - 1) * sizeof(tc_var *));
+    o->nitems--;
+    Py_SETREF(o->obj, fn);
+    return OK;
+}
+
 static tc_var *
 make_object(tracer *T, PyTypeObject *cls)
 {
@@ -312,6 +359,54 @@ make_object(tracer *T, PyTypeObject *cls)
         return NULL;
     }
     return o;
+}
+
+tc_var *
+tc_tr_new_object_of(tracer *T, PyTypeObject *cls, PyObject *names,
+                    tc_var **values)
+{
+    PyObject *e = PyTuple_New(0);
+    PyObject *spec = e ? PyTuple_Pack(3, (PyObject *)cls, names, e) : NULL;
+    Py_XDECREF(e);
+    PyObject *fn = spec ? PyCFunction_New(&new_object_def, spec) : NULL;
+    Py_XDECREF(spec);
+    int n = (int)PyTuple_GET_SIZE(names);
+    tc_var *o = fn ? tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, n, values)
+                   : NULL;
+    if (o == NULL) {
+        Py_XDECREF(fn);
+        return NULL;
+    }
+    o->node = TC_TMPL_CALL;
+    o->obj = fn;
+    o->index = T->serial;
+    return o;
+}
+
+tc_var *
+tc_tr_new_object_state_dict(tracer *T, const tc_var *o)
+{
+    PyObject *names = PyTuple_GET_ITEM(spec_of(o), 1);
+    tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT,
+                           (int)PyTuple_GET_SIZE(names), o->items);
+    if (d != NULL) {
+        d->obj = Py_NewRef(names);
+        d->index = -1;
+    }
+    return d;
+}
+
+tc_var *
+tc_tr_class_var(tracer *T, PyTypeObject *tp)
+{
+    int src = tc_source_add(T->out->guards, TC_SRC_CONST, -1, 0,
+                            (PyObject *)tp);
+    tc_var *c = src < 0 ? NULL : tc_var_new(&T->sh->arena, TC_VAR_UNKNOWN,
+                                            src);
+    if (c != NULL) {
+        c->obj = Py_NewRef((PyObject *)tp);
+    }
+    return c;
 }
 
 /* The lists and objects a callee made and returns become the caller's. */
@@ -543,6 +638,10 @@ class_attr(tracer *T, PyTypeObject *tp, PyTypeObject *start, tc_var *self,
 }
 
 /* LOAD_ATTR of an object made here, or of super(). */
+static int python_getattribute(tracer *T, tc_var *o, PyObject *name,
+                               int method);
+static int generic_attr(tracer *T, tc_var *o, PyObject *name, int method);
+
 int
 tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
 {
@@ -584,25 +683,49 @@ tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
     }
     PyTypeObject *tp = class_of(o);
     if (tp->tp_getattro != PyObject_GenericGetAttr) {
-        return tc_tr_unsupported(T, "attribute of a %s (its own "
-                                 "__getattribute__/__getattr__)",
-                                 tp->tp_name);
+        return python_getattribute(T, o, name, method);
     }
+    return generic_attr(T, o, name, method);
+}
+
+/* o.name of a new object whose class has a Python __getattribute__ (and
+ * no __getattr__): inlined, as Python calls it (transformers'
+ * PreTrainedConfig maps names through attribute_map so). */
+static int
+python_getattribute(tracer *T, tc_var *o, PyObject *name, int method)
+{
+    PyTypeObject *tp = class_of(o);
+    static PyObject *str_ga, *str_getattr;
+    if ((str_ga == NULL && (str_ga = str_of("__getattribute__")) == NULL)
+        || (str_getattr == NULL
+            && (str_getattr = str_of("__getattr__")) == NULL)) {
+        return ERROR;
+    }
+    PyObject *ga = _PyType_Lookup(tp, str_ga);
+    if (ga == NULL || !PyFunction_Check(ga)
+        || _PyType_Lookup(tp, str_getattr) != NULL) {
+        return tc_tr_unsupported(T, "attribute of a %s (its own "
+                                 "__getattr__)", tp->tp_name);
+    }
+    tc_var *key = tc_tr_const_var(T, name);
+    int rc = key ? inline_on(T, ga, o, &key, 1, NULL) : ERROR;
+    tc_var *v = rc == OK ? tc_tr_pop(T) : NULL;
+    return v ? tc_tr_push_loaded_attr(T, v, method) : rc;
+}
+
+/* object.__getattribute__(o, name) of a new object o. */
+static int
+generic_attr(tracer *T, tc_var *o, PyObject *name, int method)
+{
+    PyTypeObject *tp = class_of(o);
     PyObject *descr = _PyType_Lookup(tp, name);
     if (PyUnicode_CompareWithASCIIString(name, "__dict__") == 0) {
         /* self.__dict__.get(name): its attributes as a read-only dict */
-        PyObject *names = PyTuple_GET_ITEM(spec_of(o), 1);
-        tc_var *d = tc_var_seq(&T->sh->arena, TC_VAR_DICT,
-                               (int)PyTuple_GET_SIZE(names), o->items);
-        if (d == NULL) {
-            return ERROR;
-        }
-        d->obj = Py_NewRef(names);
-        d->index = -1;
-        return tc_tr_push_loaded_attr(T, d, method);
+        tc_var *d = tc_tr_new_object_state_dict(T, o);
+        return d ? tc_tr_push_loaded_attr(T, d, method) : ERROR;
     }
     if (PyUnicode_CompareWithASCIIString(name, "__class__") == 0) {
-        tc_var *c = class_function(T, (PyObject *)tp);
+        tc_var *c = tc_tr_class_var(T, tp);
         return c == NULL ? ERROR : tc_tr_push_loaded_attr(T, c, method);
     }
     int data = descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL;
@@ -613,8 +736,9 @@ tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method)
     if (descr != NULL) {
         return class_attr(T, tp, tp, o, name, method, descr);
     }
-    return tc_tr_unsupported(T, "'%s' object has no attribute %R",
-                             tp->tp_name, name);
+    return tc_tr_raise(T, PyObject_CallFunction(
+        PyExc_AttributeError, "N", PyUnicode_FromFormat(
+            "'%s' object has no attribute '%U'", tp->tp_name, name)));
 }
 
 /* ---- attributes set on objects read from the frame ------------------------
@@ -688,14 +812,43 @@ tc_tr_pending_attr(tracer *T, const tc_var *owner, PyObject *name)
     return NULL;
 }
 
+/* Whether mod.name = value, on an nn.Module read from the frame, is
+ * object.__setattr__ in nn.Module.__setattr__ (self.seq_len = n in a
+ * forward): a value that is no tensor or module, to a name that is no
+ * parameter, buffer or submodule.  The exit replays it through the
+ * module's own __setattr__. */
+static int
+plain_module_attr(tc_var *mod, PyObject *name, tc_var *value)
+{
+    if (mod->kind != TC_VAR_NN_MODULE || mod->source < 0
+        || value->kind == TC_VAR_TENSOR || value->kind == TC_VAR_NN_MODULE
+        || (value->obj != NULL && (tc_is_nn_module(value->obj)
+                                   || tc_tensor_type_plain(value->obj)))) {
+        return 0;
+    }
+    static const char *const dicts[] = {"_parameters", "_buffers",
+                                        "_modules"};
+    PyObject *d = PyObject_GenericGetDict(mod->obj, NULL);
+    int plain = d != NULL;
+    for (int i = 0; plain && i < 3; i++) {
+        PyObject *sub = PyDict_GetItemString(d, dicts[i]);
+        plain = sub != NULL && PyDict_Check(sub)
+                && PyDict_GetItemWithError(sub, name) == NULL;
+    }
+    Py_XDECREF(d);
+    PyErr_Clear();
+    return plain;
+}
+
 static int
 store_attr_of_frame_object(tracer *T, tc_var *o, PyObject *name,
                            tc_var *value)
 {
     PyTypeObject *tp = o->obj ? Py_TYPE(o->obj) : NULL;
-    if (o->kind != TC_VAR_UNKNOWN || o->source < 0 || tp == NULL
+    int module = plain_module_attr(o, name, value);
+    if ((o->kind != TC_VAR_UNKNOWN && !module) || o->source < 0 || tp == NULL
         || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || PyType_Check(o->obj)
-        || tp->tp_setattro != PyObject_GenericSetAttr) {
+        || (tp->tp_setattro != PyObject_GenericSetAttr && !module)) {
         return tc_tr_unsupported(T, "setting attribute %R of a %s", name,
                                  o->obj ? tp->tp_name : tc_var_kind_name(o));
     }
@@ -799,6 +952,34 @@ tc_tr_attach_effects(tracer *T, tc_var **ret)
     PyErr_SetString(PyExc_RuntimeError,
                     "tcjit: attribute writes with no value to make them with");
     return ERROR;
+}
+
+/* DELETE_ATTR and delattr(o, name): of an object made here, through its
+ * class's Python __delattr__ (inlined) or object's. */
+int
+tc_tr_op_delete_attr(tracer *T, tc_var *o, PyObject *name)
+{
+    if (!tc_tr_is_new_object(o)) {
+        return tc_tr_unsupported(T, "deleting attribute %R of a %s", name,
+                                 tc_var_kind_name(o));
+    }
+    static PyObject *str_delattr;
+    if (str_delattr == NULL && (str_delattr = str_of("__delattr__")) == NULL) {
+        return ERROR;
+    }
+    PyObject *del = _PyType_Lookup(class_of(o), str_delattr);
+    if (del != NULL && PyFunction_Check(del)) {
+        tc_var *key = tc_tr_const_var(T, name);
+        int rc = key ? inline_on(T, del, o, &key, 1, NULL) : ERROR;
+        return rc == OK ? (tc_tr_pop(T) ? OK : ERROR) : rc;
+    }
+    if (del == NULL || !Py_IS_TYPE(del, &PyWrapperDescr_Type)
+        || PyDescr_TYPE(del) != &PyBaseObject_Type) {
+        return tc_tr_unsupported(T, "deleting an attribute of a %s (its "
+                                 "__delattr__ is not Python)",
+                                 class_of(o)->tp_name);
+    }
+    return tc_tr_new_object_del_attr(T, o, name);
 }
 
 /* STORE_ATTR: owner.name = value. */
@@ -930,6 +1111,23 @@ tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,
     }
     if (nkw > 0) {
         return NOT_HANDLED;
+    }
+    if ((slot_is(descr, "__getattribute__") || slot_is(descr, "__delattr__"))
+        && owner == &PyBaseObject_Type && nargs == 2) {
+        tc_var *key = args[1];
+        if ((rc = tc_tr_reify(T, key)) != OK) {
+            return rc;
+        }
+        if (key->kind != TC_VAR_CONST || !PyUnicode_CheckExact(key->obj)) {
+            return tc_tr_unsupported(T, "object.%U of a %s key",
+                                     PyDescr_NAME(descr),
+                                     tc_var_kind_name(key));
+        }
+        if (slot_is(descr, "__getattribute__")) {
+            return generic_attr(T, o, key->obj, 0);
+        }
+        rc = tc_tr_new_object_del_attr(T, o, key->obj);
+        return rc == OK ? tc_tr_push(T, tc_tr_const_var(T, Py_None)) : rc;
     }
     int where = slot_is(descr, "__setattr__") ? 1
               : slot_is(descr, "__setitem__") ? 2 : 0;

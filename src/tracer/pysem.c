@@ -14,7 +14,7 @@
  * into them; looked up once. */
 static struct {
     PyObject *iter, *enumerate, *zip, *reversed, *range, *len, *isinstance,
-        *getattr, *hasattr, *partial, *no_grad, *enable_grad,
+        *getattr, *hasattr, *setattr, *delattr, *partial, *no_grad, *enable_grad,
         *inference_mode, *set_grad_enabled, *is_grad_enabled,
         *has_torch_function, *has_torch_function_unary,
         *has_torch_function_variadic, *torch_function_mode_enabled,
@@ -47,6 +47,8 @@ tc_tracer_init(void)
         {"builtins", "len", &K.len},
         {"builtins", "isinstance", &K.isinstance},
         {"builtins", "getattr", &K.getattr},
+        {"builtins", "setattr", &K.setattr},
+        {"builtins", "delattr", &K.delattr},
         {"builtins", "hasattr", &K.hasattr},
         {"functools", "partial", &K.partial},
         {"torch", "no_grad", &K.no_grad},
@@ -239,6 +241,29 @@ real_set(tracer *T, tc_var *t, int *rc)
             Py_CLEAR(set);
             *rc = tc_tr_unsupported_from_exception(T, "set");
         }
+    }
+    return set;
+}
+
+/* The real set a set var stands for, for folding (==, <=, a constant
+ * result): a new reference; NULL without an exception when an item is
+ * not known at trace time (nothing recorded), with one on error. */
+PyObject *
+tc_tr_set_value(tracer *T, tc_var *s)
+{
+    tc_var *t = s->items[0];
+    for (int i = 0; i < t->nitems; i++) {
+        if (tc_tr_reify(T, t->items[i]) != OK) {
+            return NULL;
+        }
+        if (!set_item_known(t->items[i])) {
+            return NULL;
+        }
+    }
+    int rc;
+    PyObject *set = real_set(T, t, &rc);
+    if (set == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_SystemError, "tcjit: set of unknown items");
     }
     return set;
 }
@@ -460,7 +485,8 @@ seq_length(tracer *T, tc_var *v, int *rc)
     }
     if (v->kind == TC_VAR_CONST && (PyRange_Check(v->obj)
                                     || PyUnicode_CheckExact(v->obj)
-                                    || PyTuple_Check(v->obj))) {
+                                    || PyTuple_Check(v->obj)
+                                    || PyFrozenSet_CheckExact(v->obj))) {
         Py_ssize_t n = PyObject_Length(v->obj);
         *rc = n < 0 ? ERROR : OK;
         return n;
@@ -483,6 +509,14 @@ seq_item(tracer *T, tc_var *v, Py_ssize_t k)
     }
     if (is_iterator(v)) {
         return iter_item(T, v, v->index + k);
+    }
+    if (PyFrozenSet_CheckExact(v->obj)) {
+        /* a frozenset constant ({'a', 'b', 'c'} compiles to one): its
+         * items in iteration order */
+        PyObject *t = PySequence_Tuple(v->obj);
+        tc_var *r = t ? new_const(T, PySequence_GetItem(t, k)) : NULL;
+        Py_XDECREF(t);
+        return r;
     }
     return new_const(T, PySequence_GetItem(v->obj, k));
 }
@@ -639,8 +673,27 @@ call_zip_strict(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
     return call_iter_builtin(T, K.zip, args, nargs - 1);
 }
 
-/* tuple(seq), list(seq) of a sequence or unrolled iterator known item by
- * item: a new tuple or list var (a list is the caller's to mutate). */
+/* A tuple var of the keys dict var d has now (constants). */
+static tc_var *
+dict_keys(tracer *T, tc_var *d)
+{
+    tc_var *items[TC_MAX_ITEMS];
+    if (d->nitems > TC_MAX_ITEMS) {
+        return NULL;
+    }
+    for (int i = 0; i < d->nitems; i++) {
+        items[i] = tc_var_const(&T->sh->arena, PyTuple_GET_ITEM(d->obj, i),
+                                -1);
+        if (items[i] == NULL) {
+            return NULL;
+        }
+    }
+    return tc_var_seq(&T->sh->arena, TC_VAR_TUPLE, d->nitems, items);
+}
+
+/* tuple(seq), list(seq), set(seq), frozenset(seq) of a sequence or
+ * unrolled iterator known item by item: a new tuple, list or set var (a
+ * list or set is the caller's to mutate), a frozenset constant. */
 static int
 call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
 {
@@ -652,29 +705,46 @@ call_seq_ctor(tracer *T, PyObject *fn, tc_var **args, int nargs)
     if (nargs > 1) {
         return NOT_HANDLED;
     }
-    if (nargs == 1) {
-        if (is_iterator(args[0]) && is_aliased(T, args[0])) {
+    tc_var *seq = nargs == 1 ? args[0] : NULL;
+    if (seq != NULL) {
+        if (is_iterator(seq) && is_aliased(T, seq)) {
             return NOT_HANDLED;  /* it is consumed: others would see it */
         }
-        if (args[0]->kind == TC_VAR_DICT) {
-            return NOT_HANDLED;
+        if ((rc = tc_tr_as_dict(T, seq)) == OK) {
+            seq = dict_keys(T, seq);    /* list(d): its keys, now */
+            if (seq == NULL) {
+                return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+            }
         }
-        n = seq_length(T, args[0], &rc);
+        else if (rc != NOT_HANDLED) {
+            return rc;
+        }
+        n = seq_length(T, seq, &rc);
         if (n < 0 || n > TC_MAX_ITEMS) {
             return rc != OK ? rc : NOT_HANDLED;
         }
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        if ((items[k] = seq_item(T, args[0], k)) == NULL) {
+        if ((items[k] = seq_item(T, seq, k)) == NULL) {
             return PyErr_Occurred() ? ERROR : UNSUPPORTED;
         }
     }
-    if (nargs == 1 && is_iterator(args[0])) {
-        args[0]->index += (int)n;   /* exhausted */
+    if (seq != NULL && is_iterator(seq)) {
+        seq->index += (int)n;   /* exhausted */
     }
-    if (fn == (PyObject *)&PySet_Type) {
+    if (fn == (PyObject *)&PySet_Type || fn == (PyObject *)&PyFrozenSet_Type) {
         tc_var *s = make_set(T, items, (int)n, &rc);
-        return s ? tc_tr_push(T, s) : rc;
+        if (s == NULL || fn == (PyObject *)&PySet_Type) {
+            return s ? tc_tr_push(T, s) : rc;
+        }
+        /* a frozenset is immutable: a constant of the same items */
+        PyObject *set = real_set(T, s->items[0], &rc);
+        if (set == NULL) {
+            return rc;
+        }
+        PyObject *fs = PyFrozenSet_New(set);
+        Py_DECREF(set);
+        return fs ? push_const(T, fs) : ERROR;
     }
     tc_var *v = tc_var_seq(&T->sh->arena, kind, (int)n, items);
     if (v != NULL && kind == TC_VAR_LIST) {
@@ -1845,6 +1915,85 @@ tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key)
     return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
 }
 
+/* The KeyError of d[key] for a key d does not have. */
+static int
+key_error(tracer *T, tc_var *key)
+{
+    if (key->kind != TC_VAR_CONST || key->obj == NULL) {
+        return tc_tr_unsupported(T, "KeyError: a %s", tc_var_kind_name(key));
+    }
+    return tc_tr_raise(T, PyObject_CallOneArg(PyExc_KeyError, key->obj));
+}
+
+/* Whether tc_tr_as_dict models dict d item by item. */
+static int
+modeled_whole(PyObject *d)
+{
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    if (PyDict_GET_SIZE(d) > MAX_FRAME_DICT) {
+        return 0;
+    }
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!constant_key(k, 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
+{
+    static PyObject *methodcaller;
+    /* keys that hash and compare as at run time: str, bytes, int, None,
+     * and classes (by identity, pinned if read from the frame: a
+     * validator table keyed by typing.Union, list, dict) */
+    PyObject *k = key->obj;
+    int atom = key->kind == TC_VAR_CONST
+               && (PyUnicode_CheckExact(k) || PyBytes_CheckExact(k)
+                   || PyLong_CheckExact(k) || k == Py_None);
+    int cls = !atom && k != NULL && key->kind != TC_VAR_TENSOR
+              && (PyType_Check(k) || (key->kind == TC_VAR_CONST
+                                      && PyObject_IsInstance(
+                                          k, (PyObject *)&PyBaseObject_Type)
+                                      && Py_TYPE(k)->tp_hash
+                                         == PyBaseObject_Type.tp_hash
+                                      && Py_TYPE(k)->tp_richcompare
+                                         == PyBaseObject_Type.tp_richcompare));
+    if (d->kind != TC_VAR_UNKNOWN || d->source < 0 || d->obj == NULL
+        || !PyDict_CheckExact(d->obj) || !(atom || cls)
+        || modeled_whole(d->obj)) {
+        return NOT_HANDLED;
+    }
+    if (cls && key->source >= 0
+        && tc_guard_id(T->out->guards, key->source, k) < 0) {
+        return ERROR;
+    }
+    PyObject *mc = tc_tr_lazy_attr(&methodcaller, "operator", "methodcaller");
+    PyObject *has = mc ? PyObject_CallFunction(mc, "sO", "__contains__",
+                                               key->obj) : NULL;
+    if (has == NULL) {
+        return ERROR;
+    }
+    tc_guard_set *gs = T->out->guards;
+    int csrc = tc_source_add(gs, TC_SRC_CALL, d->source, 0, has);
+    Py_DECREF(has);
+    PyObject *value = PyDict_GetItemWithError(d->obj, key->obj);
+    if (csrc < 0 || (value == NULL && PyErr_Occurred())
+        || tc_guard_type(gs, d->source, d->obj) < 0
+        || tc_guard_equals(gs, csrc, value ? Py_True : Py_False) < 0) {
+        return ERROR;
+    }
+    if (value == NULL) {
+        return dflt ? tc_tr_push(T, dflt) : key_error(T, key);
+    }
+    int rc = OK;
+    int src = tc_source_add(gs, TC_SRC_DICT_ITEM, d->source, 0, key->obj);
+    tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, value, src, &rc);
+    return v == NULL ? (rc != OK ? rc : ERROR) : tc_tr_push(T, v);
+}
+
 /* d[key] and d.get(key, default) with a constant key. */
 int
 tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
@@ -1859,7 +2008,7 @@ tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
     if (dflt != NULL) {
         return tc_tr_push(T, dflt);
     }
-    return tc_tr_unsupported(T, "KeyError: %R", key->obj);
+    return key_error(T, key);
 }
 
 /* d.pop(key[, default]) */
@@ -1871,8 +2020,7 @@ dict_pop(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
         return rc;
     }
     if (at < 0) {
-        return dflt ? tc_tr_push(T, dflt)
-                    : tc_tr_unsupported(T, "KeyError: %R", key->obj);
+        return dflt ? tc_tr_push(T, dflt) : key_error(T, key);
     }
     tc_var *value = d->items[at];
     tc_var *items[4 * TC_MAX_CALL_ARGS];
@@ -2098,7 +2246,7 @@ call_dict_ctor(tracer *T, tc_var **args, int nargs, PyObject *kwnames)
     return rc == OK ? tc_tr_push(T, d) : rc;
 }
 
-/* d.get / pop / setdefault / keys / values / items */
+/* d.get / pop / setdefault / keys / values / items / copy */
 static int
 call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
                  int nargs, PyObject *kwnames)
@@ -2126,6 +2274,10 @@ call_dict_method(tracer *T, tc_var *d, PyObject *name, tc_var **args,
     if ((strcmp(m, "keys") == 0 || strcmp(m, "values") == 0
          || strcmp(m, "items") == 0) && nargs == 0) {
         return dict_view(T, d, m);
+    }
+    if (strcmp(m, "copy") == 0 && nargs == 0 && d->index >= 0) {
+        /* of a dict the trace built (a plain dict): dict(d) */
+        return call_dict_ctor(T, &d, 1, NULL);
     }
     return tc_tr_unsupported(T, "dict.%s() (not modeled)", m);
 }
@@ -2331,6 +2483,8 @@ is_pure_builtin(PyObject *fn)
     return ok;
 }
 
+static int is_immutable_value(PyObject *obj);
+
 /* Builtins that are pure on Python scalars: fold them. */
 static int
 fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
@@ -2347,21 +2501,37 @@ fold_builtin_call(tracer *T, PyObject *fn, tc_var **args, int n,
     if (rc != OK) {
         return rc;
     }
-    for (int i = 0; i < n; i++) {
-        if (args[i]->kind != TC_VAR_CONST
-            && !(args[i]->kind == TC_VAR_OBJECT
-                 && tc_dtype_from_torch(args[i]->obj) >= 0)) {
-            return UNSUPPORTED;   /* (torch.int32 is an OBJECT: fixed) */
-        }
-    }
+    /* constants; torch.int32 (an OBJECT: fixed); tuples, lists and sets
+     * of constants as their values (max(config.attention_window)) */
     PyObject *argv[4];
+    int held = 0, seqs = 0;
     for (int i = 0; i < n; i++) {
-        argv[i] = args[i]->obj;
+        int dtype = args[i]->kind == TC_VAR_OBJECT
+                    && tc_dtype_from_torch(args[i]->obj) >= 0;
+        argv[i] = args[i]->kind == TC_VAR_CONST || dtype
+            ? Py_NewRef(args[i]->obj) : tc_tr_const_value(T, args[i]);
+        seqs += args[i]->kind != TC_VAR_CONST && !dtype;
+        if (argv[i] == NULL) {
+            break;
+        }
+        held++;
     }
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *r = PyObject_Vectorcall(fn, argv, n - nkw, kwnames);
+    PyObject *r = held < n ? NULL
+                : PyObject_Vectorcall(fn, argv, n - nkw, kwnames);
+    for (int i = 0; i < held; i++) {
+        Py_DECREF(argv[i]);
+    }
+    if (held < n) {
+        return PyErr_Occurred() ? ERROR : UNSUPPORTED;
+    }
     if (r == NULL) {
         return tc_tr_unsupported_from_exception(T, name);
+    }
+    if (seqs && !is_immutable_value(r)) {
+        /* (an item of a container: one object for every call) */
+        Py_DECREF(r);
+        return UNSUPPORTED;
     }
     tc_var *v = tc_var_const(&T->sh->arena, r, -1);
     Py_DECREF(r);
@@ -2479,6 +2649,9 @@ call_type(tracer *T, tc_var *x)
                                     K.type);
         tc_var *v = src < 0 ? NULL : tc_tr_wrap_value(T, t, src, &rc);
         return v == NULL ? (src < 0 ? ERROR : rc) : tc_tr_push(T, v);
+    }
+    if (tc_tr_is_new_object(x)) {
+        return tc_tr_push(T, tc_tr_class_var(T, (PyTypeObject *)t));
     }
     tc_var *v = tc_var_new(&T->sh->arena, TC_VAR_OBJECT, -1);
     if (v == NULL) {
@@ -2660,6 +2833,33 @@ fixed_identity(tracer *T, tc_var *v)
     }
 }
 
+/* `a is b` of two tensor vars (a != b).  An op eager answers with its
+ * own operand (x.contiguous(), x.to(x.dtype), x.add_(1)) gives the
+ * operand's var itself, so a var whose node the graph computes (an op's
+ * result, a view; a written input counts as that input) is an object of
+ * its own: 0.  Two frame tensors: 1 for one source read twice, else not
+ * known (the guards do not pin how inputs alias). */
+static int
+same_tensor(tracer *T, tc_var *a, tc_var *b)
+{
+    const tc_graph *g = T->out->graph;
+    int na = tc_tr_mut_identity(T, a->node);
+    int nb = tc_tr_mut_identity(T, b->node);
+    if (na < 0 || nb < 0) {
+        return tc_tr_unsupported(T, "'is' between two tensors");
+    }
+    int inputs = g->nodes[na].kind == TC_NODE_INPUT
+                 && g->nodes[nb].kind == TC_NODE_INPUT;
+    if (na != nb && !inputs) {
+        return 0;
+    }
+    if (na == nb && inputs && a->source >= 0 && a->source == b->source) {
+        return 1;
+    }
+    return tc_tr_unsupported(T, "'is' between two tensors read from the "
+                             "frame");
+}
+
 /* `a is b`: 1, 0, ERROR, or UNSUPPORTED where the trace cannot know
  * (two tensors: views and aliases are separate objects or not). */
 static int
@@ -2673,7 +2873,7 @@ same_object(tracer *T, tc_var *a, tc_var *b)
         return rc;
     }
     if (a->kind == TC_VAR_TENSOR && b->kind == TC_VAR_TENSOR) {
-        return tc_tr_unsupported(T, "'is' between two tensors");
+        return same_tensor(T, a, b);
     }
     /* objects of different types are different objects */
     PyObject *ta = a->kind == TC_VAR_NN_MODULE ? (PyObject *)Py_TYPE(a->obj)
@@ -3243,9 +3443,23 @@ has_attr(tracer *T, tc_var *x, PyObject *name)
     }
     if (tc_tr_is_new_object(x)) {
         int has = tc_tr_new_object_has_attr(x, name);
-        return has >= 0 ? has
-             : tc_tr_unsupported(T, "hasattr() of a %s (its own __getattr__)",
-                                 tc_tr_new_object_class(x)->tp_name);
+        if (has >= 0) {
+            return has;
+        }
+        /* its class's __getattribute__, traced: an AttributeError is no;
+         * refused, what it did is undone (Python runs hasattr again) */
+        int undo = T->sh->nundo, fx = T->sh->nfx, mark[2];
+        tc_tr_mut_mark(T, mark);
+        T->sh->catching++;
+        int rc = tc_tr_new_object_attr(T, x, name, 0);
+        T->sh->catching--;
+        rc = tc_tr_caught_attribute_error(T, rc);
+        if (rc != 0 && rc != 1 && rc != RAISED) {
+            tc_tr_undo_to(T->sh, undo);
+            T->sh->nfx = fx;
+            tc_tr_mut_rollback(T, mark);
+        }
+        return rc;
     }
     PyObject *type = x->kind == TC_VAR_TENSOR || x->kind == TC_VAR_NN_MODULE
                      || (x->kind == TC_VAR_UNKNOWN && x->source >= 0)
@@ -3310,6 +3524,24 @@ call_getattr(tracer *T, tc_var **args, int nargs)
         return UNSUPPORTED;
     }
     return tc_tr_op_load_attr(T, name, 0);
+}
+
+/* setattr(o, "name", v) and delattr(o, "name"): STORE_ATTR and
+ * DELETE_ATTR, None pushed. */
+static int
+call_setattr(tracer *T, int set, tc_var **args, int nargs)
+{
+    PyObject *name = nargs == 2 + set ? const_str(T, args[1]) : NULL;
+    if (name == NULL) {
+        return PyErr_Occurred() ? ERROR : NOT_HANDLED;
+    }
+    int rc = set ? tc_tr_push(T, args[2]) : OK;
+    if (rc == OK && set) {
+        rc = tc_tr_push(T, args[0]);
+    }
+    rc = rc != OK ? rc : set ? tc_tr_op_store_attr(T, name)
+                             : tc_tr_op_delete_attr(T, args[0], name);
+    return rc == OK ? push_const(T, Py_NewRef(Py_None)) : rc;
 }
 
 /* hasattr(x, "name") (has_attr). */
@@ -3497,6 +3729,86 @@ call_has_torch_function(tracer *T, PyObject *fn, tc_var **args, int nargs)
     return push_const(T, Py_NewRef(Py_False));
 }
 
+/* KeyError(key) of a builtin exception class and constants: made where
+ * it is raised (tc_tr_op_raise), or by the exit if it escapes. */
+static int
+make_exception(tracer *T, tc_var *cls, tc_var **args, int nargs)
+{
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args, nargs)) {
+        return NOT_HANDLED;
+    }
+    if (cls->source >= 0
+        && tc_guard_id(T->out->guards, cls->source, cls->obj) < 0) {
+        return ERROR;
+    }
+    tc_var *e = tc_var_seq(&T->sh->arena, TC_VAR_DEFERRED, nargs, args);
+    if (e == NULL) {
+        return ERROR;
+    }
+    e->node = TC_TMPL_CALL;
+    e->obj = Py_NewRef(cls->obj);
+    return tc_tr_push(T, e);
+}
+
+/* The exception instance `raise v` raises: v an exception made as above,
+ * one the trace raised and caught (a constant), or a builtin exception
+ * class; a new reference, or NULL (UNSUPPORTED / ERROR in *rc). */
+static PyObject *
+exception_to_raise(tracer *T, tc_var *v, int *rc)
+{
+    PyObject *argv[TC_MAX_CALL_ARGS];
+    *rc = UNSUPPORTED;
+    if (v->kind == TC_VAR_CONST && PyExceptionInstance_Check(v->obj)) {
+        return Py_NewRef(v->obj);
+    }
+    int made = v->kind == TC_VAR_DEFERRED && v->node == TC_TMPL_CALL
+               && v->obj != NULL && PyExceptionClass_Check(v->obj)
+               && v->nitems <= TC_MAX_CALL_ARGS;
+    int cls = !made && v->obj != NULL && PyExceptionClass_Check(v->obj)
+              && !(((PyTypeObject *)v->obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    if (!made && !cls) {
+        tc_tr_unsupported(T, "raising a %s", tc_var_kind_name(v));
+        return NULL;
+    }
+    if (cls && v->source >= 0
+        && tc_guard_id(T->out->guards, v->source, v->obj) < 0) {
+        *rc = ERROR;
+        return NULL;
+    }
+    for (int i = 0; made && i < v->nitems; i++) {
+        argv[i] = v->items[i]->obj;
+    }
+    PyObject *e = PyObject_Vectorcall(v->obj, argv, made ? v->nitems : 0,
+                                      NULL);
+    *rc = e ? OK : ERROR;
+    return e;
+}
+
+/* RAISE_VARARGS 1 (raise e) and 2 (raise e from None). */
+int
+tc_tr_op_raise(tracer *T, int oparg)
+{
+    tc_var *cause = oparg == 2 ? tc_tr_pop(T) : NULL;
+    tc_var *v = oparg >= 1 ? tc_tr_pop(T) : NULL;
+    if (v == NULL || (oparg == 2 && (cause == NULL || !tc_tr_is_none(cause)))) {
+        return tc_tr_unsupported(T, oparg == 0 ? "a bare raise"
+                                 : "raise ... from an exception");
+    }
+    int rc;
+    PyObject *e = exception_to_raise(T, v, &rc);
+    if (e == NULL) {
+        return rc;
+    }
+    if (oparg == 2) {
+        PyException_SetCause(e, NULL);   /* (and __suppress_context__) */
+    }
+    return tc_tr_raise(T, e);
+}
+
 static int
 call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
                        int nargs, PyObject *kwnames)
@@ -3511,6 +3823,10 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     if (kwnames != NULL) {
         return NOT_HANDLED;
+    }
+    if (PyExceptionClass_Check(fn)
+        && !(((PyTypeObject *)fn)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        return make_exception(T, callable, args, nargs);
     }
     if (is_pure_builtin(fn) && nargs <= 4) {
         /* on constants, before torch's overloads of abs, min, ... */
@@ -3540,7 +3856,8 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == (PyObject *)&PyTuple_Type
              || fn == (PyObject *)&PyList_Type
-             || fn == (PyObject *)&PySet_Type) {
+             || fn == (PyObject *)&PySet_Type
+             || fn == (PyObject *)&PyFrozenSet_Type) {
         rc = call_seq_ctor(T, fn, args, nargs);
     }
     else if (fn == K.callable && nargs == 1) {
@@ -3597,6 +3914,9 @@ call_builtin_semantics(tracer *T, tc_var *callable, tc_var **args,
     }
     else if (fn == K.hasattr) {
         rc = call_hasattr(T, args, nargs);
+    }
+    else if (fn == K.setattr || fn == K.delattr) {
+        rc = call_setattr(T, fn == K.setattr, args, nargs);
     }
     else if (fn == K.has_torch_function || fn == K.has_torch_function_unary
              || fn == K.has_torch_function_variadic) {
@@ -3669,6 +3989,16 @@ tc_tr_object_truth(tracer *T, tc_var *v)
         return items->nitems > 0;
     }
     PyTypeObject *tp = tc_tr_new_object_class(v);
+    if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
+        && v->obj != NULL && (PyFunction_Check(v->obj)
+                              || PyCFunction_Check(v->obj))) {
+        /* a function (a validator a table maps to): true, by its type */
+        if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
+            PyErr_Clear();
+            return -2;
+        }
+        return 1;
+    }
     if (tp == NULL && v->kind == TC_VAR_UNKNOWN && v->source >= 0
         && is_user_object(v->obj)) {
         if (tc_guard_type(T->out->guards, v->source, v->obj) < 0) {
@@ -3884,6 +4214,14 @@ call_method(tracer *T, tc_var *m, tc_var **args, int nargs,
     if (rc != NOT_HANDLED) {
         return rc;
     }
+    if (nargs >= 1 && nargs <= 2 && kwnames == NULL
+        && PyUnicode_CompareWithASCIIString(m->obj, "get") == 0) {
+        tc_var *dflt = nargs == 2 ? args[1] : tc_tr_const_var(T, Py_None);
+        rc = dflt ? tc_tr_frame_dict_item(T, self, args[0], dflt) : ERROR;
+        if (rc != NOT_HANDLED) {
+            return rc;
+        }
+    }
     rc = tc_tr_as_dict(T, self);
     if (rc == OK) {
         return call_dict_method(T, self, m->obj, args, nargs, kwnames);
@@ -4083,6 +4421,67 @@ call_object_semantics(tracer *T, tc_var *callable, tc_var **args, int nargs,
 
 /* Calls whose Python meaning the tracer implements itself; NOT_HANDLED
  * lets op_call go on with torch bindings and inlining. */
+/* Whether fn, or the function an lru_cache wrapper caches, is marked
+ * torch._dynamo.assume_constant_result (`_dynamo_marked_constant`). */
+static int
+is_marked_constant(PyObject *fn)
+{
+    static const char *const names[] = {"_dynamo_marked_constant",
+                                        "__wrapped__"};
+    PyObject *m = PyObject_GetAttrString(fn, names[0]);
+    PyObject *inner = m == NULL && !PyFunction_Check(fn)
+        ? (PyErr_Clear(), PyObject_GetAttrString(fn, names[1])) : NULL;
+    if (inner != NULL) {
+        m = PyObject_GetAttrString(inner, names[0]);
+        Py_DECREF(inner);
+    }
+    PyErr_Clear();
+    int marked = m == Py_True;
+    Py_XDECREF(m);
+    return marked;
+}
+
+/* A call of a function marked assume_constant_result (transformers'
+ * is_torch_available(), install and hardware probes) with constant
+ * arguments: called now, its (immutable) result a constant, the function
+ * pinned by identity, as Dynamo does. */
+static int
+call_marked_constant(tracer *T, tc_var *callable, tc_var **args, int nargs,
+                     PyObject *kwnames)
+{
+    PyObject *fn = callable->obj;
+    if (fn == NULL || !is_marked_constant(fn)) {
+        return NOT_HANDLED;
+    }
+    int rc = tc_tr_reify_all(T, args, nargs);
+    if (rc != OK) {
+        return rc;
+    }
+    if (!tc_tr_all_const(args, nargs) || nargs > TC_MAX_CALL_ARGS) {
+        return NOT_HANDLED;
+    }
+    if (callable->source >= 0
+        && tc_guard_id(T->out->guards, callable->source, fn) < 0) {
+        return ERROR;
+    }
+    PyObject *argv[TC_MAX_CALL_ARGS];
+    for (int i = 0; i < nargs; i++) {
+        argv[i] = args[i]->obj;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *r = PyObject_Vectorcall(fn, argv, nargs - nkw, kwnames);
+    if (r == NULL) {
+        return tc_tr_unsupported_from_exception(T, "a constant function");
+    }
+    if (!is_immutable_value(r)) {
+        rc = tc_tr_unsupported(T, "a constant function returned a %s",
+                               Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return rc;
+    }
+    return push_const(T, r);
+}
+
 static int
 call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
                       int nargs, PyObject *kwnames)
@@ -4107,6 +4506,12 @@ call_python_semantics(tracer *T, tc_var *callable, tc_var **args,
     int rc = call_set_grad_enabled(T, callable, args, nargs, kwnames);
     if (rc == NOT_HANDLED) {
         rc = call_record_function(T, callable, args, nargs, kwnames);
+    }
+    if (rc == NOT_HANDLED) {
+        rc = call_marked_constant(T, callable, args, nargs, kwnames);
+    }
+    if (rc == NOT_HANDLED) {
+        rc = tc_tr_call_deepcopy(T, fn, args, nargs, kwnames);
     }
     if (rc != NOT_HANDLED) {
         return rc;

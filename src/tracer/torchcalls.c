@@ -283,9 +283,20 @@ call_meta(tracer *T, const tc_binding *b, tc_var **p)
     else if (p[1]->kind == TC_VAR_CONST && PyLong_CheckExact(p[1]->obj)) {
         long d = PyLong_AsLong(p[1]->obj);
         if (d < -l->ndim || d >= l->ndim) {
-            return tc_tr_unsupported(T, "Tensor.size(%ld) out of range", d);
+            return tc_tr_unsupported(T, "Tensor.%s(%ld) out of range",
+                                     b->def->call == TC_CALL_STRIDE
+                                     ? "stride" : "size", d);
         }
-        r = PyLong_FromLongLong(l->sizes[d < 0 ? d + l->ndim : d]);
+        const int64_t *v = b->def->call == TC_CALL_STRIDE ? l->strides
+                                                          : l->sizes;
+        r = PyLong_FromLongLong(v[d < 0 ? d + l->ndim : d]);
+    }
+    else if (!tc_tr_is_none(p[1])) {
+        return tc_tr_unsupported(T, "%s with a dim of a %s", b->def->path,
+                                 tc_var_kind_name(p[1]));
+    }
+    else if (b->def->call == TC_CALL_STRIDE) {
+        r = tc_int_tuple(l->ndim, l->strides);
     }
     else {
         r = tc_tr_size_object(l);
@@ -642,8 +653,14 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
     else {
         return tc_tr_unsupported(T, "Tensor.%s() with these arguments", op);
     }
+    if (node == x && strcmp(op, "flatten") == 0) {
+        return tc_tr_push(T, self);   /* eager's flatten returns self */
+    }
     if (node == x) {
-        return tc_tr_push(T, self);
+        /* x.t() of a 1-d x, a squeeze with nothing to squeeze: eager's
+         * result is another tensor object, a view of the same layout */
+        const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
+        node = tc_graph_view(g, x, l->ndim, l->sizes, err, sizeof(err));
     }
     return tc_tr_push_node(T, node, op, err);
 }
@@ -936,6 +953,39 @@ done:
     return rc;
 }
 
+/* padding= of a convolution: conv_param's, or "valid" (none) and "same"
+ * where eager pads both sides alike (stride 1, dilation * (kernel - 1)
+ * even), read off weight w.  0, or -1 (not handled). */
+static int
+conv_padding(tracer *T, tc_var *pad, tc_var *w, int nsp, const int64_t *xa,
+             int64_t *out)
+{
+    if (tc_tr_reify(T, pad) != OK) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (pad->kind != TC_VAR_CONST || !PyUnicode_Check(pad->obj)) {
+        return conv_param(T, pad, nsp, out);
+    }
+    int same = PyUnicode_CompareWithASCIIString(pad->obj, "same") == 0;
+    if (!same && PyUnicode_CompareWithASCIIString(pad->obj, "valid") != 0) {
+        return -1;
+    }
+    const tc_node *wn = tc_tr_tensor_node(T, w);
+    if (wn == NULL || wn->layout.ndim != nsp + 2) {
+        return -1;
+    }
+    for (int i = 0; i < nsp; i++) {
+        int64_t k = wn->layout.sizes[2 + i];
+        int64_t total = xa[TC_XA_CONV_DILATION + i] * (k - 1);
+        if (same && (xa[TC_XA_CONV_STRIDE + i] != 1 || k < 1 || total % 2)) {
+            return -1;
+        }
+        out[i] = same ? total / 2 : 0;
+    }
+    return 0;
+}
+
 static int
 call_conv(tracer *T, const tc_binding *b, tc_var **p)
 {
@@ -947,10 +997,12 @@ call_conv(tracer *T, const tc_binding *b, tc_var **p)
     if (p[0]->kind != TC_VAR_TENSOR || p[1]->kind != TC_VAR_TENSOR
         || (n == 2 && !tc_tr_is_none(p[2]))
         || conv_param(T, p[3], nsp, &xa[TC_XA_CONV_STRIDE]) < 0
-        || conv_param(T, p[4], nsp, &xa[TC_XA_CONV_PADDING]) < 0
         || conv_param(T, p[5], nsp, &xa[TC_XA_CONV_DILATION]) < 0
+        || conv_padding(T, p[4], p[1], nsp, xa,
+                        &xa[TC_XA_CONV_PADDING]) < 0
         || int_list(T, p[6], &xa[TC_XA_CONV_GROUPS], 1) != 1) {
-        return tc_tr_unsupported(T, "%s() with string padding or non-constant "
+        return tc_tr_unsupported(T, "%s() with padding='same' that eager "
+                                 "pads unevenly, or non-constant "
                                  "arguments", b->def->path);
     }
     char err[256];
@@ -1751,6 +1803,7 @@ tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args, int nargs,
     case TC_CALL_SIZE:
     case TC_CALL_DIM:
     case TC_CALL_NUMEL:
+    case TC_CALL_STRIDE:
         return call_meta(T, b, p);
     case TC_CALL_REDUCE:
         return call_reduce(T, b, p);

@@ -59,6 +59,157 @@ tc_tr_unsupported_from_exception(tracer *T, const char *what)
     return rc;
 }
 
+/* Whether a try block of an inlined frame, from T up to the frame's own
+ * tracer (excluded: its handlers run in Python), covers that frame's
+ * current instruction. */
+static int
+handler_above(tracer *T)
+{
+    int depth, lasti;
+    if (T->sh->catching > 0) {
+        return 1;
+    }
+    for (tracer *t = T; t != NULL && t->depth > 0; t = t->parent) {
+        if (pyframe_exception_handler(t->co, t->pc, &depth, &lasti) >= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+unsupported_raise(tracer *T, PyObject *exc)
+{
+    return tc_tr_unsupported(T, "%s: %S", Py_TYPE(exc)->tp_name, exc);
+}
+
+int
+tc_tr_raise(tracer *T, PyObject *exc)
+{
+    if (exc == NULL) {
+        return ERROR;
+    }
+    if (!handler_above(T)) {
+        int rc = unsupported_raise(T, exc);
+        Py_DECREF(exc);
+        return rc;
+    }
+    Py_XSETREF(T->sh->raised, exc);
+    return RAISED;
+}
+
+int
+tc_tr_caught_attribute_error(tracer *T, int rc)
+{
+    if (rc == OK) {
+        return tc_tr_pop(T) ? 1 : ERROR;
+    }
+    if (rc != RAISED) {
+        return rc;
+    }
+    PyObject *exc = T->sh->raised;
+    T->sh->raised = NULL;
+    if (exc != NULL && PyErr_GivenExceptionMatches(exc,
+                                                   PyExc_AttributeError)) {
+        Py_DECREF(exc);
+        return 0;
+    }
+    return exc ? tc_tr_raise(T, exc)
+               : tc_tr_unsupported(T, "an exception without a value");
+}
+
+/* RAISED at T's instruction (its stack as it was before it: sp items of
+ * saved_stack): on to T's handler (OK, *next its code unit), or RAISED
+ * for T's caller; the frame's own tracer says UNSUPPORTED. */
+static int
+catch_raised(tracer *T, int sp, int *next)
+{
+    int depth, lasti, at = T->depth > 0
+        ? pyframe_exception_handler(T->co, T->pc, &depth, &lasti) : -1;
+    PyObject *exc = T->sh->raised;
+    if (exc == NULL) {
+        return tc_tr_unsupported(T, "an exception without a value");
+    }
+    if (at < 0) {
+        return T->depth > 0 ? RAISED : unsupported_raise(T, exc);
+    }
+    if (depth > sp) {
+        return tc_tr_unsupported(T, "malformed stack at an except block");
+    }
+    memcpy(T->stack, T->saved_stack, depth * sizeof(tc_var *));
+    T->sp = depth;
+    PyObject *off = lasti ? PyLong_FromLong(T->pc) : NULL;
+    if (lasti && (off == NULL
+                  || tc_tr_push(T, tc_tr_const_var(T, off)) != OK)) {
+        Py_XDECREF(off);
+        return ERROR;
+    }
+    Py_XDECREF(off);
+    /* a constant: its type, args and str() fold (the trace made it) */
+    tc_var *e = tc_var_const(&T->sh->arena, exc, -1);
+    Py_CLEAR(T->sh->raised);
+    *next = at;
+    return tc_tr_push(T, e);
+}
+
+/* Whether exc matches what an except clause names (an exception class,
+ * or a tuple of them, pinned by identity where read from the frame):
+ * 1/0, or UNSUPPORTED / ERROR. */
+static int
+exception_matches(tracer *T, PyObject *exc, tc_var *what)
+{
+    if (what->kind == TC_VAR_TUPLE) {
+        int r = 0;
+        for (int i = 0; r == 0 && i < what->nitems; i++) {
+            r = exception_matches(T, exc, what->items[i]);
+        }
+        return r;
+    }
+    if (what->obj == NULL || !PyExceptionClass_Check(what->obj)) {
+        return tc_tr_unsupported(T, "except of a %s",
+                                 tc_var_kind_name(what));
+    }
+    if (what->source >= 0
+        && tc_guard_id(T->out->guards, what->source, what->obj) < 0) {
+        return ERROR;
+    }
+    return PyErr_GivenExceptionMatches(exc, what->obj);
+}
+
+/* The instructions of an except block: PUSH_EXC_INFO (the exception
+ * handled before, None: the trace handles none), CHECK_EXC_MATCH,
+ * POP_EXCEPT, RERAISE. */
+static int
+op_exception(tracer *T, int opcode, int oparg)
+{
+    tc_var *v = tc_tr_pop(T);
+    if (v == NULL) {
+        return tc_tr_unsupported(T, "malformed stack");
+    }
+    if (opcode == PUSH_EXC_INFO) {
+        int rc = tc_tr_push(T, tc_tr_const_var(T, Py_None));
+        return rc == OK ? tc_tr_push(T, v) : rc;
+    }
+    if (opcode == POP_EXCEPT) {
+        return OK;
+    }
+    tc_var *exc = opcode == RERAISE ? v : tc_tr_peek(T, 1);
+    if (exc == NULL || exc->kind != TC_VAR_CONST
+        || !PyExceptionInstance_Check(exc->obj)) {
+        return tc_tr_unsupported(T, "an except block of an exception the "
+                                 "trace did not raise");
+    }
+    if (opcode == RERAISE) {
+        if (oparg && tc_tr_pop(T) == NULL) {
+            return tc_tr_unsupported(T, "malformed stack");
+        }
+        return tc_tr_raise(T, Py_NewRef(exc->obj));
+    }
+    int r = exception_matches(T, exc->obj, v);
+    return r < 0 ? r : tc_tr_push(T, tc_tr_const_var(T, r ? Py_True
+                                                        : Py_False));
+}
+
 /* ---- stack ---------------------------------------------------------------- */
 
 int
@@ -356,6 +507,13 @@ tc_tr_wrap_value(tracer *T, PyObject *value, int source, int *rc)
         return wrap_tensor(T, value, source, rc);
     }
     if (tc_tr_is_python_scalar(value)) {
+        v = tc_var_const(&T->sh->arena, value, source);
+        if (v != NULL) {
+            v->kind = TC_VAR_LAZY;
+        }
+    }
+    else if (PyBytes_CheckExact(value)) {
+        /* (os.environ's storage) guarded by value only if used */
         v = tc_var_const(&T->sh->arena, value, source);
         if (v != NULL) {
             v->kind = TC_VAR_LAZY;
@@ -1313,6 +1471,11 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
         return tc_tr_op_store_subscr(T);
     case STORE_ATTR:
         return tc_tr_op_store_attr(T, PyTuple_GET_ITEM(co->co_names, oparg));
+    case DELETE_ATTR:
+        v = tc_tr_pop(T);
+        return v ? tc_tr_op_delete_attr(T, v, PyTuple_GET_ITEM(co->co_names,
+                                                               oparg))
+                 : tc_tr_unsupported(T, "malformed stack");
     case RETURN_GENERATOR:
     case YIELD_VALUE:
         return tc_tr_op_generator(T, opcode);
@@ -1409,6 +1572,13 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
             return OK;
         }
         return op_return(T, v, opcode == RETURN_VALUE);
+    case RAISE_VARARGS:
+        return tc_tr_op_raise(T, oparg);
+    case PUSH_EXC_INFO:
+    case POP_EXCEPT:
+    case CHECK_EXC_MATCH:
+    case RERAISE:
+        return op_exception(T, opcode, oparg);
     default: {
         if (TC_IS_LIST_TO_TUPLE(opcode, oparg)) {
             return tc_tr_op_list_to_tuple(T);
@@ -1447,6 +1617,10 @@ tc_tr_run(tracer *T)
             : trace_instruction(T, opcode, oparg, &next);
         if (rc == OK) {
             rc = tc_tr_sync_grad(T);
+        }
+        if (rc == RAISED && (rc = catch_raised(T, sp, &next)) == OK) {
+            pc = next;
+            continue;
         }
         if (rc == UNSUPPORTED && !T->sh->force_eager && T->depth == 0) {
             /* Python runs the instruction: no generic extern it (or a
@@ -1592,6 +1766,7 @@ static void
 shared_fini(trace_shared *sh)
 {
     tc_tr_undo_to(sh, TC_UNDO_FINI);  /* (frees the undo log, effects) */
+    Py_CLEAR(sh->raised);
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);

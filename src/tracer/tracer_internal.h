@@ -20,6 +20,8 @@
 #define UNSUPPORTED (-2)
 #define DONE 1  /* the segment ended (return or exit) */
 #define NOT_HANDLED 2  /* a special case does not apply: go on as usual */
+#define RAISED 3       /* the traced program raised sh->raised, which a
+                          try block of an inlined frame handles */
 
 /* Room on the symbolic stack beyond co_stacksize: calls rewritten by the
  * tracer (CALL_FUNCTION_EX, functools.partial) push their arguments. */
@@ -56,6 +58,9 @@ typedef struct {
                                  torch.set_grad_enabled(mode) set, or 0
                                  (none, or it set the entry's mode) */
     int entry_grad;           /* the grad mode the segment starts in */
+    PyObject *raised;         /* RAISED: the exception instance (owned) */
+    int catching;             /* a builtin that catches (hasattr) is
+                                 tracing a call: a raise is RAISED */
 } trace_shared;
 
 typedef struct {
@@ -103,6 +108,15 @@ typedef struct {
 
 int tc_tr_unsupported(tracer *T, const char *fmt, ...);
 int tc_tr_unsupported_from_exception(tracer *T, const char *what);
+/* The traced program raises exc (a new reference, consumed; NULL: ERROR)
+ * at T's instruction, as Python would on these values (a KeyError of a
+ * dict whose keys are guarded): RAISED when a try block of an inlined
+ * frame on the way up may handle it, else UNSUPPORTED naming it. */
+int tc_tr_raise(tracer *T, PyObject *exc);
+/* What the call traced from `rc` (OK, its value pushed) says about the
+ * attribute a getattr() asked: 1 found (popped), 0 an AttributeError
+ * raised, else rc (a RAISED that is no AttributeError raised again). */
+int tc_tr_caught_attribute_error(tracer *T, int rc);
 int tc_tr_push(tracer *T, tc_var *v);
 tc_var *tc_tr_pop(tracer *T);
 tc_var *tc_tr_peek(tracer *T, int n);
@@ -186,6 +200,7 @@ int tc_tr_op_before_with(tracer *T);
 int tc_tr_op_build_map(tracer *T, int n, int const_keys);
 int tc_tr_op_build_set(tracer *T, int n);
 int tc_tr_is_set_var(const tc_var *v);
+PyObject *tc_tr_set_value(tracer *T, tc_var *s);
 int tc_tr_set_binary(tracer *T, int nb, tc_var *a, tc_var *b);
 int tc_tr_op_set_add(tracer *T, int oparg, int update);
 int tc_tr_op_dict_merge(tracer *T, int oparg, int merge);
@@ -194,12 +209,20 @@ int tc_tr_dict_lookup(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
  * NOT_HANDLED for other lookups. */
 int tc_tr_tensor_key_lookup(tracer *T, tc_var *d, tc_var *key);
 int tc_tr_as_dict(tracer *T, tc_var *v);
+/* d[key] / d.get(key, dflt) (dflt non-NULL) of an exact dict read from the
+ * frame that tc_tr_as_dict does not model whole (over 64 items, keys of
+ * other types: os.environ's bytes): that one key, guarded by `key in d`
+ * (a TC_SRC_CALL of operator.methodcaller('__contains__', key)) and,
+ * found, its value a source of its own; missing, a KeyError raised.
+ * NOT_HANDLED for other dicts and keys. */
+int tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
 int tc_tr_op_store_subscr(tracer *T);
 int tc_tr_op_is(tracer *T, int invert);
 int tc_tr_op_import_name(tracer *T, int oparg);
 int tc_tr_op_import_from(tracer *T, int oparg);
 int tc_tr_op_contains(tracer *T, int invert);
 int tc_tr_op_call_ex(tracer *T, int oparg);
+int tc_tr_op_raise(tracer *T, int oparg);
 int tc_tr_op_list_to_tuple(tracer *T);
 int tc_tr_all_const(tc_var **args, int n);
 int tc_tr_object_attr(tracer *T, tc_var *owner, PyObject *name, int method);
@@ -239,6 +262,12 @@ PyObject *tc_tr_lazy_attr(PyObject **slot, const char *module,
 /* pysem.c: fn(*args) through the ordinary CALL path (fn borrowed). */
 int tc_tr_call_object(tracer *T, PyObject *fn, tc_var **args, int n);
 
+/* deepcopy.c: copy.deepcopy(x) of atoms, lists, dicts and objects of
+ * plain classes, read from the frame or made by the trace; NOT_HANDLED
+ * when fn is not copy.deepcopy. */
+int tc_tr_call_deepcopy(tracer *T, PyObject *fn, tc_var **args, int nargs,
+                        PyObject *kwnames);
+
 /* autofn.c: cls.apply(...) of a torch.autograd.Function subclass:
  * its forward inlined where no autograd graph is recorded, else a graph
  * break.  NOT_HANDLED for other callables. */
@@ -248,6 +277,18 @@ int tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
 /* objects.c: objects the traced code makes, super() */
 
 int tc_tr_is_new_object(const tc_var *v);
+/* A new object of cls (made by cls.__new__ at the exit if it escapes)
+ * with attributes names (a tuple of str) = values[i]. */
+tc_var *tc_tr_new_object_of(tracer *T, PyTypeObject *cls, PyObject *names,
+                            tc_var **values);
+/* del o.name of a new object o (object.__delattr__): OK, RAISED (an
+ * AttributeError), UNSUPPORTED or ERROR. */
+int tc_tr_new_object_del_attr(tracer *T, tc_var *o, PyObject *name);
+/* The class of a new object (type(o), o.__class__): a source of its own,
+ * its attributes read as a frame class's are (guarded). */
+tc_var *tc_tr_class_var(tracer *T, PyTypeObject *tp);
+/* o.__dict__ of a new object o: a read-only DICT var of its attributes. */
+tc_var *tc_tr_new_object_state_dict(tracer *T, const tc_var *o);
 PyTypeObject *tc_tr_new_object_class(const tc_var *v);
 void tc_tr_adopt_object(tc_var *v, int from, int to);
 /* Undo what inlined calls did to objects since the log had `mark`
@@ -268,6 +309,7 @@ int tc_tr_call_class(tracer *T, tc_var *callable, tc_var **args, int nargs,
                      PyObject *kwnames);
 int tc_tr_new_object_attr(tracer *T, tc_var *o, PyObject *name, int method);
 int tc_tr_op_store_attr(tracer *T, PyObject *name);
+int tc_tr_op_delete_attr(tracer *T, tc_var *o, PyObject *name);
 int tc_tr_call_super(tracer *T, tc_var **args, int nargs);
 int tc_tr_is_super(const tc_var *v);
 int tc_tr_call_slot(tracer *T, PyObject *descr, tc_var **args, int nargs,

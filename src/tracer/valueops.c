@@ -269,6 +269,26 @@ enum_member(tracer *T, tc_var *owner, PyObject *name, int method)
     return tc_tr_push_folded(T, m, "enum member");
 }
 
+/* Whether o is a typing annotation object: int | None, list[int],
+ * typing.Optional[int] (immutable). */
+static int
+is_type_alias(PyObject *o)
+{
+    static PyObject *union_type, *generic_alias, *typing_alias;
+    PyObject *kinds[3] = {
+        tc_tr_lazy_attr(&union_type, "types", "UnionType"),
+        tc_tr_lazy_attr(&generic_alias, "types", "GenericAlias"),
+        tc_tr_lazy_attr(&typing_alias, "typing", "_BaseGenericAlias"),
+    };
+    for (int i = 0; o != NULL && i < 3; i++) {
+        if (kinds[i] != NULL && PyType_Check(kinds[i])
+            && PyObject_TypeCheck(o, (PyTypeObject *)kinds[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int
 tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
 {
@@ -314,6 +334,17 @@ tc_tr_op_load_attr(tracer *T, PyObject *name, int method)
     int rc = enum_member(T, owner, name, method);
     if (rc != NOT_HANDLED) {
         return rc;
+    }
+    if (!method && is_type_alias(owner->obj)) {
+        /* (int | None).__args__, list[int].__origin__: the parts of an
+         * immutable annotation (a dataclass field's type that a strict
+         * dataclass validates against), pinned by identity */
+        if (owner->source >= 0
+            && tc_guard_id(T->out->guards, owner->source, owner->obj) < 0) {
+            return ERROR;
+        }
+        return tc_tr_push_folded(T, PyObject_GetAttr(owner->obj, name),
+                                 "attribute");
     }
     rc = tc_tr_object_attr(T, owner, name, method);
     if (rc != NOT_HANDLED) {
@@ -463,9 +494,10 @@ tc_tr_op_binary(tracer *T, int nb)
     }
     if (a->kind != TC_VAR_TENSOR && b->kind != TC_VAR_TENSOR) {
         /* x.size()[:-1] + (self.nf,): constants once their items are
-         * (not lists: a constant list would be one object for every
-         * call) */
+         * (not lists or sets: a constant one would be one object for
+         * every call) */
         PyObject *x = a->kind == TC_VAR_LIST || b->kind == TC_VAR_LIST
+                      || tc_tr_is_set_var(a) || tc_tr_is_set_var(b)
                       ? NULL : tc_tr_const_value(T, a);
         PyObject *y = x ? tc_tr_const_value(T, b) : NULL;
         if (y != NULL) {
@@ -531,6 +563,9 @@ tc_tr_const_value(tracer *T, tc_var *v)
         /* (torch.strided, torch.float16 read from torch: one of torch's
          * singletons) */
         return Py_NewRef(v->obj);
+    }
+    if (tc_tr_is_set_var(v)) {
+        return tc_tr_set_value(T, v);
     }
     if (v->kind != TC_VAR_TUPLE && v->kind != TC_VAR_LIST) {
         return NULL;
@@ -709,6 +744,20 @@ tc_tr_op_unpack(tracer *T, int n)
     if (seq != NULL && seq->kind == TC_VAR_CONST && PyTuple_Check(seq->obj)) {
         return unpack_const(T, seq->obj, n);
     }
+    if (seq != NULL && seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST
+        && seq->kind != TC_VAR_TENSOR) {
+        /* an iterator (a generator expression run to its end), a set, a
+         * dict: unpacked as tuple(seq) is made, which consumes an
+         * iterator as unpacking does */
+        rc = tc_tr_call_object(T, (PyObject *)&PyTuple_Type, &seq, 1);
+        tc_var *t = rc == OK ? tc_tr_pop(T) : NULL;
+        if (t != NULL && t->kind == TC_VAR_TUPLE) {
+            seq = t;
+        }
+        else if (rc == ERROR) {
+            return rc;
+        }
+    }
     if (seq == NULL || (seq->kind != TC_VAR_TUPLE && seq->kind != TC_VAR_LIST)) {
         return tc_tr_unsupported(T, "unpacking a %s",
                                  seq ? tc_var_kind_name(seq) : "?");
@@ -855,14 +904,58 @@ index_item(tracer *T, int x, PyObject *it, int *d, char *err, size_t n)
  * one aten::index over the dims the tensors index (extern "index"; the
  * shape rule is in extern.c).  A bool or uint8 tensor is a mask: the
  * result's size depends on the data, so that stays a graph break. */
+/* Whether index item v is a list of ints (not bools: a mask), which
+ * torch indexes with as with torch.tensor(v). */
 static int
-index_tensor(tracer *T, tc_var *x, tc_var **items, int n)
+is_int_list(const tc_var *v)
+{
+    if (v->kind != TC_VAR_LIST || v->nitems == 0) {
+        return 0;
+    }
+    for (int i = 0; i < v->nitems; i++) {
+        tc_var *x = v->items[i];
+        if ((x->kind != TC_VAR_CONST && x->kind != TC_VAR_LAZY)
+            || !PyLong_CheckExact(x->obj)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The index tensor torch makes of an int list item (Falcon's
+ * fused_qkv[..., [-2], :]): torch.tensor(v), or NULL (*rc). */
+static tc_var *
+list_index_tensor(tracer *T, tc_var *v, int *rc)
+{
+    static PyObject *tensor_fn;
+    PyObject *fn = tc_tr_lazy_attr(&tensor_fn, "torch", "tensor");
+    *rc = fn ? tc_tr_reify_all(T, v->items, v->nitems) : ERROR;
+    *rc = *rc == OK ? tc_tr_call_object(T, fn, &v, 1) : *rc;
+    tc_var *t = *rc == OK ? tc_tr_pop(T) : NULL;
+    if (*rc == OK && (t == NULL || t->kind != TC_VAR_TENSOR)) {
+        *rc = tc_tr_unsupported(T, "indexing a tensor with a list");
+        return NULL;
+    }
+    return t;
+}
+
+static int
+index_tensor(tracer *T, tc_var *x, tc_var **given, int n)
 {
     int in[TC_MAX_OP_INPUTS], nin = 1, consumed = 0;
+    tc_var *items[64];
+    if (n > 64) {
+        return tc_tr_unsupported(T, "an index of more than 64 items");
+    }
+    memcpy(items, given, n * sizeof(tc_var *));
     for (int i = 0; i < n; i++) {
         tc_var *it = items[i];
         int rc = tc_tr_reify(T, it);
         if (rc != OK) {
+            return rc;
+        }
+        if (is_int_list(it)
+            && (it = items[i] = list_index_tensor(T, it, &rc)) == NULL) {
             return rc;
         }
         if (it->kind == TC_VAR_TENSOR) {
@@ -909,9 +1002,14 @@ index_tensor(tracer *T, tc_var *x, tc_var **items, int n)
             node = index_item(T, node, it->obj, &d, err, sizeof(err));
         }
     }
+    if (node == x->node) {
+        /* x[...], x[:]: eager's result is a view, another object */
+        const tc_layout *l = &tc_tr_tensor_node(T, x)->layout;
+        node = tc_graph_view(T->out->graph, node, l->ndim, l->sizes, err,
+                             sizeof(err));
+    }
     if (node < 0 || nin == 1) {
-        return node == x->node ? tc_tr_push(T, x)
-                               : tc_tr_push_node(T, node, "indexing", err);
+        return tc_tr_push_node(T, node, "indexing", err);
     }
     in[0] = node;
     return tc_tr_push_extern(T, "index", nin, in, xa, 0);
@@ -966,7 +1064,8 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (tc_tr_structseq_items(seq) != NULL) {
         seq = tc_tr_structseq_items(seq);   /* x.max(1)[0] */
     }
-    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED) {
+    if ((rc = tc_tr_tensor_key_lookup(T, seq, idx)) != NOT_HANDLED
+        || (rc = tc_tr_frame_dict_item(T, seq, idx, NULL)) != NOT_HANDLED) {
         return rc;
     }
     if ((rc = tc_tr_as_dict(T, seq)) == OK) {
@@ -1013,7 +1112,8 @@ subscript(tracer *T, tc_var *seq, tc_var *idx)
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_CONST) {
         return index_tensor_const(T, seq, idx->obj);
     }
-    if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TENSOR) {
+    if (seq->kind == TC_VAR_TENSOR
+        && (idx->kind == TC_VAR_TENSOR || is_int_list(idx))) {
         return index_tensor(T, seq, &idx, 1);
     }
     if (seq->kind == TC_VAR_TENSOR && idx->kind == TC_VAR_TUPLE) {

@@ -82,6 +82,13 @@ tc_var_kind_name(const tc_var *v)
         return "dict";
     case TC_VAR_CELL:
         return "closure cell";
+    case TC_VAR_DEFERRED:
+        /* made at the exit by a call of obj: a type names what it makes
+         * (a set, an object), else the value is whatever obj returns */
+        if (v->obj != NULL && PyType_Check(v->obj)) {
+            return ((PyTypeObject *)v->obj)->tp_name;
+        }
+        return "object";
     default:
         return v->obj ? Py_TYPE(v->obj)->tp_name : "object";
     }

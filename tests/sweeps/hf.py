@@ -27,9 +27,12 @@ TINY = dict(n_layer=2, num_hidden_layers=2, n_embd=64, hidden_size=64,
             patch_size=8, num_channels=3, head_dim=16, decoder_layers=2,
             decoder_attention_heads=4, decoder_ffn_dim=128)
 
-# name -> (config class, model class, inputs); kwargs not in a config's
-# signature are ignored by transformers' configs (they become attributes),
-# so one TINY dict serves every family.
+# name -> (config class, model class, inputs[, overrides]); kwargs not in
+# a config's signature are ignored by transformers' configs (they become
+# attributes), so one TINY dict serves most families; overrides replace
+# TINY's entries (None drops one: a property of that config).  inputs:
+# "ids" token ids (2, 16); "seq2seq" those and decoder_input_ids (2, 8);
+# "pixels" (2, 3, 32, 32); "features" (2, 16, 16); "audio" (2, 400).
 MODELS = {
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", "ids"),
     "bert": ("BertConfig", "BertModel", "ids"),
@@ -59,6 +62,59 @@ MODELS = {
     "clip_vision": ("CLIPVisionConfig", "CLIPVisionModel", "pixels"),
     "deit": ("DeiTConfig", "DeiTModel", "pixels"),
     "resnet_hf": ("ResNetConfig", "ResNetModel", "pixels"),
+    # issue 18, wider: heads, encoder-decoders, MoE, vision, audio
+    "t5_lm": ("T5Config", "T5ForConditionalGeneration", "seq2seq"),
+    "bart_lm": ("BartConfig", "BartForConditionalGeneration", "ids"),
+    "pegasus": ("PegasusConfig", "PegasusModel", "seq2seq"),
+    "marian": ("MarianConfig", "MarianMTModel", "seq2seq",
+               dict(pad_token_id=0, decoder_start_token_id=0)),
+    "led": ("LEDConfig", "LEDModel", "ids", dict(attention_window=8)),
+    "bert_mlm": ("BertConfig", "BertForMaskedLM", "ids"),
+    "gptj": ("GPTJConfig", "GPTJModel", "ids", dict(rotary_dim=8)),
+    "gpt_neo": ("GPTNeoConfig", "GPTNeoModel", "ids",
+                dict(attention_types=[[["global", "local"], 1]],
+                     window_size=8)),
+    "falcon": ("FalconConfig", "FalconModel", "ids", dict(head_dim=None)),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeModel", "ids"),
+    "stablelm": ("StableLmConfig", "StableLmModel", "ids"),
+    "phi3": ("Phi3Config", "Phi3Model", "ids", dict(pad_token_id=0)),
+    "starcoder2": ("Starcoder2Config", "Starcoder2Model", "ids"),
+    "gemma2": ("Gemma2Config", "Gemma2Model", "ids"),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3TextModel", "ids"),
+    "mixtral": ("MixtralConfig", "MixtralModel", "ids",
+                dict(num_local_experts=4)),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeModel", "ids",
+                  dict(num_experts=4, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=64)),
+    "mobilebert": ("MobileBertConfig", "MobileBertModel", "ids",
+                   dict(embedding_size=32, intra_bottleneck_size=32,
+                        num_feedforward_networks=2)),
+    "xlm_roberta": ("XLMRobertaConfig", "XLMRobertaModel", "ids"),
+    "funnel": ("FunnelConfig", "FunnelModel", "ids",
+               dict(num_hidden_layers=None, block_sizes=[1, 1],
+                    num_decoder_layers=1, n_head=4, d_head=16,
+                    d_inner=128)),
+    "siglip_text": ("SiglipTextConfig", "SiglipTextModel", "ids"),
+    "siglip_vision": ("SiglipVisionConfig", "SiglipVisionModel", "pixels"),
+    "blip_vision": ("BlipVisionConfig", "BlipVisionModel", "pixels"),
+    "swin": ("SwinConfig", "SwinModel", "pixels",
+             dict(embed_dim=32, depths=[1, 1], num_heads=[2, 4], head_dim=None,
+                  num_attention_heads=None,
+                  patch_size=4, window_size=4)),
+    "convnext": ("ConvNextConfig", "ConvNextModel", "pixels",
+                 dict(num_stages=2, hidden_sizes=[16, 32], depths=[1, 1])),
+    "segformer": ("SegformerConfig", "SegformerModel", "pixels",
+                  dict(num_encoder_blocks=2, depths=[1, 1],
+                       sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                       patch_sizes=[7, 3], strides=[4, 2],
+                       num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                       decoder_hidden_size=32)),
+    "beit": ("BeitConfig", "BeitModel", "pixels"),
+    "dinov2": ("Dinov2Config", "Dinov2Model", "pixels"),
+    "wav2vec2": ("Wav2Vec2Config", "Wav2Vec2Model", "audio",
+                 dict(conv_dim=[32, 32], conv_stride=[5, 2],
+                      conv_kernel=[10, 3], num_conv_pos_embeddings=16,
+                      num_conv_pos_embedding_groups=4)),
 }
 
 
@@ -72,23 +128,27 @@ def run_model(name, mode, device, dtype, use_cache, grad=False):
     import torch
     import transformers
     import tcjit
-    cfg_cls, model_cls, kind = MODELS[name]
-    extra = {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128} \
-        if name == "distilbert" else {}
-    cfg = getattr(transformers, cfg_cls)(**TINY, **extra)
+    cfg_cls, model_cls, kind, over = (MODELS[name] + ({},))[:4]
+    if name == "distilbert":
+        over = {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128}
+    conf = {k: v for k, v in {**TINY, **over}.items() if v is not None}
+    cfg = getattr(transformers, cfg_cls)(**conf)
     torch.manual_seed(0)
     model = _lookup(transformers, model_cls)(cfg).eval().to(
         device, getattr(torch, dtype))
-    if kind == "ids":
+    fdt = getattr(torch, dtype)
+    kwargs = {}
+    if kind in ("ids", "seq2seq"):
         args = (torch.randint(0, 100, (2, 16), device=device),)
     elif kind == "pixels":
-        args = (torch.randn(2, 3, 32, 32, device=device,
-                            dtype=getattr(torch, dtype)),)
+        args = (torch.randn(2, 3, 32, 32, device=device, dtype=fdt),)
+    elif kind == "audio":
+        args = (torch.randn(2, 400, device=device, dtype=fdt),)
     else:
-        args = (torch.randn(2, 16, 16, device=device,
-                            dtype=getattr(torch, dtype)),)
-    kwargs = {}
-    if use_cache is not None and kind == "ids" and name not in (
+        args = (torch.randn(2, 16, 16, device=device, dtype=fdt),)
+    if kind == "seq2seq":
+        kwargs["decoder_input_ids"] = args[0][:, :8].contiguous()
+    if use_cache is not None and kind in ("ids", "seq2seq") and name not in (
             "bert", "roberta", "distilbert", "t5"):
         kwargs["use_cache"] = use_cache
     # grad: the call most users make, model(x) in the default grad mode
@@ -132,7 +192,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="*",
                    default=["gpt2", "bert", "llama", "t5"],
-                   help="of: " + " ".join(MODELS))
+                   help="'all', or of: " + " ".join(MODELS))
     p.add_argument("--mode", nargs="*", default=["compile", "enable"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
@@ -144,6 +204,8 @@ def main(argv=None):
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--json")
     args = p.parse_args(argv)
+    if args.models == ["all"]:
+        args.models = list(MODELS)
     if args.one:
         cache = {"default": None, "true": True, "false": False}[
             args.use_cache]
