@@ -279,7 +279,7 @@ def test_unused_constant_factories_are_dropped_random_ones_run():
     def f(x):
         keys = torch.tensor([], dtype=x.dtype)
         keys = torch.cat([keys, x * 2], dim=-2)
-        torch.zeros(3)
+        torch.empty(3)
         return keys + 1
 
     def g(x):
@@ -300,6 +300,19 @@ def test_unused_constant_factories_are_dropped_random_ones_run():
     torch.manual_seed(0)
     cg(x)
     assert torch.equal(torch.rand(2), want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.tensor([300], dtype=torch.int8),     # overflow
+    lambda: torch.arange(0, 3, dtype=torch.bool),      # no kernel
+])
+def test_unused_factory_that_fails_still_raises(make):
+    """A factory whose data can fail at run time (the meta run does not
+    see it) is kept when unused: eager's error."""
+    def f(x):
+        make()
+        return x + 1
+    run_both(f, torch.randn(3))
 
 
 def test_no_tensor_call_that_is_not_a_factory_is_not_run_while_tracing():

@@ -83,11 +83,11 @@ enum {
     TC_XA_GENERIC_ITEMS = 1,
     TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
                                    then given up: no effects (DCE drops it) */
-    TC_XA_GENERIC_PURE = 3,     /* a deterministic factory of constants
-                                   (torch.tensor([]), zeros): no effects,
-                                   so DCE drops it when unused; still never
-                                   merged (each call is a tensor of its
-                                   own) */
+    TC_XA_GENERIC_PURE = 3,     /* a factory that cannot fail at run time
+                                   (torch.empty, torch.tensor([])): no
+                                   effects, so DCE drops it when unused;
+                                   still never merged (each call is a
+                                   tensor of its own) */
     TC_XA_ITEM = 0,
     TC_XA_BOX_OFFSET = 0
 };

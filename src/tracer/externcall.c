@@ -88,26 +88,32 @@ is_factory(PyObject *fn)
     return r > 0;
 }
 
-/* 1 if the call makes a tensor from constants alone, the same each time,
- * and cannot fail at run time: a factory that is not random (the
- * positive list: an unknown factory keeps its effects). */
+/* Whether the call makes a tensor that cannot fail at run time and has
+ * no other effect, so DCE may drop it unused: 1 for an allocation
+ * (torch.empty), 2 for a tensor made from Python data, which must be
+ * empty (torch.tensor([]) of HF's DynamicCache: data can fail to convert,
+ * torch.tensor([300], dtype=torch.int8) raises at run time, as arange of
+ * a dtype without a kernel does), 0 otherwise. */
 static int
-is_pure_factory(PyObject *fn, const char *name, int nin)
+pure_factory_kind(PyObject *fn, const char *name, int nin)
 {
-    static const char *const pure[] = {
-        "tensor", "as_tensor", "asarray", "empty", "empty_strided", "zeros",
-        "ones", "full", "arange", "range", "linspace", "logspace", "eye",
-        "scalar_tensor", "tril_indices", "triu_indices", NULL};
-    return nin == 0 && is_factory(fn) && in_list(name, pure);
+    static const char *const alloc[] = {"empty", "empty_strided", NULL};
+    static const char *const data[] = {"tensor", "as_tensor", "asarray",
+                                       NULL};
+    if (nin != 0 || !is_factory(fn)) {
+        return 0;
+    }
+    return in_list(name, alloc) ? 1 : in_list(name, data) ? 2 : 0;
 }
 
-/* Nodes from `first` on that are generic externs lose their effects
- * (extern.h TC_XA_GENERIC_PURE). */
+/* Generic externs from `first` on lose their effects (extern.h
+ * TC_XA_GENERIC_PURE); kind 2: only those of an empty result. */
 static void
-mark_pure(tc_graph *g, int first)
+mark_pure(tc_graph *g, int first, int kind)
 {
     for (int i = first; i < g->nnodes; i++) {
-        if (tc_node_has_effects(g, i)) {
+        if (tc_node_has_effects(g, i)
+            && (kind == 1 || tc_layout_numel(&g->nodes[i].layout) == 0)) {
             g->nodes[i].xattr[TC_XA_GENERIC_PURE] = 1;
         }
     }
@@ -620,8 +626,9 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         if (rc == OK && leaf) {
             tc_tr_place_since(T, first, rdev);
         }
-        if (rc == OK && is_pure_factory(fn, bare, X.nin)) {
-            mark_pure(T->out->graph, first);
+        int pure = rc == OK ? pure_factory_kind(fn, bare, X.nin) : 0;
+        if (pure) {
+            mark_pure(T->out->graph, first, pure);
         }
     }
     Py_DECREF(pyname);
