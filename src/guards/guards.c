@@ -287,18 +287,12 @@ call_repr(const tc_guard_set *gs, const tc_source *s)
     PyObject *mod = PyObject_GetAttrString(s->name, "__module__");
     PyObject *name = mod ? PyObject_GetAttrString(s->name, "__qualname__")
                          : NULL;
-    if (name == NULL) {
-        /* a callable object: operator.methodcaller('__contains__', 'k') */
-        PyErr_Clear();
-        Py_CLEAR(mod);
-        name = PyObject_Repr(s->name);
-    }
     PyObject *arg = s->parent < 0 || name == NULL
                     ? PyUnicode_FromString("")
                     : tc_source_repr(gs, s->parent);
     PyObject *r = NULL;
-    if (arg != NULL && name != NULL) {
-        r = mod != NULL && mod != Py_None && PyUnicode_Check(mod)
+    if (arg != NULL) {
+        r = mod != Py_None && PyUnicode_Check(mod)
             ? PyUnicode_FromFormat("%U.%U(%U)", mod, name, arg)
             : PyUnicode_FromFormat("%U(%U)", name, arg);
     }
