@@ -196,6 +196,7 @@ mod_reset(PyObject *m, PyObject *unused)
     memset(&tc_stats, 0, sizeof(tc_stats));
     memset(&tc_tune_counters, 0, sizeof(tc_tune_counters));
     tc_diskcache_reset_stats();
+    tc_jit_forget_shared();
     Py_RETURN_NONE;
 }
 

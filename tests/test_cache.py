@@ -277,6 +277,28 @@ def test_in_process_counters_and_log_channel(own_cache, tcjit_logs):
     assert any(m.startswith("hit cpu-") for m in msgs), msgs
 
 
+def test_kernels_shared_between_graphs_until_reset(own_cache):
+    # another graph with the same kernel (each layer's backward segment of
+    # a model: docs/training.md) takes the compiled one
+    def f(x):
+        return (x.sin() * 2).sum(1)
+
+    def g(y):
+        return (y.sin() * 2).sum(1)
+    x = torch.randn(8, 16)
+    check_same(tcjit.compile(f)(x), f(x))
+    c = counters()
+    assert c["kernels_compiled"] == 1 and c["kernel_cache_misses"] == 1
+    check_same(tcjit.compile(g)(x), g(x))
+    c = counters()
+    assert c["kernels_compiled"] == 1 and c["kernel_cache_misses"] == 1
+    assert c["graphs"] == 2
+    tcjit.reset()        # forgets them: the disk cache supplies it again
+    check_same(tcjit.compile(g)(x * 2), g(x * 2))
+    c = counters()
+    assert c["kernels_compiled"] == 1 and c["kernel_cache_hits"] == 1
+
+
 def test_config_cache_off(own_cache):
     tcjit.config.cache = 0
     x = torch.randn(50)

@@ -365,16 +365,24 @@ def test_sdpa_flash_layout_cuda():
 @cuda_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(3, 1, 1, 1, 2), (2, 2, 1, 3, 4), (2, 3, 5, 6, 4),
-                                   (1, 2, 3, 3, 16), (2, 2, 4, 4, 3), (2, 3, 5, 6, 8)])
+                                   (1, 2, 3, 3, 16), (2, 2, 4, 4, 3), (2, 3, 5, 6, 8),
+                                   (2, 4, 64, 64, 64)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("backend", ["auto", "eager"])
-def test_sdpa_result_strides_cuda(dtype, shape, causal, backend):
+@pytest.mark.parametrize("split", [False, True])
+def test_sdpa_result_strides_cuda(dtype, shape, causal, backend, split):
     """The result has eager's strides whichever kernel torch picks (math,
     flash with its last dim padded to 8, memory-efficient's [B, L, H, E],
-    cuDNN), also where a view of it is returned (fuzzer classes)."""
+    cuDNN's empty_like(q)), also where a view of it is returned (fuzzer
+    classes).  split: heads split off a projection ([B, L, H, E] memory,
+    as in every transformer; cuDNN's result follows it)."""
     B, H, L, S, E = shape
-    q = torch.randn(B, H, L, E, device="cuda", dtype=dtype)
-    k, v = (torch.randn(B, H, S, E, device="cuda", dtype=dtype) for _ in range(2))
+
+    def make(n):
+        if split:
+            return torch.randn(B, n, H, E, device="cuda", dtype=dtype).transpose(1, 2)
+        return torch.randn(B, H, n, E, device="cuda", dtype=dtype)
+    q, k, v = make(L), make(S), make(S)
 
     def f(q, k, v):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)

@@ -271,6 +271,37 @@ def test_factories_without_tensor_arguments():
         _same_random_stream(f)
 
 
+def test_unused_constant_factories_are_dropped_random_ones_run():
+    """HF DynamicCache's keys start as torch.tensor([]) and are replaced
+    by cat([keys, k]) (which skips the empty operand): the unused factory
+    call is not made on every call.  An unused random factory still draws
+    (eager's stream after the call)."""
+    def f(x):
+        keys = torch.tensor([], dtype=x.dtype)
+        keys = torch.cat([keys, x * 2], dim=-2)
+        torch.zeros(3)
+        return keys + 1
+
+    def g(x):
+        torch.randn(3)
+        return x + 1
+
+    x = torch.randn(2, 3, 4)
+    ex = explain(f, x)
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    assert "extern(" not in str(ex.graphs[0])
+    check_same(tcjit.compile(f)(x), f(x))
+    tcjit.reset()
+    assert "extern(" in str(explain(g, x).graphs[0])
+    cg = tcjit.compile(g)
+    torch.manual_seed(0)
+    g(x)
+    want = torch.rand(2)
+    torch.manual_seed(0)
+    cg(x)
+    assert torch.equal(torch.rand(2), want)
+
+
 def test_no_tensor_call_that_is_not_a_factory_is_not_run_while_tracing():
     # torch.manual_seed has no tensor argument and is no factory: never run
     # by a meta run (it would reseed at trace time)

@@ -332,7 +332,7 @@ def test_graph_nodes_describe_their_kind():
 
     def f(x, w):
         return (x.sum(1, keepdim=True), x[1:, ::2].t(),
-                F.scaled_dot_product_attention(x[None], x[None], x[None],
+                F.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None],
                                                is_causal=True, scale=0.5),
                 torch.zeros(2), x @ w)
 

@@ -1038,3 +1038,78 @@ def test_guard_time_measures_a_passing_lookup():
         tcjit._C._guard_time(f, (x, 3), 10)
     with pytest.raises(ValueError, match="no compiled entry"):
         tcjit._C._guard_time(lambda t: t, (x,), 10)
+
+
+def test_hasattr_guard_names_the_call(tcjit_logs):
+    """A guard on hasattr(obj, name) is logged as that call (it printed as
+    the tracer's internal 'tuple.call(obj)')."""
+    caplog = tcjit_logs("recompiles")
+
+    class Box:
+        pass
+
+    box = Box()
+
+    def f(x, b):
+        return x + 1 if hasattr(b, "scale") else x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(4)
+    check_same(cf(x, box), f(x, box))
+    box.scale = 2
+    check_same(cf(x, box), f(x, box))
+    assert_one_recompile(caplog, f, "hasattr(L['b'], 'scale') == False")
+
+
+@pytest.mark.parametrize("add", ["attr", "buffer", "parameter", "module"])
+def test_hasattr_guard_on_a_module(add):
+    """hasattr(module, name) guards answer absent names from nn.Module's
+    dicts (no AttributeError per call): a name that appears later as an
+    attribute, buffer, parameter or submodule recompiles."""
+    m = torch.nn.Linear(3, 3)
+
+    def f(x, m):
+        return x + 1 if hasattr(m, "extra") else x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, m), f(x, m))
+    if add == "attr":
+        m.extra = 1
+    elif add == "buffer":
+        m.register_buffer("extra", torch.ones(1))
+    elif add == "parameter":
+        m.extra = torch.nn.Parameter(torch.ones(1))
+    else:
+        m.extra = torch.nn.ReLU()
+    check_same(cf(x, m), f(x, m))
+    assert counters()["frames_compiled"] == 2
+    del m.extra
+    check_same(cf(x, m), f(x, m))
+
+
+def test_hasattr_guard_on_a_module_with_its_own_getattr():
+    """A module class with its own __getattr__ (forwarding to a wrapped
+    module, as PEFT does) is asked through hasattr itself."""
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(3, 3)
+            self.forward_names = False
+
+        def __getattr__(self, name):
+            if name == "extra" and self.__dict__.get("forward_names"):
+                return 1
+            return super().__getattr__(name)
+
+    w = Wrapper()
+
+    def f(x, w):
+        return x + 1 if hasattr(w, "extra") else x - 1
+
+    cf = tcjit.compile(f)
+    x = torch.randn(3)
+    check_same(cf(x, w), f(x, w))
+    w.forward_names = True
+    check_same(cf(x, w), f(x, w))
+    assert f(x, w)[0] == x[0] + 1

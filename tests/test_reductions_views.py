@@ -179,3 +179,38 @@ def test_expand_new_size1_dims_have_eagers_strides(shape, sizes, backend):
     fn = lambda x: x.expand(sizes)  # noqa: E731
     x = torch.randn(shape)
     check_same(tcjit.compile(fn, backend=backend)(x), fn(x))
+
+
+def _chained(kind, depth):
+    """depth row reductions, each reading the one before: a kernel of
+    them all would make more passes over a row than KIR has phases."""
+    def f(x):
+        y = x
+        for i in range(depth):
+            if kind == "softmax":
+                y = torch.softmax(y * 1.1, -1)
+            elif kind == "norm":
+                y = (y - y.mean(-1, keepdim=True)) / (y.std(-1, keepdim=True)
+                                                       + 1)
+            elif kind == "layer_norm":
+                y = F.layer_norm(y, y.shape[-1:]) * 1.5
+            else:
+                y = (y - y.amax(-1, keepdim=True) if i % 2
+                     else y / (y.sum(-1, keepdim=True).abs() + 1))
+        return y
+    return f
+
+
+@pytest.mark.parametrize("depth,shape", [(4, (3, 7)), (5, (1, 5)),
+                                         (7, (2, 1, 4))])
+@pytest.mark.parametrize("kind", ["softmax", "norm", "layer_norm", "mix"])
+def test_reduction_chains_longer_than_a_kernel_compile(kind, depth, shape):
+    # the scheduler cuts the chain into kernels that fit (schedule.c
+    # cut_phases); it gave up once ("more than 8 passes over a row",
+    # "cannot schedule node"), and the frame ran eagerly
+    f = _chained(kind, depth)
+    x = torch.randn(*shape)
+    got = tcjit.compile(f, fullgraph=True)(x)
+    assert tcjit.counters()["eager_fallbacks"] == 0
+    torch.testing.assert_close(got, f(x), atol=1e-4, rtol=1e-4,
+                               equal_nan=True)

@@ -56,6 +56,36 @@ def _mutates(x, y, i):
     return z
 
 
+class _Scaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k, ctx.shape = k, x.shape
+        return x * k, k
+
+    @staticmethod
+    def backward(ctx, g, _):
+        return g * ctx.k, None
+
+
+class _KeepsObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.fn = torch.sin     # a graph break: backward cannot get it
+        return x.cos()
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g * ctx.fn(ctx.saved_tensors[0])
+
+
+def _custom_function(x, k):
+    # traced under grad (a link to the backward), then run eagerly
+    # (backend="eager" takes no autograd graph)
+    y, _ = _Scaled.apply(x, k)
+    return _KeepsObject.apply(y) + 1
+
+
 def _workload(rounds):
     w = torch.randn(4, 3)
     shapes = [torch.randn(3), torch.randn(3, 2), torch.randn(2, 3, 2)]
@@ -64,6 +94,8 @@ def _workload(rounds):
                           _raises_after_break)]
     recompiling, breaking, raising, raising_late = compiled
     mutating = tcjit.compile(_mutates, backend="eager")
+    custom = tcjit.compile(_custom_function, backend="eager")
+    leaf = torch.randn(3, requires_grad=True)
     buf = torch.zeros(4)
     for i in range(rounds):
         if i % 50 == 0:
@@ -77,6 +109,7 @@ def _workload(rounds):
             raising_late(x)
         mutating(buf, w[:, 0].clone(), torch.tensor([i % 4]))
         mutating(buf[:2], buf[1:3], torch.tensor([0]))   # aliased: eager
+        custom(leaf, i % 3)
 
 
 def _rss():

@@ -38,7 +38,7 @@ import types
 import torch
 import torch.nn.functional as F
 
-from . import _C
+from . import _C, _autofn
 from .graph import Graph
 
 _OPS = {row["name"]: row for row in _C.op_table()}
@@ -64,7 +64,10 @@ def _meta(n, requires_grad):
 
 def _generic_requires_grad(n, rg):
     """torch's answer for a generic extern: its call on meta tensors that
-    require grad as the operands do (detach, rand_like, ... do not)."""
+    require grad as the operands do (detach, rand_like, ... do not); a
+    list of answers, one per item, for a call that returns a sequence
+    (torch.sort's values do, its indices do not; a custom Function's
+    outputs marked non-differentiable do not)."""
     try:
         args = [_meta(a, rg[a.index]) if a.kind != "scalar" else a.value
                 for a in n.args]
@@ -72,21 +75,31 @@ def _generic_requires_grad(n, rg):
             r = n.call(*args)
     except Exception:        # no meta kernel: as the C flag says
         return True
+    if isinstance(r, (tuple, list)):
+        return [isinstance(t, torch.Tensor) and t.requires_grad for t in r]
     return isinstance(r, torch.Tensor) and r.requires_grad
 
 
 def _requires_grad(graph):
-    rg = {}
+    rg, items = {}, {}
     for n in graph.nodes:
         if n.kind == "input":
             rg[n.index] = n.requires_grad
         elif n.kind == "scalar":
             rg[n.index] = False
         else:
-            r = (n.requires_grad and any(rg[a.index] for a in n.args)
-                 and (n.dtype.is_floating_point or n.dtype.is_complex))
-            if r and n.op == "extern":
-                r = _generic_requires_grad(n, rg)
+            flows = n.requires_grad and any(rg[a.index] for a in n.args)
+            r = flows and (n.dtype.is_floating_point or n.dtype.is_complex)
+            if flows and n.op == "extern":
+                got = _generic_requires_grad(n, rg)
+                if isinstance(got, list):   # per item (its dtype is item 0's)
+                    items[n.index] = got
+                    r = any(got)
+                else:
+                    r = r and got
+            elif r and n.op == "extern_item":
+                got = items.get(n.args[0].index)
+                r = got is None or got[n.xattr[0]]
             rg[n.index] = r
     return rg
 
@@ -534,32 +547,45 @@ class _Keep:
         with torch.enable_grad():
             ins = [x.detach().requires_grad_() if i in self.need else x
                    for i, x in enumerate(xs)]
-            y = self.call(*ins)
-        _TLS.kept[self.slot] = (y, *[ins[i] for i in self.need])
-        return y.detach()
+            _autofn.KEEPING.on = True
+            try:
+                y = self.call(*ins)
+            finally:
+                _autofn.KEEPING.on = False
+        # a sequence (torch.sort, a custom Function's results): its items
+        ys = tuple(y) if isinstance(y, (tuple, list)) else (y,)
+        _TLS.kept[self.slot] = (*ys, *[ins[i] for i in self.need])
+        if ys is not y and not isinstance(y, (tuple, list)):
+            return y.detach()
+        return tuple(t.detach() for t in ys)
 
 
-def _kept_grad(slot, g):
+def _kept_grad(slot, *gs):
     """The gradients of a kept call's operands (the backward's step for a
-    "vjp" rule): torch.autograd.grad over the forward's own graph, kept
-    for a second backward (retain_graph=True: the node's saved tensors
-    hold it, and autograd frees those after a backward that does not
-    retain them)."""
-    y, *ins = _TLS.cur[slot]
-    if y.grad_fn is None:      # torch's result did not depend on them
+    "vjp" rule) from those of its results gs (one per item of a call
+    that returns a sequence, None where an item gets none):
+    torch.autograd.grad over the forward's own graph, kept for a second
+    backward (retain_graph=True: the node's saved tensors hold it, and
+    autograd frees those after a backward that does not retain them)."""
+    rec = _TLS.cur[slot]
+    ys, ins = rec[:len(gs)], tuple(rec[len(gs):])
+    pairs = [(y, g) for y, g in zip(ys, gs)
+             if g is not None and y.grad_fn is not None]
+    if not pairs:              # torch's result did not depend on them
         return tuple(torch.zeros_like(x) for x in ins)
+    ys, gs = tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
     run = getattr(torch.autograd.graph, "_engine_run_backward", None)
-    if run is not None and isinstance(g, torch.Tensor) and g.shape == y.shape:
+    if run is not None and all(isinstance(g, torch.Tensor)
+                               and g.shape == y.shape for y, g in pairs):
         # torch.autograd.grad less its check of g against y (g is made
         # with y's shape), whose first call imports torch.fx's symbolic
         # shapes and sympy: a third of a second of the first step
-        gs = run((y,), (g,), True, False, tuple(ins), True,
-                 accumulate_grad=False)
+        got = run(ys, gs, True, False, ins, True, accumulate_grad=False)
     else:
-        gs = torch.autograd.grad(y, ins, g, retain_graph=True,
-                                 allow_unused=True)
+        got = torch.autograd.grad(ys, ins, gs, retain_graph=True,
+                                  allow_unused=True)
     return tuple(torch.zeros_like(x) if r is None else r
-                 for x, r in zip(ins, gs))
+                 for x, r in zip(ins, got))
 
 
 class _Opaque:
@@ -571,6 +597,15 @@ class _Opaque:
 
     def __call__(self, *args):
         return self.fn(*args)
+
+
+class _Item:
+    """The gradient var of item k of a call that returns a sequence (an
+    extern_item node's, gathered by _Builder.join for the call's node)."""
+    __slots__ = ("k", "var")
+
+    def __init__(self, k, var):
+        self.k, self.var = k, var
 
 
 class _Piece:
@@ -727,7 +762,14 @@ class _Builder:
     def join(self, n, parts):
         """The gradient of n: the sum of its parts.  Slices of one dim
         that tile n (the gradients of a split's pieces) are one cat;
-        other slices are scattered into zeros first."""
+        other slices are scattered into zeros first.  A call that returns
+        a sequence: a list of its items' gradients (None: no gradient)."""
+        if isinstance(parts[0], _Item):
+            per = {}
+            for p in parts:
+                per.setdefault(p.k, []).append(p.var)
+            return [None if k not in per else self.sum(per[k])
+                    for k in range(n.xattr[1])]
         pieces = sorted((p for p in parts if isinstance(p, _Piece)),
                         key=lambda p: p.start)
         if (len(pieces) == len(parts) > 1
@@ -739,8 +781,10 @@ class _Builder:
                         for a, b in zip(pieces, pieces[1:]))):
             return self.fresh(f"torch.cat([{', '.join(p.var for p in pieces)}"
                               f"], {pieces[0].dim})")
-        parts = [self.scatter(n, p) if isinstance(p, _Piece) else p
-                 for p in parts]
+        return self.sum([self.scatter(n, p) if isinstance(p, _Piece) else p
+                         for p in parts])
+
+    def sum(self, parts):
         return parts[0] if len(parts) == 1 else self.fresh(" + ".join(parts))
 
     def scatter(self, n, p):
@@ -753,6 +797,8 @@ class _Builder:
         need = [k for k, a in enumerate(n.args) if self.rg[a.index]]
         if not need:
             return []
+        if n.op == "extern_item":
+            return [(0, _Item(n.xattr[0], g))]
         if n.base is not None or n.op == "as_strided":
             return [(0, self.view_grad(n, g))] if self.reason is None else []
         rules = _rules(n.op)
@@ -855,7 +901,8 @@ class _Builder:
         self.env["_KEPT"] = _KEPT
         slot = (len(self.kept) - 1 if self.slots is None
                 else self.slots[n.index])
-        r = self.fresh(f"_KEPT({slot}, {g})")
+        gs = g if isinstance(g, list) else [g]
+        r = self.fresh(f"_KEPT({slot}, {', '.join(v or 'None' for v in gs)})")
         return [(k, self.fresh(f"{r}[{i}]")) for i, k in enumerate(need)]
 
 
@@ -947,23 +994,7 @@ class Plan:
         self.keep = {n.index: _Keep(n.call, need, slot)
                      for slot, (n, need) in enumerate(b.kept)}
         self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
-        self.kept_sizes = [1 + len(need) for _, need in b.kept]
-        # a kept call's result or operand that the caller has (a graph
-        # output or input, or a view of one) may be written in place
-        # between the call and the backward: it is kept as an attribute of
-        # the node, not a saved tensor (autograd would check its version),
-        # so only torch's own graph checks what it saved, as in eager
-        def root(n):
-            while n.base is not None:
-                n = n.base
-            return n.index
-        seen = {root(o) for o in graph.outputs}
-        seen.update(n.index for n in graph.inputs)
-        self.kept_out = set()     # (slot, 0: the result, 1 + i: operand)
-        for slot, (n, need) in enumerate(b.kept):
-            ts = [n] + [n.args[k] for k in need]
-            self.kept_out.update((slot, i) for i, t in enumerate(ts)
-                                 if root(t) in seen)
+        self.kept_sizes, self.kept_out = self.kept_layout(b.kept)
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
                        + [b.values[s] for s in saved])
@@ -977,6 +1008,40 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def kept_layout(self, kept):
+        """The kept calls' records (_Keep): per call its size, the call's
+        results (its items' nodes, for a call returning a sequence) then
+        its operands that require grad; and which (call, place) of them
+        the caller has (a graph output or input, or a view of one): such
+        a tensor may be written in place between the call and the
+        backward, so it is kept as an attribute of the node, not a saved
+        tensor (autograd would check its version), and only torch's own
+        graph checks what it saved, as in eager."""
+        graph = self.graph
+        items = {(n.args[0].index, n.xattr[0]): n for n in graph.nodes
+                 if n.kind == "op" and n.op == "extern_item"}
+
+        def results(n):
+            if n.op != "extern" or not n.xattr[1]:
+                return [n]
+            return [items.get((n.index, k)) for k in range(n.xattr[1])]
+
+        def root(n):
+            if n is None:        # an item no node reads
+                return None
+            while n.base is not None:
+                n = n.base
+            return n.index
+        seen = {root(o) for o in graph.outputs}
+        seen.update(n.index for n in graph.inputs)
+        sizes, out = [], set()
+        for slot, (n, need) in enumerate(kept):
+            ts = results(n) + [n.args[k] for k in need]
+            sizes.append(len(ts))
+            out.update((slot, i) for i, t in enumerate(ts)
+                       if root(t) in seen)
+        return sizes, out
 
     def grads_in(self, present):
         """Output node -> the gradient parameters flowing into it, for

@@ -136,18 +136,31 @@ class Graph:
                 env[n.index] = inputs[n.input_index]
             elif n.kind == "scalar":
                 env[n.index] = n.value
-            elif n.base is not None:
-                base = env[n.base.index]
-                env[n.index] = torch.as_strided(
-                    base, n.shape, n.stride, base.storage_offset() + n.offset)
+            elif not n.requires_grad and torch.is_grad_enabled():
+                # made under no_grad (or from values that do not require
+                # grad, or detached): in a replay under autograd
+                # (a training graph's backward), no gradient flows through
+                # it, as in eager
+                with torch.no_grad():
+                    env[n.index] = self._value(n, env)
             else:
-                r = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
-                if (n.op in _POINTWISE and isinstance(r, torch.Tensor)
-                        and r.shape == n.shape and r.stride() != n.stride):
-                    # the op eager writes into a given out= tensor
-                    # (F.hardtanh: clamp into empty_like(input)): the
-                    # node's layout is that tensor's
-                    r = torch.empty_strided(n.shape, n.stride, dtype=r.dtype,
-                                            device=r.device).copy_(r)
-                env[n.index] = r
+                env[n.index] = self._value(n, env)
         return env
+
+    @staticmethod
+    def _value(n, env):
+        """Op node n's value from its operands' (a view's: its base's) in
+        env."""
+        if n.base is not None:
+            base = env[n.base.index]
+            return torch.as_strided(base, n.shape, n.stride,
+                                    base.storage_offset() + n.offset)
+        r = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
+        if (n.op in _POINTWISE and isinstance(r, torch.Tensor)
+                and r.shape == n.shape and r.stride() != n.stride):
+            # the op eager writes into a given out= tensor (F.hardtanh:
+            # clamp into empty_like(input)): the node's layout is that
+            # tensor's
+            r = torch.empty_strided(n.shape, n.stride, dtype=r.dtype,
+                                    device=r.device).copy_(r)
+        return r

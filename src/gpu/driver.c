@@ -217,6 +217,23 @@ fnv1a(const char *s)
     return h;
 }
 
+/* ptx from its first line that is not a comment: the header names the
+ * graph ("// tcjit_backward [1/5]"), and graphs with the same kernels (each
+ * layer's segment of a model's backward, docs/training.md) are one module,
+ * JIT-compiled once and one cache entry. */
+static const char *
+ptx_code(const char *ptx)
+{
+    while (ptx[0] == '/' && ptx[1] == '/') {
+        const char *nl = strchr(ptx, '\n');
+        if (nl == NULL) {
+            break;
+        }
+        ptx = nl + 1;
+    }
+    return ptx;
+}
+
 /* ---- the on-disk cache: cubins linked from the PTX ------------------------ */
 
 #define CU_JIT_INPUT_PTX 1
@@ -310,6 +327,7 @@ tc_cu_module_ex(const char *ptx, int device, CUmodule *mod, int *loaded,
     if (loaded != NULL) {
         *loaded = 0;
     }
+    ptx = ptx_code(ptx);
     uint64_t h = fnv1a(ptx);
     pthread_mutex_lock(&mu);
     for (modent *m = modules; m != NULL; m = m->next) {

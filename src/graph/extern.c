@@ -629,7 +629,8 @@ tc_node_has_effects(const tc_graph *g, int id)
 {
     const tc_node *n = &g->nodes[id];
     return n->kind == TC_NODE_OP && n->op == generic_op()
-           && !n->xattr[TC_XA_GENERIC_DROPPED];
+           && !n->xattr[TC_XA_GENERIC_DROPPED]
+           && !n->xattr[TC_XA_GENERIC_PURE];
 }
 
 void

@@ -56,6 +56,9 @@ enum {
     TC_SDPA_LIKE_Q = 2,       /* empty_like(q) (the CPU flash kernel) */
     TC_SDPA_PAD8 = 3,         /* contiguous [B, H, L, P], P = Ev rounded up
                                  to 8, sliced to Ev (CUDA flash) */
+    TC_SDPA_MATH = 4,         /* torch's math kernel: the tracer records
+                                 its ops (_sdpa.math_attention) instead of
+                                 a node; contiguous if it cannot */
 };
 
 enum {
@@ -80,6 +83,11 @@ enum {
     TC_XA_GENERIC_ITEMS = 1,
     TC_XA_GENERIC_DROPPED = 2,  /* built by a traced instruction that was
                                    then given up: no effects (DCE drops it) */
+    TC_XA_GENERIC_PURE = 3,     /* a deterministic factory of constants
+                                   (torch.tensor([]), zeros): no effects,
+                                   so DCE drops it when unused; still never
+                                   merged (each call is a tensor of its
+                                   own) */
     TC_XA_ITEM = 0,
     TC_XA_BOX_OFFSET = 0
 };
@@ -119,7 +127,8 @@ int tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
 /* A generic extern: it may consume the random stream (torch.rand_like,
  * dropout) or raise at run time on values (an index out of range), so it
  * is never merged with an equal node, never dropped when unused, and runs
- * in program order with the other generic externs. */
+ * in program order with the other generic externs.  Not one marked
+ * TC_XA_GENERIC_PURE or _DROPPED. */
 int tc_node_has_effects(const tc_graph *g, int id);
 
 /* Nodes from id `from` on were built by an instruction (or an inlining

@@ -1497,6 +1497,31 @@ gen_phases(kgen *kg, const int *members, const imap *maps,
     return 0;
 }
 
+/* A kernel that would make more than TC_KIR_MAX_PHASES passes over a
+ * row (a chain of reductions, each reading the one before: softmax of a
+ * softmax ...): cut the chain at its deepest reduction that fits, which
+ * is stored (then computed by a kernel of its own), so that what reads it
+ * starts over at the first pass.  Each retry cuts once more. */
+static int
+cut_phases(kgen *kg)
+{
+    sched *s = kg->s;
+    int best = -1, depth = -1;
+    for (int i = 0; i < kg->nreds; i++) {
+        int id = kg->reds[i].node, body = kg->reds[i].body;
+        int done = s->buf_of[id] >= 0 ? s->solo[id] : s->force_mat[id];
+        if (body + 1 < TC_KIR_MAX_PHASES && body > depth && !done) {
+            best = id;
+            depth = body;
+        }
+    }
+    if (best < 0) {
+        return serr(s, "tcjit: more than %d passes over a row",
+                    TC_KIR_MAX_PHASES);
+    }
+    return retry(s, best, s->buf_of[best] >= 0);
+}
+
 static int
 gen_body(kgen *kg)
 {
@@ -1534,14 +1559,9 @@ gen_body(kgen *kg)
         if (kg->reds[i].body + 1 > nphases) {
             nphases = kg->reds[i].body + 1;
         }
-        if (kg->reds[i].body >= TC_KIR_MAX_PHASES) {
-            rc = retry(kg->s, kg->reds[i].node, 0);
-            goto done;
-        }
     }
     if (nphases > TC_KIR_MAX_PHASES) {
-        rc = serr(kg->s, "tcjit: more than %d passes over a row",
-                  TC_KIR_MAX_PHASES);
+        rc = cut_phases(kg);
         goto done;
     }
     if (kg->nreds == 0) {

@@ -280,6 +280,47 @@ tc_source_repr(const tc_guard_set *gs, int src)
     Py_UNREACHABLE();
 }
 
+/* A tracer's bound call (tracer/pysem.c bound_call: a builtin function
+ * "call" whose self is (fn, args)) as fn(arg, *args): hasattr(L['m'],
+ * 'bias'), dict.get(L['d'], 'k').  NULL (no exception) if s is not one. */
+static PyObject *
+bound_call_repr(const tc_source *s, PyObject *arg)
+{
+    if (!PyCFunction_Check(s->name)
+        || strcmp(((PyCFunctionObject *)s->name)->m_ml->ml_name, "call")) {
+        return NULL;
+    }
+    PyObject *self = PyCFunction_GET_SELF(s->name);
+    if (self == NULL || !PyTuple_Check(self) || PyTuple_GET_SIZE(self) != 2
+        || !PyTuple_Check(PyTuple_GET_ITEM(self, 1))) {
+        return NULL;
+    }
+    PyObject *fn = PyTuple_GET_ITEM(self, 0);
+    PyObject *name = PyObject_GetAttrString(fn, "__qualname__");
+    PyObject *parts = name ? PyList_New(0) : NULL;
+    PyObject *r = NULL;
+    int ok = parts != NULL && PyList_Append(parts, arg) == 0;
+    PyObject *rest = PyTuple_GET_ITEM(self, 1);
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(rest); i++) {
+        PyObject *a = PyObject_Repr(PyTuple_GET_ITEM(rest, i));
+        ok = a != NULL && PyList_Append(parts, a) == 0;
+        Py_XDECREF(a);
+    }
+    PyObject *sep = ok ? PyUnicode_FromString(", ") : NULL;
+    PyObject *joined = sep ? PyUnicode_Join(sep, parts) : NULL;
+    if (joined != NULL) {
+        r = PyUnicode_FromFormat("%U(%U)", name, joined);
+    }
+    Py_XDECREF(sep);
+    Py_XDECREF(joined);
+    Py_XDECREF(parts);
+    Py_XDECREF(name);
+    if (r == NULL) {
+        PyErr_Clear();
+    }
+    return r;
+}
+
 /* torch._C._is_torch_function_mode_enabled(), tuple(L['kw']) */
 static PyObject *
 call_repr(const tc_guard_set *gs, const tc_source *s)
@@ -287,12 +328,18 @@ call_repr(const tc_guard_set *gs, const tc_source *s)
     PyObject *mod = PyObject_GetAttrString(s->name, "__module__");
     PyObject *name = mod ? PyObject_GetAttrString(s->name, "__qualname__")
                          : NULL;
+    if (name == NULL) {
+        /* a callable object without a __qualname__ (its repr) */
+        PyErr_Clear();
+        Py_CLEAR(mod);
+        name = PyObject_Repr(s->name);
+    }
     PyObject *arg = s->parent < 0 || name == NULL
                     ? PyUnicode_FromString("")
                     : tc_source_repr(gs, s->parent);
-    PyObject *r = NULL;
-    if (arg != NULL) {
-        r = mod != Py_None && PyUnicode_Check(mod)
+    PyObject *r = arg != NULL ? bound_call_repr(s, arg) : NULL;
+    if (arg != NULL && r == NULL && name != NULL) {
+        r = mod != NULL && mod != Py_None && PyUnicode_Check(mod)
             ? PyUnicode_FromFormat("%U.%U(%U)", mod, name, arg)
             : PyUnicode_FromFormat("%U(%U)", name, arg);
     }

@@ -11,6 +11,8 @@ static PyObject *module_type;       /* torch.nn.Module */
 static PyObject *global_hooks[4];   /* module-level hook dicts */
 static PyObject *str_dict_names[3]; /* _parameters, _buffers, _modules */
 static PyObject *str_hook_names[4];
+static PyObject *module_getattr;    /* nn.Module.__getattr__ */
+static PyObject *str_getattr;
 
 static const char *const hook_dicts[4] = {
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -49,7 +51,10 @@ tc_nn_module_init(void)
     }
     module_type = PyObject_GetAttrString(mod, "Module");
     Py_DECREF(mod);
-    return module_type != NULL ? 0 : -1;
+    str_getattr = PyUnicode_InternFromString("__getattr__");
+    module_getattr = module_type && str_getattr
+        ? PyObject_GetAttr(module_type, str_getattr) : NULL;
+    return module_getattr != NULL ? 0 : -1;
 error:
     Py_DECREF(mod);
     if (!PyErr_Occurred()) {
@@ -101,6 +106,55 @@ tc_nn_getattr(PyObject *m, PyObject *name)
         return PyObject_GetAttr(m, name);
     }
     return v;
+}
+
+/* m's class looks attributes up as nn.Module does (no __getattr__ or
+ * __getattribute__ of its own). */
+static int
+plain_lookup(PyObject *m)
+{
+    PyTypeObject *t = Py_TYPE(m);
+    return tc_is_nn_module(m) && module_getattr != NULL
+           && t->tp_getattro == ((PyTypeObject *)module_type)->tp_getattro
+           && _PyType_Lookup(t, str_getattr) == module_getattr;
+}
+
+/* hasattr(m, name) as the builtin computes it: 1, 0, or -1 with an
+ * exception other than AttributeError. */
+static int
+has_attr(PyObject *m, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(m, name);
+    if (v != NULL) {
+        Py_DECREF(v);
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+int
+tc_nn_hasattr(PyObject *m, PyObject *name)
+{
+    if (!PyUnicode_Check(name) || !plain_lookup(m)
+        || _PyType_Lookup(Py_TYPE(m), name) != NULL) {
+        return has_attr(m, name);
+    }
+    PyObject *dict = PyObject_GenericGetDict(m, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return has_attr(m, name);
+    }
+    int found = PyDict_Contains(dict, name);
+    for (int i = 0; found == 0 && i < 3; i++) {
+        PyObject *d = instance_dict_item(dict, str_dict_names[i]);
+        found = d ? PyDict_Contains(d, name) : 0;
+    }
+    Py_DECREF(dict);
+    return found;
 }
 
 int

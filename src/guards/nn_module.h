@@ -21,6 +21,14 @@ int tc_is_nn_module(PyObject *obj);
  * New reference, or NULL with an exception (AttributeError when absent). */
 PyObject *tc_nn_getattr(PyObject *m, PyObject *name);
 
+/* hasattr(m, name) for a module whose class keeps nn.Module's
+ * __getattr__ and __getattribute__: an absent name is answered from the
+ * dicts, without the AttributeError nn.Module builds (the guards ask this
+ * on every call: HF's hasattr(module, "num_key_value_groups")).  Any other
+ * object, or a name its class defines, goes through hasattr itself.  1, 0,
+ * or -1 with an exception. */
+int tc_nn_hasattr(PyObject *m, PyObject *name);
+
 /* Would m(...) run hooks (its own or global forward/backward hooks)?  1, 0,
  * or -1 with an exception.  Without hooks Module.__call__ is exactly
  * m.forward(...), which is what the tracer inlines. */

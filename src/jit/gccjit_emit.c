@@ -3078,7 +3078,11 @@ dynamic_prepare(const tc_plan *plan, tc_jit_code *code, char *err,
             return -1;
         }
         tc_loop_dims(k, l, code->dims[i]);
-        code->fns[i] = tc_generic_find(k, l);
+        tc_holder *h = NULL;
+        code->fns[i] = tc_generic_find(k, l, &h);
+        if (h != NULL) {
+            code->holders[code->nholders++] = h;
+        }
     }
     return 0;
 }
@@ -3104,6 +3108,14 @@ typedef struct {
 static int compile_workers = 0;  /* 0: online CPUs (at most 8) when
                                     there are 4 or more, else 1 */
 static double compile_seconds;   /* in compile_locked, under compile_mu */
+
+void
+tc_jit_forget_shared(void)
+{
+    pthread_mutex_lock(&compile_mu);
+    tc_shared_forget();
+    pthread_mutex_unlock(&compile_mu);
+}
 
 double
 tc_jit_compile_seconds(void)
@@ -3367,36 +3379,68 @@ make_groups(const tc_plan *plan, const tc_jit_code *code, group *gs,
     return ng;
 }
 
+/* Whether kernel i of plan is shared with other plans (generic.c): one
+ * function of its own (not split into chunk passes), not made to fail. */
 static int
-lookup_group(const tc_plan *plan, tc_jit_code *code, group *g, char *err,
-             size_t errlen)
+shareable(const tc_plan *plan, const tc_jit_code *code, int i)
+{
+    return code->loops[i].nchunks == 0
+           && !inject_failure(&plan->kernels[i]);
+}
+
+/* Kernels an earlier plan compiled with the same code: taken from there
+ * (size-generic ones: dynamic_prepare). */
+static void
+find_shared(const tc_plan *plan, tc_jit_code *code)
+{
+    for (int i = 0; i < plan->nkernels; i++) {
+        if (code->fns[i] == NULL && tc_plan_first_same_kernel(plan, i) == i
+            && (code->dims == NULL || code->dims[i] == NULL)
+            && shareable(plan, code, i)) {
+            tc_holder *h = NULL;
+            code->fns[i] = tc_shared_find(&plan->kernels[i],
+                                          cpu_target_variant, &h);
+            if (h != NULL) {
+                code->holders[code->nholders++] = h;
+            }
+        }
+    }
+}
+
+/* Looks up the group's kernels in what compiled or loaded them (held by
+ * h, which the code has a reference to). */
+static int
+lookup_group(const tc_plan *plan, tc_jit_code *code, group *g, tc_holder *h,
+             char *err, size_t errlen)
 {
     void *holder = g->lib != NULL ? g->lib : (void *)g->res;
     sym_fn sym = g->lib != NULL ? tc_kcache_sym : result_sym;
-    int nfresh = 0;
-    char fresh[g->n + 1];
+    int njoin = 0;
+    char join[g->n + 1];
     for (int j = 0; j < g->n; j++) {
         int i = g->idx[j];
-        fresh[j] = code->dims != NULL && code->dims[i] != NULL;
-        nfresh += fresh[j];
+        join[j] = shareable(plan, code, i);
+        njoin += join[j];
         if (lookup_kernel(holder, sym, plan, code, i) < 0) {
             snprintf(err, errlen, "tcjit cpu: kernel %d missing after "
                      "compile", i);
             return -1;
         }
     }
-    /* size-generic kernels compiled now join the generic cache, which
-     * then owns what holds their code (it must outlive every record) */
-    if (nfresh > 0 && tc_generic_keep(holder) == 0) {
-        g->lib = NULL;
-        g->res = NULL;
-        for (int j = 0; j < g->n; j++) {
-            if (fresh[j]) {
-                /* out of memory: simply not shared */
-                (void)tc_generic_add(&plan->kernels[g->idx[j]],
-                                     &code->loops[g->idx[j]],
-                                     code->fns[g->idx[j]]);
-            }
+    /* kernels compiled now join the shared records (generic.c), each
+     * with a reference to h; out of memory: simply not shared */
+    for (int j = 0; njoin > 0 && j < g->n; j++) {
+        int i = g->idx[j];
+        if (!join[j]) {
+            continue;
+        }
+        if (code->dims != NULL && code->dims[i] != NULL) {
+            (void)tc_generic_add(&plan->kernels[i], &code->loops[i],
+                                 code->fns[i], h);
+        }
+        else {
+            (void)tc_shared_add(&plan->kernels[i], &code->loops[i],
+                                cpu_target_variant, code->fns[i], h);
         }
     }
     return 0;
@@ -3412,12 +3456,11 @@ compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
     if (prepare(plan, code, err, errlen) < 0) {
         return -1;
     }
+    find_shared(plan, code);
     int n = plan->nkernels, nw = workers();
     int idxbuf[n + 1];
     group *gs = calloc((size_t)(n + NKINDS), sizeof(group));
-    code->libs = calloc((size_t)(n + NKINDS), sizeof(void *));
-    if (gs == NULL || code->libs == NULL) {
-        free(gs);
+    if (gs == NULL) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
         return -1;
     }
@@ -3481,16 +3524,29 @@ compile_locked(const tc_plan *plan, tc_jit_code *code, char *err,
         }
     }
     for (int q = 0; q < ng; q++) {
-        if (rc == 0 && lookup_group(plan, code, &gs[q], err, errlen) < 0) {
+        group *g = &gs[q];
+        tc_holder *h = NULL;
+        if (g->lib != NULL || g->res != NULL) {
+            h = tc_holder_new(g->lib ? g->lib : (void *)g->res,
+                              g->lib != NULL);
+            if (h == NULL) {
+                if (g->lib != NULL) {
+                    tc_kcache_close(g->lib);
+                }
+                else {
+                    gcc_jit_result_release(g->res);
+                }
+                snprintf(err, errlen, "tcjit cpu: out of memory");
+                rc = -1;
+            }
+            else {
+                code->holders[code->nholders++] = h;
+            }
+        }
+        if (rc == 0 && lookup_group(plan, code, g, h, err, errlen) < 0) {
             rc = -1;
         }
-        if (gs[q].lib != NULL) {
-            code->libs[code->nlibs++] = gs[q].lib;
-        }
-        if (gs[q].res != NULL) {
-            code->results[gs[q].kind] = gs[q].res;
-        }
-        if (gs[q].path[0] != '\0') {
+        if (g->path[0] != '\0') {
             (void)unlink(gs[q].path);
         }
     }
@@ -3512,15 +3568,10 @@ tc_jit_code_free(tc_jit_code *code)
     if (code == NULL) {
         return;
     }
-    for (int kind = 0; kind < 2; kind++) {
-        if (code->results[kind] != NULL) {
-            gcc_jit_result_release(code->results[kind]);
-        }
+    for (int j = 0; j < code->nholders; j++) {
+        tc_holder_unref(code->holders[j]);
     }
-    for (int j = 0; j < code->nlibs; j++) {
-        tc_kcache_close(code->libs[j]);
-    }
-    free(code->libs);
+    free(code->holders);
     for (int i = 0; code->loops != NULL && i < code->nkernels; i++) {
         tc_loop_clear(&code->loops[i]);
     }
@@ -3549,7 +3600,11 @@ tc_jit_code_compile(const tc_plan *plan, int variant, char *err,
     code->fns = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_kernel_fn));
     code->loops = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_loop));
     code->split = calloc((size_t)(n > 0 ? n : 1), sizeof(tc_split_fns));
-    if (code->fns == NULL || code->loops == NULL || code->split == NULL) {
+    /* one per group (make_groups: at most n + NKINDS), one per kernel
+     * shared with an earlier plan */
+    code->holders = calloc((size_t)(2 * n + NKINDS), sizeof(tc_holder *));
+    if (code->fns == NULL || code->loops == NULL || code->split == NULL
+        || code->holders == NULL) {
         snprintf(err, errlen, "tcjit cpu: out of memory");
         tc_jit_code_free(code);
         return NULL;

@@ -42,6 +42,10 @@ int tc_jit_init(void);
  * 8, with 4 CPUs or more, else 1).  See docs/cache.md. */
 void tc_jit_set_compile_workers(int n);
 
+/* Forgets which kernels earlier plans compiled (tcjit.reset()): later
+ * plans compile theirs or read the on-disk cache again. */
+void tc_jit_forget_shared(void);
+
 /* Seconds spent compiling plans' kernels (cache lookups, gcc, loading)
  * since the process started: tcjit.counters()["kernel_compile_seconds"]. */
 double tc_jit_compile_seconds(void);

@@ -70,16 +70,17 @@ void tc_loop_clear(tc_loop *l);
 /* Elements one outer index stands for (product of inner sizes). */
 int64_t tc_loop_inner_numel(const tc_loop *l);
 
+typedef struct tc_holder tc_holder;
+
 /* Result of compiling a plan: one function (or, for split reductions, a
  * set of them) per kernel. */
 typedef struct tc_jit_code {
-    void *results[2];           /* gcc_jit_result *: pointwise kernels,
-                                   reduction kernels (separate contexts:
-                                   only the latter allow FMA contraction) */
-    void **libs;                /* shared objects (dlopen handles) of the
-                                   groups compiled to files or loaded from
-                                   the on-disk cache (kcache.c) */
-    int nlibs;
+    tc_holder **holders;        /* what holds the functions (references):
+                                   the groups compiled in memory, to files
+                                   or loaded from the on-disk cache
+                                   (kcache.c), and those of kernels shared
+                                   with earlier plans (generic.c) */
+    int nholders;
     int nkernels;
     tc_kernel_fn *fns;          /* [nkernels]; NULL for split kernels */
     tc_loop *loops;             /* [nkernels] */
@@ -103,14 +104,30 @@ int64_t tc_loop_dims(const tc_kernel *k, const tc_loop *l, int64_t *out);
 /* The reduction schedule gccjit_emit.c compiles reduction kernel k with. */
 int tc_jit_red_plan(const tc_kernel *k, const tc_loop *l, tc_red_plan *p);
 
-/* generic.c: size-generic kernels already compiled, shared by plans of
- * every size (the caller holds the compile lock).  find: the function of
- * a kernel with k's generic code and l's loop structure, or NULL.  add:
- * records one (0, or -1 when out of memory: simply not shared); keep:
- * the gcc_jit_result holding recorded functions lives as long as them. */
-tc_kernel_fn tc_generic_find(const tc_kernel *k, const tc_loop *l);
-int tc_generic_add(const tc_kernel *k, const tc_loop *l, tc_kernel_fn fn);
-int tc_generic_keep(void *result);
+/* generic.c: what holds compiled functions (a gcc_jit_result, or a
+ * shared object when lib), counted: new (one reference), ref (returns
+ * o), unref (the last releases it).  (The type is declared above.) */
+tc_holder *tc_holder_new(void *h, int lib);
+tc_holder *tc_holder_ref(tc_holder *o);
+void tc_holder_unref(tc_holder *o);
+
+/* generic.c: kernels already compiled, shared by plans (the caller holds
+ * the compile lock).  Size-generic ones: find gives the function of a
+ * kernel with k's generic code and l's loop structure, or NULL; add
+ * records one (0, or -1 when out of memory: simply not shared).  Those
+ * compiled for their exact sizes (variant: the reduction-schedule
+ * variant they were compiled with) the same, until tc_shared_forget
+ * (tc_jit_forget_shared).  A record keeps a reference to h; find gives
+ * the caller one in *holder. */
+tc_kernel_fn tc_generic_find(const tc_kernel *k, const tc_loop *l,
+                             tc_holder **holder);
+int tc_generic_add(const tc_kernel *k, const tc_loop *l, tc_kernel_fn fn,
+                   tc_holder *h);
+tc_kernel_fn tc_shared_find(const tc_kernel *k, int variant,
+                            tc_holder **holder);
+int tc_shared_add(const tc_kernel *k, const tc_loop *l, int variant,
+                  tc_kernel_fn fn, tc_holder *h);
+void tc_shared_forget(void);
 
 /* Compiles all kernels of plan with the flags of cpu.c: pointwise kernels
  * in one context, reduction kernels in another.  No Python involved.

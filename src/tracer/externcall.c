@@ -88,6 +88,31 @@ is_factory(PyObject *fn)
     return r > 0;
 }
 
+/* 1 if the call makes a tensor from constants alone, the same each time,
+ * and cannot fail at run time: a factory that is not random (the
+ * positive list: an unknown factory keeps its effects). */
+static int
+is_pure_factory(PyObject *fn, const char *name, int nin)
+{
+    static const char *const pure[] = {
+        "tensor", "as_tensor", "asarray", "empty", "empty_strided", "zeros",
+        "ones", "full", "arange", "range", "linspace", "logspace", "eye",
+        "scalar_tensor", "tril_indices", "triu_indices", NULL};
+    return nin == 0 && is_factory(fn) && in_list(name, pure);
+}
+
+/* Nodes from `first` on that are generic externs lose their effects
+ * (extern.h TC_XA_GENERIC_PURE). */
+static void
+mark_pure(tc_graph *g, int first)
+{
+    for (int i = first; i < g->nnodes; i++) {
+        if (tc_node_has_effects(g, i)) {
+            g->nodes[i].xattr[TC_XA_GENERIC_PURE] = 1;
+        }
+    }
+}
+
 /* 1 if fn is a torch op callable the generic extern may call. */
 static int
 is_torch_op(PyObject *fn)
@@ -594,6 +619,9 @@ tc_tr_call_generic(tracer *T, PyObject *fn, tc_var **args, int nargs,
         rc = push_result(T, name, &X, &res, opvars, call);
         if (rc == OK && leaf) {
             tc_tr_place_since(T, first, rdev);
+        }
+        if (rc == OK && is_pure_factory(fn, bare, X.nin)) {
+            mark_pure(T->out->graph, first);
         }
     }
     Py_DECREF(pyname);

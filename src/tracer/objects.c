@@ -1196,6 +1196,12 @@ tc_tr_new_object_state(const tc_var *o, PyObject *name)
     return tc_tr_is_new_object(o) ? state_get(o, 1, name) : NULL;
 }
 
+PyObject *
+tc_tr_new_object_attr_names(const tc_var *o)
+{
+    return tc_tr_is_new_object(o) ? PyTuple_GET_ITEM(spec_of(o), 1) : NULL;
+}
+
 int
 tc_tr_new_object_has_attr(const tc_var *o, PyObject *name)
 {

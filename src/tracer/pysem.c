@@ -6,6 +6,7 @@
  */
 #include "tracer_internal.h"
 #include "../graph/extern.h"
+#include "../guards/nn_module.h"
 
 /* ---- Python semantics: loops, grad-mode contexts, dicts, builtins ------- */
 
@@ -3313,6 +3314,11 @@ static PyObject *
 bound_call_fn(PyObject *self, PyObject *obj)
 {
     PyObject *fn = PyTuple_GET_ITEM(self, 0), *args = PyTuple_GET_ITEM(self, 1);
+    if (fn == K.hasattr && PyTuple_GET_SIZE(args) == 1) {
+        /* (modules: without nn.Module's AttributeError for absent names) */
+        int r = tc_nn_hasattr(obj, PyTuple_GET_ITEM(args, 0));
+        return r < 0 ? NULL : Py_NewRef(r ? Py_True : Py_False);
+    }
     PyObject *argv[8];
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     argv[0] = obj;

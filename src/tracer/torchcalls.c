@@ -775,7 +775,8 @@ sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
     if (T->out->device < 0
         && !(ql->ndim == 4 && vl->ndim == 4 && ql->strides[3] == 1
              && ql->sizes[3] == vl->sizes[3])) {
-        return TC_SDPA_CONTIG;   /* math, whatever torch chooses */
+        /* math, whatever torch chooses: q alone tells layout() so */
+        n = 1;
     }
     static PyObject *fn;
     if (fn == NULL) {
@@ -808,6 +809,37 @@ sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
     return kind < 0 || PyErr_Occurred() ? -1 : (int)kind;
 }
 
+/* sdpa as torch's math kernel computes it: python/tcjit/_sdpa.py
+ * math_attention(q, k, v, attn_mask, is_causal, scale) inlined.
+ * UNSUPPORTED with nothing pushed and nothing that runs left in the graph
+ * if some op of it cannot be traced (the caller then records the call as
+ * one node). */
+static int
+inline_math_sdpa(tracer *T, tc_var **p)
+{
+    static PyObject *fn;
+    if (fn == NULL) {
+        PyObject *m = PyImport_ImportModule("tcjit._sdpa");
+        fn = m ? PyObject_GetAttrString(m, "math_attention") : NULL;
+        Py_XDECREF(m);
+        if (fn == NULL) {
+            return ERROR;
+        }
+    }
+    tc_var *fv = tc_tr_const_var(T, fn);
+    if (fv == NULL) {
+        return ERROR;
+    }
+    tc_var *args[6] = {p[0], p[1], p[2], p[3], p[5], p[6]};
+    int sp = T->sp, nnodes = T->out->graph->nnodes;
+    int rc = tc_tr_inline_call(T, fv, args, 6, NULL);
+    if (rc == UNSUPPORTED && T->sp == sp) {
+        tc_graph_drop_effects(T->out->graph, nnodes);
+        Py_CLEAR(T->out->reason);
+    }
+    return rc;
+}
+
 static int
 call_sdpa(tracer *T, tc_var **p)
 {
@@ -838,6 +870,13 @@ call_sdpa(tracer *T, tc_var **p)
     int layout = sdpa_layout(T, in, n, p[5]->obj, p[6]->obj);
     if (layout < 0) {
         return ERROR;
+    }
+    if (layout == TC_SDPA_MATH) {
+        int rc = inline_math_sdpa(T, p);
+        if (rc != UNSUPPORTED) {
+            return rc;
+        }
+        layout = TC_SDPA_CONTIG;
     }
     xa[TC_XA_SDPA_LAYOUT] = layout;
     xa[TC_XA_SDPA_HAS_SCALE] = !tc_tr_is_none(p[6]);

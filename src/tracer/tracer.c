@@ -280,8 +280,8 @@ grow_grad(trace_shared *sh, int n)
  * instruction the nodes it created are marked, here rather than in each
  * op, so every way of making nodes is covered; the graph then compiles
  * as an autograd node (frame_eval/autograd.c, docs/training.md). */
-static int
-sync_grad(tracer *T)
+int
+tc_tr_sync_grad(tracer *T)
 {
     trace_shared *sh = T->sh;
     tc_graph *g = T->out->graph;
@@ -1616,7 +1616,7 @@ tc_tr_run(tracer *T)
                                 "loop?)", INSTRUCTION_BUDGET)
             : trace_instruction(T, opcode, oparg, &next);
         if (rc == OK) {
-            rc = sync_grad(T);
+            rc = tc_tr_sync_grad(T);
         }
         if (rc == RAISED && (rc = catch_raised(T, sp, &next)) == OK) {
             pc = next;

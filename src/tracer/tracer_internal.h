@@ -160,6 +160,10 @@ int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
 
 /* inline.c: inlined Python functions, nn.Module */
 
+/* Marks the nodes made since the last instruction as requiring grad or
+ * not, by the grad mode now (tc_tr_run does it after every
+ * instruction). */
+int tc_tr_sync_grad(tracer *T);
 int tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                       PyObject *kwnames);
 int tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method);
@@ -314,6 +318,9 @@ tc_var *tc_tr_new_object_items(tracer *T, tc_var *o);
 int tc_tr_new_object_has_attr(const tc_var *o, PyObject *name);
 /* The value of o.name a new object o holds (borrowed), or NULL. */
 tc_var *tc_tr_new_object_state(const tc_var *o, PyObject *name);
+/* The attribute names of new object o (a borrowed tuple: attribute i's
+ * value is o->items[i]), or NULL if o is no new object. */
+PyObject *tc_tr_new_object_attr_names(const tc_var *o);
 int tc_tr_is_enum_member(PyObject *value);
 int tc_tr_call_new_object_method(tracer *T, tc_var *self, PyObject *name,
                                  tc_var **args, int nargs,
