@@ -329,7 +329,7 @@ call_repr(const tc_guard_set *gs, const tc_source *s)
     PyObject *name = mod ? PyObject_GetAttrString(s->name, "__qualname__")
                          : NULL;
     if (name == NULL) {
-        /* a callable object: operator.methodcaller('__contains__', 'k') */
+        /* a callable object without a __qualname__ (its repr) */
         PyErr_Clear();
         Py_CLEAR(mod);
         name = PyObject_Repr(s->name);

@@ -1925,6 +1925,8 @@ key_error(tracer *T, tc_var *key)
     return tc_tr_raise(T, PyObject_CallOneArg(PyExc_KeyError, key->obj));
 }
 
+static PyObject *bound_call(PyObject *fn, PyObject *args);
+
 /* Whether tc_tr_as_dict models dict d item by item. */
 static int
 modeled_whole(PyObject *d)
@@ -1945,7 +1947,7 @@ modeled_whole(PyObject *d)
 int
 tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
 {
-    static PyObject *methodcaller;
+    static PyObject *dict_contains;
     /* keys that hash and compare as at run time: str, bytes, int, None,
      * and classes (by identity, pinned if read from the frame: a
      * validator table keyed by typing.Union, list, dict) */
@@ -1970,15 +1972,16 @@ tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt)
         && tc_guard_id(T->out->guards, key->source, k) < 0) {
         return ERROR;
     }
-    PyObject *mc = tc_tr_lazy_attr(&methodcaller, "operator", "methodcaller");
-    PyObject *has = mc ? PyObject_CallFunction(mc, "sO", "__contains__",
-                                               key->obj) : NULL;
+    PyObject *contains = tc_tr_lazy_attr(&dict_contains, "builtins",
+                                         "dict.__contains__");
+    PyObject *args = contains ? PyTuple_Pack(1, key->obj) : NULL;
+    PyObject *has = args ? bound_call(contains, args) : NULL;   /* borrowed */
+    Py_XDECREF(args);
     if (has == NULL) {
         return ERROR;
     }
     tc_guard_set *gs = T->out->guards;
     int csrc = tc_source_add(gs, TC_SRC_CALL, d->source, 0, has);
-    Py_DECREF(has);
     PyObject *value = PyDict_GetItemWithError(d->obj, key->obj);
     if (csrc < 0 || (value == NULL && PyErr_Occurred())
         || tc_guard_type(gs, d->source, d->obj) < 0

@@ -212,7 +212,7 @@ int tc_tr_as_dict(tracer *T, tc_var *v);
 /* d[key] / d.get(key, dflt) (dflt non-NULL) of an exact dict read from the
  * frame that tc_tr_as_dict does not model whole (over 64 items, keys of
  * other types: os.environ's bytes): that one key, guarded by `key in d`
- * (a TC_SRC_CALL of operator.methodcaller('__contains__', key)) and,
+ * (a TC_SRC_CALL of dict.__contains__(d, key)) and,
  * found, its value a source of its own; missing, a KeyError raised.
  * NOT_HANDLED for other dicts and keys. */
 int tc_tr_frame_dict_item(tracer *T, tc_var *d, tc_var *key, tc_var *dflt);
