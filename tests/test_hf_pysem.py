@@ -976,6 +976,21 @@ def test_is_between_tensors_the_graph_computes():
     one_graph(f, torch.randn(3, 4), torch.randn(4, 4))
 
 
+def test_identity_views_keep_the_exact_strides():
+    """x[...], x[:], x.t() of a 1-d x and a squeeze with nothing to
+    squeeze are other objects with x's own strides, size-1 dims included;
+    an advanced index after an empty basic index reads x itself (fuzz
+    seed 1758 of test_fuzz's slice: a3[a4, a5] of a permuted input had
+    (3, 3, 3, 1) where eager has (3, 3, 1, 1))."""
+    def f(x, v, i, j):
+        return x[...], x[:], x.squeeze(2) if x.shape[2] != 1 else x[:, :], \
+            v.t(), v.squeeze(), x[i, j]
+    x = torch.randn(1, 4, 3, 1).permute(1, 0, 3, 2)
+    v = torch.randn(6, 2)[:, 1]
+    run_both(f, x, v, torch.tensor([[2]]), torch.tensor([[0]]),
+             expect_compiled=True)
+
+
 def test_unpacking_a_generator_a_dict_and_a_set():
     # nn.MultiheadAttention: query, key = (x.transpose(1, 0) for x in ...)
     def f(x, y, d):

@@ -1423,6 +1423,20 @@ tc_graph_permute(tc_graph *g, int x, int n, const int64_t *dims, char *err,
 }
 
 int
+tc_graph_alias(tc_graph *g, int x, char *err, size_t errlen)
+{
+    if (check_node(g, x, "alias", err, errlen) < 0) {
+        return -1;
+    }
+    int64_t dims[TC_MAX_DIMS];
+    int n = g->nodes[x].layout.ndim;
+    for (int d = 0; d < n; d++) {
+        dims[d] = d;
+    }
+    return tc_graph_permute(g, x, n, dims, err, errlen);   /* identity */
+}
+
+int
 tc_graph_as_strided(tc_graph *g, int x, const tc_layout *layout,
                     int64_t offset, char *err, size_t errlen)
 {

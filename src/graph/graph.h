@@ -332,6 +332,10 @@ int tc_graph_reshape(tc_graph *g, int x, int n, const int64_t *sizes,
                      char *err, size_t errlen);
 int tc_graph_flatten(tc_graph *g, int x, int64_t start, int64_t end,
                      char *err, size_t errlen);
+/* x as another view node of exactly x's layout (eager's x.t() of a 1-d
+ * x, a squeeze with nothing to squeeze, x[...]: another tensor object,
+ * the same strides, size-1 dims included). */
+int tc_graph_alias(tc_graph *g, int x, char *err, size_t errlen);
 /* torch.as_strided(x, layout, x.storage_offset() + offset): the alias a
  * generic extern op returns (Tensor.diagonal, unfold, ...; extern.h), laid
  * out as its meta run says.  Same dtype as x. */

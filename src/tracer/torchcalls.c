@@ -659,8 +659,7 @@ call_view(tracer *T, const char *op, tc_var *self, tc_var **rest, int nrest)
     if (node == x) {
         /* x.t() of a 1-d x, a squeeze with nothing to squeeze: eager's
          * result is another tensor object, a view of the same layout */
-        const tc_layout *l = &tc_tr_tensor_node(T, self)->layout;
-        node = tc_graph_view(g, x, l->ndim, l->sizes, err, sizeof(err));
+        node = tc_graph_alias(g, x, err, sizeof(err));
     }
     return tc_tr_push_node(T, node, op, err);
 }

@@ -1002,11 +1002,10 @@ index_tensor(tracer *T, tc_var *x, tc_var **given, int n)
             node = index_item(T, node, it->obj, &d, err, sizeof(err));
         }
     }
-    if (node == x->node) {
-        /* x[...], x[:]: eager's result is a view, another object */
-        const tc_layout *l = &tc_tr_tensor_node(T, x)->layout;
-        node = tc_graph_view(T->out->graph, node, l->ndim, l->sizes, err,
-                             sizeof(err));
+    if (node == x->node && nin == 1) {
+        /* x[...], x[:]: eager's result is a view, another object (an
+         * advanced index after them makes a new tensor anyway) */
+        node = tc_graph_alias(T->out->graph, node, err, sizeof(err));
     }
     if (node < 0 || nin == 1) {
         return tc_tr_push_node(T, node, "indexing", err);
