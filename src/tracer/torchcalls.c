@@ -756,6 +756,17 @@ operand_meta(tracer *T, int id)
     return r;
 }
 
+/* tcjit._sdpa.<name> (a new reference, kept by the caller for the
+ * process), or NULL with an exception. */
+static PyObject *
+sdpa_py(const char *name)
+{
+    PyObject *m = PyImport_ImportModule("tcjit._sdpa");
+    PyObject *fn = m ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+    return fn;
+}
+
 /* The memory order of eager's result (extern.h TC_SDPA_*), so the
  * compiled result has eager's strides and the runtime need not copy it.
  * On the CPU (torch 2.13, every dtype) the flash kernel, taken for 4-d q,
@@ -778,13 +789,8 @@ sdpa_layout(tracer *T, const int *in, int n, PyObject *causal,
         n = 1;
     }
     static PyObject *fn;
-    if (fn == NULL) {
-        PyObject *m = PyImport_ImportModule("tcjit._sdpa");
-        fn = m ? PyObject_GetAttrString(m, "layout") : NULL;
-        Py_XDECREF(m);
-        if (fn == NULL) {
-            return -1;
-        }
+    if (fn == NULL && (fn = sdpa_py("layout")) == NULL) {
+        return -1;
     }
     PyObject *ops = PyTuple_New(n);
     for (int i = 0; ops != NULL && i < n; i++) {
@@ -817,13 +823,8 @@ static int
 inline_math_sdpa(tracer *T, tc_var **p)
 {
     static PyObject *fn;
-    if (fn == NULL) {
-        PyObject *m = PyImport_ImportModule("tcjit._sdpa");
-        fn = m ? PyObject_GetAttrString(m, "math_attention") : NULL;
-        Py_XDECREF(m);
-        if (fn == NULL) {
-            return ERROR;
-        }
+    if (fn == NULL && (fn = sdpa_py("math_attention")) == NULL) {
+        return ERROR;
     }
     tc_var *fv = tc_tr_const_var(T, fn);
     if (fv == NULL) {
