@@ -2779,9 +2779,9 @@ copy_kernel(const tc_kernel *src, tc_kernel *dst)
 }
 
 static void
-sanitize(char *dst, size_t n, int idx, const char *name)
+sanitize(char *dst, size_t n, const char *name)
 {
-    size_t w = (size_t)snprintf(dst, n, "tc_k%d_", idx);
+    size_t w = (size_t)snprintf(dst, n, "tc_");
     for (const char *s = name; *s != '\0' && w + 1 < n; s++) {
         char c = *s;
         int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
@@ -2972,7 +2972,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         e.funcs = &own_funcs;
     }
     else {
-        sanitize(info->entry, sizeof(info->entry) - 4, idx, k.name);
+        sanitize(info->entry, sizeof(info->entry) - 4, k.name);
     }
     /* 32-bit index math if every index and offset fits in 31 bits */
     int64_t lim = (int64_t)1 << 31;

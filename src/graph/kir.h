@@ -116,7 +116,7 @@ typedef struct {
 } tc_kphase;
 
 typedef struct {
-    char name[32];
+    char name[48];                    /* k3_red_sub_exp_sum (schedule.c) */
     int ndim;                         /* loop dims, outermost first; 0 = 1 elem */
     int64_t sizes[TC_MAX_DIMS];
     int64_t numel;

@@ -1696,6 +1696,35 @@ build_desc(kgen *kg)
     return 0;
 }
 
+/* "k3_red_sub_exp_sum": the index, then the kind and the ops the kernel
+ * computes, each op once, as Inductor names its kernels: a profiler's
+ * table then says what each kernel does.  Same ops, same name, so two
+ * graphs' identical kernels still share one PTX module. */
+static void
+name_kernel(const kgen *kg, int index)
+{
+    const tc_graph *g = kg->s->g;
+    char *name = kg->k->name;
+    size_t n = sizeof(kg->k->name);
+    size_t w = (size_t)snprintf(name, n, "k%d%s", index,
+                                kg->k->nred > 0 ? "_red" : "_pw");
+    for (int i = 0; i < g->nnodes && w + 2 < n; i++) {
+        if (!kg->used[i] || g->nodes[i].kind != TC_NODE_OP) {
+            continue;
+        }
+        const char *op = tc_ops[g->nodes[i].op].name;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            seen = kg->used[j] && g->nodes[j].kind == TC_NODE_OP
+                   && g->nodes[j].op == g->nodes[i].op;
+        }
+        if (seen || w + 1 + strlen(op) >= n) {
+            continue;
+        }
+        w += (size_t)snprintf(name + w, n - w, "_%s", op);
+    }
+}
+
 static int
 gen_kernel(sched *s, int q, tc_kernel *k, int index)
 {
@@ -1725,6 +1754,7 @@ gen_kernel(sched *s, int q, tc_kernel *k, int index)
     if (build_desc(&kg) < 0) {
         goto done;
     }
+    name_kernel(&kg, index);
     rc = 0;
 done:
     free(kg.used);
