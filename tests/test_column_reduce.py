@@ -46,7 +46,8 @@ BODIES = {
 
 def _cases():
     rng = random.Random(20261129)
-    shapes = [(64, 32), (4096, 96), (130, 33), (2, 40), (1000, 8), (34, 700)]
+    shapes = [(64, 32), (4096, 96), (130, 33), (2, 40), (1000, 8), (34, 700),
+              (40, 8200), (24, 2500)]        # tiles of 32 and 16 rows
     shapes += [(2 * rng.randint(1, 300), rng.randint(8, 200)) for _ in range(4)]
     out = []
     for name in BODIES:
@@ -126,6 +127,8 @@ def test_column_reduction_ptx_assembles(tmp_path):
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     files = dumped_ptx(d, 20)
-    column = [f for f in files if "// column tiles" in open(f).read()]
-    assert len(column) >= len(BODIES), f"only {len(column)} modules with column tiles"
+    texts = [open(f).read() for f in files]
+    for rows in (8, 16, 32):
+        n = sum(f"// column tiles: {rows} rows" in t for t in texts)
+        assert n >= 2, f"{n} modules with column tiles of {rows} rows"
     assert_ptxas_accepts(files)

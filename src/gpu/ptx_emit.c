@@ -1265,7 +1265,8 @@ typedef struct entry {
     reg scratch_base;   /* its global address */
     int lazy_base;      /* pointwise: base pointers where needed */
     const nest *lo, *lr;/* the outer and reduction loop nests */
-    int column;         /* reductions: column tiles (column_tiles) */
+    int column;         /* reductions: rows per column tile (8, 16, 32;
+                           column_tiles), 0: a block per row */
 } entry;
 
 /* Product of nest l's sizes (size-generic kernels) into p[0] (u32) and
@@ -1290,7 +1291,7 @@ begin_entry(entry *en, sbuf *mod)
 {
     const tc_kernel *k = en->k;
     if (en->column) {   /* tests/test_column_reduce.py looks for it */
-        sb_printf(mod, "\n// column tiles: a row per lane");
+        sb_printf(mod, "\n// column tiles: %d rows", en->column);
     }
     sb_printf(mod, "\n.visible .entry %s(", en->name);
     for (int a = 0; a < k->nargs; a++) {
@@ -2273,30 +2274,44 @@ column_row(em *e, reg tile, reg lane, int64_t numel, int wide, reg *valid,
     return r;
 }
 
-/* Column tiles: every thread's partials of insts [b, e) into its shared
- * slot, then every thread folds its lane's nwarps slots in warp order
- * (the same order for every lane and run). */
+/* Column tiles of col rows: the partials of insts [b, e) folded over the
+ * warp's lanes of a row (shuffles, xor 16 down to col), then the warps'
+ * through shared memory: the first lanes store, every thread folds its
+ * row's nwarps slots in warp order (the same order for every row and
+ * run). */
 static void
 column_combine(em *e, const tc_kernel *k, int b, int end, int off,
-               int nwarps, reg wslot, reg lslot, reg *acc_v, reg *acc_i)
+               int nwarps, int col, reg wslot, reg lslot, reg sub0,
+               reg *acc_v, reg *acc_i)
 {
-    if (nwarps == 1) {
-        return;
-    }
-    int o = off;
+    int o = off, n = 8 * col * nwarps;
     for (int i = b; i < end; i++) {
         const tc_kinst *in = &k->insts[i];
         if (in->op != KOP_ACC) {
             continue;
         }
+        tc_acc_kind kind = (tc_acc_kind)in->imm.i;
+        int hasi = acc_has_index(kind);
+        reg tv = newv(e, in->dtype);
+        reg ti = hasi ? newreg(e, C_RD) : NOREG;
+        for (int x = 16; x >= col; x /= 2) {
+            shfl(e, tv, acc_v[i], x);
+            if (hasi) {
+                shfl(e, ti, acc_i[i], x);
+            }
+            acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti);
+        }
+        if (nwarps == 1) {
+            continue;
+        }
         int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
-        int hasi = acc_has_index((tc_acc_kind)in->imm.i);
-        out(e, "st.shared.b%d [%s+%d], %s;", w, R(wslot), o, R(acc_v[i]));
+        out(e, "@%s st.shared.b%d [%s+%d], %s;", R(sub0), w, R(wslot), o,
+            R(acc_v[i]));
         if (hasi) {
-            out(e, "st.shared.b64 [%s+%d], %s;", R(wslot), o + 256 * nwarps,
+            out(e, "@%s st.shared.b64 [%s+%d], %s;", R(sub0), R(wslot), o + n,
                 R(acc_i[i]));
         }
-        o += 256 * nwarps * (hasi ? 2 : 1);
+        o += n * (hasi ? 2 : 1);
     }
     if (o == off) {
         return;
@@ -2317,16 +2332,16 @@ column_combine(em *e, const tc_kernel *k, int b, int end, int off,
             reg dv = wp == 0 ? acc_v[i] : tv;
             reg di = wp == 0 ? acc_i[i] : ti;
             out(e, "ld.shared.b%d %s, [%s+%d];", w, R(dv), R(lslot),
-                o + 256 * wp);
+                o + 8 * col * wp);
             if (hasi) {
                 out(e, "ld.shared.b64 %s, [%s+%d];", R(di), R(lslot),
-                    o + 256 * nwarps + 256 * wp);
+                    o + n + 8 * col * wp);
             }
             if (wp > 0) {
                 acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti);
             }
         }
-        o += 256 * nwarps * (hasi ? 2 : 1);
+        o += n * (hasi ? 2 : 1);
     }
 }
 
@@ -2350,10 +2365,13 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
      * shared memory has room for the most a block can have */
     int gwarps = e->generic;
     int nwarps = gwarps ? TC_PTX_MAX_BLOCK / 32 : block / 32;
-    /* column tiles: a row per lane, the warps split its points; the
-     * warps' partials meet in shared memory, one slot per thread */
+    /* column tiles of col rows: lane l takes row l % col, the lanes
+     * l / col and the warps split its points; partials fold by shuffles
+     * in the warp, then in shared memory across warps (a slot per warp
+     * and row) */
     int col = en->column;
-    int lanes = col ? 32 : 1;
+    int lanes = col ? col : 1;
+    int lg = col == 32 ? 5 : col == 16 ? 4 : 3;
     int na = k->nargs > 0 ? k->nargs : 1;
     int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
     regions(k, rb, re);
@@ -2400,16 +2418,22 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     reg t0 = newreg(e, C_P), lane0 = newreg(e, C_P);
     out(e, "setp.eq.u32 %s, %s, 0;", R(t0), R(tid));
     reg wslot = newreg(e, C_R), lslot = newreg(e, C_R);
-    reg lane = newreg(e, C_R), warp0 = newreg(e, C_P);
+    reg lane = newreg(e, C_R), warp0 = newreg(e, C_P), sub0 = newreg(e, C_P);
     if (col) {
-        /* slot of thread tid = (warp, lane): smem + 8 * tid; lane's
-         * slots: smem + 8 * lane + 256 * warp */
-        out(e, "and.b32 %s, %s, 31;", R(lane), R(tid));
-        out(e, "setp.lt.u32 %s, %s, 32;", R(warp0), R(tid));
+        /* lane = the row in the tile; slot of (warp, row):
+         * smem + 8 * (warp * col + row), the row's: smem + 8 * row
+         * + 8 * col * warp */
+        reg w = newreg(e, C_R);
+        out(e, "and.b32 %s, %s, %d;", R(lane), R(tid), col - 1);
+        out(e, "setp.lt.u32 %s, %s, %d;", R(warp0), R(tid), col);
+        out(e, "and.b32 %s, %s, 31;", R(w), R(tid));
+        out(e, "setp.lt.u32 %s, %s, %d;", R(sub0), R(w), col);
         if (*smem_bytes > 0) {
             reg sbase = newreg(e, C_R);
+            out(e, "shr.u32 %s, %s, 5;", R(w), R(tid));
+            out(e, "mad.lo.u32 %s, %s, %d, %s;", R(w), R(w), col, R(lane));
             out(e, "mov.u32 %s, smem;", R(sbase));
-            out(e, "mad.lo.u32 %s, %s, 8, %s;", R(wslot), R(tid), R(sbase));
+            out(e, "mad.lo.u32 %s, %s, 8, %s;", R(wslot), R(w), R(sbase));
             out(e, "mad.lo.u32 %s, %s, 8, %s;", R(lslot), R(lane), R(sbase));
         }
     }
@@ -2435,12 +2459,12 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         out(e, "mov.u32 %s, %lld;", R(nct), (long long)k->numel);
     }
     if (col) {
-        /* the block's first row, its step: 32 rows a tile; the warp's
-         * first point, its step: one point per warp */
-        out(e, "mul.lo.u32 %s, %s, 32;", R(ct), R(ct));
-        out(e, "mul.lo.u32 %s, %s, 32;", R(nct), R(nct));
-        out(e, "shr.u32 %s, %s, 5;", R(tid), R(tid));
-        out(e, "shr.u32 %s, %s, 5;", R(ntid), R(ntid));
+        /* the block's first row, its step: col rows a tile; the thread's
+         * first point, its step: tid / col, ntid / col */
+        out(e, "mul.lo.u32 %s, %s, %d;", R(ct), R(ct), col);
+        out(e, "mul.lo.u32 %s, %s, %d;", R(nct), R(nct), col);
+        out(e, "shr.u32 %s, %s, %d;", R(tid), R(tid), lg);
+        out(e, "shr.u32 %s, %s, %d;", R(ntid), R(ntid), lg);
     }
     if (wide) {
         out(e, "cvt.u64.u32 %s, %s;", R(row), R(ct));
@@ -2689,8 +2713,8 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         }
         /* combine the accumulators of this phase across the block */
         if (col) {
-            column_combine(e, k, rb[ph], re[ph], slot[ph], nwarps, wslot,
-                           lslot, acc_v, acc_i);
+            column_combine(e, k, rb[ph], re[ph], slot[ph], nwarps, col,
+                           wslot, lslot, sub0, acc_v, acc_i);
             continue;
         }
         int off = slot[ph];
@@ -2922,9 +2946,13 @@ sanitize(char *dst, size_t n, const char *name)
  * each lane a row, 32 consecutive rows a warp, so a warp's loads of one
  * point are one coalesced line, and the block's warps split the points.
  * Chosen when more read arguments are contiguous along the rows than
- * along the points, with at least 8 contiguous rows. */
+ * along the points, with at least 8 contiguous rows.  Tiles of 32 rows
+ * unless that leaves SMs idle: 16 or 8 rows (a 32-byte sector of float32
+ * still), the other lanes taking more points.  Returns the rows per tile,
+ * or 0. */
 static int
-column_tiles(const tc_kernel *k, const nest *lo, const nest *lr)
+column_tiles(const tc_kernel *k, const nest *lo, const nest *lr,
+             int sm_count)
 {
     if (lo->nd == 0 || lr->nd == 0 || lo->sizes[lo->nd - 1] < 8) {
         return 0;
@@ -2938,14 +2966,22 @@ column_tiles(const tc_kernel *k, const nest *lo, const nest *lr)
         points += sr == 1;
         rows += so == 1 && sr != 0 && sr != 1;
     }
-    return rows > points;
+    if (rows <= points) {
+        return 0;
+    }
+    int col = 32;
+    while (col > 8 && (k->numel + col - 1) / col < sm_count) {
+        col /= 2;
+    }
+    return col;
 }
 
-/* Column tiles' threads: a warp per 32 points of a row, 1 to 32 warps. */
+/* Column tiles' threads: 32 to 1024, each taking at least 32 points of
+ * its row (a tile of col rows). */
 static int
-column_threads(int64_t red_numel)
+column_threads(int64_t red_numel, int col)
 {
-    int64_t w = red_numel / 32;
+    int64_t w = red_numel * col / 1024;
     return 32 * (int)(w < 1 ? 1 : w > 32 ? 32 : w);
 }
 
@@ -3147,9 +3183,9 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     en.lo = &lo;
     en.lr = &lr;
     en.column = k.nphases > 0 && !generic && plan.nsplit == 1
-                && column_tiles(&k, &lo, &lr);
+                ? column_tiles(&k, &lo, &lr, sm_count) : 0;
     if (en.column) {
-        plan.threads = column_threads(k.red_numel);
+        plan.threads = column_threads(k.red_numel, en.column);
         plan.persist = 0;
     }
     if (k.nphases == 0) {
@@ -3207,7 +3243,8 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
                 info->block = plan.threads;
                 info->grid = pk == TC_RED_PASS_PARTIAL
                                  ? (int)(k.numel * plan.nsplit)
-                                 : grid_for(en.column ? (k.numel + 31) / 32
+                                 : grid_for(en.column ? (k.numel + en.column - 1)
+                                                          / en.column
                                                       : k.numel,
                                             1, sm_count, 2048 / plan.threads);
             }
