@@ -47,7 +47,7 @@ BODIES = {
 def _cases():
     rng = random.Random(20261129)
     shapes = [(64, 32), (4096, 96), (130, 33), (2, 40), (1000, 8), (34, 700),
-              (40, 8200), (24, 2500)]        # tiles of 32 and 16 rows
+              (8, 16400), (24, 7000)]        # tiles of 32 and 16 rows
     shapes += [(2 * rng.randint(1, 300), rng.randint(8, 200)) for _ in range(4)]
     out = []
     for name in BODIES:

@@ -2947,9 +2947,10 @@ sanitize(char *dst, size_t n, const char *name)
  * point are one coalesced line, and the block's warps split the points.
  * Chosen when more read arguments are contiguous along the rows than
  * along the points, with at least 8 contiguous rows.  Tiles of 32 rows
- * unless that leaves SMs idle: 16 or 8 rows (a 32-byte sector of float32
- * still), the other lanes taking more points.  Returns the rows per tile,
- * or 0. */
+ * unless fewer than 3 tiles per SM leave SMs idle or unevenly loaded
+ * (3072 rows: 96 tiles of 32 for 132 SMs): 16 or 8 rows, down to a
+ * 32-byte sector of the widest argument, the other lanes taking more
+ * points.  Returns the rows per tile, or 0. */
 static int
 column_tiles(const tc_kernel *k, const nest *lo, const nest *lr,
              int sm_count)
@@ -2957,11 +2958,12 @@ column_tiles(const tc_kernel *k, const nest *lo, const nest *lr,
     if (lo->nd == 0 || lr->nd == 0 || lo->sizes[lo->nd - 1] < 8) {
         return 0;
     }
-    int rows = 0, points = 0;
+    int rows = 0, points = 0, size = 1;
     for (int a = 0; a < k->nargs; a++) {
         if (k->args[a].is_output) {
             continue;
         }
+        size = esize(k->args[a].dtype) > size ? esize(k->args[a].dtype) : size;
         int64_t so = lo->st[a][lo->nd - 1], sr = lr->st[a][lr->nd - 1];
         points += sr == 1;
         rows += so == 1 && sr != 0 && sr != 1;
@@ -2970,19 +2972,20 @@ column_tiles(const tc_kernel *k, const nest *lo, const nest *lr,
         return 0;
     }
     int col = 32;
-    while (col > 8 && (k->numel + col - 1) / col < sm_count) {
+    while (col > 8 && col * size > 32
+           && (k->numel + col - 1) / col < 3 * (int64_t)sm_count) {
         col /= 2;
     }
     return col;
 }
 
-/* Column tiles' threads: 32 to 1024, each taking at least 32 points of
- * its row (a tile of col rows). */
+/* Column tiles' threads: 32 to 512 (4 blocks an SM), each taking at
+ * least 32 points of its row (a tile of col rows). */
 static int
 column_threads(int64_t red_numel, int col)
 {
     int64_t w = red_numel * col / 1024;
-    return 32 * (int)(w < 1 ? 1 : w > 32 ? 32 : w);
+    return 32 * (int)(w < 1 ? 1 : w > 16 ? 16 : w);
 }
 
 static int
