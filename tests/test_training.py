@@ -413,11 +413,10 @@ def test_custom_backend_with_grad_runs_eagerly():
     torch.testing.assert_close(x.grad, x.detach().exp())
 
 
-@pytest.mark.xfail(reason="forward-mode AD: dual tensors are not detected "
-                   "yet (no cheap guard for an active dual_level); the "
-                   "tangent is dropped, as before training compiled",
-                   strict=True)
-def test_forward_mode_ad_is_eager():
+@pytest.mark.parametrize("compiled_first", [False, True])
+def test_forward_mode_ad_is_eager(compiled_first):
+    # inside a dual_level the frame runs eagerly (a named break), and the
+    # code compiled outside one is not reused inside it (GLOBAL_STATE)
     import torch.autograd.forward_ad as fwAD
 
     def f(x):
@@ -425,9 +424,13 @@ def test_forward_mode_ad_is_eager():
 
     x, t = torch.randn(4), torch.randn(4)
     cf = tcjit.compile(f)
+    if compiled_first:
+        torch.testing.assert_close(cf(x), f(x))
     with fwAD.dual_level():
         out = fwAD.unpack_dual(cf(fwAD.make_dual(x, t)))
+    torch.testing.assert_close(out.primal, 2 * x.sin())
     torch.testing.assert_close(out.tangent, 2 * x.cos() * t)
+    torch.testing.assert_close(cf(x), f(x))     # compiled again outside
 
 
 # ---- float64 gradcheck ---------------------------------------------------------

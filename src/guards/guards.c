@@ -18,6 +18,7 @@ static PyObject *str_version;
 static PyObject *str_code, *str_defaults, *str_kwdefaults, *str_globals;
 static PyObject *fn_is_grad_enabled, *fn_get_default_dtype,
     *fn_any_autocast, *fn_dispatch_stack_len;
+static PyObject *mod_forward_ad, *str_current_level;
 static PyObject *torch_dtypes[TC_NDTYPES];
 
 int
@@ -46,6 +47,12 @@ tc_guards_init(void)
         C, "_len_torch_dispatch_stack") : NULL;
     Py_XDECREF(C);
     PyErr_Clear();
+    /* torch.autograd.forward_ad._current_level: -1 outside dual_level() */
+    mod_forward_ad = PyImport_ImportModule("torch.autograd.forward_ad");
+    str_current_level = PyUnicode_InternFromString("_current_level");
+    if (mod_forward_ad == NULL || str_current_level == NULL) {
+        return -1;
+    }
     for (int i = 0; i < TC_NDTYPES; i++) {
         /* tc_dtype_name spells dtypes as torch's attributes do */
         torch_dtypes[i] = PyObject_GetAttrString(tc_torch_module,
@@ -135,6 +142,21 @@ int
 tc_dispatch_modes_active(void)
 {
     return call_flag(fn_dispatch_stack_len);
+}
+
+int
+tc_forward_ad_active(void)
+{
+    PyObject *lv = PyObject_GetAttr(mod_forward_ad, str_current_level);
+    if (lv == NULL) {
+        return -1;
+    }
+    long v = PyLong_Check(lv) ? PyLong_AsLong(lv) : -1;
+    Py_DECREF(lv);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return v >= 0;
 }
 
 PyObject *
@@ -784,13 +806,15 @@ tc_guard_global_state(tc_guard_set *gs)
         return -1;
     }
     int ac = tc_autocast_enabled(), dm = tc_dispatch_modes_active();
-    if (ac < 0 || dm < 0) {
+    int fw = tc_forward_ad_active();
+    if (ac < 0 || dm < 0 || fw < 0) {
         return -1;
     }
     APPEND_OR_RETURN(g, gs, TC_GUARD_GLOBAL_STATE, -1);
     g->grad_mode = on;
     g->autocast = ac;
     g->dispatch_modes = dm;
+    g->forward_ad = fw;
     g->default_dtype = Py_NewRef(dt);
     return 0;
 }
@@ -899,7 +923,11 @@ check_one(const tc_guard *g, PyObject *v)
             return ac < 0 ? -1 : 0;
         }
         int dm = tc_dispatch_modes_active();
-        return dm < 0 ? -1 : dm == g->dispatch_modes;
+        if (dm != g->dispatch_modes) {
+            return dm < 0 ? -1 : 0;
+        }
+        int fw = tc_forward_ad_active();
+        return fw < 0 ? -1 : fw == g->forward_ad;
     }
     if (v == NULL) {
         return 0;
@@ -1273,10 +1301,19 @@ tc_guard_fail_reason(const tc_guard_set *gs, int i, PyObject *const *vals)
                                         "(expected %s)",
                                         g->autocast ? "True" : "False");
         }
-        if (dt == g->default_dtype) {
+        int dm = dt == g->default_dtype ? tc_dispatch_modes_active() : 0;
+        if (dm < 0) {
+            return NULL;
+        }
+        if (dt == g->default_dtype && dm != g->dispatch_modes) {
             return PyUnicode_FromFormat("GLOBAL_STATE changed: torch "
                                         "dispatch modes (expected %s)",
                                         g->dispatch_modes ? "some" : "none");
+        }
+        if (dt == g->default_dtype) {
+            return PyUnicode_FromFormat("GLOBAL_STATE changed: forward-AD "
+                                        "dual_level (expected %s)",
+                                        g->forward_ad ? "active" : "none");
         }
         return PyUnicode_FromFormat("GLOBAL_STATE changed: default_dtype "
                                     "(expected %R)", g->default_dtype);

@@ -75,6 +75,7 @@ typedef struct {
     int grad_mode;        /* GLOBAL_STATE */
     int autocast;         /* GLOBAL_STATE: any device's autocast is on */
     int dispatch_modes;   /* GLOBAL_STATE: a TorchDispatchMode is active */
+    int forward_ad;       /* GLOBAL_STATE: a forward-AD dual_level is */
     PyObject *default_dtype; /* GLOBAL_STATE: torch.get_default_dtype() */
     tc_tensor_meta tensor;
     int64_t version;      /* FROZEN: obj._version */
@@ -222,6 +223,7 @@ int tc_grad_enabled(void); /* -1 on exception */
 PyObject *tc_default_dtype(void); /* borrowed; NULL on exception */
 int tc_autocast_enabled(void);     /* 1, 0, -1 on exception */
 int tc_dispatch_modes_active(void); /* 1, 0, -1 on exception */
+int tc_forward_ad_active(void);     /* a dual_level: 1, 0, -1 */
 extern PyObject *tc_torch_module;
 /* torch.dtype object <-> tc_dtype; borrowed references.  -1 if unknown. */
 int tc_dtype_from_torch(PyObject *dtype_obj);

@@ -1735,6 +1735,17 @@ tracer_init(tracer *T, trace_shared *sh, tc_iframe *f, int start_pc,
                       : tc_tr_unsupported(T, "a TorchDispatchMode is active "
                                           "(its ops run eagerly)");
     }
+    int fw = tc_forward_ad_active();
+    if (fw != 0) {
+        /* a dual tensor's tangent lives in autograd's forward-AD state,
+         * which compiled kernels neither read nor propagate */
+        T->sh->force_eager = 1;
+        return fw < 0 ? ERROR
+                      : tc_tr_unsupported(T, "forward-mode AD: a "
+                                          "torch.autograd.forward_ad."
+                                          "dual_level is active (its ops "
+                                          "run eagerly)");
+    }
     int ac = tc_autocast_enabled();
     if (ac != 0) {
         /* autocast changes ops' dtypes at dispatch: neither the registry's
