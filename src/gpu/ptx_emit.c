@@ -2274,15 +2274,18 @@ column_row(em *e, reg tile, reg lane, int64_t numel, int wide, reg *valid,
     return r;
 }
 
-/* Column tiles of col rows: the partials of insts [b, e) folded over the
- * warp's lanes of a row (shuffles, xor 16 down to col), then the warps'
- * through shared memory: the first lanes store, every thread folds its
- * row's nwarps slots in warp order (the same order for every row and
- * run). */
+/* The partials of insts [b, e) of a block's threads combined, for rows of
+ * col lanes each (col 1: a block per row, every lane on its points; else
+ * column tiles): folded over a row's lanes of the warp by shuffles (xor 16
+ * down to col), then over the warps through shared memory, a slot per
+ * warp and row at wslot (stored by the lanes `first` says), read back by
+ * every thread from its row's slots at lslot (col 1: smem), in warp
+ * order: the same order for every row and run.  ntid (size-generic kernels, col 1): the
+ * warps are counted at run time (fold_warps). */
 static void
-column_combine(em *e, const tc_kernel *k, int b, int end, int off,
-               int nwarps, int col, reg wslot, reg lslot, reg sub0,
-               reg *acc_v, reg *acc_i)
+block_combine(em *e, const tc_kernel *k, int b, int end, int off,
+              int nwarps, int col, reg wslot, reg lslot, reg first,
+              reg ntid, reg *acc_v, reg *acc_i)
 {
     int o = off, n = 8 * col * nwarps;
     for (int i = b; i < end; i++) {
@@ -2305,11 +2308,11 @@ column_combine(em *e, const tc_kernel *k, int b, int end, int off,
             continue;
         }
         int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
-        out(e, "@%s st.shared.b%d [%s+%d], %s;", R(sub0), w, R(wslot), o,
+        out(e, "@%s st.shared.b%d [%s+%d], %s;", R(first), w, R(wslot), o,
             R(acc_v[i]));
         if (hasi) {
-            out(e, "@%s st.shared.b64 [%s+%d], %s;", R(sub0), R(wslot), o + n,
-                R(acc_i[i]));
+            out(e, "@%s st.shared.b64 [%s+%d], %s;", R(first), R(wslot),
+                o + n, R(acc_i[i]));
         }
         o += n * (hasi ? 2 : 1);
     }
@@ -2328,13 +2331,21 @@ column_combine(em *e, const tc_kernel *k, int b, int end, int off,
         int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
         reg tv = newv(e, in->dtype);
         reg ti = hasi ? newreg(e, C_RD) : NOREG;
+        if (ntid.n >= 0) {
+            fold_warps(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti, ntid,
+                       o, nwarps);
+            o += n * (hasi ? 2 : 1);
+            continue;
+        }
         for (int wp = 0; wp < nwarps; wp++) {
             reg dv = wp == 0 ? acc_v[i] : tv;
             reg di = wp == 0 ? acc_i[i] : ti;
-            out(e, "ld.shared.b%d %s, [%s+%d];", w, R(dv), R(lslot),
+            /* a row block's slots are at fixed addresses */
+            const char *at = col == 1 ? "smem" : R(lslot);
+            out(e, "ld.shared.b%d %s, [%s+%d];", w, R(dv), at,
                 o + 8 * col * wp);
             if (hasi) {
-                out(e, "ld.shared.b64 %s, [%s+%d];", R(di), R(lslot),
+                out(e, "ld.shared.b64 %s, [%s+%d];", R(di), at,
                     o + n + 8 * col * wp);
             }
             if (wp > 0) {
@@ -2417,9 +2428,15 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     out(e, "mov.u32 %s, %%nctaid.x;", R(nct));
     reg t0 = newreg(e, C_P), lane0 = newreg(e, C_P);
     out(e, "setp.eq.u32 %s, %s, 0;", R(t0), R(tid));
-    reg wslot = newreg(e, C_R), lslot = newreg(e, C_R);
-    reg lane = newreg(e, C_R), warp0 = newreg(e, C_P), sub0 = newreg(e, C_P);
+    /* (row blocks keep the registers and text they had before column
+     * tiles: tests/test_dynamic_cuda.py's digests of static PTX) */
+    reg wslot = newreg(e, C_R), lslot = NOREG;
+    reg lane = NOREG, warp0 = NOREG, sub0 = NOREG;
     if (col) {
+        lslot = newreg(e, C_R);
+        lane = newreg(e, C_R);
+        warp0 = newreg(e, C_P);
+        sub0 = newreg(e, C_P);
         /* lane = the row in the tile; slot of (warp, row):
          * smem + 8 * (warp * col + row), the row's: smem + 8 * row
          * + 8 * col * warp */
@@ -2712,78 +2729,9 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
             acc_sets_fold(e, k, ph, accs, acci, nu);
         }
         /* combine the accumulators of this phase across the block */
-        if (col) {
-            column_combine(e, k, rb[ph], re[ph], slot[ph], nwarps, col,
-                           wslot, lslot, sub0, acc_v, acc_i);
-            continue;
-        }
-        int off = slot[ph];
-        int any = 0;
-        for (int i = rb[ph]; i < re[ph]; i++) {
-            const tc_kinst *in = &k->insts[i];
-            if (in->op != KOP_ACC) {
-                continue;
-            }
-            any = 1;
-            tc_acc_kind kind = (tc_acc_kind)in->imm.i;
-            reg tv = newv(e, in->dtype);
-            reg ti = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
-            for (int o = 16; o >= 1; o /= 2) {
-                shfl(e, tv, acc_v[i], o);
-                if (ti.n >= 0) {
-                    shfl(e, ti, acc_i[i], o);
-                }
-                acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti);
-            }
-            if (*smem_bytes == 0) {
-                continue;
-            }
-            int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
-            out(e, "@%s st.shared.b%d [%s+%d], %s;", R(lane0), w, R(wslot),
-                off, R(acc_v[i]));
-            if (ti.n >= 0) {
-                out(e, "@%s st.shared.b64 [%s+%d], %s;", R(lane0), R(wslot),
-                    off + 8 * nwarps, R(acc_i[i]));
-            }
-            off += 8 * nwarps * (ti.n >= 0 ? 2 : 1);
-        }
-        if (!any || *smem_bytes == 0) {
-            continue;
-        }
-        out(e, "bar.sync 0;");
-        off = slot[ph];
-        for (int i = rb[ph]; i < re[ph]; i++) {
-            const tc_kinst *in = &k->insts[i];
-            if (in->op != KOP_ACC) {
-                continue;
-            }
-            tc_acc_kind kind = (tc_acc_kind)in->imm.i;
-            int hasi = acc_has_index(kind);
-            int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
-            reg tv = newv(e, in->dtype);
-            reg ti = hasi ? newreg(e, C_RD) : NOREG;
-            if (gwarps) {
-                fold_warps(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti,
-                           ntid, off, nwarps);
-                off += 8 * nwarps * (hasi ? 2 : 1);
-                continue;
-            }
-            for (int wp = 0; wp < nwarps; wp++) {
-                reg dv = wp == 0 ? acc_v[i] : tv;
-                reg di = wp == 0 ? acc_i[i] : ti;
-                out(e, "ld.shared.b%d %s, [smem+%d];", w, R(dv),
-                    off + 8 * wp);
-                if (hasi) {
-                    out(e, "ld.shared.b64 %s, [smem+%d];", R(di),
-                        off + 8 * nwarps + 8 * wp);
-                }
-                if (wp > 0) {
-                    acc_combine(e, kind, in->dtype, acc_v[i], acc_i[i], tv,
-                                ti);
-                }
-            }
-            off += 8 * nwarps * (hasi ? 2 : 1);
-        }
+        block_combine(e, k, rb[ph], re[ph], slot[ph], nwarps, lanes, wslot,
+                      lslot, col ? sub0 : lane0, gwarps ? ntid : NOREG,
+                      acc_v, acc_i);
     }
     if (*smem_bytes > 0) {
         out(e, "bar.sync 0;");  /* smem is reused by the next row */
