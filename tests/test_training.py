@@ -1375,3 +1375,30 @@ def test_detach_outputs_do_not_require_grad(case, grad_mode):
             assert (a is None) == (b is None)
             if a is not None:
                 torch.testing.assert_close(b, a)
+
+
+def test_out_argument_under_grad_raises_as_eager():
+    # torch.mul(..., out=y) with an operand that requires grad raises in
+    # eager ("functions with out=... arguments don't support automatic
+    # differentiation"); tcjit wrote it and returned (fuzz seed 121, grad)
+    def f(x, z):
+        y = torch.clamp(x, min=-1)
+        torch.mul(y, 2, out=y)
+        torch.mul(z, 3, out=z)          # no operand requires grad: traced
+        return y.sum() + z.sum()
+
+    x, z = rg(3, 4), torch.randn(3, 4)
+    with pytest.raises(RuntimeError, match="out="):
+        f(x, z.clone())
+    with pytest.raises(RuntimeError, match="out="):
+        tcjit.compile(f)(x, z.clone())
+
+    def g(x, z):
+        torch.mul(z, 3, out=z)
+        return (x * z).sum()
+
+    za, ze = z.clone(), z.clone()
+    out = tcjit.compile(g)(x, za)
+    torch.testing.assert_close(out, g(x, ze))
+    torch.testing.assert_close(za, ze)
+    assert out.requires_grad

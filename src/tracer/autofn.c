@@ -95,13 +95,6 @@ attr_source(tracer *T, int parent, PyObject *name)
          : tc_source_add(T->out->guards, TC_SRC_ATTR, parent, 0, name);
 }
 
-static int
-requires_grad(tracer *T, const tc_var *v)
-{
-    return v->kind == TC_VAR_TENSOR && v->node >= 0
-           && v->node < T->sh->grad_cap && T->sh->grad[v->node];
-}
-
 /* A known object as a var of its own (functions and classes found on a
  * class the guards pin). */
 static tc_var *
@@ -249,7 +242,7 @@ wrap_output(tracer *T, PyObject *cls, tc_var *o, tc_var **inputs, int n,
         return OK;
     }
     if (!among(o, inputs, n)) {
-        if (requires_grad(T, o)) {
+        if (tc_tr_requires_grad(T, o)) {
             /* (a tensor forward did not compute: eager detaches it in
              * place) */
             return tc_tr_unsupported(T, "custom autograd.Function %s returns "
@@ -258,7 +251,7 @@ wrap_output(tracer *T, PyObject *cls, tc_var *o, tc_var **inputs, int n,
         }
         return OK;
     }
-    int detach = requires_grad(T, o);
+    int detach = tc_tr_requires_grad(T, o);
     if (!detach && dirty != NULL && among(o, dirty->items, dirty->nitems)) {
         return OK;
     }
@@ -388,7 +381,7 @@ link_outputs(link_ctx *L, tc_var *const *items, int nitems, PyObject **out)
         if (o->kind != TC_VAR_TENSOR) {
             continue;
         }
-        if (requires_grad(L->T, o) && index_of(o, L->args, L->nargs) < 0) {
+        if (tc_tr_requires_grad(L->T, o) && index_of(o, L->args, L->nargs) < 0) {
             return tc_tr_unsupported(L->T, "custom autograd.Function %s "
                                      "returns a tensor that requires grad "
                                      "and is no input", L->name);
@@ -723,7 +716,7 @@ inline_forward(tracer *T, PyObject *cls, int cls_source, tc_var **pargs,
     tc_var *flags[TC_MAX_CALL_ARGS];
     for (int i = 0; i < n; i++) {
         flags[i] = tc_var_const(&T->sh->arena,
-                                requires_grad(T, pargs[i]) ? Py_True
+                                tc_tr_requires_grad(T, pargs[i]) ? Py_True
                                                            : Py_False, -1);
         if (flags[i] == NULL) {
             goto error;
@@ -920,7 +913,7 @@ tc_tr_call_autograd_function(tracer *T, tc_var *callable, tc_var **args,
      * tensor argument (not one inside a list) requires grad */
     int executable = 0;
     for (int i = 0; i < n && T->grad_mode; i++) {
-        executable |= requires_grad(T, pargs[i]);
+        executable |= tc_tr_requires_grad(T, pargs[i]);
     }
     return inline_forward(T, cls, cls_source, pargs, n, executable);
 }

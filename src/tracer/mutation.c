@@ -1365,6 +1365,14 @@ tc_tr_call_out(tracer *T, tc_var *callable, tc_var **args, int nargs,
     if (rc != OK || out->kind != TC_VAR_TENSOR) {
         return rc != OK ? rc : NOT_HANDLED;  /* out=(a, b): not traced */
     }
+    for (int i = 0; i < nargs && T->grad_mode; i++) {
+        if (tc_tr_requires_grad(T, args[i])) {
+            /* torch raises there: the call runs in Python for its error */
+            return tc_tr_unsupported(T, "out= with an operand that requires "
+                                     "grad under grad mode (torch: "
+                                     "out= does not support autograd)");
+        }
+    }
     /* the call again without out=, through the usual dispatch */
     PyObject *kw = PyTuple_New(nkw - 1);
     if (kw == NULL) {

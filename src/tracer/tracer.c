@@ -275,6 +275,13 @@ grow_grad(trace_shared *sh, int n)
     return OK;
 }
 
+int
+tc_tr_requires_grad(const tracer *T, const tc_var *v)
+{
+    return v->kind == TC_VAR_TENSOR && v->node >= 0
+           && v->node < T->sh->grad_cap && T->sh->grad[v->node];
+}
+
 /* A node requires grad when grad mode is on and an operand of it does
  * (under no_grad results do not, as in eager).  After every traced
  * instruction the nodes it created are marked, here rather than in each

@@ -164,6 +164,8 @@ int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
  * not, by the grad mode now (tc_tr_run does it after every
  * instruction). */
 int tc_tr_sync_grad(tracer *T);
+/* Does tensor var v require grad (as of the last instruction's sync)? */
+int tc_tr_requires_grad(const tracer *T, const tc_var *v);
 int tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                       PyObject *kwnames);
 int tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method);

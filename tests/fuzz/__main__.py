@@ -31,7 +31,8 @@ def parse(argv):
     ap.add_argument("--profile", choices=("small", "full"), default="full",
                     help="small: the CI slice's short programs; full: longer ones")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
-    ap.add_argument("--backends", default="auto,eager", help="comma-separated tcjit backends")
+    ap.add_argument("--backends", default="auto,eager",
+                    help="comma-separated tcjit backends; grad: the training path (grad.py)")
     ap.add_argument("--budget", type=float, default=60.0,
                     help="seconds to minimize each failure class")
     ap.add_argument("--max-repro", type=int, default=30,

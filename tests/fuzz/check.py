@@ -545,13 +545,17 @@ def run_program(prog, backends=BACKENDS, device="cpu", progress=None):
     for backend in backends:
         if progress:
             progress(backend)
-        found = _run_backend(prog, f, make_inputs, eager, backend, device)
+        if backend == "grad":           # the training path (grad.py)
+            from .grad import run_grad
+            found = run_grad(prog, device)
+        else:
+            found = _run_backend(prog, f, make_inputs, eager, backend, device)
         if backend in ("auto", "dynamic"):
             found = _precision_only(prog, f, make_inputs, eager, backend, device, found)
         for x in found[:MAX_FAILURES]:
             x["signature"] = signature(x)
             failures.append(x)
-        if backend in ("auto", "dynamic"):
+        if backend in ("auto", "dynamic", "grad"):
             stats = tcjit.counters()
     tcjit.reset()
     return failures, stats
