@@ -1402,3 +1402,17 @@ def test_out_argument_under_grad_raises_as_eager():
     torch.testing.assert_close(out, g(x, ze))
     torch.testing.assert_close(za, ze)
     assert out.requires_grad
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x.std(-1), lambda x: x.std(), lambda x: x.norm(dim=-1),
+    lambda x: torch.linalg.vector_norm(x, dim=-1),
+    lambda x: torch.std(x.amin(-1, keepdim=True), -1, False)])
+def test_std_and_norm_gradient_at_zero_is_zero(fn):
+    # eager's std_backward / norm_backward mask the result's zeros: a
+    # constant row's gradient is 0; tcjit's sqrt(var) gave NaN (fuzz seed
+    # 1273, backend grad)
+    x = torch.tensor([[1.5, 1.5, 1.5], [1.0, 2.0, 4.0]], requires_grad=True)
+    grads_like_eager(lambda x: fn(x).sum(), x)
+    z = torch.zeros(2, 3, requires_grad=True)
+    grads_like_eager(lambda x: fn(x).sum(), z)

@@ -2249,7 +2249,7 @@ reduce_var(tc_graph *g, int x, unsigned mask, int keepdim, double corr,
     int ss = d < 0 ? -1 : reduce_node(g, "sum", PW2("mul", d, d), mask,
                                       keepdim, TC_F64, err, errlen);
     int v = PW2("div", ss, tc_graph_scalar_float(g, n > 0 ? n : 0));
-    v = is_std ? PW1("sqrt", v) : v;
+    v = is_std ? PW1("sqrt0", v) : v;
     return dt == TC_F64 ? v : cast_node(g, v, dt, err, errlen);
 }
 
@@ -2523,7 +2523,7 @@ tc_graph_reduce(tc_graph *g, const char *name, int x,
             int sq = PW2("mul", x, x);
             int s = sq < 0 ? -1 : reduce_node(g, "sum", sq, mask, kd, ct, err,
                                               errlen);
-            r = PW1("sqrt", s);
+            r = PW1("sqrt0", s);
         }
         return cast_node(g, r, dt, err, errlen);
     }

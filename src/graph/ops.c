@@ -533,6 +533,16 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(OP, "torch.sqrt Tensor.sqrt", "input")},
      .grad = "g / (2 * y)"
      },
+    /* std = sqrt0(var), the 2-norm = sqrt0(sum of squares): eager's
+     * std_backward and norm_backward give 0 where the result is 0 (a
+     * constant row), where sqrt's g / (2 * y) times the inner
+     * derivative 0 would be NaN */
+    {"sqrt0", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_sqrt,
+     "square root inside std and the 2-norm (gradient 0 where the result "
+     "is 0)",
+     .eager = "torch.sqrt(x0)",
+     .grad = "torch.where(y == 0, 0.0, g / (2 * y))"
+     },
     {"rsqrt", 1, PW, TC_PROMOTE_INT_TO_FLOAT, MASK_FLOAT, lower_rsqrt,
      "1 / sqrt(x)",
      .py = {CALL(OP, "torch.rsqrt Tensor.rsqrt", "input")},
@@ -657,8 +667,8 @@ const tc_op_def tc_ops[] = {
      .grad = "(torch.where(x1 == 0, 0.0, g * x1 * x0 ** (x1 - 1)) if "
              "isinstance(x1, torch.Tensor) else g * 0.0 if x1 == 0 else g * "
              "x1 * x0 ** (x1 - 1)); torch.where((x0 == 0) & (x1 >= 0), 0.0, "
-             "g * y * (torch.log(x0) if isinstance(x0, torch.Tensor) else "
-             "math.log(x0)))",
+             "g * y * (torch.log(x0.to(y.dtype)) if isinstance(x0, "
+             "torch.Tensor) else math.log(x0)))",
      .eager = "x0 ** x1",
      .py = {CALL(OP, "torch.pow Tensor.pow", "input, exponent")}},
     {"maximum", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_maximum,
