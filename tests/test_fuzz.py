@@ -10,20 +10,26 @@ standalone reproducer.  Longer runs: `make fuzz` (docs/dev.md).
 import os
 import warnings
 
+import pytest
 import torch
 
 from fuzz import check, known, runner
 
 SLICE = range(0, 2000)
+# the training path (tests/fuzz/grad.py): inputs requiring grad, gradients
+GRAD_SLICE = range(0, 400)
 PROFILE = "small"
 BUDGET = 20               # seconds to minimize one failure class
 MINIMIZE = 6              # classes minimized at most; the rest are listed
 
 
-def test_fuzz_slice():
+@pytest.mark.parametrize("backends,seeds", [(("auto", "eager"), SLICE),
+                                             (("grad",), GRAD_SLICE)],
+                         ids=["auto-eager", "grad"])
+def test_fuzz_slice(backends, seeds):
     jobs = min(4, os.cpu_count() or 1)
-    res = runner.fuzz(len(SLICE), SLICE.start, jobs, PROFILE)
-    assert len(res.by_seed) == len(SLICE)
+    res = runner.fuzz(len(seeds), seeds.start, jobs, PROFILE, backends=backends)
+    assert len(res.by_seed) == len(seeds)
     groups = res.groups()
     seen, new = {}, []
     for sig, g in sorted(groups.items(), key=lambda kv: -len(kv[1])):
@@ -43,19 +49,21 @@ def test_fuzz_slice():
         warnings.warn("fuzz slice: known failures (tests/fuzz/known.py):\n" + "\n".join(
             f"  {known.KNOWN[k]}: {sum(len(g) for _, g in sgs)} programs, {len(sgs)} classes, "
             f"e.g. {sgs[0][0]} (seed {sgs[0][1][0][0]})" for k, sgs in seen.items()))
-    stale = [k for k in known.KNOWN if k not in seen and k not in known.BY_DESIGN]
+    stale = [k for k in known.KNOWN if k not in seen and k not in known.BY_DESIGN
+             and k.startswith("grad:") == (backends == ("grad",))]
     if stale:
         warnings.warn("fuzz slice: KNOWN entries that no longer occur (remove them): "
                       + ", ".join(stale))
     if not new:
         return
-    lines = [f"{len(new)} new failure classes in {len(SLICE)} fuzz programs:"]
+    lines = [f"{len(new)} new failure classes in {len(seeds)} fuzz programs:"]
     for sig, g, r in new:
         seed, failure = g[0]
         lines.append(f"\n== {sig}: {len(g)} programs, seeds "
                      f"{', '.join(str(s) for s, _ in g[:8])}\n   {failure['message'][:300]}")
         if r is None:
             lines.append(f"   (python3 tests/fuzz --count 1 --seed {seed} --profile {PROFILE}"
+                         f" --backends {','.join(backends)}"
                          f" --jobs 1  minimizes it)")
         else:
             lines.append(r.get("reproducer") or "minimizer failed: " + r["error"][-500:])

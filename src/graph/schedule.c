@@ -1229,6 +1229,15 @@ gen_op(kgen *kg, int id, const imap *m)
             /* an explicit cast sees its operand as eager stored it */
             args[k] = kb_cast(&kg->kb, args[k], dt);
         }
+        else if (def->promote == TC_PROMOTE_BOOL_OUT
+                 && tc_dtype_is_reduced_float(dt)) {
+            /* so does a comparison or test, whose answer flips on the
+             * rounding: amax's backward compares a recomputed bfloat16
+             * exp with the saved max (fuzz seed 1597, backend grad: all
+             * unequal, a count of 0, NaN gradients) */
+            args[k] = kb_cast(&kg->kb, kb_cast(&kg->kb, args[k], dt),
+                              tc_dtype_opmath(dt));
+        }
         if (args[k] < 0) {
             return -1;
         }

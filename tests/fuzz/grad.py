@@ -25,7 +25,8 @@ import torch
 
 import tcjit
 
-from .check import Checker, Eager, _call, _exc_detail, _leaves, value_mismatch
+from .check import (Checker, Eager, _call, _exc_detail, _leaves, _spread, _unit_roundoff,
+                    value_mismatch)
 
 
 def _chosen(prog, call, inputs):
@@ -47,8 +48,15 @@ class Run:
     """One side of a call: outputs, the gradients of the chosen leaves, or
     the exception and where (forward / backward)."""
 
-    def __init__(self, fn, make_inputs, variant, device, chosen, upcast=False):
+    def __init__(self, fn, make_inputs, variant, device, chosen, upcast=False,
+                 perturb=None):
         inputs = make_inputs(variant, device)
+        if perturb is not None:     # (seed, u): each float times 1 +- u
+            g = torch.Generator().manual_seed(perturb[0])
+            inputs = [x * (1 + perturb[1] * (2 * torch.rand(x.shape, generator=g,
+                                                            dtype=torch.float64) - 1)
+                           ).to(x.device) if isinstance(x, torch.Tensor)
+                      and x.dtype.is_floating_point else x for x in inputs]
         self.leaves = []
         for k in chosen:
             x = inputs[k].detach()
@@ -75,6 +83,29 @@ class Run:
                 lambda: torch.autograd.grad(loss, self.leaves, allow_unused=True), ())
             if self.exc is not None:
                 self.where = "backward"
+
+
+def _reference(prog, f64, make_inputs, variant, device, chosen):
+    """Per chosen leaf, (the float64 program's gradient, its spread): how
+    far it moves when the inputs are perturbed by the least precise float
+    dtype's rounding error (check.py's spread for values): a gradient that
+    sums products of float16 values of 8 moves by 1e-2 (fuzz seed 1221).
+    None if the float64 program raises."""
+    runs = []
+    u = _unit_roundoff(prog, make_inputs(variant, device))
+    for k in range(3):
+        run = Run(f64, make_inputs, variant, device, chosen, upcast=True,
+                  perturb=(k, u) if k else None)
+        if run.exc is not None or run.grads is None:
+            return None
+        runs.append(run.grads)
+    out = []
+    for j, r in enumerate(runs[0]):
+        if r is None:
+            out.append((None, None))
+            continue
+        out.append((r, _spread(r, [run[j] for run in runs[1:] if run[j] is not None])))
+    return out
 
 
 def _rmse_close(ga, ge, r):
@@ -146,11 +177,10 @@ def _check_call(prog, f, f64, make_inputs, variant, call, device, cf):
         if value_mismatch(ga, ge) is None:
             continue
         if ref is None:
-            ref = Run(f64, make_inputs, variant, device, chosen, upcast=True)
-        r = ref.grads[j] if ref.exc is None and ref.grads is not None else None
+            ref = _reference(prog, f64, make_inputs, variant, device, chosen)
+        r, spread = ref[j] if ref is not None else (None, None)
         if r is not None and _rmse_close(ga, ge, r):
             continue
-        spread = torch.zeros(ge.shape, dtype=torch.float64, device=ge.device)
         msg = value_mismatch(ga, ge, (r, spread) if r is not None else None)
         if msg:
             c.fail("grad", str(ge.dtype)[6:],
