@@ -1444,3 +1444,32 @@ def test_comparisons_see_reduced_floats_as_stored():
     y = torch.tensor([0.2, 1.0], dtype=torch.float16)
     for a, b in zip(tcjit.compile(f)(x, y), f(x, y)):
         assert torch.equal(a, b), (a, b)
+
+
+@pytest.mark.parametrize("case", ["ties", "nan", "inf_grad", "expanded"])
+def test_max_min_dim_gradient_goes_to_the_index(case):
+    # torch.max / min(x, dim)'s values send the gradient to the index
+    # eager returns (the first extreme); amax spreads it over ties.  tcjit
+    # spread it for max(dim) too (fuzz seed 20530, backend grad), and an
+    # inf gradient times a 0 mask made NaN where eager has 0 (seed 20935)
+    def f(a):
+        v, _ = torch.min(a, dim=1)
+        w, _ = a.max(0, keepdim=True)
+        return v * 3, w.exp() * 1e38, a.amax(1)
+
+    rows = {"ties": [[5., 5, 5, 5], [0, 0, 1, 1]],
+            "nan": [[1., float("nan"), 3, float("nan")], [2, 2, 1, 1]],
+            "inf_grad": [[90., 1, 2, 3], [0, 0, 0, 0]],
+            "expanded": None}[case]
+    a = torch.tensor(rows) if rows else torch.tensor([0.5]).expand(2, 4)
+    grads_like_eager(f, a.detach().requires_grad_())
+
+
+def test_views_of_one_element_of_an_expanded_input_stay_apart():
+    # a[0] and a[1] of a stride-0 input have one layout and offset but are
+    # two rows of its gradient: CSE merged them (fuzz seed 20203)
+    def f(a):
+        v0, v1 = a.unbind(0)
+        return v0 * 0, v1 * 3
+
+    grads_like_eager(f, torch.tensor([0.5]).expand(2, 7).detach().requires_grad_())

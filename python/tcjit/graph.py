@@ -41,7 +41,8 @@ class Node:
 
     Every node has ``dtype``, ``shape`` and ``stride`` as eager gives them.
     Op nodes also carry what their kind needs: reductions ``dims`` (the
-    reduced dims of the operand) and ``keepdim``; views ``base`` (the node
+    reduced dims of the operand), ``keepdim`` and ``first`` (the values of
+    ``torch.max(x, dim)``: gradient to the first extreme); views ``base`` (the node
     whose storage they index) and ``offset`` (elements from the base's
     storage offset); casts and creation ops ``to_dtype``; extern ops
     ``xattr`` / ``xfattr`` (src/graph/extern.h) and ``call``."""
@@ -60,6 +61,9 @@ class Node:
         self.device = device
         self.dims = d.get("dims")
         self.keepdim = d.get("keepdim")
+        # amax / amin as the values of torch.max / min(x, dim): gradient
+        # to the first extreme, as eager's index selects
+        self.first = d.get("first", False)
         self.base = nodes[d["view_base"]] if "view_base" in d else None
         self.offset = d.get("offset")
         self.xattr = d.get("xattr")

@@ -167,8 +167,9 @@ kind_fields(const tc_graph *g, int id)
                 dims[nd++] = k;
             }
         }
-        return Py_BuildValue("{s:N,s:O}", "dims", tc_int_tuple(nd, dims),
-                             "keepdim", n->keepdim ? Py_True : Py_False);
+        return Py_BuildValue("{s:N,s:O,s:O}", "dims", tc_int_tuple(nd, dims),
+                             "keepdim", n->keepdim ? Py_True : Py_False,
+                             "first", n->first_index ? Py_True : Py_False);
     case TC_OPK_VIEW:
         /* vmap: the affine index map onto the operand (graph.h), what a
          * view's derivative scatters through (_autograd.py) */

@@ -941,9 +941,21 @@ nodes_equal(const tc_node *a, const tc_node *b)
     /* views and reductions differ by their attributes (layout, offset,
      * reduced dims), pointwise nodes never do for equal inputs */
     if (a->red_mask != b->red_mask || a->keepdim != b->keepdim ||
+        a->first_index != b->first_index ||
         a->offset != b->offset || a->xfattr != b->xfattr ||
         memcmp(a->xattr, b->xattr, sizeof(a->xattr)) != 0 || !tc_layout_same_sizes(&a->layout, &b->layout) ||
         !tc_layout_same_strides(&a->layout, &b->layout)) {
+        return 0;
+    }
+    /* a view's index map too: a[0] and a[1] of an expanded a (stride 0)
+     * have one layout and offset, but are two elements of a's gradient
+     * (fuzz seed 20203, backend grad: merged, row 1's gradient went to
+     * row 0) */
+    if (tc_ops[a->op].kind == TC_OPK_VIEW
+        && (a->vmap_affine != b->vmap_affine
+            || memcmp(a->vsrc, b->vsrc, sizeof(a->vsrc)) != 0
+            || memcmp(a->vcoef, b->vcoef, sizeof(a->vcoef)) != 0
+            || memcmp(a->voff, b->voff, sizeof(a->voff)) != 0)) {
         return 0;
     }
     return memcmp(a->in, b->in, sizeof(int) * a->nin) == 0;
@@ -2548,6 +2560,10 @@ tc_graph_max_dim(tc_graph *g, int is_max, int x, int64_t dim, int keepdim,
     }
     *values = reduce_node(g, is_max ? "amax" : "amin", x, mask, keepdim,
                           g->nodes[x].dtype, err, errlen);
+    if (*values >= 0 && g->nodes[*values].kind == TC_NODE_OP
+        && tc_ops[g->nodes[*values].op].kind == TC_OPK_REDUCTION) {
+        g->nodes[*values].first_index = 1;
+    }
     *indices = reduce_node(g, is_max ? "argmax" : "argmin", x, mask, keepdim,
                            TC_I64, err, errlen);
     return *values < 0 || *indices < 0 ? -1 : *values;

@@ -124,6 +124,10 @@ typedef struct {
      * in[0] is reduced; keepdim as in torch. */
     unsigned red_mask;
     int keepdim;
+    int first_index;             /* amax / amin as the values of torch.max
+                                    / min(x, dim): the gradient goes to
+                                    the first extreme (eager's index), not
+                                    spread over ties as amax's */
     /* Extern ops (registry kind TC_OPK_EXTERN, extern.h): integer and
      * float attributes whose meaning the op's entry in extern.c gives. */
     int64_t xattr[TC_MAX_XATTR];

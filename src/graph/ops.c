@@ -472,6 +472,17 @@ LOWER(lower_arange)
 /* ---- the table ------------------------------------------------------- */
 
 #define PW TC_OPK_POINTWISE
+/* amax / amin: eager's amax spreads the gradient evenly over ties; the
+ * values of torch.max / min(x, dim) (n.first) send it to the first
+ * extreme, the index eager returns (a NaN counts as the extreme: its
+ * first one, as torch.argmax picks), and the other elements get exactly 0
+ * (eager scatters into zeros: an inf gradient is no NaN there) */
+#define AMAX_HIT "((x0 == keep(y, n)) | (torch.isnan(x0) & " \
+                 "torch.isnan(keep(y, n))))"
+#define AMAX_GRAD                                                            \
+    "torch.where(" AMAX_HIT " & (" AMAX_HIT ".cumsum(n.dims[0]) == 1), "     \
+    "keep(g, n), 0.0) if n.first else keep(g, n) * (x0 == keep(y, n)) / "    \
+    "(x0 == keep(y, n)).sum(n.dims, keepdim=True)"
 #define VW TC_OPK_VIEW
 #define RD TC_OPK_REDUCTION
 #define EX TC_OPK_EXTERN
@@ -836,15 +847,13 @@ const tc_op_def tc_ops[] = {
      "max over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amax Tensor.amax",
                  "input, dim=None, keepdim: bool=False")},
-     .grad = "keep(g, n) * (x0 == keep(y, n)) / (x0 == keep(y, "
-             "n)).sum(n.dims, keepdim=True)"
+     .grad = AMAX_GRAD
      },
     {"amin", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "min over dims, NaN propagating",
      .py = {CALL(REDUCE, "torch.amin Tensor.amin",
                  "input, dim=None, keepdim: bool=False")},
-     .grad = "keep(g, n) * (x0 == keep(y, n)) / (x0 == keep(y, "
-             "n)).sum(n.dims, keepdim=True)"
+     .grad = AMAX_GRAD
      },
     {"argmax", 1, RD, TC_PROMOTE_DEFAULT, MASK_ALL, NULL,
      "index of the first max (first NaN) -> int64",
