@@ -969,8 +969,17 @@ class Plan:
                           if n.kind == "op")
         if not self.diff_outputs:
             return
+        # graph inputs that in-place ops write: the runtime copies the
+        # new values in after the node's forward (writeback.c)
+        written = set(desc.get("written", ()))
         b = _Builder(graph, rg)
         result = b.build(self.grads_in(self.diff_outputs))
+        if b.reason and written:
+            # the replay would read the inputs after the writes
+            self.reason = (f"an in-place write into an input of a graph "
+                           f"whose backward runs through torch's autograd "
+                           f"({b.reason}; not compiled yet)")
+            return
         if b.reason:
             self.eager_reason = b.reason
             _log("graph_breaks", f"tcjit training: the backward of this graph "
@@ -985,8 +994,19 @@ class Plan:
                 inputs_used.append(n.input_index)
             else:
                 saved.append(idx)
+        # an input the graph writes is read by the backward at its value
+        # before the write (x * y; y.add_(1)): the forward saves a copy
+        # of it, as eager's in-place ops save original_self.clone() (a
+        # saved input itself would fail autograd's version check after
+        # the write-back).  A negative id asks the C side for that copy
+        # (autograd.c: -1 - the input's node).
+        snap = [i for i in inputs_used if i in written]
+        inputs_used = [i for i in inputs_used if i not in written]
         self.inputs_used = inputs_used
         # the kept calls' operands are returned too (pinned), not saved
+        saved_names = [b.values[s] for s in saved] + [
+            b.values[graph.inputs[i].index] for i in snap]
+        saved = saved + [-1 - graph.inputs[i].index for i in snap]
         self.nsaved = len(saved)
         self.saved = saved + sorted(
             i for i in b.pinned - set(saved)
@@ -997,7 +1017,7 @@ class Plan:
         self.kept_sizes, self.kept_out = self.kept_layout(b.kept)
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
-                       + [b.values[s] for s in saved])
+                       + saved_names)
         # its function is made when a backward first needs it: a model's
         # logits next to its loss get no gradient, and only the backward
         # for the loss's (backward_for) runs

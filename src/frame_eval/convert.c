@@ -559,6 +559,71 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
     return marked;
 }
 
+/* In-place writes into graph inputs under grad (tracer.h tc_writeback):
+ * the runtime applies each with torch's copy_ in the grad mode of the
+ * ops it stands for (writeback.c), so autograd records the write as
+ * eager's in-place op: the input gets a history through the graph's
+ * autograd node when the written value requires grad, or a
+ * CopyBackwards one when the input requires grad.  What one copy cannot
+ * stand for is a graph break: writes into one input both under grad mode
+ * and under no_grad, where the input or a value requires grad (eager's
+ * history then skips the no_grad ones).  A new str, NULL with no reason
+ * (or with an exception). */
+static PyObject *
+writeback_reason(const tc_entry *e, const tc_graph *g)
+{
+    for (int k = 0; k < e->wb.n; k++) {
+        const tc_writeback *b = &e->wb.items[k];
+        if (b->input < 0 || b->grad != 2) {
+            continue;
+        }
+        if (b->target_rg
+            || g->nodes[g->outputs[b->output]].requires_grad) {
+            return PyUnicode_FromString(
+                "in-place writes into one input both under grad mode and "
+                "under torch.no_grad(), where the input or the value "
+                "written requires grad (not compiled yet)");
+        }
+    }
+    return NULL;
+}
+
+/* 1 if a write into an input that requires grad is recorded by autograd
+ * (under grad mode): torch's copy_ must apply it, never a kernel storing
+ * into the input (reinplace.h, schedule.c inplace_buffer). */
+static int
+writes_recorded(const tc_entry *e)
+{
+    for (int k = 0; k < e->wb.n; k++) {
+        const tc_writeback *b = &e->wb.items[k];
+        if (b->input >= 0 && b->target_rg && b->grad == 1) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* desc["written"]: the graph inputs that in-place ops write (the plan
+ * snapshots those the backward reads: _autograd.py).  0, or -1. */
+static int
+desc_written(const tc_entry *e, PyObject *desc)
+{
+    PyObject *l = PyList_New(0);
+    for (int k = 0; l != NULL && k < e->wb.n; k++) {
+        if (e->wb.items[k].input < 0) {
+            continue;
+        }
+        PyObject *i = PyLong_FromLong(e->wb.items[k].input);
+        if (i == NULL || PyList_Append(l, i) < 0) {
+            Py_CLEAR(l);
+        }
+        Py_XDECREF(i);
+    }
+    int rc = l ? PyDict_SetItemString(desc, "written", l) : -1;
+    Py_XDECREF(l);
+    return rc;
+}
+
 /* A graph whose results require grad runs as an autograd node
  * (autograd.h); what that does not cover yet runs eagerly, with the
  * reason as a graph break. */
@@ -573,13 +638,13 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
                                       "graph (training is compiled by the "
                                       "'auto' backend only)");
     }
-    else if (e->wb.n > 0) {
-        reason = PyUnicode_FromString("an in-place write in a graph that "
-                                      "requires grad (not compiled yet)");
-    }
     else {
+        /* (planning appends the saved values to the outputs, which
+         * drops output_writes: the graph never stores into an input, the
+         * runtime's copy_ applies each write, recorded by autograd) */
         PyObject *desc = tc_graph_desc(g, device);
-        rc = desc ? tc_autograd_plan(g, desc, plan, &reason) : -1;
+        rc = desc ? desc_written(e, desc) : -1;
+        rc = rc == 0 ? tc_autograd_plan(g, desc, plan, &reason) : -1;
         Py_XDECREF(desc);
     }
     if (rc != 1) {
@@ -686,10 +751,26 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             return -1;
         }
     }
+    PyObject *wb_reason = writeback_reason(e, g);
+    if (wb_reason != NULL || PyErr_Occurred()) {
+        int rc = wb_reason ? log_graph_break(co, wb_reason,
+                                             co->co_firstlineno,
+                                             "the whole frame runs eagerly "
+                                             "for these inputs.") : -1;
+        Py_XDECREF(wb_reason);
+        e->kind = TC_ENTRY_EAGER;
+        return rc;
+    }
     /* a slice written into an input in place, not copied twice
      * (reinplace.h): tcjit's own code generators run the write_box node;
-     * a graph that records autograd keeps the functional value */
-    if (e->is_auto && !tc_graph_requires_grad(g)
+     * a graph that records autograd keeps the functional value, and so
+     * does a write that autograd records (torch's copy_ applies it) */
+    int recorded = writes_recorded(e);
+    if (recorded && tc_graph_set_outputs(g, g->noutputs, g->outputs) < 0) {
+        PyErr_NoMemory();   /* (drops output_writes) */
+        return -1;
+    }
+    if (e->is_auto && !tc_graph_requires_grad(g) && !recorded
         && tc_graph_reinplace(g) < 0) {
         PyErr_NoMemory();
         return -1;

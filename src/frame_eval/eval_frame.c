@@ -374,8 +374,13 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
         inputs[nsrc + k] = e->consts[k];  /* freezing's folded values */
     }
     int rc = e->wb.n ? tc_writeback_aliased(&e->wb, inputs) : 0;
+    if (rc == 0 && e->wb.writes_grad) {
+        rc = tc_writeback_eager_error(&e->wb, inputs);
+    }
     if (rc != 0) {
-        /* 1: inputs alias a written one, CPython runs the segment */
+        /* 1: inputs alias a written one, or a leaf that requires grad is
+         * written under grad mode (eager raises): CPython runs the
+         * segment */
         if (inputs != small) {
             PyMem_Free(inputs);
         }

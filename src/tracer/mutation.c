@@ -36,6 +36,8 @@ typedef struct {
     int ident;   /* the storage's first root: a graph input or computed node */
     int cur;     /* its current value, laid out exactly like ident */
     int bumps;   /* in-place ops on it so far (eager's version counter) */
+    int gradw;   /* how many of them ran under grad mode (autograd records
+                    those: tc_writeback.grad) */
 } mut_storage;
 
 typedef struct {
@@ -622,6 +624,7 @@ mutate(tracer *T, tc_var *target, int w, int first)
     m->st[m->nst].ident = prev ? prev->ident : r;
     m->st[m->nst].cur = value;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
+    m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
     m->nst++;
     for (int i = 0; i < a->n; i++) {
         tc_var *v = a->vars[i];
@@ -653,6 +656,7 @@ tc_tr_mut_bump(tracer *T, tc_var *v)
     m->st[m->nst].ident = prev ? prev->ident : r;
     m->st[m->nst].cur = r;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
+    m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
     m->nst++;
     return OK;
 }
@@ -1522,10 +1526,12 @@ tc_tr_mut_finish(tracer *T)
         }
         tc_writeback *w = &wb->items[wb->n];
         w->bumps = s->bumps;
+        w->grad = s->gradw == 0 ? 0 : s->gradw == s->bumps ? 1 : 2;
         if (g->nodes[s->ident].kind == TC_NODE_INPUT) {
             w->input = g->nodes[s->ident].input_index;
-            wb->writes_grad |= s->ident < T->sh->grad_cap
-                               && T->sh->grad[s->ident];
+            w->target_rg = s->ident < T->sh->grad_cap
+                           && T->sh->grad[s->ident];
+            wb->writes_grad |= w->target_rg;
             w->output = tc_tr_output_index(T, s->cur);
             wb->written[w->input] = 1;
             if (w->output < 0) {
