@@ -621,8 +621,11 @@ class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg, recompute=None, slots=None):
+    def __init__(self, graph, rg, recompute=None, slots=None, written=()):
         self.graph, self.rg = graph, rg
+        # inputs that in-place ops write: their old values are never read
+        # to recompute a value (the runtime writes them after the forward)
+        self.written = written
         # extern node -> its kept call's slot: a backward for some of the
         # outputs' gradients reads the kept calls of the full one
         self.slots = slots
@@ -638,12 +641,16 @@ class _Builder:
         self.never_cheap = self.stored_anyway(graph) if self.recompute else set()
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
+        self.cur = None       # the node whose rule (or replay) reads values
+        self.readers = {}     # input node index -> nodes that read it
 
     def value(self, n):
         """The variable holding node n's forward value in the backward:
         a saved value (a parameter), or recomputed from its operands."""
         if n.kind == "scalar":
             return _literal(n.value)
+        if n.kind == "input":
+            self.readers.setdefault(n.index, set()).add(self.cur)
         if n.index in self.values:
             return self.values[n.index]
         if n.index in self.recomputed:
@@ -673,7 +680,9 @@ class _Builder:
         recomputation reads two or more full-size tensors (the residual
         stream, a sum of every earlier block's outputs): saved, it is one
         read; recomputed, it would be one per tensor."""
-        if n.index in self.never_cheap:
+        if n.index in self.never_cheap or any(
+                a.kind == "input" and a.input_index in self.written
+                for a in n.args):
             return False
         row = _OPS[n.op] if n.kind == "op" else None
         return (row is not None and row["kind"] == "pointwise"
@@ -732,7 +741,12 @@ class _Builder:
         names = {f"x{k}" for k in range(len(n.args))}
         f = _folded("eager", n, None, src).template(
             lambda tree: _with_holes(n, tree, names))
-        return f.expand({v: self.value(n.args[int(v[1:])]) for v in f.order})
+        cur, self.cur = self.cur, n
+        try:
+            return f.expand({v: self.value(n.args[int(v[1:])])
+                             for v in f.order})
+        finally:
+            self.cur = cur
 
     def fresh(self, expr):
         self.tmp += 1
@@ -821,6 +835,7 @@ class _Builder:
     def rule(self, n, k, folded, g):
         f = folded.template(lambda tree: _rule_text(n, k, tree))
         values = {}
+        self.cur = n
         for v in f.order:       # in the expression's order (value())
             values[v] = (g if v == "g" else self.value(n) if v == "y"
                          else self.value(n.args[int(v[1:])]))
@@ -942,6 +957,7 @@ class Plan:
 
     reason = None
     keep = {}
+    written = {}
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
@@ -969,10 +985,11 @@ class Plan:
                           if n.kind == "op")
         if not self.diff_outputs:
             return
-        # graph inputs that in-place ops write: the runtime copies the
-        # new values in after the node's forward (writeback.c)
-        written = set(desc.get("written", ()))
-        b = _Builder(graph, rg)
+        # graph inputs that in-place ops write (input index -> the output
+        # of its new value): the runtime copies the new values in after
+        # the node's forward (writeback.c)
+        self.written = written = dict(desc.get("written", ()))
+        b = _Builder(graph, rg, written=written)
         result = b.build(self.grads_in(self.diff_outputs))
         if b.reason and written:
             # the replay would read the inputs after the writes
@@ -994,14 +1011,17 @@ class Plan:
                 inputs_used.append(n.input_index)
             else:
                 saved.append(idx)
-        # an input the graph writes is read by the backward at its value
-        # before the write (x * y; y.add_(1)): the forward saves a copy
-        # of it, as eager's in-place ops save original_self.clone() (a
-        # saved input itself would fail autograd's version check after
-        # the write-back).  A negative id asks the C side for that copy
-        # (autograd.c: -1 - the input's node).
-        snap = [i for i in inputs_used if i in written]
-        inputs_used = [i for i in inputs_used if i not in written]
+        # an input the graph writes, whose value before the write the
+        # backward reads: read by the in-place ops themselves (t.mul_(x)
+        # needs t for x's gradient), eager saves original_self.clone(),
+        # so the forward saves a copy of it (a negative id asks the C side
+        # for it: autograd.c, -1 - the input's node); read by an op whose
+        # result is not written (y = x * t; t.add_(1)), eager saves t
+        # itself and its backward raises after the write: the node saves
+        # the input, and autograd's version check raises as eager's.
+        snap = [i for i in inputs_used if i in written
+                and self.read_by_write(b, i, written[i])]
+        inputs_used = [i for i in inputs_used if i not in snap]
         self.inputs_used = inputs_used
         # the kept calls' operands are returned too (pinned), not saved
         saved_names = [b.values[s] for s in saved] + [
@@ -1028,6 +1048,22 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def read_by_write(self, b, i, j):
+        """Every node whose backward reads input i's old value computes
+        the value written into it (an ancestor of output j): the in-place
+        ops themselves, in eager (an approximation: an out-of-place op
+        feeding the write, t.add_(x * t), counts as one)."""
+        graph = self.graph
+        readers = b.readers.get(graph.inputs[i].index, ())
+        chain, todo = set(), [graph.outputs[j]]
+        while todo:
+            n = todo.pop()
+            if n.index in chain or n.kind != "op":
+                continue
+            chain.add(n.index)
+            todo.extend(a for a in n.args if a.kind == "op")
+        return all(r is not None and r.index in chain for r in readers)
 
     def kept_layout(self, kept):
         """The kept calls' records (_Keep): per call its size, the call's
@@ -1100,7 +1136,8 @@ class Plan:
         for the others."""
         fn = self.variants.get(present)
         if fn is None:
-            b = _Builder(self.graph, self.rg, slots=self.slots)
+            b = _Builder(self.graph, self.rg, slots=self.slots,
+                         written=self.written)
             result = b.build(self.grads_in(present))
             fn = False
             if not b.reason and all(v in self.params

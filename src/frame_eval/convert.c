@@ -603,8 +603,9 @@ writes_recorded(const tc_entry *e)
     return 0;
 }
 
-/* desc["written"]: the graph inputs that in-place ops write (the plan
- * snapshots those the backward reads: _autograd.py).  0, or -1. */
+/* desc["written"]: (graph input, output of its new value) for each input
+ * that in-place ops write (the plan snapshots what the backward reads of
+ * their old values: _autograd.py).  0, or -1. */
 static int
 desc_written(const tc_entry *e, PyObject *desc)
 {
@@ -613,7 +614,8 @@ desc_written(const tc_entry *e, PyObject *desc)
         if (e->wb.items[k].input < 0) {
             continue;
         }
-        PyObject *i = PyLong_FromLong(e->wb.items[k].input);
+        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].input,
+                                    e->wb.items[k].output);
         if (i == NULL || PyList_Append(l, i) < 0) {
             Py_CLEAR(l);
         }
