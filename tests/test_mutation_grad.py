@@ -559,3 +559,17 @@ def test_retain_graph_and_second_backward_through_written_input():
     gb, tb = run(f)
     torch.testing.assert_close(ga, gb)
     assert type(ta.grad_fn).__name__ == type(tb.grad_fn).__name__
+
+
+def test_double_backward_through_written_input_says_so():
+    """create_graph=True replays the graph under torch's autograd from its
+    inputs, which a write-back has changed: a RuntimeError that says so,
+    never a wrong gradient."""
+    def f(t, x):
+        t.add_(x)
+        return (t * x).sum()
+
+    p, x = _seeded(4, 4)
+    s = tcjit.compile(f)(p * 2, x)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(s, x, create_graph=True)

@@ -1198,6 +1198,12 @@ class Plan:
             # inputs the compiled backward does not read: kept by
             # reference, their versions checked here as autograd would
             inputs = ctx.inputs
+            if any(i in self.written for i in range(len(inputs))):
+                raise RuntimeError(
+                    "tcjit: a double backward (create_graph=True) through "
+                    "a compiled graph that writes its inputs in place is "
+                    "not supported yet; run this function without tcjit "
+                    "for it")
             for x, v in zip(inputs, ctx.versions):
                 if x._version != v:
                     raise RuntimeError(
@@ -1289,8 +1295,16 @@ class _Node(torch.autograd.Function):
             ctx.save_for_backward(*inputs, *saved, *kept)
         else:
             ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
-            ctx.inputs = inputs        # for a double backward's replay
-            ctx.versions = [x._version for x in inputs]
+            # for a double backward's replay; not an input the graph
+            # writes: the write-back gives it a history through this node
+            # (its CopyBackwards), and the node holding it would be a
+            # reference cycle through autograd's C++ graph, which the
+            # garbage collector cannot see (and the replay would read
+            # its value after the write)
+            w = plan.written
+            ctx.inputs = [None if i in w else x for i, x in enumerate(inputs)]
+            ctx.versions = [x._version if isinstance(x, torch.Tensor)
+                            else None for x in inputs]
         # an output with no gradient gets None, not zeros (Plan.backward)
         ctx.set_materialize_grads(False)
         nondiff = [outs[j] for j in plan.nondiff
