@@ -374,7 +374,7 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
         inputs[nsrc + k] = e->consts[k];  /* freezing's folded values */
     }
     int rc = e->wb.n ? tc_writeback_aliased(&e->wb, inputs) : 0;
-    if (rc == 0 && e->wb.writes_grad) {
+    if (rc == 0 && e->wb.checks_leaf) {
         rc = tc_writeback_eager_error(&e->wb, inputs);
     }
     if (rc != 0) {

@@ -100,6 +100,8 @@ typedef struct {
     int n;
     tc_writeback *items;
     int writes_grad;   /* a written input requires grad */
+    int checks_leaf;   /* one is written under grad mode: the runtime
+                          checks it is no leaf (writeback.h) */
     int ninputs;
     int64_t *span;     /* by graph input: bytes its elements cover from its
                           data pointer (inputs that overlap a written one
