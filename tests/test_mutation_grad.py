@@ -573,3 +573,42 @@ def test_double_backward_through_written_input_says_so():
     s = tcjit.compile(f)(p * 2, x)
     with pytest.raises(RuntimeError, match="double backward"):
         torch.autograd.grad(s, x, create_graph=True)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_replayed_backward_does_not_update_running_stats_again(
+        create_graph):
+    """A backward that replays the graph under torch's autograd (an op
+    without a rule; create_graph=True) calls torch.batch_norm again: the
+    replay reads copies of the inputs that need no grad, so the running
+    statistics move once, as in eager."""
+    def f(x, rm, rv):
+        return F.batch_norm(x, rm, rv, training=True).sin().prod()
+
+    def run(fn):
+        rm, rv = torch.zeros(3), torch.ones(3)
+        x = torch.linspace(-1, 1, 12).reshape(4, 3).requires_grad_()
+        y = fn(x, rm, rv)
+        g, = torch.autograd.grad(y, x, create_graph=create_graph)
+        return g, rm, rv
+
+    for a, b in zip(run(tcjit.compile(f)), run(f)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_replay_copies_keep_strided_and_expanded_inputs(create_graph):
+    def f(x, m, e):
+        return (x * m[1:] + e).prod()
+
+    def run(fn):
+        g = torch.Generator().manual_seed(5)
+        x = torch.rand(3, 3, generator=g).add(0.5).requires_grad_()
+        m = torch.rand(4, 6, generator=g)[:, ::2]      # strided, offset
+        e = torch.rand(3, generator=g).expand(3, 3)    # overlapping
+        y = fn(x, m, e)
+        gx, = torch.autograd.grad(y, x, create_graph=create_graph)
+        return y, gx
+
+    for a, b in zip(run(tcjit.compile(f)), run(f)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

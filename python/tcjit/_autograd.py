@@ -1222,9 +1222,14 @@ class Plan:
                 torch.set_rng_state(ctx.rng[0])
                 if cuda:
                     torch.cuda.set_rng_state(ctx.rng[1], self.graph.device)
-            xs = list(inputs) if create else [
-                x.detach().requires_grad_(x.requires_grad)
-                if isinstance(x, torch.Tensor) else x for x in inputs]
+            # an input that needs no grad is replayed from a copy: an
+            # extern may write it as a side effect the graph does not see
+            # (torch.batch_norm's running statistics in training), which
+            # the forward already did once
+            xs = [x if not isinstance(x, torch.Tensor)
+                  else _replay_copy(x) if not x.requires_grad
+                  else x if create
+                  else x.detach().requires_grad_() for x in inputs]
             outs = self.graph._run(xs)
             present = [j for j in self.diff_outputs if gos[j] is not None]
             need = [i for i in self.grad_inputs]
@@ -1257,6 +1262,17 @@ class Plan:
     @property
     def graph_ninputs(self):
         return len(self.graph.inputs)
+
+
+def _replay_copy(x):
+    """A copy of x with x's strides (the replay's views are as_strided
+    with the traced strides); x itself where elements overlap (an
+    expanded tensor, which no op may write)."""
+    if torch._debug_has_internal_overlap(x) != 0:
+        return x
+    c = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype,
+                            device=x.device)
+    return c.copy_(x)
 
 
 class _Node(torch.autograd.Function):
