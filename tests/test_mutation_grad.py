@@ -160,8 +160,9 @@ TARGETS = ["buffer", "nonleaf", "leaf", "view"]
 # the value written: computed from a leaf that requires grad, or not
 VALUES = ["grad", "const"]
 # what the function returns: a read of the written input, an unrelated
-# result, the written input itself
-RETURNS = ["read", "other", "itself"]
+# result, the written input itself, views of it (made after the write:
+# autograd rebases them onto its new history)
+RETURNS = ["read", "other", "itself", "views"]
 
 
 def _maker(target, value, seed):
@@ -193,6 +194,8 @@ def _fn(write, ret):
             return t * w + v
         if ret == "other":
             return (v * w).sum()
+        if ret == "views":
+            return t[0], t.t(), t[1:] * w[1:]
         return t
     return f
 
@@ -609,6 +612,61 @@ def test_replay_copies_keep_strided_and_expanded_inputs(create_graph):
         y = fn(x, m, e)
         gx, = torch.autograd.grad(y, x, create_graph=create_graph)
         return y, gx
+
+    for a, b in zip(run(tcjit.compile(f)), run(f)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+# ---- outputs that alias ----------------------------------------------------------
+
+def _view_of_written_temp(h, w):
+    q = h @ w
+    q /= 2.0                  # a tensor the graph made, written in place
+    return q.view(2, 2, 3).transpose(0, 1)
+
+
+def _view_of_input(q):
+    return q.transpose(1, 2) * 1, q.transpose(0, 2)
+
+
+def test_views_across_nodes_like_hf_led():
+    """HF LED: one node returns a view of a tensor it wrote in place
+    (query /= sqrt(d); query.view(...).transpose(0, 1)), the next returns
+    a view of that view.  The node sets the written tensor's version
+    before autograd wraps the view (set after, autograd refused the view
+    in the next node's apply), and a view of an input is made outside the
+    node as torch's own view."""
+    def run(f1, f2):
+        g = torch.Generator().manual_seed(0)
+        h = torch.randn(4, 5, generator=g).requires_grad_()
+        w = torch.randn(5, 3, generator=g).requires_grad_()
+        q = f1(h, w)
+        a, b = f2(q)
+        (a.sum() + (b * b).sum()).backward()
+        return q._version, a, b, h.grad, w.grad
+
+    got = run(tcjit.compile(_view_of_written_temp),
+              tcjit.compile(_view_of_input))
+    want = run(_view_of_written_temp, _view_of_input)
+    assert got[0] == want[0]
+    for x, y in zip(got[1:], want[1:]):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+
+
+def test_view_of_input_returned_may_be_written_in_place():
+    """A view of an input returned by a compiled graph that requires grad
+    is torch's view of the input (not an output of the node, which
+    autograd forbids to write in place), as eager's is."""
+    def f(x, y):
+        return x.t(), (x + y).exp().sum()   # saves no x: the write is legal
+
+    def run(fn):
+        p, y = _seeded(6, 6)
+        x = (p * 2).view(2, 3)
+        v, s = fn(x, y.view(2, 3))
+        v.mul_(3)
+        (s + (x * x).sum()).backward()
+        return v, x, p.grad, y.grad
 
     for a, b in zip(run(tcjit.compile(f)), run(f)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -958,13 +958,23 @@ class Plan:
     reason = None
     keep = {}
     written = {}
+    node_bumps = False
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
         self.rg = rg = _requires_grad(graph)
         self.nout = len(graph.outputs)
+        # graph inputs that in-place ops write (input index -> the output
+        # of its new value): the runtime copies the new values in after
+        # the node's forward (writeback.c)
+        self.written = written = dict(desc.get("written", ()))
+        self.alias_out = self.input_aliases()
+        # tensors the graph made and wrote in place: (output, eager's
+        # version count), set by the node's forward (convert.c
+        # node_sets_versions says why)
+        self.bumped = [tuple(x) for x in desc.get("bumped", ())]
         self.diff_outputs = [j for j, o in enumerate(graph.outputs)
-                             if rg[o.index]]
+                             if rg[o.index] and j not in self.alias_out]
         self.nondiff = [j for j in range(self.nout)
                         if j not in self.diff_outputs]
         self.grad_inputs = [n.input_index for n in graph.inputs
@@ -985,10 +995,7 @@ class Plan:
                           if n.kind == "op")
         if not self.diff_outputs:
             return
-        # graph inputs that in-place ops write (input index -> the output
-        # of its new value): the runtime copies the new values in after
-        # the node's forward (writeback.c)
-        self.written = written = dict(desc.get("written", ()))
+        self.node_bumps = bool(self.bumped)
         b = _Builder(graph, rg, written=written)
         result = b.build(self.grads_in(self.diff_outputs))
         if b.reason and written:
@@ -1048,6 +1055,36 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def input_aliases(self):
+        """Outputs that are an input or a view of one (x.t(), t.add_(x);
+        return t[0]): output j -> (input, (shape, stride, offset) or None
+        for the input itself).  The node does not return them: a view
+        that a torch.autograd.Function returns is a view of its
+        multi-output node, which autograd forbids to write in place or to
+        use after its base is written (the write-back writes a written
+        input), and a view of such a view fails in the next node's
+        apply (HF LED: a node returning query.transpose(1, 2) of a query
+        that an earlier node returned as a view).  They are made after the
+        node's call as torch's own views of the input (finish): their
+        gradient flows to the input as through eager's views, and after a
+        write-back into the input autograd rebases them onto its new
+        history as it rebases eager's views."""
+        out = {}
+        for j, o in enumerate(self.graph.outputs):
+            r = o.base if o.base is not None else o
+            if r.kind == "input" and o.dtype == r.dtype:
+                out[j] = (r.input_index, None if o is r else (
+                    tuple(o.shape), tuple(o.stride), o.offset))
+        return out
+
+    def with_aliases(self, outs, inputs):
+        outs = list(outs)
+        for j, (i, view) in self.alias_out.items():
+            x = inputs[i]
+            outs[j] = x if view is None else torch.as_strided(
+                x, view[0], view[1], x.storage_offset() + view[2])
+        return outs
 
     def read_by_write(self, b, i, j):
         """Every node whose backward reads input i's old value computes
@@ -1153,6 +1190,9 @@ class Plan:
         self.runner = runner
         if not self.diff_outputs:
             return runner          # inference: no autograd node
+        if self.alias_out:
+            return lambda *inputs: self.with_aliases(
+                _Node.apply(self, *inputs), inputs)
         return lambda *inputs: _Node.apply(self, *inputs)
 
     # called by _Node.backward
@@ -1264,6 +1304,9 @@ class Plan:
         return len(self.graph.inputs)
 
 
+_set_versions = torch._C._autograd._unsafe_set_version_counter
+
+
 def _replay_copy(x):
     """A copy of x with x's strides (the replay's views are as_strided
     with the traced strides); x itself where elements overlap (an
@@ -1304,6 +1347,12 @@ class _Node(torch.autograd.Function):
         else:
             res = plan.runner(*inputs)
         outs = res[:plan.nout]
+        if plan.node_bumps:
+            _set_versions(tuple(outs[j] for j, _ in plan.bumped),
+                          tuple(v for _, v in plan.bumped))
+        if plan.alias_out:         # made by with_aliases, after the call
+            outs = tuple(None if j in plan.alias_out else o
+                         for j, o in enumerate(outs))
         ctx.plan = plan
         used = plan.inputs_used
         saved = res[plan.nout:plan.nout + plan.nsaved]

@@ -623,7 +623,50 @@ desc_written(const tc_entry *e, PyObject *desc)
     }
     int rc = l ? PyDict_SetItemString(desc, "written", l) : -1;
     Py_XDECREF(l);
+    /* desc["bumped"]: (output, bumps) of the tensors the graph made and
+     * wrote in place, whose version counters the node sets */
+    l = rc == 0 ? PyList_New(0) : NULL;
+    for (int k = 0; l != NULL && k < e->wb.n; k++) {
+        if (e->wb.items[k].input >= 0) {
+            continue;
+        }
+        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].output,
+                                    e->wb.items[k].bumps);
+        if (i == NULL || PyList_Append(l, i) < 0) {
+            Py_CLEAR(l);
+        }
+        Py_XDECREF(i);
+    }
+    rc = l ? PyDict_SetItemString(desc, "bumped", l) : -1;
+    Py_XDECREF(l);
     return rc;
+}
+
+/* The autograd node sets the version counters of the tensors the graph
+ * made and wrote (plan.node_bumps): inside its forward, before autograd
+ * wraps its outputs, as eager's counter moved before any view of such a
+ * tensor was made.  Set after the call, autograd would see the base of
+ * an output view written since the view was made, and refuse the view
+ * (an output of a multi-output node: HF LED's `query /= sqrt(d)`
+ * before `query.view(...).transpose(0, 1)`).  The write-back keeps only
+ * the copies into inputs.  0, or -1 with an exception. */
+static int
+node_sets_versions(tc_entry *e, PyObject *plan)
+{
+    PyObject *v = PyObject_GetAttrString(plan, "node_bumps");
+    int on = v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    if (on <= 0) {
+        return on;
+    }
+    int n = 0;
+    for (int k = 0; k < e->wb.n; k++) {
+        if (e->wb.items[k].input >= 0) {
+            e->wb.items[n++] = e->wb.items[k];
+        }
+    }
+    e->wb.n = n;
+    return 0;
 }
 
 /* A graph whose results require grad runs as an autograd node
@@ -648,6 +691,10 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
         rc = desc ? desc_written(e, desc) : -1;
         rc = rc == 0 ? tc_autograd_plan(g, desc, plan, &reason) : -1;
         Py_XDECREF(desc);
+        if (rc == 0 && node_sets_versions(e, *plan) < 0) {
+            Py_CLEAR(*plan);
+            rc = -1;
+        }
     }
     if (rc != 1) {
         return rc;
