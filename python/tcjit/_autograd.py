@@ -1074,14 +1074,16 @@ class Plan:
         for j, o in enumerate(self.graph.outputs):
             r = o.base if o.base is not None else o
             if r.kind == "input" and o.dtype == r.dtype:
+                # (x.detach(), a view made under no_grad: no gradient)
                 out[j] = (r.input_index, None if o is r else (
-                    tuple(o.shape), tuple(o.stride), o.offset))
+                    tuple(o.shape), tuple(o.stride), o.offset),
+                    self.rg[o.index] or not self.rg[r.index])
         return out
 
     def with_aliases(self, outs, inputs):
         outs = list(outs)
-        for j, (i, view) in self.alias_out.items():
-            x = inputs[i]
+        for j, (i, view, grad) in self.alias_out.items():
+            x = inputs[i] if grad else inputs[i].detach()
             outs[j] = x if view is None else torch.as_strided(
                 x, view[0], view[1], x.storage_offset() + view[2])
         return outs
