@@ -572,6 +572,13 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
 static PyObject *
 writeback_reason(const tc_entry *e, const tc_graph *g)
 {
+    if (e->wb.ngw_read) {
+        return PyUnicode_FromString(
+            "a tensor that requires grad, written in place under "
+            "torch.no_grad(), is read under grad mode or returned: eager's "
+            "gradient flows through it to the tensor's history (not "
+            "compiled yet)");
+    }
     for (int k = 0; k < e->wb.n; k++) {
         const tc_writeback *b = &e->wb.items[k];
         if (b->input < 0 || b->grad != 2) {

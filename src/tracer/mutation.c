@@ -625,6 +625,21 @@ mutate(tracer *T, tc_var *target, int w, int first)
     m->st[m->nst].cur = value;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
     m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
+    /* Under no_grad eager changes the data of a tensor that requires
+     * grad and keeps its history: a later differentiable read gets a
+     * gradient through it to that history.  The graph's value is computed
+     * under no_grad (no gradient): such a read is a graph break
+     * (tc_writebacks.ngw_read), so it is marked here. */
+    int ident = m->st[m->nst].ident;
+    if (!T->grad_mode && tc_tr_grow_grad(T->sh, g->nnodes) == OK
+        && (T->sh->grad[ident] || T->sh->grad[r]
+            || T->sh->ngw[r])) {
+        T->sh->ngw[value] = 1;
+    }
+    else if (PyErr_Occurred()) {
+        PyMem_Free(map);
+        return ERROR;
+    }
     m->nst++;
     for (int i = 0; i < a->n; i++) {
         tc_var *v = a->vars[i];
@@ -1507,6 +1522,14 @@ tc_tr_mut_finish(tracer *T)
     tc_writebacks *wb = &T->out->wb;
     if (m == NULL || m->nst == 0) {
         return OK;
+    }
+    wb->ngw_read = T->sh->ngw_read;
+    /* a computed tensor written under no_grad and returned: eager's has
+     * its history (requires grad), the graph's value has none */
+    for (int j = 0; j < T->nouts && T->sh->ngw != NULL; j++) {
+        int o = T->outs[j];
+        wb->ngw_read |= o < T->sh->grad_cap && T->sh->ngw[o]
+                        && g->nodes[root_of(g, o)].kind != TC_NODE_INPUT;
     }
     wb->items = PyMem_Calloc((size_t)m->nst, sizeof(tc_writeback));
     wb->span = PyMem_Calloc((size_t)g->ninputs + 1, sizeof(int64_t));

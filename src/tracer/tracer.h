@@ -102,6 +102,9 @@ typedef struct {
     int writes_grad;   /* a written input requires grad */
     int checks_leaf;   /* one is written under grad mode: the runtime
                           checks it is no leaf (writeback.h) */
+    int ngw_read;      /* a tensor that requires grad, written under
+                          no_grad, is read under grad mode or returned
+                          (frame_eval/convert.c breaks) */
     int ninputs;
     int64_t *span;     /* by graph input: bytes its elements cover from its
                           data pointer (inputs that overlap a written one
