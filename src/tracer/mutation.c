@@ -1554,7 +1554,6 @@ tc_tr_mut_finish(tracer *T)
             w->input = g->nodes[s->ident].input_index;
             w->target_rg = s->ident < T->sh->grad_cap
                            && T->sh->grad[s->ident];
-            wb->writes_grad |= w->target_rg;
             wb->checks_leaf |= w->target_rg && w->grad == 1;
             w->output = tc_tr_output_index(T, s->cur);
             wb->written[w->input] = 1;

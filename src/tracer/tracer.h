@@ -99,7 +99,6 @@ typedef struct {
 typedef struct {
     int n;
     tc_writeback *items;
-    int writes_grad;   /* a written input requires grad */
     int checks_leaf;   /* one is written under grad mode: the runtime
                           checks it is no leaf (writeback.h) */
     int ngw_read;      /* a tensor that requires grad, written under
