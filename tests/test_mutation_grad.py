@@ -327,7 +327,7 @@ def test_mixed_grad_modes_on_one_input_break_with_a_reason():
         t.mul_(x)
         with torch.no_grad():
             t.add_(1)
-        return t.sum()
+        return x.sum()        # (reading t: test_writes_under_no_grad)
 
     def make():
         p, x = _seeded(4, 4)
