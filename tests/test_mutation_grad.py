@@ -704,3 +704,22 @@ def test_writes_under_no_grad(write, target, read):
         return t * w
 
     like_eager(f, _maker(target, "grad", 11))
+
+
+def _writes_across_breaks(t, x, w):
+    t.mul_(x)
+    print("", end="")                   # a STEP: the next segment
+    t[1:3] = (x * w)[1:3]
+    s = t.sum().item()                  # data-dependent: another
+    t.add_(s)
+    return t * w
+
+
+@pytest.mark.parametrize("target", ["buffer", "nonleaf"])
+def test_writes_in_several_segments(target):
+    """Each segment is its own autograd node with its own write-backs."""
+    like_eager(_writes_across_breaks, _maker(target, "grad", 3))
+    tcjit.reset()
+    graphs, breaks, why = graphs_and_breaks(
+        _writes_across_breaks, *_maker(target, "grad", 3)()[1])
+    assert (graphs, breaks) == (3, 2), why
