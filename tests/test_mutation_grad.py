@@ -723,3 +723,28 @@ def test_writes_in_several_segments(target):
     graphs, breaks, why = graphs_and_breaks(
         _writes_across_breaks, *_maker(target, "grad", 3)()[1])
     assert (graphs, breaks) == (3, 2), why
+
+
+def _zero_it(y):
+    y.zero_()
+    return y
+
+
+def _fill_it(y):
+    y.copy_(torch.ones(3))
+    return y
+
+
+@pytest.mark.parametrize("fn", [_zero_it, _fill_it],
+                         ids=lambda f: f.__name__[1:])
+@pytest.mark.parametrize("leaf", [True, False], ids=["leaf", "nonleaf"])
+def test_write_with_no_grad_value_into_input_that_requires_grad(fn, leaf):
+    """No node of the graph requires grad, yet autograd records the write
+    (the input requires grad): eager's error for a leaf, a history for a
+    non-leaf.  (Before issue 13 the copy ran under no_grad: no error, and
+    the non-leaf kept its old grad_fn, so its gradient was wrong.)"""
+    def make():
+        p = torch.linspace(-1, 1, 3).requires_grad_()
+        return [p], [p if leaf else p * 2]
+
+    like_eager(fn, make)
