@@ -142,3 +142,50 @@ def test_recompiles_breaks_and_exceptions_do_not_leak(logs):
     if "libasan" not in os.environ.get("LD_PRELOAD", ""):
         # (AddressSanitizer keeps freed memory in quarantine)
         assert rss2 - rss < 16 << 20, (rss, rss2)
+
+
+def _writes_under_grad(t, x, buf, nb):
+    # training graph with write-backs (tests/test_mutation_grad.py): a
+    # non-leaf written with a value that requires grad (copy_ under grad
+    # mode, a snapshot of t for mul_'s backward), a buffer written under
+    # no_grad, a counter bumped as BatchNorm's num_batches_tracked
+    t.mul_(x)
+    nb.add_(1)
+    with torch.no_grad():
+        buf.mul_(0.9).add_(x.detach().mean())
+    return (t * 2).sum()
+
+
+def _leaf_error(t, x):
+    t.add_(x)                 # a leaf that requires grad: eager's error
+    return t
+
+
+def _training_workload(rounds, compiled, leafy):
+    buf, nb = torch.zeros(3), torch.zeros((), dtype=torch.long)
+    for _ in range(rounds):
+        p = torch.randn(3, requires_grad=True)
+        x = torch.randn(3, requires_grad=True)
+        s = compiled(p * 2, x, buf, nb)
+        s.backward()
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            leafy(torch.randn(3, requires_grad=True), x)
+
+
+def test_training_writes_do_not_leak():
+    """The autograd node of a graph with write-backs, its copies under
+    grad mode, the snapshot it saves and the CPython run of a leaf's
+    error, called many times on the 'auto' backend: no growth."""
+    compiled = tcjit.compile(_writes_under_grad)
+    leafy = tcjit.compile(_leaf_error)
+    for _ in range(2):
+        _training_workload(ROUNDS, compiled, leafy)
+    objects, blocks, rss = _snapshot()
+    for _ in range(3):
+        _training_workload(ROUNDS, compiled, leafy)
+    objects2, blocks2, rss2 = _snapshot()
+    assert tcjit.counters()["graphs"] >= 2
+    assert objects2 - objects < ROUNDS // 10, (objects, objects2)
+    assert blocks2 - blocks < ROUNDS, (blocks, blocks2)
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        assert rss2 - rss < 16 << 20, (rss, rss2)

@@ -393,13 +393,18 @@ def test_nanogpt_with_dropout_in_train_mode_matches_eager():
                                    msg=name)
 
 
-def test_in_place_write_under_grad_mode_runs_eagerly():
+def test_in_place_write_under_grad_mode_compiles():
+    """In-place writes in a graph that requires grad are compiled
+    (tests/test_mutation_grad.py has the differential tests)."""
     def f(x):
         y = x * 2
         y.add_(1)
         return y
 
     grads_like_eager(f, rg(4))
+    tcjit.reset()
+    e = tcjit.explain(f)(rg(4))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
 
 
 def test_custom_backend_with_grad_runs_eagerly():

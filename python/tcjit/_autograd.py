@@ -621,8 +621,11 @@ class _Builder:
     """Generates the backward's source from the rules, or finds the
     reason it cannot."""
 
-    def __init__(self, graph, rg, recompute=None, slots=None):
+    def __init__(self, graph, rg, recompute=None, slots=None, written=()):
         self.graph, self.rg = graph, rg
+        # inputs that in-place ops write: their old values are never read
+        # to recompute a value (the runtime writes them after the forward)
+        self.written = written
         # extern node -> its kept call's slot: a backward for some of the
         # outputs' gradients reads the kept calls of the full one
         self.slots = slots
@@ -638,12 +641,16 @@ class _Builder:
         self.never_cheap = self.stored_anyway(graph) if self.recompute else set()
         self.env = {"torch": torch, "F": F, "math": math}
         self.reason = None
+        self.cur = None       # the node whose rule (or replay) reads values
+        self.readers = {}     # input node index -> nodes that read it
 
     def value(self, n):
         """The variable holding node n's forward value in the backward:
         a saved value (a parameter), or recomputed from its operands."""
         if n.kind == "scalar":
             return _literal(n.value)
+        if n.kind == "input":
+            self.readers.setdefault(n.index, set()).add(self.cur)
         if n.index in self.values:
             return self.values[n.index]
         if n.index in self.recomputed:
@@ -673,7 +680,9 @@ class _Builder:
         recomputation reads two or more full-size tensors (the residual
         stream, a sum of every earlier block's outputs): saved, it is one
         read; recomputed, it would be one per tensor."""
-        if n.index in self.never_cheap:
+        if n.index in self.never_cheap or any(
+                a.kind == "input" and a.input_index in self.written
+                for a in n.args):
             return False
         row = _OPS[n.op] if n.kind == "op" else None
         return (row is not None and row["kind"] == "pointwise"
@@ -732,7 +741,12 @@ class _Builder:
         names = {f"x{k}" for k in range(len(n.args))}
         f = _folded("eager", n, None, src).template(
             lambda tree: _with_holes(n, tree, names))
-        return f.expand({v: self.value(n.args[int(v[1:])]) for v in f.order})
+        cur, self.cur = self.cur, n
+        try:
+            return f.expand({v: self.value(n.args[int(v[1:])])
+                             for v in f.order})
+        finally:
+            self.cur = cur
 
     def fresh(self, expr):
         self.tmp += 1
@@ -821,6 +835,7 @@ class _Builder:
     def rule(self, n, k, folded, g):
         f = folded.template(lambda tree: _rule_text(n, k, tree))
         values = {}
+        self.cur = n
         for v in f.order:       # in the expression's order (value())
             values[v] = (g if v == "g" else self.value(n) if v == "y"
                          else self.value(n.args[int(v[1:])]))
@@ -942,13 +957,24 @@ class Plan:
 
     reason = None
     keep = {}
+    written = {}
+    node_bumps = False
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
         self.rg = rg = _requires_grad(graph)
         self.nout = len(graph.outputs)
+        # graph inputs that in-place ops write (input index -> the output
+        # of its new value): the runtime copies the new values in after
+        # the node's forward (writeback.c)
+        self.written = written = dict(desc.get("written", ()))
+        self.alias_out = self.input_aliases()
+        # tensors the graph made and wrote in place: (output, eager's
+        # version count), set by the node's forward (convert.c
+        # node_sets_versions says why)
+        self.bumped = [tuple(x) for x in desc.get("bumped", ())]
         self.diff_outputs = [j for j, o in enumerate(graph.outputs)
-                             if rg[o.index]]
+                             if rg[o.index] and j not in self.alias_out]
         self.nondiff = [j for j in range(self.nout)
                         if j not in self.diff_outputs]
         self.grad_inputs = [n.input_index for n in graph.inputs
@@ -969,8 +995,15 @@ class Plan:
                           if n.kind == "op")
         if not self.diff_outputs:
             return
-        b = _Builder(graph, rg)
+        self.node_bumps = bool(self.bumped)
+        b = _Builder(graph, rg, written=written)
         result = b.build(self.grads_in(self.diff_outputs))
+        if b.reason and written:
+            # the replay would read the inputs after the writes
+            self.reason = (f"an in-place write into an input of a graph "
+                           f"whose backward runs through torch's autograd "
+                           f"({b.reason}; not compiled yet)")
+            return
         if b.reason:
             self.eager_reason = b.reason
             _log("graph_breaks", f"tcjit training: the backward of this graph "
@@ -985,8 +1018,22 @@ class Plan:
                 inputs_used.append(n.input_index)
             else:
                 saved.append(idx)
+        # an input the graph writes, whose value before the write the
+        # backward reads: read by the in-place ops themselves (t.mul_(x)
+        # needs t for x's gradient), eager saves original_self.clone(),
+        # so the forward saves a copy of it (a negative id asks the C side
+        # for it: autograd.c, -1 - the input's node); read by an op whose
+        # result is not written (y = x * t; t.add_(1)), eager saves t
+        # itself and its backward raises after the write: the node saves
+        # the input, and autograd's version check raises as eager's.
+        snap = [i for i in inputs_used if i in written
+                and self.read_by_write(b, i, written[i])]
+        inputs_used = [i for i in inputs_used if i not in snap]
         self.inputs_used = inputs_used
         # the kept calls' operands are returned too (pinned), not saved
+        saved_names = [b.values[s] for s in saved] + [
+            b.values[graph.inputs[i].index] for i in snap]
+        saved = saved + [-1 - graph.inputs[i].index for i in snap]
         self.nsaved = len(saved)
         self.saved = saved + sorted(
             i for i in b.pinned - set(saved)
@@ -997,7 +1044,7 @@ class Plan:
         self.kept_sizes, self.kept_out = self.kept_layout(b.kept)
         # the backward's parameters: these values, then the gradients
         self.params = ([b.values[graph.inputs[i].index] for i in inputs_used]
-                       + [b.values[s] for s in saved])
+                       + saved_names)
         # its function is made when a backward first needs it: a model's
         # logits next to its loss get no gradient, and only the backward
         # for the loss's (backward_for) runs
@@ -1008,6 +1055,54 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def input_aliases(self):
+        """Outputs that are an input or a view of one (x.t(), t.add_(x);
+        return t[0]): output j -> (input, (shape, stride, offset) or None
+        for the input itself).  The node does not return them: a view
+        that a torch.autograd.Function returns is a view of its
+        multi-output node, which autograd forbids to write in place or to
+        use after its base is written (the write-back writes a written
+        input), and a view of such a view fails in the next node's
+        apply (HF LED: a node returning query.transpose(1, 2) of a query
+        that an earlier node returned as a view).  They are made after the
+        node's call as torch's own views of the input (finish): their
+        gradient flows to the input as through eager's views, and after a
+        write-back into the input autograd rebases them onto its new
+        history as it rebases eager's views."""
+        out = {}
+        for j, o in enumerate(self.graph.outputs):
+            r = o.base if o.base is not None else o
+            if r.kind == "input" and o.dtype == r.dtype:
+                # (x.detach(), a view made under no_grad: no gradient)
+                out[j] = (r.input_index, None if o is r else (
+                    tuple(o.shape), tuple(o.stride), o.offset),
+                    self.rg[o.index] or not self.rg[r.index])
+        return out
+
+    def with_aliases(self, outs, inputs):
+        outs = list(outs)
+        for j, (i, view, grad) in self.alias_out.items():
+            x = inputs[i] if grad else inputs[i].detach()
+            outs[j] = x if view is None else torch.as_strided(
+                x, view[0], view[1], x.storage_offset() + view[2])
+        return outs
+
+    def read_by_write(self, b, i, j):
+        """Every node whose backward reads input i's old value computes
+        the value written into it (an ancestor of output j): the in-place
+        ops themselves, in eager (an approximation: an out-of-place op
+        feeding the write, t.add_(x * t), counts as one)."""
+        graph = self.graph
+        readers = b.readers.get(graph.inputs[i].index, ())
+        chain, todo = set(), [graph.outputs[j]]
+        while todo:
+            n = todo.pop()
+            if n.index in chain or n.kind != "op":
+                continue
+            chain.add(n.index)
+            todo.extend(a for a in n.args if a.kind == "op")
+        return all(r is not None and r.index in chain for r in readers)
 
     def kept_layout(self, kept):
         """The kept calls' records (_Keep): per call its size, the call's
@@ -1080,7 +1175,8 @@ class Plan:
         for the others."""
         fn = self.variants.get(present)
         if fn is None:
-            b = _Builder(self.graph, self.rg, slots=self.slots)
+            b = _Builder(self.graph, self.rg, slots=self.slots,
+                         written=self.written)
             result = b.build(self.grads_in(present))
             fn = False
             if not b.reason and all(v in self.params
@@ -1096,6 +1192,9 @@ class Plan:
         self.runner = runner
         if not self.diff_outputs:
             return runner          # inference: no autograd node
+        if self.alias_out:
+            return lambda *inputs: self.with_aliases(
+                _Node.apply(self, *inputs), inputs)
         return lambda *inputs: _Node.apply(self, *inputs)
 
     # called by _Node.backward
@@ -1141,6 +1240,12 @@ class Plan:
             # inputs the compiled backward does not read: kept by
             # reference, their versions checked here as autograd would
             inputs = ctx.inputs
+            if any(i in self.written for i in range(len(inputs))):
+                raise RuntimeError(
+                    "tcjit: a double backward (create_graph=True) through "
+                    "a compiled graph that writes its inputs in place is "
+                    "not supported yet; run this function without tcjit "
+                    "for it")
             for x, v in zip(inputs, ctx.versions):
                 if x._version != v:
                     raise RuntimeError(
@@ -1159,9 +1264,14 @@ class Plan:
                 torch.set_rng_state(ctx.rng[0])
                 if cuda:
                     torch.cuda.set_rng_state(ctx.rng[1], self.graph.device)
-            xs = list(inputs) if create else [
-                x.detach().requires_grad_(x.requires_grad)
-                if isinstance(x, torch.Tensor) else x for x in inputs]
+            # an input that needs no grad is replayed from a copy: an
+            # extern may write it as a side effect the graph does not see
+            # (torch.batch_norm's running statistics in training), which
+            # the forward already did once
+            xs = [x if not isinstance(x, torch.Tensor)
+                  else _replay_copy(x) if not x.requires_grad
+                  else x if create
+                  else x.detach().requires_grad_() for x in inputs]
             outs = self.graph._run(xs)
             present = [j for j in self.diff_outputs if gos[j] is not None]
             need = [i for i in self.grad_inputs]
@@ -1196,6 +1306,20 @@ class Plan:
         return len(self.graph.inputs)
 
 
+_set_versions = torch._C._autograd._unsafe_set_version_counter
+
+
+def _replay_copy(x):
+    """A copy of x with x's strides (the replay's views are as_strided
+    with the traced strides); x itself where elements overlap (an
+    expanded tensor, which no op may write)."""
+    if torch._debug_has_internal_overlap(x) != 0:
+        return x
+    c = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype,
+                            device=x.device)
+    return c.copy_(x)
+
+
 class _Node(torch.autograd.Function):
     """A compiled graph as one autograd node."""
 
@@ -1225,6 +1349,12 @@ class _Node(torch.autograd.Function):
         else:
             res = plan.runner(*inputs)
         outs = res[:plan.nout]
+        if plan.node_bumps:
+            _set_versions(tuple(outs[j] for j, _ in plan.bumped),
+                          tuple(v for _, v in plan.bumped))
+        if plan.alias_out:         # made by with_aliases, after the call
+            outs = tuple(None if j in plan.alias_out else o
+                         for j, o in enumerate(outs))
         ctx.plan = plan
         used = plan.inputs_used
         saved = res[plan.nout:plan.nout + plan.nsaved]
@@ -1232,8 +1362,16 @@ class _Node(torch.autograd.Function):
             ctx.save_for_backward(*inputs, *saved, *kept)
         else:
             ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
-            ctx.inputs = inputs        # for a double backward's replay
-            ctx.versions = [x._version for x in inputs]
+            # for a double backward's replay; not an input the graph
+            # writes: the write-back gives it a history through this node
+            # (its CopyBackwards), and the node holding it would be a
+            # reference cycle through autograd's C++ graph, which the
+            # garbage collector cannot see (and the replay would read
+            # its value after the write)
+            w = plan.written
+            ctx.inputs = [None if i in w else x for i, x in enumerate(inputs)]
+            ctx.versions = [x._version if isinstance(x, torch.Tensor)
+                            else None for x in inputs]
         # an output with no gradient gets None, not zeros (Plan.backward)
         ctx.set_materialize_grads(False)
         nondiff = [outs[j] for j in plan.nondiff

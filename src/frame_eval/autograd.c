@@ -140,6 +140,21 @@ tc_autograd_plan(tc_graph *g, PyObject *desc, PyObject **plan,
     memcpy(outs, g->outputs, sizeof(int) * (size_t)g->noutputs);
     for (Py_ssize_t k = 0; k < ns; k++) {
         long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+        if (id < 0 && -1 - id < g->nnodes
+            && g->nodes[-1 - id].kind == TC_NODE_INPUT) {
+            /* a copy of an input that the graph writes, taken before the
+             * write-back: the backward reads its old value (the plan's
+             * snapshot) */
+            char err[128];
+            int in = (int)(-1 - id);
+            id = tc_graph_op(g, "clone", 1, &in, TC_F32, err, sizeof(err));
+            if (id < 0) {
+                PyErr_Format(PyExc_RuntimeError, "tcjit autograd plan: "
+                             "%s", err);
+                PyMem_Free(outs);
+                goto error;
+            }
+        }
         if (id < 0 || id >= g->nnodes) {
             if (!PyErr_Occurred()) {
                 PyErr_Format(PyExc_RuntimeError, "tcjit autograd plan "

@@ -39,6 +39,8 @@ typedef struct tc_entry {
     int return_pushes;
     tc_exit exit;             /* how the segment ends */
     tc_writebacks wb;         /* inputs in-place ops wrote (writeback.h) */
+    int eager_write_logged;   /* graph_breaks said once that CPython ran
+                                 it for a leaf or view written under grad */
     int nmemo;                /* template memo slots (tracer.h) */
     /* backend "auto": the code generator that compiled the graph (CPU or
      * CUDA tensors) and its handle; NULL for other backends */

@@ -560,6 +560,123 @@ inputs_marked_dynamic(tc_entry *e, tc_iframe *f)
     return marked;
 }
 
+/* In-place writes into graph inputs under grad (tracer.h tc_writeback):
+ * the runtime applies each with torch's copy_ in the grad mode of the
+ * ops it stands for (writeback.c), so autograd records the write as
+ * eager's in-place op: the input gets a history through the graph's
+ * autograd node when the written value requires grad, or a
+ * CopyBackwards one when the input requires grad.  What one copy cannot
+ * stand for is a graph break: writes into one input both under grad mode
+ * and under no_grad, where the input or a value requires grad (eager's
+ * history then skips the no_grad ones).  A new str, NULL with no reason
+ * (or with an exception). */
+static PyObject *
+writeback_reason(const tc_entry *e, const tc_graph *g)
+{
+    if (e->wb.ngw_read) {
+        return PyUnicode_FromString(
+            "a tensor that requires grad, written in place under "
+            "torch.no_grad(), is read under grad mode or returned: eager's "
+            "gradient flows through it to the tensor's history (not "
+            "compiled yet)");
+    }
+    for (int k = 0; k < e->wb.n; k++) {
+        const tc_writeback *b = &e->wb.items[k];
+        if (b->input < 0 || b->grad != 2) {
+            continue;
+        }
+        if (b->target_rg
+            || g->nodes[g->outputs[b->output]].requires_grad) {
+            return PyUnicode_FromString(
+                "in-place writes into one input both under grad mode and "
+                "under torch.no_grad(), where the input or the value "
+                "written requires grad (not compiled yet)");
+        }
+    }
+    return NULL;
+}
+
+/* 1 if a write into an input that requires grad is recorded by autograd
+ * (under grad mode): torch's copy_ must apply it, never a kernel storing
+ * into the input (reinplace.h, schedule.c inplace_buffer). */
+static int
+writes_recorded(const tc_entry *e)
+{
+    for (int k = 0; k < e->wb.n; k++) {
+        const tc_writeback *b = &e->wb.items[k];
+        if (b->input >= 0 && b->target_rg && b->grad == 1) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* desc["written"]: (graph input, output of its new value) for each input
+ * that in-place ops write (the plan snapshots what the backward reads of
+ * their old values: _autograd.py).  0, or -1. */
+static int
+desc_written(const tc_entry *e, PyObject *desc)
+{
+    PyObject *l = PyList_New(0);
+    for (int k = 0; l != NULL && k < e->wb.n; k++) {
+        if (e->wb.items[k].input < 0) {
+            continue;
+        }
+        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].input,
+                                    e->wb.items[k].output);
+        if (i == NULL || PyList_Append(l, i) < 0) {
+            Py_CLEAR(l);
+        }
+        Py_XDECREF(i);
+    }
+    int rc = l ? PyDict_SetItemString(desc, "written", l) : -1;
+    Py_XDECREF(l);
+    /* desc["bumped"]: (output, bumps) of the tensors the graph made and
+     * wrote in place, whose version counters the node sets */
+    l = rc == 0 ? PyList_New(0) : NULL;
+    for (int k = 0; l != NULL && k < e->wb.n; k++) {
+        if (e->wb.items[k].input >= 0) {
+            continue;
+        }
+        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].output,
+                                    e->wb.items[k].bumps);
+        if (i == NULL || PyList_Append(l, i) < 0) {
+            Py_CLEAR(l);
+        }
+        Py_XDECREF(i);
+    }
+    rc = l ? PyDict_SetItemString(desc, "bumped", l) : -1;
+    Py_XDECREF(l);
+    return rc;
+}
+
+/* The autograd node sets the version counters of the tensors the graph
+ * made and wrote (plan.node_bumps): inside its forward, before autograd
+ * wraps its outputs, as eager's counter moved before any view of such a
+ * tensor was made.  Set after the call, autograd would see the base of
+ * an output view written since the view was made, and refuse the view
+ * (an output of a multi-output node: HF LED's `query /= sqrt(d)`
+ * before `query.view(...).transpose(0, 1)`).  The write-back keeps only
+ * the copies into inputs.  0, or -1 with an exception. */
+static int
+node_sets_versions(tc_entry *e, PyObject *plan)
+{
+    PyObject *v = PyObject_GetAttrString(plan, "node_bumps");
+    int on = v ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    if (on <= 0) {
+        return on;
+    }
+    int n = 0;
+    for (int k = 0; k < e->wb.n; k++) {
+        if (e->wb.items[k].input >= 0) {
+            e->wb.items[n++] = e->wb.items[k];
+        }
+    }
+    e->wb.n = n;
+    return 0;
+}
+
 /* A graph whose results require grad runs as an autograd node
  * (autograd.h); what that does not cover yet runs eagerly, with the
  * reason as a graph break. */
@@ -574,14 +691,18 @@ plan_training(tc_entry *e, tc_graph *g, PyCodeObject *co, int device,
                                       "graph (training is compiled by the "
                                       "'auto' backend only)");
     }
-    else if (e->wb.n > 0) {
-        reason = PyUnicode_FromString("an in-place write in a graph that "
-                                      "requires grad (not compiled yet)");
-    }
     else {
+        /* (planning appends the saved values to the outputs, which
+         * drops output_writes: the graph never stores into an input, the
+         * runtime's copy_ applies each write, recorded by autograd) */
         PyObject *desc = tc_graph_desc(g, device);
-        rc = desc ? tc_autograd_plan(g, desc, plan, &reason) : -1;
+        rc = desc ? desc_written(e, desc) : -1;
+        rc = rc == 0 ? tc_autograd_plan(g, desc, plan, &reason) : -1;
         Py_XDECREF(desc);
+        if (rc == 0 && node_sets_versions(e, *plan) < 0) {
+            Py_CLEAR(*plan);
+            rc = -1;
+        }
     }
     if (rc != 1) {
         return rc;
@@ -687,10 +808,26 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             return -1;
         }
     }
+    PyObject *wb_reason = writeback_reason(e, g);
+    if (wb_reason != NULL || PyErr_Occurred()) {
+        int rc = wb_reason ? log_graph_break(co, wb_reason,
+                                             co->co_firstlineno,
+                                             "the whole frame runs eagerly "
+                                             "for these inputs.") : -1;
+        Py_XDECREF(wb_reason);
+        e->kind = TC_ENTRY_EAGER;
+        return rc;
+    }
     /* a slice written into an input in place, not copied twice
      * (reinplace.h): tcjit's own code generators run the write_box node;
-     * a graph that records autograd keeps the functional value */
-    if (e->is_auto && !tc_graph_requires_grad(g)
+     * a graph that records autograd keeps the functional value, and so
+     * does a write that autograd records (torch's copy_ applies it) */
+    int recorded = writes_recorded(e);
+    if (recorded && tc_graph_set_outputs(g, g->noutputs, g->outputs) < 0) {
+        PyErr_NoMemory();   /* (drops output_writes) */
+        return -1;
+    }
+    if (e->is_auto && !tc_graph_requires_grad(g) && !recorded
         && tc_graph_reinplace(g) < 0) {
         PyErr_NoMemory();
         return -1;

@@ -374,8 +374,23 @@ run_graph(tc_entry *e, PyObject **vals, PyObject **outputs)
         inputs[nsrc + k] = e->consts[k];  /* freezing's folded values */
     }
     int rc = e->wb.n ? tc_writeback_aliased(&e->wb, inputs) : 0;
+    if (rc == 0 && e->wb.checks_leaf) {
+        rc = tc_writeback_eager_error(&e->wb, inputs);
+        if (rc == 1 && !e->eager_write_logged
+            && tc_log_on(TC_LOG_GRAPH_BREAKS)) {
+            e->eager_write_logged = 1;
+            rc = tc_logf(TC_LOG_GRAPH_BREAKS, "graph_breaks",
+                         "Segment run in CPython: an in-place write under "
+                         "grad mode into an input that requires grad and "
+                         "is a leaf (eager raises) or a view (eager's rules "
+                         "for views); compiled code runs for other inputs")
+                 < 0 ? -1 : 1;
+        }
+    }
     if (rc != 0) {
-        /* 1: inputs alias a written one, CPython runs the segment */
+        /* 1: inputs alias a written one, or a leaf that requires grad is
+         * written under grad mode (eager raises): CPython runs the
+         * segment */
         if (inputs != small) {
             PyMem_Free(inputs);
         }

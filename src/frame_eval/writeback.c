@@ -111,6 +111,53 @@ grad_mode(int on)
     return r ? 0 : -1;
 }
 
+/* 1 if t (an input an in-place op under grad mode writes, which
+ * requires grad) is a leaf or a view: eager raises for a leaf ("a leaf
+ * Variable that requires grad is being used in an in-place operation")
+ * and for a view of one, and has more rules for views (views made under
+ * no_grad, outputs of multi-output views: handle_view_on_rebase); CPython
+ * runs the segment for those, so each gets eager's own result.  0 for a
+ * non-leaf that is no view, -1 with an exception. */
+static int
+leaf_or_view(PyObject *t)
+{
+    static PyObject *is_leaf_name, *base_name;
+    if (is_leaf_name == NULL
+        && (is_leaf_name = PyUnicode_InternFromString("is_leaf")) == NULL) {
+        return -1;
+    }
+    if (base_name == NULL
+        && (base_name = PyUnicode_InternFromString("_base")) == NULL) {
+        return -1;
+    }
+    PyObject *leaf = PyObject_GetAttr(t, is_leaf_name);
+    int r = leaf ? PyObject_IsTrue(leaf) : -1;
+    Py_XDECREF(leaf);
+    if (r != 0) {
+        return r;
+    }
+    PyObject *base = PyObject_GetAttr(t, base_name);
+    r = base ? base != Py_None : -1;
+    Py_XDECREF(base);
+    return r;
+}
+
+int
+tc_writeback_eager_error(const tc_writebacks *w, PyObject *const *inputs)
+{
+    for (int k = 0; k < w->n; k++) {
+        const tc_writeback *b = &w->items[k];
+        if (b->input < 0 || !b->target_rg || b->grad != 1) {
+            continue;
+        }
+        int r = leaf_or_view(inputs[b->input]);
+        if (r != 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
 int
 tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
                    PyObject *const *outputs)
@@ -121,13 +168,23 @@ tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
                           == NULL)) {
         return -1;
     }
-    /* what autograd would record was checked while tracing (values that
-     * need grad make the frame eager): the copies are not ops of the
-     * program, and a leaf that requires grad may be written */
-    int grad = w->writes_grad ? tc_grad_enabled() : 0;
-    if (grad < 0 || (grad && grad_mode(0) < 0)) {
+    /* Each copy runs in the grad mode of the in-place ops it stands for
+     * (tc_writeback.grad).  Under no_grad (an optimizer's update of a
+     * parameter) autograd records nothing, as for eager's ops.  Under
+     * grad mode torch's copy_ records what eager's in-place ops would:
+     * an input that requires grad, or written with a value that does (a
+     * differentiable output of the graph's autograd node), gets a
+     * CopyBackwards / CopySlices history whose gradient flows through
+     * the node to the input's old history (AOTAutograd applies input
+     * mutations the same way).  Eager's error for a leaf that requires
+     * grad was left to CPython before the run (tc_writeback_eager_error);
+     * an input that needs no grad, written with a value that needs none,
+     * records nothing in either mode. */
+    int cur = tc_grad_enabled();
+    if (cur < 0) {
         return -1;
     }
+    int entry = cur;
     /* version counters to set: only where eager's count is not the one
      * copy_ gives (one in-place op on an input) */
     PyObject *ts[w->n + 1], *vs[w->n + 1];
@@ -140,6 +197,14 @@ tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
             /* a kernel that stored into the input itself (schedule.c
              * inplace_buffer) returns it: no copy, the count set below */
             int same = outputs[b->output] == t;
+            int want = b->grad == 2 ? entry : b->grad;
+            if (!same && want != cur) {
+                if (grad_mode(want) < 0) {
+                    rc = -1;
+                    break;
+                }
+                cur = want;
+            }
             long before = b->bumps == 1 && !same ? 0 : version_of(t);
             PyObject *copied = before < 0 ? NULL : same ? Py_NewRef(t)
                 : PyObject_CallMethodOneArg(t, copy_name, outputs[b->output]);
@@ -157,10 +222,10 @@ tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
             nset += rc == 0;
         }
     }
-    if (grad) {
+    if (cur != entry) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        if (grad_mode(1) < 0) {
+        if (grad_mode(entry) < 0) {
             rc = -1;
             Py_XDECREF(type);
             Py_XDECREF(value);

@@ -12,8 +12,15 @@
  * CPython), 0 if not, -1 with an exception. */
 int tc_writeback_aliased(const tc_writebacks *w, PyObject *const *inputs);
 
-/* Copy the written values into the inputs, set version counters.  0, or
- * -1 with an exception. */
+/* 1 if an input that requires grad, written by in-place ops under grad
+ * mode, is a leaf or a view (eager raises for a leaf, and has rules of
+ * its own for views): the segment must run in CPython, which gives
+ * eager's error or history.  0 if not, -1 with an exception. */
+int tc_writeback_eager_error(const tc_writebacks *w, PyObject *const *inputs);
+
+/* Copy the written values into the inputs (each in the grad mode of its
+ * in-place ops: autograd records a write under grad mode as eager's
+ * would), set version counters.  0, or -1 with an exception. */
 int tc_writeback_apply(const tc_writebacks *w, PyObject *const *inputs,
                        PyObject *const *outputs);
 

@@ -36,6 +36,8 @@ typedef struct {
     int ident;   /* the storage's first root: a graph input or computed node */
     int cur;     /* its current value, laid out exactly like ident */
     int bumps;   /* in-place ops on it so far (eager's version counter) */
+    int gradw;   /* how many of them ran under grad mode (autograd records
+                    those: tc_writeback.grad) */
 } mut_storage;
 
 typedef struct {
@@ -622,6 +624,22 @@ mutate(tracer *T, tc_var *target, int w, int first)
     m->st[m->nst].ident = prev ? prev->ident : r;
     m->st[m->nst].cur = value;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
+    m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
+    /* Under no_grad eager changes the data of a tensor that requires
+     * grad and keeps its history: a later differentiable read gets a
+     * gradient through it to that history.  The graph's value is computed
+     * under no_grad (no gradient): such a read is a graph break
+     * (tc_writebacks.ngw_read), so it is marked here. */
+    int ident = m->st[m->nst].ident;
+    if (!T->grad_mode && tc_tr_grow_grad(T->sh, g->nnodes) == OK
+        && (T->sh->grad[ident] || T->sh->grad[r]
+            || T->sh->ngw[r])) {
+        T->sh->ngw[value] = 1;
+    }
+    else if (PyErr_Occurred()) {
+        PyMem_Free(map);
+        return ERROR;
+    }
     m->nst++;
     for (int i = 0; i < a->n; i++) {
         tc_var *v = a->vars[i];
@@ -653,6 +671,7 @@ tc_tr_mut_bump(tracer *T, tc_var *v)
     m->st[m->nst].ident = prev ? prev->ident : r;
     m->st[m->nst].cur = r;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
+    m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
     m->nst++;
     return OK;
 }
@@ -1512,6 +1531,14 @@ tc_tr_mut_finish(tracer *T)
     if (m == NULL || m->nst == 0) {
         return OK;
     }
+    wb->ngw_read = T->sh->ngw_read;
+    /* a computed tensor written under no_grad and returned: eager's has
+     * its history (requires grad), the graph's value has none */
+    for (int j = 0; j < T->nouts && T->sh->ngw != NULL; j++) {
+        int o = T->outs[j];
+        wb->ngw_read |= o < T->sh->grad_cap && T->sh->ngw[o]
+                        && g->nodes[root_of(g, o)].kind != TC_NODE_INPUT;
+    }
     wb->items = PyMem_Calloc((size_t)m->nst, sizeof(tc_writeback));
     wb->span = PyMem_Calloc((size_t)g->ninputs + 1, sizeof(int64_t));
     wb->written = PyMem_Calloc((size_t)g->ninputs + 1, 1);
@@ -1530,10 +1557,12 @@ tc_tr_mut_finish(tracer *T)
         }
         tc_writeback *w = &wb->items[wb->n];
         w->bumps = s->bumps;
+        w->grad = s->gradw == 0 ? 0 : s->gradw == s->bumps ? 1 : 2;
         if (g->nodes[s->ident].kind == TC_NODE_INPUT) {
             w->input = g->nodes[s->ident].input_index;
-            wb->writes_grad |= s->ident < T->sh->grad_cap
-                               && T->sh->grad[s->ident];
+            w->target_rg = s->ident < T->sh->grad_cap
+                           && T->sh->grad[s->ident];
+            wb->checks_leaf |= w->target_rg && w->grad == 1;
             w->output = tc_tr_output_index(T, s->cur);
             wb->written[w->input] = 1;
             if (w->output < 0) {

@@ -256,8 +256,8 @@ add_input(tracer *T, int source)
     return OK;
 }
 
-static int
-grow_grad(trace_shared *sh, int n)
+int
+tc_tr_grow_grad(trace_shared *sh, int n)
 {
     if (n <= sh->grad_cap) {
         return OK;
@@ -269,8 +269,15 @@ grow_grad(trace_shared *sh, int n)
         PyErr_NoMemory();
         return ERROR;
     }
-    memset(g + sh->grad_cap, 0, cap - sh->grad_cap);
     sh->grad = g;
+    unsigned char *w = PyMem_Realloc(sh->ngw, cap);
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return ERROR;
+    }
+    sh->ngw = w;
+    memset(g + sh->grad_cap, 0, cap - sh->grad_cap);
+    memset(w + sh->grad_cap, 0, cap - sh->grad_cap);
     sh->grad_cap = cap;
     return OK;
 }
@@ -292,7 +299,7 @@ tc_tr_sync_grad(tracer *T)
 {
     trace_shared *sh = T->sh;
     tc_graph *g = T->out->graph;
-    if (grow_grad(sh, g->nnodes) != OK) {
+    if (tc_tr_grow_grad(sh, g->nnodes) != OK) {
         return ERROR;
     }
     for (; sh->grad_synced < g->nnodes; sh->grad_synced++) {
@@ -312,6 +319,17 @@ tc_tr_sync_grad(tracer *T)
         }
         sh->grad[sh->grad_synced] = (unsigned char)needs;
         n->requires_grad = (unsigned char)needs;
+        /* a value written under no_grad into a tensor that requires
+         * grad: its views are such values too; an op under grad mode
+         * that reads one would get eager's gradient wrong (mutation.c) */
+        if (n->kind == TC_NODE_OP && n->nin > 0 && n->view_base >= 0) {
+            sh->ngw[sh->grad_synced] |= sh->ngw[n->in[0]];
+        }
+        else if (n->kind == TC_NODE_OP && T->grad_mode) {
+            for (int i = 0; i < n->nin; i++) {
+                sh->ngw_read |= sh->ngw[n->in[i]];
+            }
+        }
     }
     return OK;
 }
@@ -363,7 +381,7 @@ wrap_tensor(tracer *T, PyObject *value, int source, int *rc)
         return NULL;
     }
     tc_tr_place_since(T, v->node, m.device_index);
-    if (grow_grad(T->sh, v->node + 1) != OK) {
+    if (tc_tr_grow_grad(T->sh, v->node + 1) != OK) {
         *rc = ERROR;
         return NULL;
     }
@@ -1788,6 +1806,7 @@ shared_fini(trace_shared *sh)
     tc_var_arena_clear(&sh->arena);
     PyMem_Free(sh->inputs);
     PyMem_Free(sh->grad);
+    PyMem_Free(sh->ngw);
     tc_tr_mut_free(sh->mut);
 }
 

@@ -87,13 +87,23 @@ typedef struct {
     int input;
     int output;
     int bumps;
+    /* grad mode of the in-place ops: 0 all ran under no_grad, 1 all under
+     * grad mode (autograd records them: the runtime copies with grad mode
+     * on, so the input gets eager's history, or eager's error for a leaf
+     * that requires grad), 2 mixed (frame_eval/convert.c breaks when a
+     * value or the input requires grad) */
+    unsigned char grad;
+    unsigned char target_rg;   /* the input requires grad (guarded) */
 } tc_writeback;
 
 typedef struct {
     int n;
     tc_writeback *items;
-    int writes_grad;   /* a written input requires grad (the copies run
-                          with grad mode off) */
+    int checks_leaf;   /* one is written under grad mode: the runtime
+                          checks it is no leaf (writeback.h) */
+    int ngw_read;      /* a tensor that requires grad, written under
+                          no_grad, is read under grad mode or returned
+                          (frame_eval/convert.c breaks) */
     int ninputs;
     int64_t *span;     /* by graph input: bytes its elements cover from its
                           data pointer (inputs that overlap a written one

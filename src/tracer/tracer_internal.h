@@ -45,6 +45,14 @@ typedef struct {
                                  do, and what grad mode computed from them) */
     int grad_cap;
     int grad_synced;          /* nodes whose grad flag is computed */
+    unsigned char *ngw;       /* by graph node (grad_cap of them): a value
+                                 written under no_grad into a tensor that
+                                 requires grad, or a view of one
+                                 (mutation.c) */
+    int ngw_read;             /* an op under grad mode read such a value:
+                                 eager's gradient flows through it to the
+                                 tensor's history, the graph's would not
+                                 (tc_writebacks.ngw_read) */
     void *root;               /* the frame's tracer (TC_VAR_CELL values) */
     int ntracers;             /* inlined calls traced so far (serials) */
     struct tc_undo *undo;     /* objects.c: states of objects before an
@@ -166,6 +174,8 @@ int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
 int tc_tr_sync_grad(tracer *T);
 /* Does tensor var v require grad (as of the last instruction's sync)? */
 int tc_tr_requires_grad(const tracer *T, const tc_var *v);
+/* Room for n nodes in the grad and ngw flags.  OK, or ERROR. */
+int tc_tr_grow_grad(trace_shared *sh, int n);
 int tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
                       PyObject *kwnames);
 int tc_tr_nn_module_attr(tracer *T, tc_var *mod, PyObject *name, int method);
