@@ -1478,3 +1478,19 @@ def test_views_of_one_element_of_an_expanded_input_stay_apart():
         return v0 * 0, v1 * 3
 
     grads_like_eager(f, torch.tensor([0.5]).expand(2, 7).detach().requires_grad_())
+
+
+
+@pytest.mark.parametrize("seed,profile", [
+    (121, "full"), (1221, "small"), (1268, "small"), (1273, "small"),
+    (1597, "small"), (20203, "full"), (20530, "full"), (20935, "full"),
+    (21289, "full"), (21476, "full")])
+def test_grad_fuzz_regressions(seed, profile):
+    # programs the grad fuzzer (tests/fuzz/grad.py) found wrong, checked
+    # as it checks them; 21289 and 21476 return a view of an expanded
+    # input: made as torch.as_strided of it, whose backward sums the
+    # aliases' gradients in storage
+    from fuzz.gen import generate
+    from fuzz.grad import run_grad
+    failures = run_grad(generate(seed, profile, "cpu"))
+    assert not failures, failures[0]["message"]
