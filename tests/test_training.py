@@ -1484,7 +1484,7 @@ def test_views_of_one_element_of_an_expanded_input_stay_apart():
 @pytest.mark.parametrize("seed,profile", [
     (121, "full"), (1221, "small"), (1268, "small"), (1273, "small"),
     (1597, "small"), (20203, "full"), (20530, "full"), (20935, "full"),
-    (21289, "full"), (21476, "full")])
+    (21289, "full"), (21476, "full"), (21023, "full")])
 def test_grad_fuzz_regressions(seed, profile):
     # programs the grad fuzzer (tests/fuzz/grad.py) found wrong, checked
     # as it checks them; 21289 and 21476 return a view of an expanded

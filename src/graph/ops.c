@@ -671,7 +671,7 @@ const tc_op_def tc_ops[] = {
      .py = {CALL(OP, "torch.relu Tensor.relu", "input"),
             CALL(NO_INPLACE, "F.relu", "input, inplace=False")},
      .nn = {"ReLU", "F.relu", "inplace"},
-     .grad = "torch.where(y > 0, g, 0.0)"
+     .grad = "torch.where(y <= 0, 0.0, g)"  /* NaN passes g, as eager */
      },
     {"pow", 2, PW, TC_PROMOTE_DEFAULT, MASK_ALL, lower_pow,
      "a ** b (integer: constant exponent 0..64 only)",
