@@ -1162,8 +1162,8 @@ test_schedule_temp(void)
     CHECK(k1->nargs == 3 && count_insts(k1, KOP_COS) == 0, "k1 loads temp");
     char *src = tc_kernel_format(k0);
     const char *want =
-        "void k0(float *out0, const float *in0) {   // %2 = cos(%x1); %4 = "
-        "mul(%2, 0.5)\n"
+        "void k0_pw_cos_mul(float *out0, const float *in0) {   "
+        "// %2 = cos(%x1); %4 = mul(%2, 0.5)\n"
         "  for (int64_t i0 = 0; i0 < 64; i0++) {\n"
         "    float v0 = in0[i0];\n"
         "    float v1 = cos(v0);\n"
