@@ -10,7 +10,8 @@
 # the packages scripts/install-deps.sh installs into it; every other
 # version runs in a cached virtual environment (scripts/test-venv.sh:
 # torch from PyPI, CPU use, made once).  Versions run in sequence: the
-# suite is CPU-bound and CI machines are small.
+# suite is CPU-bound and CI machines are small; each version's suite runs
+# on all the cores (pytest-xdist workers, Makefile.am's PYTEST_JOBS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,8 +39,14 @@ for v in $versions; do
     $make_ --no-print-directory PYTHON="$py" check 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     secs=$(( $(date +%s) - start ))
-    result=$(grep -E '^=* ?[0-9]+ (passed|failed).* in [0-9.]+s' "$log" | tail -n 1 | sed 's/=//g; s/^ *//; s/ *$//')
+    # pytest's closing line, the same with pytest-xdist ("12644 passed,
+    # 616 skipped, 3 warnings in 512.30s (0:08:32)"); only errors (a
+    # collection error, a crashed worker) is still a summary
+    result=$(grep -E '^=* ?[0-9]+ (failed|passed|skipped|deselected|xfailed|xpassed|errors?).* in [0-9.]+s' "$log" | tail -n 1 | sed 's/=//g; s/^ *//; s/ *$//')
     [ -n "$result" ] || result="(no pytest summary)"
+    # how the suite ran (Makefile.am's check-local says it): N workers or one process
+    mode=$(sed -n 's/^pytest: //p' "$log" | tail -n 1)
+    [ -z "$mode" ] || result="$result  ($mode)"
     if [ "$rc" = 0 ]; then
         summary+=("$v  ok      $(printf '%5ds' "$secs")  $result  [$py]")
     else

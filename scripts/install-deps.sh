@@ -6,8 +6,9 @@
 #   system (apt, Debian/Ubuntu): libgccjit-12-dev autoconf automake libtool
 #                                build-essential binutils
 #                                (+ python3-dev for a system Python)
-#   Python (pip, for $PYTHON):   torch==2.13.0 pytest numpy expecttest
-#                                hypothesis transformers==5.24.0
+#   Python (pip, for $PYTHON):   torch==2.13.0 pytest pytest-xdist==3.8.0
+#                                numpy expecttest hypothesis
+#                                transformers==5.24.0
 #
 # "make check" tests other CPython versions in cached virtual environments
 # (scripts/test-venv.sh) instead of installing into their interpreters.
@@ -107,6 +108,11 @@ for name in ("pytest", "numpy", "expecttest", "hypothesis"):
 # step with scripts/test-venv.sh's EXTRAS.
 if version("transformers") != "5.24.0":
     need.append("transformers==5.24.0")
+# pytest-xdist: `make check` runs the suite on every core (-n auto,
+# Makefile.am's PYTEST_ARGS); pinned so every version's workers schedule
+# alike.  Keep in step with scripts/test-venv.sh's EXTRAS.
+if version("pytest-xdist") != "3.8.0":
+    need.append("pytest-xdist==3.8.0")
 print(" ".join(need))
 EOF
 )

@@ -17,6 +17,8 @@ generated yet (scripts/install-deps.sh installs them).
                    (or pip install -e . again) to rebuild the module.
 """
 import base64
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -70,9 +72,26 @@ def _tag():
     return f"{impl}-{impl}-{plat}"
 
 
+@contextlib.contextmanager
+def _built(extra_configure=()):
+    """Configure (once per interpreter) and make in build/pip-pyX.Y; yields
+    the build directory, locked (build/pip-pyX.Y.lock) until the caller is
+    done with it: two pip runs of one interpreter at once (the test suite's
+    workers, tests/test_install.py) would otherwise configure, make and
+    make install in one directory together."""
+    os.makedirs(os.path.join(SRC, "build"), exist_ok=True)
+    lock = os.path.join(SRC, "build", "pip-py%d.%d.lock" % sys.version_info[:2])
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield _configure_and_make(extra_configure)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _configure_and_make(extra_configure=()):
     """Configure (once per interpreter) and make in build/pip-pyX.Y;
-    returns the build directory."""
+    returns the build directory.  Only under _built's lock."""
     if os.path.exists(os.path.join(SRC, "config.status")):
         raise RuntimeError("the source tree is configured in place: run "
                            "'make distclean' there first")
@@ -176,12 +195,12 @@ prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 def build_wheel(wheel_directory, config_settings=None,
                 metadata_directory=None):
-    build = _configure_and_make()
     stage = tempfile.mkdtemp(prefix="tcjit-stage-")
     try:
-        # Makefile.am's install rules say what the package is
-        _run(["make", "install", "DESTDIR=" + stage,
-              "pythondir=/pkg", "pyexecdir=/pkg"], build)
+        with _built() as build:
+            # Makefile.am's install rules say what the package is
+            _run(["make", "install", "DESTDIR=" + stage,
+                  "pythondir=/pkg", "pyexecdir=/pkg"], build)
         root = os.path.join(stage, "pkg")
         files = {}
         for dirpath, dirnames, filenames in os.walk(root):
@@ -197,6 +216,7 @@ def build_wheel(wheel_directory, config_settings=None,
 
 def build_editable(wheel_directory, config_settings=None,
                    metadata_directory=None):
-    _configure_and_make()  # the module lands in python/tcjit/
+    with _built():  # the module lands in python/tcjit/
+        pass
     pth = os.path.join(SRC, "python") + "\n"
     return _write_wheel(wheel_directory, {"tcjit_editable.pth": pth.encode()})

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-venv.sh - a virtual environment of CPython VERSION with what tcjit's
-# tests need (torch, pytest, numpy, expecttest, hypothesis, transformers),
-# made once and cached; prints the path of its python.
+# tests need (torch, pytest, pytest-xdist, numpy, expecttest, hypothesis,
+# transformers), made once and cached; prints the path of its python.
 #
 #   scripts/test-venv.sh 3.13            # -> ~/.cache/tcjit/venv-3.13/bin/python
 #   scripts/test-venv.sh /path/to/python3.12
@@ -43,8 +43,9 @@ want="torch==$TORCH_VERSION base=$base"
 # Test-only packages that torch does not need: checked on every call, so a
 # venv made before one was added gets it without being made again.
 # transformers: tests/test_hf_*.py build real models from configs (issue
-# 18).  Keep in step with scripts/install-deps.sh.
-EXTRAS="transformers==5.24.0"
+# 18); pytest-xdist: `make check` runs the suite on every core (-n auto).
+# Keep in step with scripts/install-deps.sh.
+EXTRAS="transformers==5.24.0 pytest-xdist==3.8.0"
 pip=("$py" -m pip install -q --disable-pip-version-check ${TCJIT_PIP_ARGS:-})
 ensure_extras() {
     # shellcheck disable=SC2086

@@ -13,10 +13,20 @@ import tempfile
 
 # A fresh on-disk kernel cache for the whole session (and the subprocesses
 # tests start, which inherit it): the suite exercises the cache but never
-# reads or fills ~/.cache/tcjit.  Set before tcjit is imported.
-_CACHE_ROOT = tempfile.mkdtemp(prefix="tcjit-test-cache-")
+# reads or fills ~/.cache/tcjit.  Set before tcjit is imported.  Under
+# pytest-xdist every worker is a process of its own that imports this file,
+# so each has its own cache (named after it: gw0, gw1, ...); the
+# controller's (which it inherits in os.environ) is replaced.  Removed at
+# pytest_unconfigure, which a worker runs before it exits (atexit alone
+# left a worker's behind: execnet ends worker processes without it).
+_CACHE_ROOT = tempfile.mkdtemp(
+    prefix="tcjit-test-cache-%s-" % os.environ.get("PYTEST_XDIST_WORKER", "main"))
 os.environ["TCJIT_CACHE_DIR"] = _CACHE_ROOT
 atexit.register(shutil.rmtree, _CACHE_ROOT, True)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE_ROOT, True)
 
 import pytest
 import torch
