@@ -782,3 +782,18 @@ def test_write_into_a_tensor_a_pending_structseq_holds():
         top /= top.sum(dim=-1, keepdim=True)
         return r, r.values is top, b.top * 1, idx
     check_mutation(f, fresh((3, 5)))
+
+
+def test_slice_assignment_is_traced():
+    # x[1:3] = v is one STORE_SLICE instruction from CPython 3.12 on: it was
+    # a graph break there ("bytecode STORE_SLICE is not supported yet")
+    def f(x, y):
+        x = x.clone()
+        x[1:3] = y * 2
+        x[:, 0:1] = 0.5
+        return x
+
+    x, y = torch.randn(4, 3), torch.randn(2, 3)
+    torch.testing.assert_close(tcjit.compile(f)(x, y), f(x, y))
+    e = tcjit.explain(f)(x, y)
+    assert e.graph_count == 1 and not e.break_reasons, [b.reason for b in e.break_reasons]

@@ -45,7 +45,8 @@ PyAPI_FUNC(int) _PySet_NextEntry(PyObject *set, Py_ssize_t *pos,
 #endif
 
 /* x[a:b] is one BINARY_SLICE instruction from 3.12 on (container, start,
- * stop on the stack); 3.11 builds a slice and subscripts. */
+ * stop on the stack), x[a:b] = v one STORE_SLICE (v below them); 3.11
+ * builds a slice and subscripts. */
 #ifdef BINARY_SLICE
 #define TC_HAVE_BINARY_SLICE 1
 #else

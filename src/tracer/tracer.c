@@ -1542,6 +1542,8 @@ trace_instruction(tracer *T, int opcode, int oparg, int *next)
 #if TC_HAVE_BINARY_SLICE
     case BINARY_SLICE:
         return tc_tr_op_binary_slice(T);
+    case STORE_SLICE:
+        return tc_tr_op_store_slice(T);
 #endif
     case POP_TOP:
         return tc_tr_pop(T) ? OK : tc_tr_unsupported(T, "malformed stack");

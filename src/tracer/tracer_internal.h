@@ -363,6 +363,7 @@ int tc_tr_local_value(tracer *T, int i, tc_var **out);
 int tc_tr_op_subscr(tracer *T);
 int tc_tr_op_build_slice(tracer *T, int n);
 int tc_tr_op_binary_slice(tracer *T);
+int tc_tr_op_store_slice(tracer *T);
 int tc_tr_op_make_function(tracer *T, int oparg);
 int tc_tr_op_format_value(tracer *T, int oparg);
 int tc_tr_op_build_string(tracer *T, int n);

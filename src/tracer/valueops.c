@@ -1180,6 +1180,16 @@ tc_tr_op_binary_slice(tracer *T)
     return seq ? subscript(T, seq, sl) : tc_tr_unsupported(T,
                                                            "malformed slice");
 }
+
+/* STORE_SLICE: value, container, start, stop -> container[start:stop] =
+ * value, which is STORE_SUBSCR of the slice (t[1:3] = v on 3.12 was a
+ * graph break, "bytecode STORE_SLICE is not supported yet"). */
+int
+tc_tr_op_store_slice(tracer *T)
+{
+    int rc = tc_tr_op_build_slice(T, 2);
+    return rc != OK ? rc : tc_tr_op_store_subscr(T);
+}
 #endif
 
 /* The Python value of a MAKE_FUNCTION part (defaults, keyword defaults,
