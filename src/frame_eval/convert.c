@@ -614,39 +614,42 @@ writes_recorded(const tc_entry *e)
 /* desc["written"]: (graph input, output of its new value) for each input
  * that in-place ops write (the plan snapshots what the backward reads of
  * their old values: _autograd.py).  0, or -1. */
-static int
-desc_written(const tc_entry *e, PyObject *desc)
+/* The write-backs into inputs as (input, output) pairs (of_inputs), or
+ * those into tensors the graph made as (output, bumps); new list. */
+static PyObject *
+written_pairs(const tc_entry *e, int of_inputs)
 {
     PyObject *l = PyList_New(0);
     for (int k = 0; l != NULL && k < e->wb.n; k++) {
-        if (e->wb.items[k].input < 0) {
+        const tc_writeback *w = &e->wb.items[k];
+        if ((w->input >= 0) != of_inputs) {
             continue;
         }
-        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].input,
-                                    e->wb.items[k].output);
+        PyObject *i = of_inputs ? Py_BuildValue("(ii)", w->input, w->output)
+                                : Py_BuildValue("(ii)", w->output, w->bumps);
         if (i == NULL || PyList_Append(l, i) < 0) {
             Py_CLEAR(l);
         }
         Py_XDECREF(i);
     }
-    int rc = l ? PyDict_SetItemString(desc, "written", l) : -1;
-    Py_XDECREF(l);
-    /* desc["bumped"]: (output, bumps) of the tensors the graph made and
-     * wrote in place, whose version counters the node sets */
-    l = rc == 0 ? PyList_New(0) : NULL;
-    for (int k = 0; l != NULL && k < e->wb.n; k++) {
-        if (e->wb.items[k].input >= 0) {
-            continue;
+    return l;
+}
+
+static int
+desc_written(const tc_entry *e, PyObject *desc)
+{
+    /* desc["bumped"]: the tensors the graph made and wrote in place,
+     * whose version counters the node sets */
+    int rc = -1;
+    for (int of_inputs = 1; of_inputs >= 0; of_inputs--) {
+        PyObject *l = written_pairs(e, of_inputs);
+        rc = l ? PyDict_SetItemString(desc, of_inputs ? "written" : "bumped",
+                                      l) : -1;
+        Py_XDECREF(l);
+        if (rc < 0) {
+            break;
         }
-        PyObject *i = Py_BuildValue("(ii)", e->wb.items[k].output,
-                                    e->wb.items[k].bumps);
-        if (i == NULL || PyList_Append(l, i) < 0) {
-            Py_CLEAR(l);
-        }
-        Py_XDECREF(i);
     }
-    rc = l ? PyDict_SetItemString(desc, "bumped", l) : -1;
-    Py_XDECREF(l);
     return rc;
 }
 
