@@ -1547,26 +1547,39 @@ vec_lanes(const tc_kernel *k)
     return 4;
 }
 
-/* Can the kernel use the vector entry (vec_lanes wide)?  (ptx.h) */
+/* Can the kernel use the vector entry (vec_lanes wide)?  (ptx.h)
+ * A 1-d nest: every argument contiguous or broadcast (stride 0), the tail
+ * past the last whole vector done by the scalar loop.  A nest of more
+ * dims (a bias or a per-row operand broadcast over a contiguous output:
+ * the GELU of a linear, cross-entropy's backward) when its innermost size
+ * is a whole number of vectors, so a vector never crosses a row: each
+ * argument's innermost stride is 1, or 0 for an input (one load per
+ * vector), and a contiguous argument's outer strides and offset keep its
+ * vectors 16-byte aligned.  Not size-generic ones of more dims: their
+ * innermost size is not known to be a whole number of vectors. */
 static int
-vectorizable(const tc_kernel *k, const nest *l)
+vectorizable(const tc_kernel *k, const nest *l, int generic)
 {
-    int vl = vec_lanes(k);
-    if (k->nphases != 0 || l->nd != 1 || k->numel < vl) {
+    int vl = vec_lanes(k), in = l->nd - 1;
+    if (k->nphases != 0 || l->nd < 1 || k->numel < vl
+        || (l->nd > 1 && (generic || l->sizes[in] % vl != 0))) {
         return 0;
     }
     for (int a = 0; a < k->nargs; a++) {
-        int64_t st = l->st[a][0];
+        int64_t st = l->st[a][in];
         if (k->args[a].buffer == TC_KARG_INDEX) {
             return 0;   /* positions: the scalar loop has the offsets */
-        }
-        if (st == 1 && k->args[a].offset % vl == 0) {
-            continue;
         }
         if (st == 0 && !k->args[a].is_output) {
             continue;
         }
-        return 0;
+        int aligned = st == 1 && k->args[a].offset % vl == 0;
+        for (int d = 0; d < in; d++) {
+            aligned &= l->st[a][d] % vl == 0;
+        }
+        if (!aligned) {
+            return 0;
+        }
     }
     return 1;
 }
@@ -1674,6 +1687,7 @@ typedef struct {
     const nest *l;
     int vl;
     reg e4;             /* element offset of lane 0 (without offsets) */
+    reg coord[TC_MAX_DIMS]; /* nests of more dims: e4's coordinates */
     reg *addr;          /* [nargs] n < 0 until emitted */
     char *loads;        /* [nargs] some LOAD reads the argument */
     char *loaded;       /* [nargs] its lanes are in lanes_in */
@@ -1694,6 +1708,11 @@ vec_arg_addr(vec_args *v, int a)
     em *e = en->e;
     const tc_karg *ka = &en->k->args[a];
     if (v->addr[a].n >= 0) {
+        return v->addr[a];
+    }
+    if (v->l->nd > 1) {
+        reg off = emit_offset(e, v->l, en->wide, ka->offset, a, v->coord);
+        v->addr[a] = emit_addr(e, arg_base(en, a), off, en->wide, ka->dtype);
         return v->addr[a];
     }
     reg off = newreg(e, v->e4.c);
@@ -1724,7 +1743,7 @@ vec_arg_load1(vec_args *v, int a)
     }
     v->loaded[a] = 1;
     reg addr = vec_arg_addr(v, a);
-    if (v->l->st[a][0] == 1) {
+    if (v->l->st[a][v->l->nd - 1] == 1) {
         vec_load(e, ka->dtype, en->nc[a], addr, v->vl,
                  &v->lanes_in[MAX_LANES * a]);
         return;
@@ -1752,7 +1771,7 @@ vec_arg_load(vec_args *v, int a)
     int regs = 0;
     for (int q = v->pos[a] + 1; q < v->nload && regs < VEC_LOAD_AHEAD; q++) {
         int b = v->order[q];
-        regs += v->l->st[b][0] == 1 ? v->vl : 1;
+        regs += v->l->st[b][v->l->nd - 1] == 1 ? v->vl : 1;
         vec_arg_load1(v, b);
     }
 }
@@ -1867,6 +1886,9 @@ emit_pointwise_vec(entry *en, const nest *l)
     v.e4 = newreg(e, idx.c);
     out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(v.e4), R(idx),
         vl == 8 ? 3 : 2);
+    if (l->nd > 1) {
+        emit_coords(e, v.e4, l, en->wide, v.coord);
+    }
     body s = {0};
     s.e = e;
     s.k = k;
@@ -3146,7 +3168,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         info->grid = grid_for(k.numel, bl, sm_count, pw_per_sm[variant]);
         entry_body bd = {.kind = BODY_POINTWISE, .lo = &lo};
         emit_entry(&en, mod, &bd);
-        if (!e.failed && vectorizable(&k, &lo)) {
+        if (!e.failed && vectorizable(&k, &lo, generic)) {
             snprintf(info->entry_vec, sizeof(info->entry_vec), "%.59s_v4",
                      info->entry);
             /* one vector per thread, no grid-stride iterations: each
