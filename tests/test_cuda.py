@@ -13,6 +13,7 @@ assemble with ptxas.  Skipped only when ptxas is not installed.
 import glob
 import math
 import os
+import re
 import shutil
 import subprocess
 
@@ -285,6 +286,52 @@ def test_ptx_optimizer_step_fits_kernel_parameters(tmp_path):
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
     assert_ptxas_accepts(dumped_ptx(d, 1))
+
+
+def _entries(text):
+    return re.findall(r"\.visible \.entry (\w+)\(", text)
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_ptx_large_module_parts(tmp_path):
+    """A large module is also emitted as parts (ptx_emit.c PART_BYTES),
+    which the runtime JIT-compiles in parallel: each part a module that
+    assembles, every entry of the whole module in exactly one part, the
+    same text, and parts cut by size.  A small module has none."""
+    params = [torch.nn.Parameter(torch.randn(s)) for s in
+              [(768,)] * 60 + [(64, 48)] * 30 + [(1000,)] * 30 + [(7, 5)] * 20]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+    opt.step()                       # the state, made eagerly
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        tcjit.reset()
+        tcjit.compile(opt.step)()
+        tcjit.compile(lambda x: x.sin() * 2)(torch.randn(64))
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    files = dumped_ptx(d, 3)
+    whole = {f: open(f).read() for f in files if not re.search(r"_p\d+_sm", f)}
+    parts = {f: open(f).read() for f in files if re.search(r"_p\d+_sm", f)}
+    for w, text in whole.items():
+        mine = [t for f, t in sorted(parts.items())
+                if f.startswith(w.rsplit("_sm", 1)[0] + "_p")
+                and f.endswith("_sm" + w.rsplit("_sm", 1)[1])]
+        if len(text) < 64 * 1024:
+            assert not mine, w
+            continue
+        assert len(mine) >= 2, w
+        got = [e for t in mine for e in _entries(t)]
+        assert sorted(got) == sorted(_entries(text)), w
+        for t in mine:
+            for e in _entries(t):
+                body = text[text.index(f".entry {e}("):]
+                body = body[: body.index("\n}\n")]
+                assert body in t, e
+    assert any(len(t) >= 64 * 1024 for t in whole.values())
+    assert_ptxas_accepts(list(parts))
 
 
 @pytest.mark.skipif(_ptxas() is None or shutil.which("gcc") is None,
@@ -586,3 +633,47 @@ def test_pow_special_values_cuda(dt, int_exponent):
         return r, 1 / torch.where(r == 0, r, torch.ones_like(r))
 
     run_both(f, xs, ys)
+
+
+def _many_pows(a, b):
+    """More POWs than ptx_emit.c inlines (POW_INLINE_MAX): each is a call
+    of one .func (an optimizer step: beta ** step per parameter)."""
+    rs = (a ** b, (-a) ** b, a ** (b - 1), (a * 2) ** b, a ** (b * 2),
+          (a - 1) ** (b + 1))
+    return rs + tuple(1 / torch.where(r == 0, r, torch.ones_like(r)) for r in rs)
+
+
+@cuda_only
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_pow_calls_special_values_cuda(dt):
+    xs = torch.tensor([c[0] for c in POW_CASES], dtype=dt, device="cuda")
+    ys = torch.tensor([c[1] for c in POW_CASES], dtype=dt, device="cuda")
+    run_both(_many_pows, xs, ys)
+    g = torch.Generator().manual_seed(5)
+    xs = torch.rand(4099, generator=g, dtype=torch.float64).to(dt) * 4
+    ys = torch.randn(4099, generator=g, dtype=torch.float64).to(dt) * 3
+    run_both(_many_pows, xs.cuda(), ys.cuda())
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")
+def test_pow_calls_ptx(tmp_path):
+    """Past POW_INLINE_MAX, POW is one .func per dtype and a call per
+    site (the module assembles); at or below it, inline."""
+    d = str(tmp_path)
+    tcjit._C.set_config(ptx_dump_dir=d)
+    try:
+        for dt in (torch.float32, torch.float64):
+            tcjit.reset()
+            tcjit.compile(_many_pows)(torch.rand(64, dtype=dt),
+                                      torch.randn(64, dtype=dt))
+        tcjit.reset()
+        tcjit.compile(lambda a, b: a ** b)(torch.rand(64), torch.randn(64))
+    finally:
+        tcjit._C.set_config(ptx_dump_dir=None)
+    files = dumped_ptx(d, 3)
+    texts = [open(f).read() for f in files]
+    for t in ("f32", "f64"):
+        assert any(f".func (.reg .{t} d) tc_pow_{t}(" in x
+                   and f"), tc_pow_{t}, (" in x for x in texts), t
+    assert sum("tc_pow_" not in x for x in texts) >= 1     # the inline one
+    assert_ptxas_accepts(files)

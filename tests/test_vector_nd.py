@@ -43,6 +43,14 @@ BODIES = {
                    + r, True),
     "inplace_bias": (lambda x, b, r: x.clone().add_(b).mul_(r), True),
     "two_outputs": (lambda x, b, r: (x + b, (x * r).neg()), True),
+    # positions (index arguments): cross-entropy's one-hot of the target
+    "onehot": (lambda x, b, r: x * r - (
+        torch.arange(x.shape[1], device=x.device)
+        == (r.abs() * 3).long()).to(x.dtype), True),
+    "iota_rows": (lambda x, b, r: x + torch.arange(
+        x.shape[0], device=x.device)[:, None].to(x.dtype), True),
+    "iota_step": (lambda x, b, r: x * 2 + torch.arange(
+        0, 3 * x.shape[1], 3, device=x.device).to(x.dtype), True),
 }
 
 

@@ -263,14 +263,15 @@ tc_graph_desc(const tc_graph *g, int device)
 
 /* Tests set ptx_dump_dir so that CI, which has no GPU, still assembles
  * the PTX of every graph the suite compiles for the CPU (ptxas): the
- * plan's module, and the module of each size-generic kernel (ptx.h). */
+ * plan's module, its parts (_p<N>, what the runtime loads when there are
+ * any) and the module of each size-generic kernel (_k<N>, ptx.h). */
 static void
 dump_file(const char *title, const char *text, int serial, const char *var,
-          int kernel, int sm, int failed)
+          const char *what, int index, int sm, int failed)
 {
     char path[1024], kn[24] = "";
-    if (kernel >= 0) {
-        PyOS_snprintf(kn, sizeof(kn), "_k%d", kernel);
+    if (index >= 0) {
+        PyOS_snprintf(kn, sizeof(kn), "_%s%d", what, index);
     }
     PyOS_snprintf(path, sizeof(path), "%s/g%05d%s%s_sm%d.%s",
                   tc_config.ptx_dump_dir, serial, var, kn, sm,
@@ -298,14 +299,18 @@ dump_ptx(const tc_plan *plan, const char *title)
         tc_ptx_module m;
         if (tc_ptx_emit_variant(plan, sm, TC_PTX_TEST_SMS, v, &m, err,
                                 sizeof(err)) < 0) {
-            dump_file(title, err, serial, var, -1, sm, 1);
+            dump_file(title, err, serial, var, "", -1, sm, 1);
             continue;
         }
-        dump_file(title, m.text, serial, var, -1, sm, 0);
+        dump_file(title, m.text, serial, var, "", -1, sm, 0);
+        for (int p = 0; p < m.nparts; p++) {
+            dump_file(title, m.parts[p], serial, var, "p", p, sm, 0);
+        }
         for (int k = 0; k < m.nkernels; k++) {
             if (m.kernels[k].text != NULL
                 && tc_plan_first_same_kernel(plan, k) == k) {
-                dump_file(title, m.kernels[k].text, serial, var, k, sm, 0);
+                dump_file(title, m.kernels[k].text, serial, var, "k", k, sm,
+                          0);
             }
         }
         tc_ptx_module_clear(&m);

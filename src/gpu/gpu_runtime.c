@@ -23,8 +23,10 @@
 #include "autotune.h"
 #include "../runtime/tensor_alloc.h"
 #include "../runtime/extern_call.h"
+#include "../runtime/threadpool.h"
 #include "../graph/textbuf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +108,10 @@ static char *
 module_texts(const tc_ptx_module *m)
 {
     tc_textbuf b = {0};
+    if (m->nparts > 0) {
+        tc_textbuf_printf(&b, "// JIT-compiled as %d parts in parallel "
+                          "(ptx_emit.c PART_BYTES)\n", m->nparts);
+    }
     tc_textbuf_printf(&b, "%s", m->text);
     for (int i = 0; i < m->nkernels; i++) {
         const char *t = m->kernels[i].text;
@@ -122,8 +128,81 @@ module_texts(const tc_ptx_module *m)
     return tc_textbuf_finish(&b);
 }
 
+/* The parts of a large module (ptx.h), JIT-compiled by the driver on the
+ * thread pool's threads, the largest first: the driver compiles a module
+ * on the thread that loads it. */
+typedef struct {
+    const tc_ptx_module *m;
+    int device;
+    int *order;         /* [nparts] part indices, largest first */
+    CUmodule *mods;     /* [nparts] */
+    int *loaded;        /* [nparts] compiled now, not found loaded */
+    char (*errs)[512];  /* [nparts] "" or why the part failed */
+} parts_job;
+
+static void
+load_part_range(void *ctx, int64_t begin, int64_t end)
+{
+    parts_job *j = ctx;
+    for (int64_t q = begin; q < end; q++) {
+        int p = j->order[q];
+        if (tc_cu_module_ex(j->m->parts[p], j->device, &j->mods[p],
+                            &j->loaded[p], j->errs[p],
+                            sizeof(j->errs[p])) < 0
+            && j->errs[p][0] == '\0') {
+            snprintf(j->errs[p], sizeof(j->errs[p]), "tcjit gpu: part %d "
+                     "of a module failed to load", p);
+        }
+    }
+}
+
+static int
+load_parts(tc_gpu_compiled *c, CUmodule *mods, char *err, size_t errlen)
+{
+    const tc_ptx_module *m = &c->mod;
+    size_t np = (size_t)m->nparts;
+    parts_job j = {m, c->device, calloc(np, sizeof(int)),
+                   calloc(np, sizeof(CUmodule)), calloc(np, sizeof(int)),
+                   calloc(np, sizeof(*j.errs))};
+    int rc = -1;
+    if (j.order == NULL || j.mods == NULL || j.loaded == NULL
+        || j.errs == NULL) {
+        snprintf(err, errlen, "tcjit gpu: out of memory");
+        goto done;
+    }
+    for (int p = 0; p < m->nparts; p++) {   /* insertion sort by size */
+        size_t len = strlen(m->parts[p]);
+        int q = p;
+        for (; q > 0 && strlen(m->parts[j.order[q - 1]]) < len; q--) {
+            j.order[q] = j.order[q - 1];
+        }
+        j.order[q] = p;
+    }
+    tc_threadpool_parallel_for(m->nparts, 1, load_part_range, &j);
+    for (int p = 0; p < m->nparts; p++) {
+        if (j.errs[p][0] != '\0') {
+            snprintf(err, errlen, "%s", j.errs[p]);
+            goto done;
+        }
+    }
+    c->ncompiled = 0;
+    for (int i = 0; i < m->nkernels; i++) {
+        if (m->kernels[i].text == NULL) {
+            mods[i] = j.mods[m->kernels[i].part];
+            c->ncompiled += j.loaded[m->kernels[i].part];
+        }
+    }
+    rc = 0;
+done:
+    free(j.order);
+    free(j.mods);
+    free(j.loaded);
+    free(j.errs);
+    return rc;
+}
+
 /* The module of each kernel of c into mods[]: the plan's module (every
- * kernel compiled with constant sizes), else the size-generic kernel's
+ * kernel compiled with constant sizes; its parts when it has them), else the size-generic kernel's
  * own, shared with every plan whose kernel has the same text (ptx.h;
  * driver.c caches modules by text).  Counts c->ncompiled.  No Python. */
 static int
@@ -135,7 +214,12 @@ load_modules(tc_gpu_compiled *c, CUmodule *mods, char *err, size_t errlen)
         nstatic += m->kernels[i].text == NULL;
     }
     CUmodule plan_mod = NULL;
-    if (nstatic > 0) {    /* externs only or all generic: no module */
+    if (nstatic > 0 && m->nparts > 0) {
+        if (load_parts(c, mods, err, errlen) < 0) {
+            return -1;
+        }
+    }
+    else if (nstatic > 0) {    /* externs only or all generic: no module */
         if (tc_cu_module_ex(m->text, c->device, &plan_mod, &loaded, err,
                             errlen) < 0) {
             return -1;
@@ -143,7 +227,9 @@ load_modules(tc_gpu_compiled *c, CUmodule *mods, char *err, size_t errlen)
         c->ncompiled = loaded ? nstatic : 0;
     }
     for (int i = 0; i < m->nkernels; i++) {
-        mods[i] = plan_mod;
+        if (m->nparts == 0) {
+            mods[i] = plan_mod;
+        }
         if (m->kernels[i].text != NULL) {
             if (tc_cu_module_ex(m->kernels[i].text, c->device, &mods[i],
                                 &loaded, err, errlen) < 0) {

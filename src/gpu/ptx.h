@@ -103,11 +103,17 @@ typedef struct {
     char *text;
     int64_t *dims;
     int64_t ndims;
+    int part;              /* tc_ptx_module.parts holding the entries */
 } tc_ptx_kernel;
 
 typedef struct {
     char *text;            /* the module (malloc'd): every kernel but the
                               size-generic ones */
+    /* a large module again as parts (ptx_emit.c PART_BYTES), modules of
+     * consecutive kernels' entries that the runtime JIT-compiles in
+     * parallel; nparts 0: load text */
+    char **parts;
+    int nparts;
     int nkernels;
     tc_ptx_kernel *kernels;/* [nkernels], plan order */
 } tc_ptx_module;

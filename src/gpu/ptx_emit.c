@@ -528,6 +528,21 @@ rn_fn(int sqrt, tc_dtype dt, int x4)
     return 1u << (sqrt * 4 + (dt == TC_F64) * 2 + x4);
 }
 
+/* Float POW: PTX has none, and its float64 exp(y log|x|) decomposition
+ * (transcendental.c) is ~150 instructions.  An optimizer step computes
+ * beta ** step for each parameter (AdamW: two per parameter, 296 for
+ * GPT-2): inline, the driver's JIT took 2.1 s over that one scalar kernel
+ * on an H200.  A kernel with more than POW_INLINE_MAX of them keeps POW
+ * in its KIR and calls one .func per dtype (emit_pow_funcs), the same
+ * decomposition emitted once: the same result bit for bit. */
+#define POW_INLINE_MAX 4
+
+static unsigned
+pow_fn(tc_dtype dt)
+{
+    return 1u << (8 + (dt == TC_F64));
+}
+
 static void
 emit_rn(em *e, tc_dtype dt, reg d, reg a, reg b)
 {
@@ -690,6 +705,13 @@ emit_binop(em *e, tc_kop op, tc_dtype dt, reg d, reg a, reg b)
             emit_int_div(e, dt, d, a, b);
         }
         return;
+    case KOP_POW:
+        if (fl && e->funcs != NULL) {   /* kept by emit_kernel: a call */
+            *e->funcs |= pow_fn(dt);
+            out(e, "call (%s), tc_pow_%s, (%s, %s);", R(d), t, R(a), R(b));
+            return;
+        }
+        break;
     case KOP_MAX:
     case KOP_MIN:
         emit_minmax(e, op, dt, d, a, b);
@@ -1568,7 +1590,12 @@ vectorizable(const tc_kernel *k, const nest *l, int generic)
     for (int a = 0; a < k->nargs; a++) {
         int64_t st = l->st[a][in];
         if (k->args[a].buffer == TC_KARG_INDEX) {
-            return 0;   /* positions: the scalar loop has the offsets */
+            /* positions (arange == target in cross-entropy's backward):
+             * lane j's is lane 0's + j * st, st compiled in */
+            if (generic && st != 0 && st != 1) {
+                return 0;
+            }
+            continue;
         }
         if (st == 0 && !k->args[a].is_output) {
             continue;
@@ -1689,6 +1716,8 @@ typedef struct {
     reg e4;             /* element offset of lane 0 (without offsets) */
     reg coord[TC_MAX_DIMS]; /* nests of more dims: e4's coordinates */
     reg *addr;          /* [nargs] n < 0 until emitted */
+    reg *off;           /* [nargs] element offset of lane 0, n < 0 until
+                           emitted */
     char *loads;        /* [nargs] some LOAD reads the argument */
     char *loaded;       /* [nargs] its lanes are in lanes_in */
     char *stores;       /* [nargs] some STORE writes it */
@@ -1701,19 +1730,20 @@ typedef struct {
     reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
 } vec_args;
 
+/* Element offset of argument a's lane 0, emitted once per iteration. */
 static reg
-vec_arg_addr(vec_args *v, int a)
+vec_arg_off(vec_args *v, int a)
 {
     entry *en = v->en;
     em *e = en->e;
     const tc_karg *ka = &en->k->args[a];
-    if (v->addr[a].n >= 0) {
-        return v->addr[a];
+    const char *st = en->wide ? "s64" : "s32";
+    if (v->off[a].n >= 0) {
+        return v->off[a];
     }
     if (v->l->nd > 1) {
-        reg off = emit_offset(e, v->l, en->wide, ka->offset, a, v->coord);
-        v->addr[a] = emit_addr(e, arg_base(en, a), off, en->wide, ka->dtype);
-        return v->addr[a];
+        v->off[a] = emit_offset(e, v->l, en->wide, ka->offset, a, v->coord);
+        return v->off[a];
     }
     reg off = newreg(e, v->e4.c);
     const char *oop = ka->offset != 0
@@ -1721,15 +1751,51 @@ vec_arg_addr(vec_args *v, int a)
                                                          a),
                                   ka->offset, en->wide)
                           : "0";
-    if (v->l->st[a][0] == 1) {
-        out(e, "add.%s %s, %s, %s;", en->wide ? "s64" : "s32", R(off),
-            R(v->e4), oop);
+    int64_t sd = v->l->st[a][0];
+    if (sd == 1) {
+        out(e, "add.%s %s, %s, %s;", st, R(off), R(v->e4), oop);
     }
-    else {
-        out(e, "mov.%s %s, %s;", en->wide ? "s64" : "s32", R(off), oop);
+    else if (sd == 0) {
+        out(e, "mov.%s %s, %s;", st, R(off), oop);
     }
-    v->addr[a] = emit_addr(e, arg_base(en, a), off, en->wide, ka->dtype);
+    else {      /* an index argument's stride (never size-generic) */
+        out(e, "mad.lo.%s %s, %s, %lld, %s;", st, R(off), R(v->e4),
+            (long long)sd, oop);
+    }
+    v->off[a] = off;
+    return off;
+}
+
+static reg
+vec_arg_addr(vec_args *v, int a)
+{
+    entry *en = v->en;
+    const tc_karg *ka = &en->k->args[a];
+    if (v->addr[a].n < 0) {
+        v->addr[a] = emit_addr(en->e, arg_base(en, a), vec_arg_off(v, a),
+                               en->wide, ka->dtype);
+    }
     return v->addr[a];
+}
+
+/* KOP_INDEX i of index argument a for every lane: lane 0's offset plus
+ * j times the innermost stride, as s64. */
+static void
+vec_index(vec_args *v, reg *val, int i, int a)
+{
+    em *e = v->en->e;
+    size_t n = (size_t)(v->en->k->ninsts + 1);
+    reg off = vec_arg_off(v, a), o64 = off;
+    if (off.c != C_RD) {
+        o64 = newreg(e, C_RD);
+        out(e, "cvt.s64.s32 %s, %s;", R(o64), R(off));
+    }
+    int64_t sd = v->l->st[a][v->l->nd - 1];
+    for (int j = 0; j < v->vl; j++) {
+        reg d = newreg(e, C_RD);
+        out(e, "add.s64 %s, %s, %lld;", R(d), R(o64), (long long)(j * sd));
+        val[(size_t)j * n + (size_t)i] = d;
+    }
 }
 
 static void
@@ -1818,6 +1884,7 @@ emit_pointwise_vec(entry *en, const nest *l)
     int na = k->nargs > 0 ? k->nargs : 1;
     vec_args v = {.en = en, .l = l, .vl = vl, .e4 = NOREG};
     v.addr = malloc(sizeof(reg) * (size_t)na);
+    v.off = malloc(sizeof(reg) * (size_t)na);
     v.loads = calloc((size_t)na, 1);
     v.loaded = calloc((size_t)na, 1);
     v.stores = calloc((size_t)na, 1);
@@ -1830,14 +1897,14 @@ emit_pointwise_vec(entry *en, const nest *l)
     reg *val = calloc((size_t)vl * (size_t)(k->ninsts + 1), sizeof(reg));
     reg *lin = calloc((size_t)na, sizeof(reg));
     reg *lout = calloc((size_t)na, sizeof(reg));
-    if (!v.addr || !v.loads || !v.loaded || !v.stores || !v.early
+    if (!v.addr || !v.off || !v.loads || !v.loaded || !v.stores || !v.early
         || !v.last_store || !v.order || !v.pos || !v.lanes_in
         || !v.lanes_out || !val || !lin || !lout) {
         fail(e, "out of memory");
         goto done;
     }
     for (int a = 0; a < na; a++) {
-        v.addr[a] = NOREG;
+        v.addr[a] = v.off[a] = NOREG;
     }
     for (int i = 0; i < k->ninsts; i++) {
         int a = k->insts[i].arg;
@@ -1904,6 +1971,10 @@ emit_pointwise_vec(entry *en, const nest *l)
         if (in->op == KOP_LOAD) {
             vec_arg_load(&v, in->arg);
         }
+        if (in->op == KOP_INDEX) {
+            vec_index(&v, val, i, in->arg);
+            continue;
+        }
         if ((in->op == KOP_DIV || in->op == KOP_SQRT) && is_float(in->dtype)
             && e->rn_call && in->a >= 0 && in->a < i && in->b < i) {
             vec_rn(&s, val, vl, i);
@@ -1939,6 +2010,7 @@ emit_pointwise_vec(entry *en, const nest *l)
     }
 done:
     free(v.addr);
+    free(v.off);
     free(v.loads);
     free(v.loaded);
     free(v.stores);
@@ -2834,6 +2906,72 @@ emit_entry(entry *en, sbuf *mod, const entry_body *bd)
     }
 }
 
+/* The .func of each float POW in use (pow_fn): the KIR of "load a, load
+ * b, pow, store" decomposed as an inline POW is, its body emitted with
+ * the parameters as vector lanes (emit_inst's lane mode). */
+static int
+emit_pow_func(sbuf *mod, tc_dtype dt, int sm)
+{
+    tc_karg args[3] = {{.buffer = 0, .dtype = dt}, {.buffer = 1, .dtype = dt},
+                       {.buffer = 2, .dtype = dt, .is_output = 1}};
+    const tc_kinst insts[4] = {{KOP_LOAD, dt, -1, -1, -1, 0, {0}},
+                               {KOP_LOAD, dt, -1, -1, -1, 1, {0}},
+                               {KOP_POW, dt, 0, 1, -1, 0, {0}},
+                               {KOP_STORE, dt, 2, -1, -1, 2, {0}}};
+    tc_kernel k = {.name = "pow", .numel = 1, .nargs = 3, .args = args,
+                   .ninsts = 4, .insts = malloc(sizeof(insts))};
+    em e = {0};
+    unsigned inner = 0;
+    reg *val = NULL, lin[3] = {NOREG, NOREG, NOREG}, lout[3];
+    int rc = -1;
+    if (k.insts == NULL) {
+        return -1;
+    }
+    memcpy(k.insts, insts, sizeof(insts));
+    if (tc_kernel_decompose_math(&k, &tc_ptx_math_target, NULL) < 0
+        || (val = calloc((size_t)k.ninsts, sizeof(reg))) == NULL) {
+        goto done;
+    }
+    e.sm = sm;
+    e.funcs = &inner;   /* rn_call is 0: div.rn / sqrt.rn stay inline */
+    const char *t = ty(dt);
+    for (int j = 0; j < 2; j++) {
+        lin[j] = newv(&e, dt);
+        out(&e, "mov.%s %s, %c;", t, R(lin[j]), "ab"[j]);
+    }
+    body b = {.e = &e, .k = &k, .val = val, .lane_mode = 1, .lane_in = lin,
+              .lane_out = lout, .store_pred = NOREG};
+    for (int i = 0; i < k.ninsts && !e.failed; i++) {
+        emit_inst(&b, i);
+    }
+    out(&e, "mov.%s d, %s;", t, R(lout[2]));
+    if (!e.failed) {
+        entry en = {.e = &e};
+        sb_printf(mod, "\n.func (.reg .%s d) tc_pow_%s(.reg .%s a, "
+                       ".reg .%s b)\n{\n", t, t, t, t);
+        finish_entry(&en, mod);
+        rc = e.b.failed ? -1 : 0;
+    }
+done:
+    tc_textbuf_free(&e.b);
+    free(val);
+    free(k.insts);
+    return rc;
+}
+
+/* The module's .funcs in use (em.funcs bits): div.rn / sqrt.rn, POW. */
+static void
+emit_funcs(sbuf *mod, unsigned funcs, int sm)
+{
+    emit_rn_funcs(mod, funcs);
+    for (int f64 = 0; f64 < 2; f64++) {
+        tc_dtype dt = f64 ? TC_F64 : TC_F32;
+        if ((funcs & pow_fn(dt)) && emit_pow_func(mod, dt, sm) < 0) {
+            mod->failed = 1;
+        }
+    }
+}
+
 /* ---- module ------------------------------------------------------------------------ */
 
 const char *
@@ -3079,7 +3217,16 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     if (generic) {
         tc_kernel_number_params(&k);
     }
-    if (tc_kernel_decompose_math(&k, &tc_ptx_math_target, NULL) < 0) {
+    /* many float POWs: calls of one .func each (POW_INLINE_MAX) */
+    tc_math_target math = tc_ptx_math_target;
+    int npow = 0;
+    for (int i = 0; i < k.ninsts; i++) {
+        npow += k.insts[i].op == KOP_POW && is_float(k.insts[i].dtype);
+    }
+    if (npow > POW_INLINE_MAX) {
+        math.native[KOP_POW] = TC_MATH_F32 | TC_MATH_F64;
+    }
+    if (tc_kernel_decompose_math(&k, &math, NULL) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
@@ -3237,7 +3384,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     }
     if (mod == &own_ents) {
         module_header(&own, sm);
-        emit_rn_funcs(&own, own_funcs);
+        emit_funcs(&own, own_funcs, sm);
         if (own_ents.s != NULL) {
             sb_printf(&own, "%s", own_ents.s);
         }
@@ -3297,6 +3444,74 @@ copy_info(tc_ptx_kernel *dst, const tc_ptx_kernel *src)
     return 0;
 }
 
+/* Parts of a module (ptx.h tc_ptx_module.parts): consecutive kernels
+ * whose entries add up to PART_BYTES or more, each a module of its own,
+ * which the runtime has the driver JIT-compile on threads of their own
+ * (gpu_runtime.c load_parts).  The driver JIT-compiles a module on one
+ * thread: an AdamW step over GPT-2's parameters was one 1.2 MB module of
+ * 26 entries, 2.1 s on an H200; the 46 entries of that training step's
+ * 13 modules, each JIT-compiled alone, took 4.7 s on one thread and
+ * 0.37 s on 16.  Parts are cut by size, not by the machine's thread
+ * count, so a part's text (its disk cache key) is the same everywhere;
+ * a module under twice PART_BYTES stays whole. */
+#define PART_BYTES (32 * 1024)
+
+static int
+make_parts(const tc_plan *plan, tc_ptx_module *out, const sbuf *kents,
+           const unsigned *kfuncs, int sm)
+{
+    int n = out->nkernels;
+    size_t total = 0, acc = 0;
+    for (int i = 0; i < n; i++) {
+        total += kents[i].s != NULL ? strlen(kents[i].s) : 0;
+    }
+    if (total < 2 * PART_BYTES) {
+        return 0;
+    }
+    out->parts = calloc((size_t)n, sizeof(char *));
+    if (out->parts == NULL) {
+        return -1;
+    }
+    int first = 0;
+    unsigned funcs = 0;
+    for (int i = 0; i < n; i++) {
+        if (kents[i].s == NULL) {
+            continue;
+        }
+        out->kernels[i].part = out->nparts;
+        acc += strlen(kents[i].s);
+        funcs |= kfuncs[i];
+        int more = 0;
+        for (int j = i + 1; j < n && !more; j++) {
+            more = kents[j].s != NULL;
+        }
+        if (acc < PART_BYTES && more) {
+            continue;
+        }
+        sbuf part = {0};
+        module_header(&part, sm);
+        emit_funcs(&part, funcs, sm);
+        for (int j = first; j <= i; j++) {
+            if (kents[j].s != NULL) {
+                sb_printf(&part, "%s", kents[j].s);
+            }
+        }
+        if (part.failed) {
+            tc_textbuf_free(&part);
+            return -1;
+        }
+        out->parts[out->nparts++] = tc_textbuf_finish(&part);
+        first = i + 1;
+        acc = 0;
+        funcs = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        out->kernels[i].part =
+            out->kernels[tc_plan_first_same_kernel(plan, i)].part;
+    }
+    return 0;
+}
+
 int
 tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
                     tc_ptx_module *out, char *err, size_t errlen)
@@ -3305,57 +3520,66 @@ tc_ptx_emit_variant(const tc_plan *plan, int sm, int sm_count, int variant,
         variant = 0;
     }
     memset(out, 0, sizeof(*out));
-    sbuf mod = {0}, ents = {0};     /* header + .funcs, then the entries */
-    unsigned funcs = 0;
     if (sm_count < 1) {
         sm_count = 1;
     }
-    module_header(&mod, sm);
-    out->kernels = calloc((size_t)(plan->nkernels > 0 ? plan->nkernels : 1),
-                          sizeof(tc_ptx_kernel));
-    if (out->kernels == NULL) {
+    int n = plan->nkernels, rc = -1;
+    size_t cap = (size_t)(n > 0 ? n : 1);
+    sbuf mod = {0};                 /* header + .funcs, then the entries */
+    sbuf *kents = calloc(cap, sizeof(sbuf));        /* each kernel's */
+    unsigned *kfuncs = calloc(cap, sizeof(unsigned));
+    out->kernels = calloc(cap, sizeof(tc_ptx_kernel));
+    if (kents == NULL || kfuncs == NULL || out->kernels == NULL) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
-        tc_textbuf_free(&mod);
-        return -1;
+        goto done;
     }
-    out->nkernels = plan->nkernels;
-    for (int i = 0; i < plan->nkernels; i++) {
+    out->nkernels = n;
+    for (int i = 0; i < n; i++) {
         /* a kernel identical to an earlier one launches that one's
          * entries (a model traced as one graph repeats each layer's) */
         int same = tc_plan_first_same_kernel(plan, i);
         if (same != i) {
             if (copy_info(&out->kernels[i], &out->kernels[same]) < 0) {
                 snprintf(err, errlen, "tcjit gpu: out of memory");
-                tc_textbuf_free(&mod);
-                tc_textbuf_free(&ents);
-                tc_ptx_module_clear(out);
-                return -1;
+                goto done;
             }
             continue;
         }
         if (emit_kernel(&plan->kernels[i], i, sm, sm_count, variant,
-                        plan->dynamic, &ents, &funcs, &out->kernels[i], err,
-                        errlen) < 0) {
-            tc_textbuf_free(&mod);
-            tc_textbuf_free(&ents);
-            tc_ptx_module_clear(out);
-            return -1;
+                        plan->dynamic, &kents[i], &kfuncs[i],
+                        &out->kernels[i], err, errlen) < 0) {
+            goto done;
         }
     }
-    emit_rn_funcs(&mod, funcs);
-    if (ents.s != NULL) {
-        sb_printf(&mod, "%s", ents.s);
+    unsigned funcs = 0;
+    for (int i = 0; i < n; i++) {
+        funcs |= kfuncs[i];
+        mod.failed |= kents[i].failed;
     }
-    if (mod.failed || ents.failed) {
+    module_header(&mod, sm);
+    emit_funcs(&mod, funcs, sm);
+    for (int i = 0; i < n; i++) {
+        if (kents[i].s != NULL) {
+            sb_printf(&mod, "%s", kents[i].s);
+        }
+    }
+    if (mod.failed || make_parts(plan, out, kents, kfuncs, sm) < 0) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
-        tc_textbuf_free(&mod);
-        tc_textbuf_free(&ents);
-        tc_ptx_module_clear(out);
-        return -1;
+        goto done;
     }
-    tc_textbuf_free(&ents);
     out->text = tc_textbuf_finish(&mod);
-    return 0;
+    rc = 0;
+done:
+    for (int i = 0; kents != NULL && i < n; i++) {
+        tc_textbuf_free(&kents[i]);
+    }
+    free(kents);
+    free(kfuncs);
+    if (rc < 0) {
+        tc_textbuf_free(&mod);
+        tc_ptx_module_clear(out);
+    }
+    return rc;
 }
 
 void
@@ -3365,6 +3589,10 @@ tc_ptx_module_clear(tc_ptx_module *m)
         free(m->kernels[i].text);
         free(m->kernels[i].dims);
     }
+    for (int p = 0; m->parts != NULL && p < m->nparts; p++) {
+        free(m->parts[p]);
+    }
+    free(m->parts);
     free(m->text);
     free(m->kernels);
     memset(m, 0, sizeof(*m));
