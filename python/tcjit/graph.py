@@ -90,6 +90,45 @@ class Node:
         return f"{self.name} = {self.op}({args})"
 
 
+
+def _view_of(n, env):
+    """View node n's value: torch.as_strided of its base's with the traced
+    layout, except where the base's elements overlap (an expanded input).
+    as_strided's backward sums the gradients of aliases in storage and
+    spreads their mean, where eager's view ops keep each logical
+    element's own (fuzz seed 21061: x.expand(7, 8, 1) requiring grad,
+    unflattened, then a prod over the size-1 dim).  Storage cannot tell
+    which alias eager's view op picked (x[3] of an expanded x reads row 3,
+    at row 0's address), so the view is made from its operand's logical
+    elements instead: a reshape, or the index map (graph.h vmap) applied
+    to a contiguous copy of the operand, whose backward is elementwise."""
+    base = env[n.base.index]
+    if torch._debug_has_internal_overlap(base) == 0:
+        return torch.as_strided(base, n.shape, n.stride,
+                                base.storage_offset() + n.offset)
+    x = env[n.args[0].index]
+    if n.vmap is None or n.op == "view":
+        if x.dtype != n.dtype or x.numel() != _numel(n.shape):
+            return torch.as_strided(base, n.shape, n.stride,
+                                    base.storage_offset() + n.offset)
+        return x.reshape(tuple(n.shape))
+    vsrc, vcoef, voff = n.vmap
+    c = x.contiguous()
+    cs = c.stride()
+    stride = [vcoef[e] * cs[vsrc[e]] if vsrc[e] >= 0 else 0
+              for e in range(len(n.shape))]
+    off = sum(voff[d] * cs[d] for d in range(len(cs)))
+    return torch.as_strided(c, tuple(n.shape), stride,
+                            c.storage_offset() + off)
+
+
+def _numel(shape):
+    r = 1
+    for d in shape:
+        r *= d
+    return r
+
+
 class Graph:
     """A traced graph: ``nodes``, ``inputs``, ``outputs``, ``op_count``,
     ``device``; ``str(graph)`` prints it; ``graph(*inputs)`` runs it
@@ -156,9 +195,7 @@ class Graph:
         """Op node n's value from its operands' (a view's: its base's) in
         env."""
         if n.base is not None:
-            base = env[n.base.index]
-            return torch.as_strided(base, n.shape, n.stride,
-                                    base.storage_offset() + n.offset)
+            return _view_of(n, env)
         r = _REPLAY[n.op](n, *(env[a.index] for a in n.args))
         if (n.op in _POINTWISE and isinstance(r, torch.Tensor)
                 and r.shape == n.shape and r.stride() != n.stride):
