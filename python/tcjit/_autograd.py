@@ -980,12 +980,14 @@ class Plan:
         # the node's forward (writeback.c)
         self.written = written = dict(desc.get("written", ()))
         self.alias_out = self.input_aliases()
+        self.view_out = self.intermediate_views()
         # tensors the graph made and wrote in place: (output, eager's
         # version count), set by the node's forward (convert.c
         # node_sets_versions says why)
         self.bumped = [tuple(x) for x in desc.get("bumped", ())]
         self.diff_outputs = [j for j, o in enumerate(graph.outputs)
-                             if rg[o.index] and j not in self.alias_out]
+                             if rg[o.index] and j not in self.alias_out
+                             and self.view_out.get(j, (j,))[0] == j]
         self.nondiff = [j for j in range(self.nout)
                         if j not in self.diff_outputs]
         self.grad_inputs = [n.input_index for n in graph.inputs
@@ -1004,6 +1006,12 @@ class Plan:
         # same RNG state: kept at each forward of a graph that may draw
         self.random = any(n.op in _GENERIC for n in graph.nodes
                           if n.kind == "op")
+        # the bases of views returned by the node in their outputs' place
+        # (intermediate_views): fetched after the saved values
+        self.bases = sorted({self.graph.nodes[r].index for j, (k, r, _)
+                             in self.view_out.items() if k == j and
+                             graph.outputs[j].index != r})
+        self.saved = list(self.bases)
         if not self.diff_outputs:
             return
         self.node_bumps = bool(self.bumped)
@@ -1049,6 +1057,7 @@ class Plan:
         self.saved = saved + sorted(
             i for i in b.pinned - set(saved)
             if graph.nodes[i].kind != "input")
+        self.saved += self.bases
         self.keep = {n.index: _Keep(n.call, need, slot)
                      for slot, (n, need) in enumerate(b.kept)}
         self.slots = {n.index: slot for slot, (n, _) in enumerate(b.kept)}
@@ -1095,6 +1104,43 @@ class Plan:
                     tuple(o.shape), tuple(o.stride), o.offset),
                     self.rg[o.index] or not self.rg[r.index])
         return out
+
+    def intermediate_views(self):
+        """Differentiable outputs that are views of a computed tensor
+        (return y[:, :2] of y = x * w): output j -> (the output k that
+        the node returns their base in, the base's node index, (shape,
+        stride, offset)).  A view that a torch.autograd.Function returns
+        was "created inside a custom Function": autograd refuses to write
+        it in place (eager's y[:, :2].mul_(2) is fine).  As AOTAutograd
+        does, the node returns the base instead, once (in the place of the
+        base itself when it is an output, else of the first such view),
+        and the views are made after the call as torch's own views of it
+        (with_views): their in-place writes rebase the base's history as
+        eager's do."""
+        out, owner = {}, {}
+        for j, o in enumerate(self.graph.outputs):
+            if o.base is None and self.rg[o.index]:
+                owner.setdefault(o.index, j)
+        for j, o in enumerate(self.graph.outputs):
+            r = o.base
+            # (not a piece of split / chunk / unbind: eager forbids its
+            # write, and so does autograd for the node's own view)
+            if (r is None or r.kind != "op" or j in self.alias_out
+                    or not self.rg[o.index] or not self.rg[r.index]
+                    or o.dtype != r.dtype or o.multi_view):
+                continue
+            k = owner.setdefault(r.index, j)
+            out[j] = (k, r.index, (tuple(o.shape), tuple(o.stride),
+                                   o.offset))
+        return out
+
+    def with_views(self, outs):
+        bases, outs = outs, list(outs)
+        for j, (k, _, (shape, stride, offset)) in self.view_out.items():
+            base = bases[k]
+            outs[j] = torch.as_strided(base, shape, stride,
+                                       base.storage_offset() + offset)
+        return outs
 
     def with_aliases(self, outs, inputs):
         outs = list(outs)
@@ -1159,9 +1205,14 @@ class Plan:
         the differentiable outputs present (go<j>)."""
         grads_in = {}
         for j in present:
-            grads_in.setdefault(self.graph.outputs[j].index,
-                                []).append(f"go{j}")
+            grads_in.setdefault(self.grad_node(j).index, []).append(f"go{j}")
         return grads_in
+
+    def grad_node(self, j):
+        """The node whose gradient output j's is: its base where the node
+        returns the base in its place (intermediate_views)."""
+        v = self.view_out.get(j)
+        return self.graph.nodes[v[1]] if v else self.graph.outputs[j]
 
     def source(self, b, result, present):
         """The backward's source (b built for the gradients of the outputs
@@ -1208,10 +1259,13 @@ class Plan:
         self.runner = runner
         if not self.diff_outputs:
             return runner          # inference: no autograd node
+        if self.view_out:
+            call = lambda *inputs: self.with_views(_Node.apply(self, *inputs))
+        else:
+            call = lambda *inputs: _Node.apply(self, *inputs)
         if self.alias_out:
-            return lambda *inputs: self.with_aliases(
-                _Node.apply(self, *inputs), inputs)
-        return lambda *inputs: _Node.apply(self, *inputs)
+            return lambda *inputs: self.with_aliases(call(*inputs), inputs)
+        return call
 
     # called by _Node.backward
     def backward(self, ctx, gos):
@@ -1244,7 +1298,7 @@ class Plan:
         """Output j's gradient; zeros where autograd passed None."""
         if gos[j] is not None:
             return gos[j]
-        o = self.graph.outputs[j]
+        o = self.grad_node(j)
         return torch.zeros(o.shape, dtype=o.dtype, device=self.graph.device)
 
     def replay_backward(self, ctx, gos):
@@ -1288,7 +1342,9 @@ class Plan:
                   else _replay_copy(x) if not x.requires_grad
                   else x if create
                   else x.detach().requires_grad_() for x in inputs]
-            outs = self.graph._run(xs)
+            env = self.graph._values(xs)
+            outs = [env[self.grad_node(j).index]
+                    for j in range(len(self.graph.outputs))]
             present = [j for j in self.diff_outputs if gos[j] is not None]
             need = [i for i in self.grad_inputs]
             grads = [None] * len(need)
@@ -1370,6 +1426,12 @@ class _Node(torch.autograd.Function):
                           tuple(v for _, v in plan.bumped))
         if plan.alias_out:         # made by with_aliases, after the call
             outs = tuple(None if j in plan.alias_out else o
+                         for j, o in enumerate(outs))
+        if plan.view_out:          # made by with_views, after the call
+            base = dict(zip(plan.bases, res[len(res) - len(plan.bases):]))
+            outs = tuple(o if j not in plan.view_out
+                         else None if plan.view_out[j][0] != j
+                         else base.get(plan.view_out[j][1], o)
                          for j, o in enumerate(outs))
         ctx.plan = plan
         used = plan.inputs_used

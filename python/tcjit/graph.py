@@ -75,6 +75,7 @@ class Node:
         # start), or None
         self.requires_grad = d.get("requires_grad", False)
         self.vmap = d.get("vmap")
+        self.multi_view = d.get("multi_view", False)
 
     @property
     def name(self):
@@ -101,9 +102,14 @@ def _view_of(n, env):
     which alias eager's view op picked (x[3] of an expanded x reads row 3,
     at row 0's address), so the view is made from its operand's logical
     elements instead: a reshape, or the index map (graph.h vmap) applied
-    to a contiguous copy of the operand, whose backward is elementwise."""
+    to a contiguous copy of the operand, whose backward is elementwise.
+    Only in a replay under autograd with a base that requires grad: a
+    write into a view of an expanded tensor (a[:, 1::2] has no shared
+    elements) must reach the base (test_mutation.py), and such a replay
+    writes no input (_autograd.py runs those graphs eagerly)."""
     base = env[n.base.index]
-    if torch._debug_has_internal_overlap(base) == 0:
+    if (not (torch.is_grad_enabled() and base.requires_grad)
+            or torch._debug_has_internal_overlap(base) == 0):
         return torch.as_strided(base, n.shape, n.stride,
                                 base.storage_offset() + n.offset)
     x = env[n.args[0].index]

@@ -179,14 +179,16 @@ kind_fields(const tc_graph *g, int id)
                 src[d] = n->vsrc[d];
             }
             return Py_BuildValue(
-                "{s:i,s:L,s:(NNN)}", "view_base", n->view_base, "offset",
+                "{s:i,s:L,s:(NNN),s:O}", "view_base", n->view_base, "offset",
                 (long long)n->offset, "vmap",
                 tc_int_tuple(n->layout.ndim, src),
                 tc_int_tuple(n->layout.ndim, n->vcoef),
-                tc_int_tuple(g->nodes[n->in[0]].layout.ndim, n->voff));
+                tc_int_tuple(g->nodes[n->in[0]].layout.ndim, n->voff),
+                "multi_view", n->multi_view ? Py_True : Py_False);
         }
-        return Py_BuildValue("{s:i,s:L}", "view_base", n->view_base,
-                             "offset", (long long)n->offset);
+        return Py_BuildValue("{s:i,s:L,s:O}", "view_base", n->view_base,
+                             "offset", (long long)n->offset, "multi_view",
+                             n->multi_view ? Py_True : Py_False);
     case TC_OPK_EXTERN:
         return Py_BuildValue("{s:N,s:d,s:N}", "xattr",
                              tc_int_tuple(TC_MAX_XATTR, n->xattr), "xfattr",

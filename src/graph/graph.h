@@ -120,6 +120,8 @@ typedef struct {
     int vsrc[TC_MAX_DIMS];       /* -1: view dim e does not index in[0] */
     int64_t vcoef[TC_MAX_DIMS];
     int64_t voff[TC_MAX_DIMS];
+    int multi_view;              /* a piece of split / chunk / unbind:
+                                    eager forbids writing it in place */
     /* Reductions (registry kind TC_OPK_REDUCTION): bit d set = dim d of
      * in[0] is reduced; keepdim as in torch. */
     unsigned red_mask;

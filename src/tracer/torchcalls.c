@@ -1207,6 +1207,7 @@ call_split(tracer *T, const tc_binding *b, tc_var **p)
         if (node < 0) {
             return tc_tr_unsupported(T, "%s: %s", op, err);
         }
+        g->nodes[node].multi_view = 1;
         items[i] = tc_var_new(&T->sh->arena, TC_VAR_TENSOR, -1);
         if (items[i] == NULL) {
             return ERROR;
