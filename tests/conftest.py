@@ -158,3 +158,12 @@ def run_both(fn, *args, strides=True, backend="auto", calls=2,
             torch.testing.assert_close(a, s, rtol=0, atol=0, equal_nan=True,
                                        msg="an input was modified")
     return compiled
+
+
+def child_jobs(most=4):
+    """Worker processes a test may start (the fuzz slice, the OpInfo
+    sweep): the cores left to this pytest process, at most `most`.  Under
+    pytest-xdist each of N workers gets cpu_count / N (at least 1):
+    min(4, cpus) each put 2 workers' 4 busy children on 2 cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, min(most, (os.cpu_count() or 1) // max(workers, 1)))

@@ -7,12 +7,12 @@ whose first program minimizes to one KNOWN matches, is reported in one
 warning and does not fail the test; any other fails it, with a minimized
 standalone reproducer.  Longer runs: `make fuzz` (docs/dev.md).
 """
-import os
 import warnings
 
 import pytest
 import torch
 
+from conftest import child_jobs
 from fuzz import check, known, runner
 
 SLICE = range(0, 2000)
@@ -27,7 +27,7 @@ MINIMIZE = 6              # classes minimized at most; the rest are listed
                                              (("grad",), GRAD_SLICE)],
                          ids=["auto-eager", "grad"])
 def test_fuzz_slice(backends, seeds):
-    jobs = min(4, os.cpu_count() or 1)
+    jobs = child_jobs()
     res = runner.fuzz(len(seeds), seeds.start, jobs, PROFILE, backends=backends)
     assert len(res.by_seed) == len(seeds)
     groups = res.groups()

@@ -14,6 +14,8 @@ import sys
 import pytest
 import torch
 
+from conftest import child_jobs
+
 pytest.importorskip("expecttest")
 pytest.importorskip("hypothesis")
 
@@ -39,7 +41,7 @@ def _sweep(dtype, device, tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "tests.sweeps.opinfo", "--dtype", dtype,
          "--device", device, "--samples", "2",
-         "--jobs", str(min(4, os.cpu_count() or 1)), "--json", str(out)],
+         "--jobs", str(child_jobs()), "--json", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     print(p.stdout)
     assert out.exists(), p.stderr[-2000:]

@@ -156,33 +156,44 @@ def _writes_under_grad(t, x, buf, nb):
     return (t * 2).sum()
 
 
+def _held_input(x, w):
+    # w (no grad) is read by v's backward, then written: the node holds it
+    # outside save_for_backward (_autograd.py Plan.saved_args)
+    v = x * w
+    w.add_(1)
+    return (x * 2).sum(), v
+
+
 def _leaf_error(t, x):
     t.add_(x)                 # a leaf that requires grad: eager's error
     return t
 
 
-def _training_workload(rounds, compiled, leafy):
+def _training_workload(rounds, compiled, leafy, held):
     buf, nb = torch.zeros(3), torch.zeros((), dtype=torch.long)
     for _ in range(rounds):
         p = torch.randn(3, requires_grad=True)
         x = torch.randn(3, requires_grad=True)
         s = compiled(p * 2, x, buf, nb)
         s.backward()
+        held(x, torch.ones(3))[0].backward()
         with pytest.raises(RuntimeError, match="leaf Variable"):
             leafy(torch.randn(3, requires_grad=True), x)
 
 
 def test_training_writes_do_not_leak():
     """The autograd node of a graph with write-backs, its copies under
-    grad mode, the snapshot it saves and the CPython run of a leaf's
-    error, called many times on the 'auto' backend: no growth."""
+    grad mode, the snapshot it saves, an input it holds outside
+    save_for_backward and the CPython run of a leaf's error, called many
+    times on the 'auto' backend: no growth."""
     compiled = tcjit.compile(_writes_under_grad)
     leafy = tcjit.compile(_leaf_error)
+    held = tcjit.compile(_held_input)
     for _ in range(2):
-        _training_workload(ROUNDS, compiled, leafy)
+        _training_workload(ROUNDS, compiled, leafy, held)
     objects, blocks, rss = _snapshot()
     for _ in range(3):
-        _training_workload(ROUNDS, compiled, leafy)
+        _training_workload(ROUNDS, compiled, leafy, held)
     objects2, blocks2, rss2 = _snapshot()
     assert tcjit.counters()["graphs"] >= 2
     assert objects2 - objects < ROUNDS // 10, (objects, objects2)

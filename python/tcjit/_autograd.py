@@ -998,6 +998,7 @@ class Plan:
         self.kept_out = set()
         self.backward_fn = None
         self.variants = {}   # outputs with a gradient -> backward_for
+        self.reads = {}      # ... -> the parameters that one reads
         self.eager_reason = None
         # the inputs the backward reads, saved with their versions checked
         # by autograd (the replay reads them all)
@@ -1252,6 +1253,7 @@ class Plan:
                 _log("graph", f"tcjit training: backward for the gradients "
                               f"of outputs {list(present)}:\n{src}")
                 fn = self.compiled(src, b.env)
+                self.reads[present] = set(b.values.values())
             self.variants[present] = fn
         return fn or None
 
@@ -1274,14 +1276,15 @@ class Plan:
         present = tuple(j for j in self.diff_outputs if gos[j] is not None)
         if not present:
             return [None] * self.graph_ninputs
-        fn = None
+        fn, reads = None, None
         if present != tuple(self.diff_outputs):
             fn = self.backward_for(present)
+            reads = self.reads.get(present)
         if fn is None:
             if self.backward_fn is None:
                 self.backward_fn = self.compiled(self.backward_src, self.env)
-            fn, present = self.backward_fn, self.diff_outputs
-        st = ctx.saved_tensors
+            fn, present, reads = self.backward_fn, self.diff_outputs, None
+        st = self.saved_args(ctx, reads)
         nb = len(self.inputs_used) + self.nsaved
         prev = getattr(_TLS, "cur", None)
         _TLS.cur = self.kept_records(st[nb:], ctx)
@@ -1294,6 +1297,40 @@ class Plan:
             out[i] = gr
         return out
 
+    def written_rg(self, i):
+        """Does the value written into input i require grad (the
+        write-back then gives the input a history through the node)?"""
+        return self.rg[self.graph.outputs[self.written[i]].index]
+
+    def saved_args(self, ctx, reads=None):
+        """ctx.saved_tensors with the held inputs back in their places
+        (_Node.forward): an input the graph writes that needs no grad is
+        held outside save_for_backward, whose unpacking checks every
+        saved tensor's version, and checked here only where this backward
+        reads it (reads: parameter names, None: all).  Eager saves it
+        only for the ops that read it, and raises only if the backward
+        reaches one of those: a local kept alive across a graph break
+        (v0 = a0 @ a2; a0.add_(1)) made the node save a0 for v0's
+        gradient, and a backward of the other outputs raised (grad fuzz
+        seed 22427)."""
+        st = list(ctx.saved_tensors)
+        held = getattr(ctx, "held", None)
+        if not held:
+            return st
+        for k, i in enumerate(self.inputs_used):
+            if i not in held:
+                continue
+            x, version = held[i]
+            if (reads is None or self.params[k] in reads) \
+                    and x._version != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation "
+                    "has been modified by an inplace operation: "
+                    f"[{x.type()} {list(x.shape)}] is at version "
+                    f"{x._version}; expected version {version} instead")
+            st.insert(k, x)
+        return st
+
     def grad_out(self, gos, j):
         """Output j's gradient; zeros where autograd passed None."""
         if gos[j] is not None:
@@ -1305,7 +1342,7 @@ class Plan:
         """torch's autograd over an eager replay of the graph: ops without
         a rule, and create_graph=True (double backward)."""
         if len(self.inputs_used) == self.graph_ninputs:
-            inputs = ctx.saved_tensors[:self.graph_ninputs]
+            inputs = self.saved_args(ctx)[:self.graph_ninputs]
         else:
             # inputs the compiled backward does not read: kept by
             # reference, their versions checked here as autograd would
@@ -1436,10 +1473,19 @@ class _Node(torch.autograd.Function):
         ctx.plan = plan
         used = plan.inputs_used
         saved = res[plan.nout:plan.nout + plan.nsaved]
-        if len(used) == len(inputs):
+        # an input the graph writes that has no autograd history and gets
+        # none from the write-back: held, its version checked where a
+        # backward reads it (Plan.saved_args; one with a history stays
+        # saved: held, its CopyBackwards -> this node -> ctx -> it would
+        # be a cycle the garbage collector cannot see)
+        ctx.held = {i: (inputs[i], inputs[i]._version) for i in used
+                    if i in plan.written and not inputs[i].requires_grad
+                    and not plan.written_rg(i)}
+        if len(used) == len(inputs) and not ctx.held:
             ctx.save_for_backward(*inputs, *saved, *kept)
         else:
-            ctx.save_for_backward(*[inputs[i] for i in used], *saved, *kept)
+            ctx.save_for_backward(*[inputs[i] for i in used
+                                    if i not in ctx.held], *saved, *kept)
             # for a double backward's replay; not an input the graph
             # writes: the write-back gives it a history through this node
             # (its CopyBackwards), and the node holding it would be a
