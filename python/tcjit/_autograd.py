@@ -654,6 +654,8 @@ class _Builder:
         self.reason = None
         self.cur = None       # the node whose rule (or replay) reads values
         self.readers = {}     # input node index -> nodes that read it
+        self.stale = None     # (op node, the value it read) of the first
+                              # rule that reads an overwritten value
 
     def value(self, n):
         """The variable holding node n's forward value in the backward:
@@ -848,9 +850,21 @@ class _Builder:
         values = {}
         self.cur = n
         for v in f.order:       # in the expression's order (value())
+            if v != "g":
+                self.read(n, n if v == "y" else n.args[int(v[1:])])
             values[v] = (g if v == "g" else self.value(n) if v == "y"
                          else self.value(n.args[int(v[1:])]))
         return self.fresh(f.expand(values))
+
+    def read(self, n, v):
+        """Op n's backward reads value v, which eager's op saved: stale
+        when an in-place op wrote v's storage later (graph.py
+        Node.overwritten), where eager's backward raises.  tcjit's graph
+        is functional and would return a gradient: Plan.backward raises
+        eager's error instead."""
+        root = v.base if v.base is not None else v
+        if self.stale is None and v.kind == "op" and root.overwritten:
+            self.stale = (n, v)
 
     def view_grad(self, n, g):
         """The view's index map run backwards: sum what broadcast, put
@@ -923,6 +937,9 @@ class _Builder:
         operand of the compiled forward would otherwise share with later
         buffers (the CPU arena)."""
         self.pinned.update(a.index for a in n.args if a.kind != "scalar")
+        for a in n.args:
+            if a.kind != "scalar":
+                self.read(n, a)
         self.kept.append((n, tuple(need)))
         self.env["_KEPT"] = _KEPT
         slot = (len(self.kept) - 1 if self.slots is None
@@ -970,6 +987,7 @@ class Plan:
     keep = {}
     written = {}
     node_bumps = False
+    stale = None
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
@@ -999,6 +1017,7 @@ class Plan:
         self.backward_fn = None
         self.variants = {}   # outputs with a gradient -> backward_for
         self.reads = {}      # ... -> the parameters that one reads
+        self.stale_of = {}   # ... -> _Builder.stale of that one
         self.eager_reason = None
         # the inputs the backward reads, saved with their versions checked
         # by autograd (the replay reads them all)
@@ -1018,6 +1037,7 @@ class Plan:
         self.node_bumps = bool(self.bumped)
         b = _Builder(graph, rg, written=written)
         result = b.build(self.grads_in(self.diff_outputs))
+        self.stale = b.stale
         if b.reason and written:
             # the replay would read the inputs after the writes
             self.reason = (f"an in-place write into an input of a graph "
@@ -1254,6 +1274,7 @@ class Plan:
                               f"of outputs {list(present)}:\n{src}")
                 fn = self.compiled(src, b.env)
                 self.reads[present] = set(b.values.values())
+                self.stale_of[present] = b.stale
             self.variants[present] = fn
         return fn or None
 
@@ -1272,18 +1293,22 @@ class Plan:
     # called by _Node.backward
     def backward(self, ctx, gos):
         if self.eager_reason is not None or torch.is_grad_enabled():
+            _raise_stale(self.stale)
             return self.replay_backward(ctx, gos)
         present = tuple(j for j in self.diff_outputs if gos[j] is not None)
         if not present:
             return [None] * self.graph_ninputs
-        fn, reads = None, None
+        fn, reads, stale = None, None, self.stale
         if present != tuple(self.diff_outputs):
             fn = self.backward_for(present)
             reads = self.reads.get(present)
+            stale = self.stale_of.get(present, stale)
         if fn is None:
             if self.backward_fn is None:
                 self.backward_fn = self.compiled(self.backward_src, self.env)
             fn, present, reads = self.backward_fn, self.diff_outputs, None
+            stale = self.stale
+        _raise_stale(stale)
         st = self.saved_args(ctx, reads)
         nb = len(self.inputs_used) + self.nsaved
         prev = getattr(_TLS, "cur", None)
@@ -1413,6 +1438,21 @@ class Plan:
     @property
     def graph_ninputs(self):
         return len(self.graph.inputs)
+
+
+def _raise_stale(stale):
+    """Eager's error where its backward reads a saved value that an
+    in-place op wrote later (_Builder.read)."""
+    if stale is None:
+        return
+    n, v = stale
+    t = torch.empty(0, dtype=v.dtype).type()
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been "
+        f"modified by an inplace operation: [{t} {list(v.shape)}] was "
+        f"written in place after {n.op} saved it for the backward (tcjit: "
+        f"graph node {v.name}, read by {n.name}). Hint: eager raises here "
+        "too; compute the value again, or write a clone")
 
 
 _set_versions = torch._C._autograd._unsafe_set_version_counter

@@ -1531,6 +1531,21 @@ tc_tr_mut_finish(tracer *T)
     if (m == NULL || m->nst == 0) {
         return OK;
     }
+    /* the value each record's write (or bump) replaced: the storage's
+     * previous record's, or its first root; a computed one is stale from
+     * then on (graph.h overwritten; inputs: the write-back) */
+    for (int i = 0; i < m->nst; i++) {
+        int old = m->st[i].ident;
+        for (int k = i - 1; k >= 0; k--) {
+            if (m->st[k].ident == m->st[i].ident) {
+                old = m->st[k].cur;
+                break;
+            }
+        }
+        if (g->nodes[old].kind == TC_NODE_OP) {
+            g->nodes[old].overwritten = 1;
+        }
+    }
     wb->ngw_read = T->sh->ngw_read;
     /* a computed tensor written under no_grad and returned: eager's has
      * its history (requires grad), the graph's value has none */

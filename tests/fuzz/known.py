@@ -17,17 +17,6 @@ KNOWN = {
     # at the cost of the roundings (docs/config.md)
     r"(auto|dynamic|grad):precision(@2)?:.*":
         "reduced floats rounded once per kernel (emulate_precision_casts=0)",
-    # eager's saved tensors carry version counters: a value an op's
-    # backward needs, written in place later, makes that backward raise
-    # ("one of the variables needed for gradient computation has been
-    # modified by an inplace operation").  tcjit's graph is functional: the
-    # backward reads the value from before the write and returns the
-    # gradient of the program as written (torch.compile raises, at
-    # compile time, as BackendCompilerFailed).  Fuzz seeds 147, 175
-    # (profile full, backend grad)
-    r"grad:no-exception(@2)?:RuntimeError: one of the variables needed.*":
-        "a saved value written in place: eager's backward raises, tcjit's "
-        "does not",
 }
 
 # Entries that stay while they match nothing: tcjit's documented behaviour,
