@@ -851,19 +851,26 @@ class _Builder:
         self.cur = n
         for v in f.order:       # in the expression's order (value())
             if v != "g":
-                self.read(n, n if v == "y" else n.args[int(v[1:])])
+                k = -1 if v == "y" else int(v[1:])
+                self.read(n, n if k < 0 else n.args[k], k)
             values[v] = (g if v == "g" else self.value(n) if v == "y"
                          else self.value(n.args[int(v[1:])]))
         return self.fresh(f.expand(values))
 
-    def read(self, n, v):
-        """Op n's backward reads value v, which eager's op saved: stale
-        when an in-place op wrote v's storage later (graph.py
-        Node.overwritten), where eager's backward raises.  tcjit's graph
-        is functional and would return a gradient: Plan.backward raises
+    def read(self, n, v, k):
+        """Op n's backward reads value v (its operand k, -1: its result),
+        which eager's op saved: stale when an in-place op wrote v's
+        storage after n was made (graph.h overwritten_at), where eager's
+        backward raises.  The in-place op's own nodes read the old value
+        as their operand 0 as eager's original self (no error), as another
+        operand as eager's saved `other`, which the write itself made
+        stale (v.mul_(v) raises in eager's backward).  tcjit's graph is
+        functional and would return a gradient: Plan.backward raises
         eager's error instead."""
         root = v.base if v.base is not None else v
-        if self.stale is None and v.kind == "op" and root.overwritten:
+        at = root.overwritten_at
+        if (self.stale is None and v.kind == "op" and 0 < at
+                and (n.index < at or k >= 1)):
             self.stale = (n, v)
 
     def view_grad(self, n, g):
@@ -937,9 +944,9 @@ class _Builder:
         operand of the compiled forward would otherwise share with later
         buffers (the CPU arena)."""
         self.pinned.update(a.index for a in n.args if a.kind != "scalar")
-        for a in n.args:
+        for k, a in enumerate(n.args):
             if a.kind != "scalar":
-                self.read(n, a)
+                self.read(n, a, k)
         self.kept.append((n, tuple(need)))
         self.env["_KEPT"] = _KEPT
         slot = (len(self.kept) - 1 if self.slots is None

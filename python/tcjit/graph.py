@@ -76,7 +76,7 @@ class Node:
         self.requires_grad = d.get("requires_grad", False)
         self.vmap = d.get("vmap")
         self.multi_view = d.get("multi_view", False)
-        self.overwritten = d.get("overwritten", False)
+        self.overwritten_at = d.get("overwritten_at", 0)
 
     @property
     def name(self):

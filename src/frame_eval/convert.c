@@ -213,13 +213,13 @@ node_desc(const tc_graph *g, int id)
     PyObject *r = NULL;
     if (ins && sizes && strides && value) {
         r = Py_BuildValue(
-            "{s:s,s:s,s:O,s:s,s:O,s:O,s:O,s:i,s:s,s:O,s:O}", "kind",
+            "{s:s,s:s,s:O,s:s,s:O,s:O,s:O,s:i,s:s,s:O,s:i}", "kind",
             kinds[n->kind], "op", n->kind == TC_NODE_OP ? tc_ops[n->op].name : "",
             "inputs", ins, "dtype", tc_dtype_name(n->dtype), "shape", sizes,
             "stride", strides, "value", value, "input_index", n->input_index,
             "to_dtype", tc_dtype_name(n->attr_dtype), "requires_grad",
-            n->requires_grad ? Py_True : Py_False, "overwritten",
-            n->overwritten ? Py_True : Py_False);
+            n->requires_grad ? Py_True : Py_False, "overwritten_at",
+            n->overwritten_at);
     }
     PyObject *more = r ? kind_fields(g, id) : NULL;
     if (more == NULL || PyDict_Update(r, more) < 0) {

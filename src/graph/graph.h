@@ -122,11 +122,13 @@ typedef struct {
     int64_t voff[TC_MAX_DIMS];
     int multi_view;              /* a piece of split / chunk / unbind:
                                     eager forbids writing it in place */
-    int overwritten;             /* a computed value whose storage an
-                                    in-place op wrote later: eager's saved
-                                    copies of it (or of its views) are
-                                    stale, and its backward raises where
-                                    it reads one (_autograd.py) */
+    int overwritten_at;          /* > 0: a computed value whose storage
+                                    an in-place op wrote later, the op's
+                                    first node: the copies that nodes
+                                    before it saved (of it or its views)
+                                    are stale in eager, whose backward
+                                    raises where it reads one
+                                    (_autograd.py) */
     /* Reductions (registry kind TC_OPK_REDUCTION): bit d set = dim d of
      * in[0] is reduced; keepdim as in torch. */
     unsigned red_mask;

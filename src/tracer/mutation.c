@@ -38,6 +38,9 @@ typedef struct {
     int bumps;   /* in-place ops on it so far (eager's version counter) */
     int gradw;   /* how many of them ran under grad mode (autograd records
                     those: tc_writeback.grad) */
+    int first;   /* the first node the in-place op made (graph.h
+                    overwritten_at): its own reads of the old value are
+                    eager's original_self, not a stale saved tensor */
 } mut_storage;
 
 typedef struct {
@@ -625,6 +628,7 @@ mutate(tracer *T, tc_var *target, int w, int first)
     m->st[m->nst].cur = value;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
     m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
+    m->st[m->nst].first = first;
     /* Under no_grad eager changes the data of a tensor that requires
      * grad and keeps its history: a later differentiable read gets a
      * gradient through it to that history.  The graph's value is computed
@@ -672,6 +676,7 @@ tc_tr_mut_bump(tracer *T, tc_var *v)
     m->st[m->nst].cur = r;
     m->st[m->nst].bumps = (prev ? prev->bumps : 0) + 1;
     m->st[m->nst].gradw = (prev ? prev->gradw : 0) + (T->grad_mode != 0);
+    m->st[m->nst].first = T->out->graph->nnodes;
     m->nst++;
     return OK;
 }
@@ -1532,8 +1537,9 @@ tc_tr_mut_finish(tracer *T)
         return OK;
     }
     /* the value each record's write (or bump) replaced: the storage's
-     * previous record's, or its first root; a computed one is stale from
-     * then on (graph.h overwritten; inputs: the write-back) */
+     * previous record's, or its first root; a computed one is stale for
+     * the nodes made before that write (graph.h overwritten_at; inputs:
+     * the write-back) */
     for (int i = 0; i < m->nst; i++) {
         int old = m->st[i].ident;
         for (int k = i - 1; k >= 0; k--) {
@@ -1542,8 +1548,10 @@ tc_tr_mut_finish(tracer *T)
                 break;
             }
         }
-        if (g->nodes[old].kind == TC_NODE_OP) {
-            g->nodes[old].overwritten = 1;
+        tc_node *o = &g->nodes[old];
+        if (o->kind == TC_NODE_OP
+            && (o->overwritten_at == 0 || m->st[i].first < o->overwritten_at)) {
+            o->overwritten_at = m->st[i].first;
         }
     }
     wb->ngw_read = T->sh->ngw_read;

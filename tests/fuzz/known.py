@@ -17,6 +17,18 @@ KNOWN = {
     # at the cost of the roundings (docs/config.md)
     r"(auto|dynamic|grad):precision(@2)?:.*":
         "reduced floats rounded once per kernel (emulate_precision_casts=0)",
+    # eager's saved tensors carry version counters: a value an op's
+    # backward needs, written in place later, makes that backward raise
+    # ("one of the variables needed for gradient computation has been
+    # modified by an inplace operation").  tcjit raises it too where one
+    # of its derivative rules reads the overwritten value (_autograd.py
+    # _Builder.read).  Left: ops whose graph is a decomposition, whose
+    # rules read other values than eager's op saved (logsumexp saves its
+    # result; tcjit's log(sum(exp(x - max))) + max reads the exp).  Fuzz
+    # seed 274 (slice, backend grad)
+    r"grad:no-exception(@2)?:RuntimeError: one of the variables needed.*":
+        "a saved value written in place, read only by a decomposed op's "
+        "rules: eager's backward raises, tcjit's does not",
 }
 
 # Entries that stay while they match nothing: tcjit's documented behaviour,
