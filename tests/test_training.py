@@ -1663,6 +1663,15 @@ _STALE = {
     "add_reads_nothing": (lambda x: (lambda y: ((y + 1).sum(), y.add_(1))[0])(x * 2), False),
     "written_before_read": (lambda x: (lambda y: (y.add_(1), (y * y).sum())[1])(x * 2), False),
     "other_output": (lambda x: (lambda y: ((x * 3).sum(), y.add_(1), y * y)[0])(x.sin()), False),
+    # the in-place op's own read of its self is eager's original self
+    # (seed 24302: abs_ after an add whose scalar the optimizer folded,
+    # which renumbered the nodes: graph.c remap_positions)
+    "own_self": (lambda x: torch.add(x, 2, alpha=2).abs_(), False),
+    # ... and of another operand, eager's saved `other` (seed 151)
+    "own_other": (lambda x: (lambda y: y.mul_(y))(x * 2), True),
+    # a kept extern call (clone saves nothing) before the write (seed 24699)
+    "clone_then_write": (lambda x: (lambda y: y.index_copy_(
+        0, torch.tensor([0]), y[0:1].clone()))(x * x), False),
 }
 
 

@@ -866,7 +866,9 @@ class _Builder:
         operand as eager's saved `other`, which the write itself made
         stale (v.mul_(v) raises in eager's backward).  tcjit's graph is
         functional and would return a gradient: Plan.backward raises
-        eager's error instead."""
+        eager's error instead.  Not for kept extern calls (vjp): what
+        torch's own op saves is not known here (clone saves nothing), and
+        a raise where eager has none would break a program that runs."""
         root = v.base if v.base is not None else v
         at = root.overwritten_at
         if (self.stale is None and v.kind == "op" and 0 < at
@@ -944,9 +946,6 @@ class _Builder:
         operand of the compiled forward would otherwise share with later
         buffers (the CPU arena)."""
         self.pinned.update(a.index for a in n.args if a.kind != "scalar")
-        for k, a in enumerate(n.args):
-            if a.kind != "scalar":
-                self.read(n, a, k)
         self.kept.append((n, tuple(need)))
         self.env["_KEPT"] = _KEPT
         slot = (len(self.kept) - 1 if self.slots is None

@@ -585,6 +585,9 @@ tc_graph_push_mapped(tc_graph *ng, const tc_node *n, const int *map)
     if (nd.view_base >= 0) {
         nd.view_base = map[nd.view_base];
     }
+    /* a position, not a node: the passes that rebuild a graph (eval-mode
+     * batch norm, freezing) run without autograd, which alone reads it */
+    nd.overwritten_at = 0;
     return tc_graph_push_node(ng, &nd);
 }
 
@@ -1081,6 +1084,28 @@ make_copy(tc_graph *g, int i, int src)
     *n = c;
 }
 
+/* overwritten_at is a position in program order (graph.h): the first
+ * node the writing in-place op made, or the node count at a bump.  After
+ * compaction (live: old id -> new id, or -1), the new id of the first
+ * node kept at or after it. */
+static void
+remap_positions(tc_graph *g, const int *live, int n)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        int at = g->nodes[i].overwritten_at, to = g->nnodes;
+        if (at <= 0) {
+            continue;
+        }
+        for (int j = at; j < n; j++) {
+            if (live[j] >= 0) {
+                to = live[j];
+                break;
+            }
+        }
+        g->nodes[i].overwritten_at = to;
+    }
+}
+
 int
 tc_graph_optimize(tc_graph *g)
 {
@@ -1137,6 +1162,7 @@ tc_graph_optimize(tc_graph *g)
         g->outputs[j] = live[g->outputs[j]];
     }
     g->nnodes = m;
+    remap_positions(g, live, n);
     free(canon);
     free(live);
     return 0;
