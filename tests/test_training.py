@@ -1692,3 +1692,49 @@ def test_backward_reading_a_value_written_later_raises_as_eager(case):
         assert got[1] == "raised"
     else:
         torch.testing.assert_close(got[1], got[0])
+
+
+# An in-place write that replaces every value of a tensor that requires
+# grad (zero_, fill_, copy_ from a constant or from another tensor): eager
+# keeps the tensor's history, so the result requires grad and the history
+# gets a gradient of zeros (not None).  The graph's new value did not read
+# the old one: requires_grad False and grad None (grad fuzz seeds 23149,
+# 26498, 26619, 27278).  mutation.c keep_history.
+_FULL_WRITES = {
+    "zero_": lambda y, c: y.zero_(),
+    "fill_": lambda y, c: y.fill_(2.5),
+    "copy_const": lambda y, c: y.copy_(c.detach()),
+    "copy_grad": lambda y, c: y.copy_(c * 3),
+    "setitem_all": lambda y, c: y.__setitem__(slice(None), 1.5) or y,
+    "mul_": lambda y, c: y.mul_(c),
+}
+
+
+@pytest.mark.parametrize("write", sorted(_FULL_WRITES))
+@pytest.mark.parametrize("ret", ["written", "written_and_max"])
+def test_full_write_keeps_the_history(write, ret):
+    w = _FULL_WRITES[write]
+
+    def f(a, b, c):
+        y = a.where(a >= 2, b)
+        y = w(y, c) if write != "setitem_all" else (w(y, c), y)[1]
+        return (y,) if ret == "written" else (y, torch.max(b, 0)[0])
+
+    res = []
+    for fn in (f, tcjit.compile(f)):
+        gen = torch.Generator().manual_seed(4)
+        a, b, c = (torch.randn(3, 4, generator=gen) for _ in range(3))
+        b.requires_grad_()
+        c.requires_grad_()
+        outs = fn(a, b, c)
+        sum((o * (k + 2)).sum() for k, o in enumerate(outs)).backward()
+        res.append(([o.detach() for o in outs], [o.requires_grad for o in outs],
+                    b.grad, c.grad))
+    (oe, re, gbe, gce), (oc, rc, gbc, gcc) = res
+    for x, y in zip(oc, oe):
+        torch.testing.assert_close(x, y)
+    assert rc == re
+    for x, y in ((gbc, gbe), (gcc, gce)):
+        assert (x is None) == (y is None)
+        if y is not None:
+            torch.testing.assert_close(x, y)

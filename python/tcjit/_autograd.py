@@ -869,6 +869,10 @@ class _Builder:
         eager's error instead.  Not for kept extern calls (vjp): what
         torch's own op saves is not known here (clone saves nothing), and
         a raise where eager has none would break a program that runs."""
+        if n.first:
+            # torch.max / min(x, dim)'s values: eager saves the indices,
+            # tcjit's rule reads the values (grad fuzz seed 23876)
+            return
         root = v.base if v.base is not None else v
         at = root.overwritten_at
         if (self.stale is None and v.kind == "op" and 0 < at

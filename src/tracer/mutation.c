@@ -533,6 +533,51 @@ has_stride0(const tc_layout *l)
     return 0;
 }
 
+/* Does node v, or a node the in-place op made (id >= first) that v
+ * reads, read storage r? */
+static int
+reads_root(const tc_graph *g, int v, int r, int first, int depth)
+{
+    if (root_of(g, v) == r) {
+        return 1;
+    }
+    if (v < first || depth > 64) {
+        return 0;
+    }
+    for (int i = 0; i < g->nodes[v].nin; i++) {
+        if (reads_root(g, g->nodes[v].in[i], r, first, depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Under grad mode eager's in-place op keeps the history of the tensor it
+ * writes: y.zero_(), y.fill_(2), y.copy_(c) of a y that requires grad
+ * give a result that requires grad, and y's history a gradient of zeros
+ * (not None).  A new value that does not read the old one (a constant,
+ * another tensor) becomes where(True, value, old): the same values, and
+ * that zero gradient (grad fuzz seeds 23149, 26498, 26619). */
+static int
+keep_history(tracer *T, int r, int first, int *value)
+{
+    tc_graph *g = T->out->graph;
+    char err[256];
+    if (!T->grad_mode || r >= T->sh->grad_cap || !T->sh->grad[r]
+        || reads_root(g, *value, r, first, 0)) {
+        return OK;
+    }
+    int in[3] = {tc_graph_scalar_bool(g, 1), *value, r};
+    int w = in[0] < 0 ? -1
+                      : tc_graph_op(g, "where", 3, in, TC_F32, err,
+                                    sizeof(err));
+    if (w < 0) {
+        return MUT_ERR(T, in[0] < 0 ? "out of memory" : err);
+    }
+    *value = w;
+    return OK;
+}
+
 static int
 mutate(tracer *T, tc_var *target, int w, int first)
 {
@@ -562,6 +607,10 @@ mutate(tracer *T, tc_var *target, int w, int first)
             tc_graph_drop_effects(g, first);  /* slice_scatter */
             return rc;
         }
+    }
+    if ((rc = keep_history(T, r, first, &value)) != OK) {
+        tc_graph_drop_effects(g, first);
+        return rc;
     }
     /* the root's new value: a node of its own (no var holds it yet, it is
      * no view), laid out like the root */
