@@ -869,9 +869,11 @@ class _Builder:
         eager's error instead.  Not for kept extern calls (vjp): what
         torch's own op saves is not known here (clone saves nothing), and
         a raise where eager has none would break a program that runs."""
-        if n.first:
-            # torch.max / min(x, dim)'s values: eager saves the indices,
-            # tcjit's rule reads the values (grad fuzz seed 23876)
+        if k not in _EAGER_SAVES.get(n.op, ()) or n.first:
+            # only what eager's op saves too: a raise where eager has
+            # none would break a program that runs (sqrt's rule reads
+            # its operand, eager's saves the result: seed 29034;
+            # torch.max / min(x, dim)'s values save the indices: 23876)
             return
         root = v.base if v.base is not None else v
         at = root.overwritten_at
@@ -1448,6 +1450,18 @@ class Plan:
     @property
     def graph_ninputs(self):
         return len(self.graph.inputs)
+
+
+# What eager's op saves for its backward (torch's derivatives.yaml) where
+# tcjit's rule reads the same: operand indices, -1 for the result.  A rule
+# that reads a value this table lacks for its op is not a stale read
+# (_Builder.read): eager's error is missed there, never invented.
+_EAGER_SAVES = {
+    "mul": (0, 1), "div": (0, 1), "pow": (0, 1), "sin": (0,), "cos": (0,),
+    "log": (0,), "abs": (0,), "exp": (-1,), "tanh": (-1,),
+    "sigmoid": (-1,), "sqrt": (-1,), "rsqrt": (-1,), "relu": (-1,),
+    "reciprocal": (-1,),
+}
 
 
 def _raise_stale(stale):

@@ -929,6 +929,10 @@ nodes_equal(const tc_node *a, const tc_node *b)
     if (a->kind != b->kind || a->dtype != b->dtype
         || a->requires_grad != b->requires_grad || a->place != b->place
         || a->detached != b->detached
+        /* a value an in-place op replaced and an equal fresh one: eager's
+         * backward reads the fresh one's saved copy unchanged (graph.h
+         * overwritten_at; grad fuzz seed 28112) */
+        || (a->overwritten_at != 0) != (b->overwritten_at != 0)
         || (a->kind == TC_NODE_OP && a->op == generic
             && !a->xattr[TC_XA_GENERIC_DROPPED])) {
         return 0;   /* extern.h tc_node_has_effects */
