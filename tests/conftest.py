@@ -167,3 +167,27 @@ def child_jobs(most=4):
     min(4, cpus) each put 2 workers' 4 busy children on 2 cores."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     return max(1, min(most, (os.cpu_count() or 1) // max(workers, 1)))
+
+
+def check_against_float64(fn, args):
+    """fn compiled vs eager: dtype, shape, strides, and values -- exact for
+    integers and indices; for floats, the compiled error against the
+    float64 program at most twice eager's plus a few roundings (a sum of
+    4096 terms rounds differently in another order, and neither order is
+    eager's contract; tcjit keeps a fused chain in float32 where eager
+    rounds each op to float16, docs/ops.md).  The graph must compile with
+    no eager fallback."""
+    got = tcjit.compile(fn)(*args)
+    exp = fn(*args)
+    ref = fn(*(a.double() for a in args)) if args[0].is_floating_point() else exp
+    got, exp, ref = (r if isinstance(r, tuple) else (r,) for r in (got, exp, ref))
+    assert tcjit.counters()["graphs"] >= 1 and tcjit.counters()["eager_fallbacks"] == 0
+    for g, e, r in zip(got, exp, ref):
+        assert (g.dtype, g.shape, g.stride()) == (e.dtype, e.shape, e.stride())
+        if not e.is_floating_point():
+            assert torch.equal(g, e)
+            continue
+        err_g = (g.double() - r).abs().max().item()
+        err_e = (e.double() - r).abs().max().item()
+        eps = 16 * torch.finfo(e.dtype).eps * max(r.abs().max().item(), 1.0)
+        assert err_g <= 2 * err_e + eps, (err_g, err_e, eps)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tcjit
+from conftest import check_against_float64
 from test_cuda import _ptxas, assert_ptxas_accepts, dumped_ptx
 
 HAS_CUDA = torch.cuda.is_available()
@@ -77,42 +78,18 @@ def _inputs(shp, dt, dev):
     return a.to(dev), b.to(dev)
 
 
-def _check(fn, args):
-    """Compiled vs eager: dtype, shape, strides, and values -- exact for
-    integers and indices; for floats, the compiled error against float64
-    at most twice eager's plus a few roundings (a sum of 4096 terms rounds
-    differently in another order, and neither order is eager's contract)."""
-    fc = tcjit.compile(fn)
-    got = fc(*args)
-    exp = fn(*args)
-    ref = fn(*(a.double() for a in args)) if args[0].is_floating_point() else exp
-    got, exp = (got if isinstance(got, tuple) else (got,)), \
-        (exp if isinstance(exp, tuple) else (exp,))
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    assert tcjit.counters()["graphs"] >= 1 and tcjit.counters()["eager_fallbacks"] == 0
-    for g, e, r in zip(got, exp, ref):
-        assert (g.dtype, g.shape, g.stride()) == (e.dtype, e.shape, e.stride())
-        if not e.is_floating_point():
-            assert torch.equal(g, e)
-            continue
-        err_g = (g.double() - r).abs().max().item()
-        err_e = (e.double() - r).abs().max().item()
-        eps = 16 * torch.finfo(e.dtype).eps * max(r.abs().max().item(), 1.0)
-        assert err_g <= 2 * err_e + eps, (err_g, err_e, eps)
-
-
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("name,shp,dt", _cases())
 def test_column_reduction_cuda(name, shp, dt):
     tcjit.reset()
-    _check(BODIES[name], _inputs(shp, dt, "cuda"))
+    check_against_float64(BODIES[name], _inputs(shp, dt, "cuda"))
 
 
 @pytest.mark.parametrize("name,shp,dt", _cases()[::7])
 def test_column_reduction_check_cpu(name, shp, dt):
     """The checker on the CPU backend (a sample of the cases)."""
     tcjit.reset()
-    _check(BODIES[name], _inputs(shp, dt, "cpu"))
+    check_against_float64(BODIES[name], _inputs(shp, dt, "cpu"))
 
 
 @pytest.mark.skipif(_ptxas() is None, reason="ptxas not installed")

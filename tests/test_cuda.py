@@ -273,9 +273,17 @@ def test_ptx_optimizer_step_fits_kernel_parameters(tmp_path):
     """An AdamW step over many same-shaped parameters (GPT-2's 74 vectors
     of 768): its kernels' parameters must fit CUDA's 4 KB (one kernel of
     ~700 pointers did not: ptxas 'uses too much parameter space')."""
-    params = [torch.nn.Parameter(torch.randn(768)) for _ in range(120)]
+    d = _dump_adamw_step(tmp_path, [(768,)] * 120)
+    assert_ptxas_accepts(dumped_ptx(d, 1))
+
+
+def _dump_adamw_step(tmp_path, shapes, *more):
+    """The PTX of a compiled AdamW (foreach) step over parameters of these
+    shapes, dumped into tmp_path (and of the functions more, each called
+    on its inputs: (fn, args)); returns the directory."""
+    params = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
     for p in params:
-        p.grad = torch.randn(768)
+        p.grad = torch.randn_like(p)
     opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
     opt.step()                       # the state, made eagerly
     d = str(tmp_path)
@@ -283,9 +291,11 @@ def test_ptx_optimizer_step_fits_kernel_parameters(tmp_path):
     try:
         tcjit.reset()
         tcjit.compile(opt.step)()
+        for fn, args in more:
+            tcjit.compile(fn)(*args)
     finally:
         tcjit._C.set_config(ptx_dump_dir=None)
-    assert_ptxas_accepts(dumped_ptx(d, 1))
+    return d
 
 
 def _entries(text):
@@ -298,20 +308,9 @@ def test_ptx_large_module_parts(tmp_path):
     which the runtime JIT-compiles in parallel: each part a module that
     assembles, every entry of the whole module in exactly one part, the
     same text, and parts cut by size.  A small module has none."""
-    params = [torch.nn.Parameter(torch.randn(s)) for s in
-              [(768,)] * 60 + [(64, 48)] * 30 + [(1000,)] * 30 + [(7, 5)] * 20]
-    for p in params:
-        p.grad = torch.randn_like(p)
-    opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
-    opt.step()                       # the state, made eagerly
-    d = str(tmp_path)
-    tcjit._C.set_config(ptx_dump_dir=d)
-    try:
-        tcjit.reset()
-        tcjit.compile(opt.step)()
-        tcjit.compile(lambda x: x.sin() * 2)(torch.randn(64))
-    finally:
-        tcjit._C.set_config(ptx_dump_dir=None)
+    d = _dump_adamw_step(
+        tmp_path, [(768,)] * 60 + [(64, 48)] * 30 + [(1000,)] * 30 + [(7, 5)] * 20,
+        (lambda x: x.sin() * 2, (torch.randn(64),)))
     files = dumped_ptx(d, 3)
     whole = {f: open(f).read() for f in files if not re.search(r"_p\d+_sm", f)}
     parts = {f: open(f).read() for f in files if re.search(r"_p\d+_sm", f)}

@@ -1000,6 +1000,7 @@ class Plan:
     written = {}
     node_bumps = False
     stale = None
+    holdable = ()
 
     def __init__(self, desc):
         self.graph = graph = Graph(desc)
@@ -1040,9 +1041,8 @@ class Plan:
                           if n.kind == "op")
         # the bases of views returned by the node in their outputs' place
         # (intermediate_views): fetched after the saved values
-        self.bases = sorted({self.graph.nodes[r].index for j, (k, r, _)
-                             in self.view_out.items() if k == j and
-                             graph.outputs[j].index != r})
+        self.bases = sorted({r for j, (k, r, _) in self.view_out.items()
+                             if k == j})
         self.saved = list(self.bases)
         if not self.diff_outputs:
             return
@@ -1082,6 +1082,10 @@ class Plan:
                 and self.read_by_write(b, i, written[i])]
         inputs_used = [i for i in inputs_used if i not in snap]
         self.inputs_used = inputs_used
+        # the inputs _Node.forward may hold (written, and the value written
+        # needs no grad: the write-back gives them no history)
+        self.holdable = [i for i in inputs_used if i in written and not
+                         rg[graph.outputs[written[i]].index]]
         # the kept calls' operands are returned too (pinned), not saved
         saved_names = [b.values[s] for s in saved] + [
             b.values[graph.inputs[i].index] for i in snap]
@@ -1334,11 +1338,6 @@ class Plan:
             out[i] = gr
         return out
 
-    def written_rg(self, i):
-        """Does the value written into input i require grad (the
-        write-back then gives the input a history through the node)?"""
-        return self.rg[self.graph.outputs[self.written[i]].index]
-
     def saved_args(self, ctx, reads=None):
         """ctx.saved_tensors with the held inputs back in their places
         (_Node.forward): an input the graph writes that needs no grad is
@@ -1542,9 +1541,8 @@ class _Node(torch.autograd.Function):
         # backward reads it (Plan.saved_args; one with a history stays
         # saved: held, its CopyBackwards -> this node -> ctx -> it would
         # be a cycle the garbage collector cannot see)
-        ctx.held = {i: (inputs[i], inputs[i]._version) for i in used
-                    if i in plan.written and not inputs[i].requires_grad
-                    and not plan.written_rg(i)}
+        ctx.held = {i: (inputs[i], inputs[i]._version)
+                    for i in plan.holdable if not inputs[i].requires_grad}
         if len(used) == len(inputs) and not ctx.held:
             ctx.save_for_backward(*inputs, *saved, *kept)
         else:

@@ -8,6 +8,8 @@ of its operand, dims and keepdim (reductions).  A view is
 ``torch.as_strided`` of its base node with the layout eager gives it; an
 extern node makes the torch call the compiled code makes (``node.call``).
 """
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -92,7 +94,6 @@ class Node:
         return f"{self.name} = {self.op}({args})"
 
 
-
 def _view_of(n, env):
     """View node n's value: torch.as_strided of its base's with the traced
     layout, except where the base's elements overlap (an expanded input).
@@ -109,31 +110,23 @@ def _view_of(n, env):
     elements) must reach the base (test_mutation.py), and such a replay
     writes no input (_autograd.py runs those graphs eagerly)."""
     base = env[n.base.index]
-    if (not (torch.is_grad_enabled() and base.requires_grad)
-            or torch._debug_has_internal_overlap(base) == 0):
-        return torch.as_strided(base, n.shape, n.stride,
-                                base.storage_offset() + n.offset)
-    x = env[n.args[0].index]
-    if n.vmap is None or n.op == "view":
-        if x.dtype != n.dtype or x.numel() != _numel(n.shape):
-            return torch.as_strided(base, n.shape, n.stride,
-                                    base.storage_offset() + n.offset)
+    x = env[n.args[0].index] if n.args else None
+    logical = (torch.is_grad_enabled() and base.requires_grad
+               and torch._debug_has_internal_overlap(base) != 0)
+    if logical and n.vmap is not None and n.op != "view":
+        vsrc, vcoef, voff = n.vmap
+        c = x.contiguous()
+        cs = c.stride()
+        stride = [vcoef[e] * cs[vsrc[e]] if vsrc[e] >= 0 else 0
+                  for e in range(len(n.shape))]
+        off = sum(voff[d] * cs[d] for d in range(len(cs)))
+        return torch.as_strided(c, tuple(n.shape), stride,
+                                c.storage_offset() + off)
+    if logical and x.dtype == n.dtype \
+            and x.numel() == math.prod(n.shape):
         return x.reshape(tuple(n.shape))
-    vsrc, vcoef, voff = n.vmap
-    c = x.contiguous()
-    cs = c.stride()
-    stride = [vcoef[e] * cs[vsrc[e]] if vsrc[e] >= 0 else 0
-              for e in range(len(n.shape))]
-    off = sum(voff[d] * cs[d] for d in range(len(cs)))
-    return torch.as_strided(c, tuple(n.shape), stride,
-                            c.storage_offset() + off)
-
-
-def _numel(shape):
-    r = 1
-    for d in shape:
-        r *= d
-    return r
+    return torch.as_strided(base, n.shape, n.stride,
+                            base.storage_offset() + n.offset)
 
 
 class Graph:

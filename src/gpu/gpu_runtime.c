@@ -138,6 +138,7 @@ typedef struct {
     CUmodule *mods;     /* [nparts] */
     int *loaded;        /* [nparts] compiled now, not found loaded */
     char (*errs)[512];  /* [nparts] "" or why the part failed */
+    size_t *len;        /* [nparts] text lengths */
 } parts_job;
 
 static void
@@ -163,17 +164,17 @@ load_parts(tc_gpu_compiled *c, CUmodule *mods, char *err, size_t errlen)
     size_t np = (size_t)m->nparts;
     parts_job j = {m, c->device, calloc(np, sizeof(int)),
                    calloc(np, sizeof(CUmodule)), calloc(np, sizeof(int)),
-                   calloc(np, sizeof(*j.errs))};
+                   calloc(np, sizeof(*j.errs)), calloc(np, sizeof(size_t))};
     int rc = -1;
     if (j.order == NULL || j.mods == NULL || j.loaded == NULL
-        || j.errs == NULL) {
+        || j.errs == NULL || j.len == NULL) {
         snprintf(err, errlen, "tcjit gpu: out of memory");
         goto done;
     }
     for (int p = 0; p < m->nparts; p++) {   /* insertion sort by size */
-        size_t len = strlen(m->parts[p]);
+        j.len[p] = strlen(m->parts[p]);
         int q = p;
-        for (; q > 0 && strlen(m->parts[j.order[q - 1]]) < len; q--) {
+        for (; q > 0 && j.len[j.order[q - 1]] < j.len[p]; q--) {
             j.order[q] = j.order[q - 1];
         }
         j.order[q] = p;
@@ -198,6 +199,7 @@ done:
     free(j.mods);
     free(j.loaded);
     free(j.errs);
+    free(j.len);
     return rc;
 }
 

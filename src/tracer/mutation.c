@@ -563,7 +563,7 @@ keep_history(tracer *T, int r, int first, int *value)
 {
     tc_graph *g = T->out->graph;
     char err[256];
-    if (!T->grad_mode || r >= T->sh->grad_cap || !T->sh->grad[r]
+    if (!T->grad_mode || !tc_tr_node_requires_grad(T, r)
         || reads_root(g, *value, r, first, 0)) {
         return OK;
     }

@@ -283,10 +283,15 @@ tc_tr_grow_grad(trace_shared *sh, int n)
 }
 
 int
+tc_tr_node_requires_grad(const tracer *T, int node)
+{
+    return node >= 0 && node < T->sh->grad_cap && T->sh->grad[node];
+}
+
+int
 tc_tr_requires_grad(const tracer *T, const tc_var *v)
 {
-    return v->kind == TC_VAR_TENSOR && v->node >= 0
-           && v->node < T->sh->grad_cap && T->sh->grad[v->node];
+    return v->kind == TC_VAR_TENSOR && tc_tr_node_requires_grad(T, v->node);
 }
 
 /* A node requires grad when grad mode is on and an operand of it does

@@ -174,6 +174,7 @@ int tc_tr_call_binding(tracer *T, const tc_binding *b, tc_var **args,
 int tc_tr_sync_grad(tracer *T);
 /* Does tensor var v require grad (as of the last instruction's sync)? */
 int tc_tr_requires_grad(const tracer *T, const tc_var *v);
+int tc_tr_node_requires_grad(const tracer *T, int node);
 /* Room for n nodes in the grad and ngw flags.  OK, or ERROR. */
 int tc_tr_grow_grad(trace_shared *sh, int n);
 int tc_tr_inline_call(tracer *T, tc_var *callable, tc_var **args, int nargs,
