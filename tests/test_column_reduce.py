@@ -48,7 +48,8 @@ BODIES = {
 def _cases():
     rng = random.Random(20261129)
     shapes = [(64, 32), (4096, 96), (130, 33), (2, 40), (1000, 8), (34, 700),
-              (8, 16400), (24, 7000)]        # tiles of 32 and 16 rows
+              (8, 16400), (24, 7000),        # tiles of 32 and 16 rows
+              (1536, 200), (2000, 50)]       # split, rows past the last tile
     shapes += [(2 * rng.randint(1, 300), rng.randint(8, 200)) for _ in range(4)]
     out = []
     for name in BODIES:
@@ -106,6 +107,11 @@ def test_column_reduction_ptx_assembles(tmp_path):
     files = dumped_ptx(d, 20)
     texts = [open(f).read() for f in files]
     for rows in (8, 16, 32):
-        n = sum(f"// column tiles: {rows} rows" in t for t in texts)
+        n = sum(f"// column tiles: {rows} rows\n" in t for t in texts)
         assert n >= 2, f"{n} modules with column tiles of {rows} rows"
+    # tiles too few to fill the device: split along the points, a final
+    # pass folding the chunks (ptx_emit.c column_split)
+    for rows in (8, 32):
+        n = sum(f"// column tiles: {rows} rows, split" in t for t in texts)
+        assert n >= 2, f"{n} modules with split column tiles of {rows} rows"
     assert_ptxas_accepts(files)

@@ -1289,6 +1289,8 @@ typedef struct entry {
     const nest *lo, *lr;/* the outer and reduction loop nests */
     int column;         /* reductions: rows per column tile (8, 16, 32;
                            column_tiles), 0: a block per row */
+    int maxntid;        /* threads per block at most (.maxntid), 0: 1024
+                           for size-generic kernels and column tiles */
 } entry;
 
 /* Product of nest l's sizes (size-generic kernels) into p[0] (u32) and
@@ -1314,6 +1316,9 @@ begin_entry(entry *en, sbuf *mod)
     const tc_kernel *k = en->k;
     if (en->column) {   /* tests/test_column_reduce.py looks for it */
         sb_printf(mod, "\n// column tiles: %d rows", en->column);
+        if (en->scratch) {
+            sb_printf(mod, ", split");
+        }
     }
     sb_printf(mod, "\n.visible .entry %s(", en->name);
     for (int a = 0; a < k->nargs; a++) {
@@ -1334,8 +1339,13 @@ begin_entry(entry *en, sbuf *mod)
      * (up to 1024 threads for one long row): ptxas must keep its
      * registers within what 1024 threads may have, or such a launch fails
      * with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (H100, persistent rows) */
-    sb_printf(mod, ")%s\n{\n",
-              e->generic || en->column ? "\n.maxntid 1024, 1, 1" : "");
+    if (en->maxntid > 0) {
+        sb_printf(mod, ")\n.maxntid %d, 1, 1\n{\n", en->maxntid);
+    }
+    else {
+        sb_printf(mod, ")%s\n{\n",
+                  e->generic || en->column ? "\n.maxntid 1024, 1, 1" : "");
+    }
     for (int a = 0; a < k->nargs + (en->scratch != 0); a++) {
         if (a < k->nargs && en->lazy_base) {
             en->base[a] = NOREG;
@@ -2031,6 +2041,8 @@ done:
  * one sequential chain per thread, and independent chains also keep more
  * loads in flight). */
 #define TC_RED_UNROLL 4
+/* ... at most (split column tiles: COLUMN_SPLIT_SETS) */
+#define TC_RED_MAX_SETS 8
 
 /* The GPU as a reduction target (reduce_plan.h).  A row runs on a block
  * (warp shuffles + shared memory combine the threads' partials): 256
@@ -2118,9 +2130,11 @@ shfl(em *e, reg d, reg v, int off)
  * reuse (persistent rows, may be NULL): reuse[i] >= 0 takes value i from
  * that instruction of an earlier pass at the same point instead of
  * emitting it. */
+/* The point at reduction index r of phase ph: its index (s->ridx64) and
+ * its arguments' addresses (s->addr). */
 static void
-emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
-               const reg *ooff, char *used, reg *roff, const int *reuse)
+red_point_addrs(body *s, const entry *en, const nest *lr, int ph, reg r,
+                const reg *ooff, char *used, reg *roff)
 {
     em *e = s->e;
     const tc_kernel *k = s->k;
@@ -2142,6 +2156,16 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
             s->addr[a] = emit_addr(e, en->base[a], o, wide, k->args[a].dtype);
         }
     }
+}
+
+/* Phase ph's body at the point s->addr / s->ridx64 address: the values
+ * of insts with reuse[i] >= 0 are those of inst reuse[i] (persistent rows),
+ * those with pre[i] set were loaded before (hoisted loads). */
+static void
+red_point_body(body *s, int ph, const int *reuse, const reg *pre)
+{
+    em *e = s->e;
+    const tc_kernel *k = s->k;
     e->rn_hot = 1;
     for (int i = k->phases[ph].begin; i < k->phases[ph].end && !e->failed;
          i++) {
@@ -2149,9 +2173,82 @@ emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
             s->val[i] = s->val[reuse[i]];
             continue;
         }
+        if (pre != NULL && pre[i].n >= 0) {
+            s->val[i] = pre[i];
+            continue;
+        }
         emit_inst(s, i);
     }
     e->rn_hot = 0;
+}
+
+static void
+emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
+               const reg *ooff, char *used, reg *roff, const int *reuse)
+{
+    red_point_addrs(s, en, lr, ph, r, ooff, used, roff);
+    red_point_body(s, ph, reuse, NULL);
+}
+
+/* nu points of phase ph at r, r + rstride, ..., each into its own
+ * accumulator set, with the loads of read-only arguments of all points
+ * first: ptxas does not move a load above the branch of an earlier
+ * point's rcp.rn / div.rn slow path, so a body with one (tanh, GELU's
+ * backward) kept one point's loads in flight per thread: GELU's
+ * backward with its bias sum in split column tiles, [4096, 3072] on an
+ * H200, 55.6 -> 50.7 us (column_split). */
+static void
+emit_red_points(body *s, const entry *en, const nest *lr, int ph, reg r,
+                reg rstride, int nu, const reg *ooff, char *used, reg *roff,
+                reg **accs, reg **acci)
+{
+    em *e = s->e;
+    const tc_kernel *k = s->k;
+    size_t na = (size_t)(k->nargs > 0 ? k->nargs : 1);
+    size_t ni = (size_t)k->ninsts + 1;
+    reg *addr = calloc((size_t)nu * na, sizeof(reg));
+    reg *pre = malloc((size_t)nu * ni * sizeof(reg));
+    reg *ridx = calloc((size_t)nu, sizeof(reg));
+    reg *own = s->addr;
+    if (addr == NULL || pre == NULL || ridx == NULL) {
+        fail(e, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < (size_t)nu * ni; i++) {
+        pre[i] = NOREG;
+    }
+    reg ru = r;
+    for (int u = 0; u < nu && !e->failed; u++) {
+        if (u > 0) {    /* ru = r + u * rstride */
+            reg nx = newreg(e, r.c);
+            out(e, "add.%s %s, %s, %s;", en->wide ? "u64" : "u32", R(nx),
+                R(ru), R(rstride));
+            ru = nx;
+        }
+        s->addr = addr + (size_t)u * na;
+        red_point_addrs(s, en, lr, ph, ru, ooff, used, roff);
+        ridx[u] = s->ridx64;
+        for (int i = k->phases[ph].begin; i < k->phases[ph].end; i++) {
+            const tc_kinst *in = &k->insts[i];
+            if (in->op == KOP_LOAD && in->arg >= 0 && in->arg < k->nargs
+                && s->nc[in->arg]) {
+                emit_inst(s, i);
+                pre[(size_t)u * ni + (size_t)i] = s->val[i];
+            }
+        }
+    }
+    for (int u = 0; u < nu && !e->failed; u++) {
+        s->addr = addr + (size_t)u * na;
+        s->ridx64 = ridx[u];
+        s->acc_v = accs[u];
+        s->acc_i = acci[u];
+        red_point_body(s, ph, NULL, pre + (size_t)u * ni);
+    }
+done:
+    s->addr = own;
+    free(addr);
+    free(pre);
+    free(ridx);
 }
 
 /* Persistent rows (persist_points): the thread's points, their values. */
@@ -2474,13 +2571,13 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
      * l / col and the warps split its points; partials fold by shuffles
      * in the warp, then in shared memory across warps (a slot per warp
      * and row) */
-    int col = en->column;
+    int col = mode == TC_RED_PASS_FINAL ? 0 : en->column;
     int lanes = col ? col : 1;
     int lg = col == 32 ? 5 : col == 16 ? 4 : 3;
     int na = k->nargs > 0 ? k->nargs : 1;
     int rb[TC_KIR_MAX_PHASES + 1], re[TC_KIR_MAX_PHASES + 1];
     regions(k, rb, re);
-    reg *accs[TC_RED_UNROLL] = {0}, *acci[TC_RED_UNROLL] = {0};
+    reg *accs[TC_RED_MAX_SETS] = {0}, *acci[TC_RED_MAX_SETS] = {0};
     int accs_ready = 0;
     persist ps = {0};
     char *used = malloc((size_t)na);
@@ -2605,10 +2702,10 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         out(e, "mov.%s %s, %s;", it, R(rfirst), R(tid_w));
         out(e, "mov.%s %s, %s;", it, R(rstride), R(ntid_w));
     }
-    /* extra accumulator sets (TC_RED_UNROLL) */
+    /* extra accumulator sets (plan->sets) */
     accs[0] = acc_v;
     acci[0] = acc_i;
-    for (int u = 1; u < TC_RED_UNROLL; u++) {
+    for (int u = 1; u < TC_RED_MAX_SETS; u++) {
         accs[u] = calloc((size_t)(k->ninsts + 1), sizeof(reg));
         acci[u] = calloc((size_t)(k->ninsts + 1), sizeof(reg));
         if (accs[u] == NULL || acci[u] == NULL) {
@@ -2658,10 +2755,10 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     }
     memset(used, 1, (size_t)na);
     reg valid = NOREG, pst = t0;
-    emit_offsets(e, col ? column_row(e, row, lane, k->numel, wide, &valid,
-                                     warp0, &pst)
-                        : row,
-                 lo, wide, base, used, ooff);
+    reg crow = col ? column_row(e, row, lane, k->numel, wide, &valid, warp0,
+                                &pst)
+                   : row;
+    emit_offsets(e, crow, lo, wide, base, used, ooff);
     body s = {0};
     s.e = e;
     s.k = k;
@@ -2674,14 +2771,15 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
     s.ridx64 = NOREG;
     for (int ph = 0; ph <= k->nphases && !e->failed; ph++) {
         if (mode == TC_RED_PASS_PARTIAL && ph == k->nphases) {
-            /* thread 0 writes the block's partials of phase 0 */
+            /* thread 0 writes the block's partials of phase 0 (column
+             * tiles: warp 0's lanes, a row each) */
             reg row64 = newreg(e, C_RD), slot = newreg(e, C_RD);
             reg a = newreg(e, C_RD);
             if (wide) {
-                out(e, "mov.b64 %s, %s;", R(row64), R(row));
+                out(e, "mov.b64 %s, %s;", R(row64), R(crow));
             }
             else {
-                out(e, "cvt.u64.u32 %s, %s;", R(row64), R(row));
+                out(e, "cvt.u64.u32 %s, %s;", R(row64), R(crow));
             }
             out(e, "cvt.u64.u32 %s, %s;", R(slot), R(split));
             out(e, "mad.lo.u64 %s, %s, %d, %s;", R(slot), R(row64), nsplit,
@@ -2694,10 +2792,10 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                     continue;
                 }
                 int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
-                out(e, "@%s st.global.b%d [%s+%lld], %s;", R(t0), w, R(a),
+                out(e, "@%s st.global.b%d [%s+%lld], %s;", R(pst), w, R(a),
                     (long long)sc_off[i], R(acc_v[i]));
                 if (acc_i[i].n >= 0) {
-                    out(e, "@%s st.global.b64 [%s+%lld], %s;", R(t0), R(a),
+                    out(e, "@%s st.global.b64 [%s+%lld], %s;", R(pst), R(a),
                         (long long)(sc_off[i] + 8 * k->numel * nsplit),
                         R(acc_i[i]));
                 }
@@ -2789,18 +2887,8 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                     numop(e, 1, k->red_numel, wide));
                 out(e, "@%s bra $utail_%d;", R(q), bid);
                 label(e, "ubody", bid);
-                reg ru = r;
-                for (int u = 0; u < nu && !e->failed; u++) {
-                    if (u > 0) {    /* ru = r + u * rstride */
-                        reg nx = newreg(e, row.c);
-                        out(e, "add.%s %s, %s, %s;", it, R(nx), R(ru),
-                            R(rstride));
-                        ru = nx;
-                    }
-                    s.acc_v = accs[u];
-                    s.acc_i = acci[u];
-                    emit_red_point(&s, en, lr, ph, ru, ooff, used, roff, NULL);
-                }
+                emit_red_points(&s, en, lr, ph, r, rstride, nu, ooff, used,
+                                roff, accs, acci);
                 s.acc_v = acc_v;
                 s.acc_i = acc_i;
                 out(e, "add.%s %s, %s, %s;", it, R(r), R(r), R(stepn));
@@ -2838,7 +2926,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
 done:
     persist_clear(&ps);
     if (accs_ready) {
-        for (int u = 1; u < TC_RED_UNROLL; u++) {
+        for (int u = 1; u < TC_RED_MAX_SETS; u++) {
             free(accs[u]);
             free(acci[u]);
         }
@@ -3096,6 +3184,39 @@ column_threads(int64_t red_numel, int col)
     return 32 * (int)(w < 1 ? 1 : w > 16 ? 16 : w);
 }
 
+/* Column tiles split along the points (reduce_plan.h "Split rows"; here,
+ * not in tc_red_schedule, because only column tiles need it): when tiles
+ * of 32 rows are too few to fill the device, each tile's points are cut
+ * into chunks, a block of COLUMN_SPLIT_THREADS per tile and chunk, and a
+ * final pass folds a row's chunks.  Rather than narrower tiles: a warp
+ * still reads whole 128-byte lines, and there are enough blocks for one
+ * wave of COLUMN_SPLIT_PER_SM an SM (ptxas gives the GELU backward's 40
+ * registers with 4 sets: 6 blocks of 256 threads fit), and
+ * COLUMN_SPLIT_SETS points in flight per thread.  The GELU backward with
+ * its bias sum, [4096, 3072] on an H200 (the entry timed alone): 93 us in
+ * tiles of 8 rows (384 blocks of 512 threads), 55.6 split with 4 sets,
+ * 50.7 with their loads first (emit_red_points), 44.6 with 8 sets; the
+ * plain sum(0) 18.3 -> 12.3 us.  One phase only (the final pass folds
+ * phase 0's partials); each thread keeps at least 16 points of its
+ * chunk.  Returns the chunks (1: not split). */
+#define COLUMN_SPLIT_THREADS 256
+#define COLUMN_SPLIT_PER_SM 6
+#define COLUMN_SPLIT_SETS 8
+
+static int64_t
+column_split(const tc_kernel *k, int sm_count)
+{
+    int64_t tiles = (k->numel + 31) / 32;
+    if (k->nphases != 1 || tiles >= 3 * (int64_t)sm_count) {
+        return 1;
+    }
+    int64_t n = COLUMN_SPLIT_PER_SM * (int64_t)sm_count / tiles;
+    int64_t most = k->red_numel / (COLUMN_SPLIT_THREADS / 32 * 16);
+    n = n < most ? n : most;
+    n = n < TC_PTX_MAX_BLOCK ? n : TC_PTX_MAX_BLOCK;
+    return n < 2 ? 1 : n;
+}
+
 static int
 grid_for(int64_t work, int block, int sm_count, int per_sm)
 {
@@ -3302,9 +3423,26 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     en.lazy_base = k.nphases == 0;
     en.lo = &lo;
     en.lr = &lr;
-    en.column = k.nphases > 0 && !generic && plan.nsplit == 1
+    en.column = k.nphases > 0 && !generic
                 ? column_tiles(&k, &lo, &lr, sm_count) : 0;
-    if (en.column) {
+    int64_t csplit = en.column ? column_split(&k, sm_count) : 1;
+    if (csplit > 1) {
+        en.column = k.numel >= 32 ? 32 : k.numel >= 16 ? 16 : 8;
+        plan.nsplit = csplit;
+        plan.threads = COLUMN_SPLIT_THREADS;
+        plan.final_threads = (int)((csplit + 31) / 32 * 32);
+        plan.npasses = 2;
+        plan.passes[0] = (tc_red_pass){TC_RED_PASS_PARTIAL, 0};
+        plan.passes[1] = (tc_red_pass){TC_RED_PASS_FINAL, 0};
+        plan.persist = 0;
+        if (plan.sets[0] > 1) {
+            plan.sets[0] = COLUMN_SPLIT_SETS;
+        }
+    }
+    else if (en.column && plan.nsplit > 1) {
+        en.column = 0;      /* a few long rows: split as rows */
+    }
+    else if (en.column) {
         plan.threads = column_threads(k.red_numel, en.column);
         plan.persist = 0;
     }
@@ -3361,13 +3499,16 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
             }
             else {
                 info->block = plan.threads;
+                int64_t tiles = en.column ? (k.numel + en.column - 1)
+                                                / en.column
+                                          : k.numel;
                 info->grid = pk == TC_RED_PASS_PARTIAL
-                                 ? (int)(k.numel * plan.nsplit)
-                                 : grid_for(en.column ? (k.numel + en.column - 1)
-                                                          / en.column
-                                                      : k.numel,
-                                            1, sm_count, 2048 / plan.threads);
+                                 ? (int)(tiles * plan.nsplit)
+                                 : grid_for(tiles, 1, sm_count,
+                                            2048 / plan.threads);
             }
+            en.maxntid = en.column && pk == TC_RED_PASS_PARTIAL
+                             ? COLUMN_SPLIT_THREADS : 0;
             entry_body bd = {.kind = BODY_RED, .lo = &lo, .lr = &lr,
                              .plan = &plan, .smem = &smem, .pk = pk,
                              .sc_off = sc_off};
