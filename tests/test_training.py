@@ -1025,7 +1025,9 @@ def test_gelu_derivative_fuses_after_the_matmul(tcjit_logs):
             rg(4, 32, seed=3))
     kernels = _backward_kernels(tcjit_logs, f, *args)
     gelu = [k for k in kernels if "tanh(" in k]
-    assert len(gelu) == 1 and "sum(" in gelu[0], kernels
+    # the bias gradient's sum over the rows is torch.sum on the CPU
+    # (src/frame_eval/colsum.c), not fused into GELU's kernel
+    assert len(gelu) == 1 and "sum(" not in gelu[0], kernels
 
 
 def test_cross_entropy_backward_is_one_pass_over_the_scores(tcjit_logs):

@@ -4,6 +4,7 @@
 
 #include "autograd.h"
 #include "bn_eval.h"
+#include "colsum.h"
 #include "cudagraphs.h"
 #include "freezing.h"
 #include "hostsplit.h"
@@ -818,6 +819,14 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
             PyErr_NoMemory();
             return -1;
         }
+    }
+    /* column sums: torch's kernel on the CPU (colsum.h); static
+     * compiles only, and not where the CPU graphs' PTX is dumped, whose
+     * column reductions CI assembles */
+    if (e->is_auto && device < 0 && !st->dynamic
+        && !tc_graph_requires_grad(g) && tc_config.ptx_dump_dir == NULL
+        && tc_cpu_column_sums(g) < 0) {
+        return -1;
     }
     PyObject *wb_reason = writeback_reason(e, g);
     if (wb_reason != NULL || PyErr_Occurred()) {

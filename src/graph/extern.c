@@ -683,6 +683,27 @@ tc_graph_extern_generic(tc_graph *g, int call, int nin, const int *in,
 }
 
 int
+tc_graph_reduction_as_extern(tc_graph *g, int id, int call, char *err,
+                             size_t errlen)
+{
+    tc_node *n = id >= 0 && id < g->nnodes ? &g->nodes[id] : NULL;
+    if (n == NULL || n->kind != TC_NODE_OP || n->nin != 1
+        || tc_ops[n->op].kind != TC_OPK_REDUCTION) {
+        tc_set_err(err, errlen, "node %d is not a reduction", id);
+        return -1;
+    }
+    n->op = tc_op_lookup("extern");
+    n->red_mask = 0;
+    n->keepdim = 0;
+    n->first_index = 0;
+    memset(n->xattr, 0, sizeof(n->xattr));
+    n->xattr[TC_XA_GENERIC_CALL] = call;
+    n->xattr[TC_XA_GENERIC_PURE] = 1;
+    n->attr_dtype = n->dtype;
+    return 0;
+}
+
+int
 tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
                      const tc_layout *layout, char *err, size_t errlen)
 {

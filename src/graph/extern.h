@@ -124,6 +124,14 @@ int tc_graph_extern_generic(tc_graph *g, int call, int nin, const int *in,
 int tc_graph_extern_item(tc_graph *g, int x, int item, tc_dtype dt,
                          const tc_layout *layout, char *err, size_t errlen);
 
+/* Reduction node id becomes the generic extern `call` over its operand
+ * (a torch call computing the same value, dtype and layout; the caller
+ * interned it): same id, inputs and users, so no pass rebuilds the graph.
+ * The call cannot fail at run time and has no effects (PURE).  0, or -1
+ * with a message if id is not a one-operand reduction. */
+int tc_graph_reduction_as_extern(tc_graph *g, int id, int call, char *err,
+                                 size_t errlen);
+
 /* A generic extern: it may consume the random stream (torch.rand_like,
  * dropout) or raise at run time on values (an index out of range), so it
  * is never merged with an equal node, never dropped when unused, and runs
