@@ -11,6 +11,7 @@
 #include "../graph/bn_lower.h"
 #include "../graph/extern.h"
 #include "../runtime/extern_table.h"
+#include "../pyrt/pyvalue.h"
 
 /* torch.batch_norm (borrowed, kept), or NULL with an exception. */
 static PyObject *
@@ -18,9 +19,7 @@ torch_batch_norm(void)
 {
     static PyObject *fn;
     if (fn == NULL) {
-        PyObject *torch = PyImport_ImportModule("torch");
-        fn = torch ? PyObject_GetAttrString(torch, "batch_norm") : NULL;
-        Py_XDECREF(torch);
+        fn = tc_torch_attr("batch_norm");
     }
     return fn;
 }

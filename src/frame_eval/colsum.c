@@ -18,6 +18,7 @@
 #include "../graph/extern.h"
 #include "../graph/ops.h"
 #include "../runtime/extern_table.h"
+#include "../pyrt/pyvalue.h"
 
 #include <string.h>
 
@@ -55,48 +56,34 @@ is_column_sum(const tc_graph *g, int id)
            && rows >= COLSUM_MIN && cols >= COLSUM_MIN;
 }
 
-/* torch.sum (borrowed, kept), or NULL with an exception. */
-static PyObject *
-torch_sum(void)
-{
-    static PyObject *fn;
-    if (fn == NULL) {
-        PyObject *torch = PyImport_ImportModule("torch");
-        fn = torch ? PyObject_GetAttrString(torch, "sum") : NULL;
-        Py_XDECREF(torch);
-    }
-    return fn;
-}
-
 /* The call table's entry of torch.sum(x, dims, keepdim) for node n, or
  * -1 with an exception. */
 static int
 sum_call(const tc_graph *g, const tc_node *n)
 {
-    PyObject *fn = torch_sum();
-    PyObject *x = fn ? tc_xtable_operand(0) : NULL;
-    int nd = g->nodes[n->in[0]].layout.ndim, k = 0, call = -1;
-    PyObject *dims = x ? PyTuple_New(__builtin_popcount(n->red_mask)) : NULL;
-    for (int d = 0; dims != NULL && d < nd; d++) {
+    static PyObject *fn;        /* torch.sum, kept */
+    if (fn == NULL && (fn = tc_torch_attr("sum")) == NULL) {
+        return -1;
+    }
+    int64_t dims[TC_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < g->nodes[n->in[0]].layout.ndim; d++) {
         if (n->red_mask & (1u << d)) {
-            PyObject *v = PyLong_FromLong(d);
-            if (v == NULL) {
-                Py_CLEAR(dims);
-                break;
-            }
-            PyTuple_SET_ITEM(dims, k++, v);
+            dims[nd++] = d;
         }
     }
-    if (dims != NULL) {
-        PyObject *argv[3] = {x, dims, n->keepdim ? Py_True : Py_False};
-        char err[256];
-        call = tc_xtable_intern(fn, 3, argv, NULL, 1, err, sizeof(err));
-        if (call == -2) {
-            PyErr_Format(PyExc_RuntimeError, "tcjit: torch.sum call: %s",
-                         err);
-            call = -1;
-        }
-        Py_DECREF(dims);
+    PyObject *x = tc_xtable_operand(0);
+    PyObject *t = x ? tc_int_tuple(nd, dims) : NULL;
+    if (t == NULL) {
+        return -1;
+    }
+    PyObject *argv[3] = {x, t, n->keepdim ? Py_True : Py_False};
+    char err[256];
+    int call = tc_xtable_intern(fn, 3, argv, NULL, 1, err, sizeof(err));
+    Py_DECREF(t);
+    if (call == -2) {
+        PyErr_Format(PyExc_RuntimeError, "tcjit: torch.sum call: %s", err);
+        return -1;
     }
     return call;
 }

@@ -15,3 +15,12 @@ tc_int_tuple(int n, const int64_t *v)
     }
     return t;
 }
+
+PyObject *
+tc_torch_attr(const char *name)
+{
+    PyObject *torch = PyImport_ImportModule("torch");
+    PyObject *v = torch ? PyObject_GetAttrString(torch, name) : NULL;
+    Py_XDECREF(torch);
+    return v;
+}

@@ -12,4 +12,8 @@
 /* A tuple of Python ints (sizes, strides).  New reference or NULL. */
 PyObject *tc_int_tuple(int n, const int64_t *v);
 
+/* torch.<name> (a function of the torch module).  New reference or NULL;
+ * callers that keep it cache it themselves. */
+PyObject *tc_torch_attr(const char *name);
+
 #endif
