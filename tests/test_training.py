@@ -1490,6 +1490,30 @@ def test_max_min_dim_gradient_goes_to_the_index(case):
     grads_like_eager(f, a.detach().requires_grad_())
 
 
+def test_replayed_backward_does_not_save_an_input_no_op_reads():
+    # a graph whose backward replays it under torch's autograd (prod has no
+    # rule here) had every graph input saved, among them an int input the
+    # graph only passed by (its in-place add broke the graph and ran in
+    # Python after the node): the backward raised eager's "modified by an
+    # inplace operation" for a tensor no eager op saved (fuzz seed 31421)
+    def f(a0, a1, a4):
+        v2 = a1.prod(1, keepdim=True)
+        v3 = a1.logsumexp(1)
+        a0.add_(a0 > 0, alpha=2)          # int result with alpha: a break
+        return a4.sin(), v2 * v3.log_softmax(0)
+
+    def run(fn):
+        a0 = torch.arange(-3, 3, dtype=torch.int32)
+        a1 = rg(3, 7, seed=5).requires_grad_()
+        a4 = rg(3, seed=6).requires_grad_()
+        outs = fn(a0, a1, a4)
+        return outs, torch.autograd.grad(outs[0].sum() + outs[1].sum(),
+                                         (a1, a4)), a0
+    got, exp = run(tcjit.compile(f)), run(f)
+    for g, e in zip(got[0] + got[1] + (got[2],), exp[0] + exp[1] + (exp[2],)):
+        torch.testing.assert_close(g, e)
+
+
 def test_views_of_one_element_of_an_expanded_input_stay_apart():
     # a[0] and a[1] of a stride-0 input have one layout and offset but are
     # two rows of its gradient: CSE merged them (fuzz seed 20203)
@@ -1504,7 +1528,7 @@ def test_views_of_one_element_of_an_expanded_input_stay_apart():
 @pytest.mark.parametrize("seed,profile", [
     (121, "full"), (1221, "small"), (1268, "small"), (1273, "small"),
     (1597, "small"), (20203, "full"), (20530, "full"), (20935, "full"),
-    (21289, "full"), (21476, "full"), (21023, "full")])
+    (21289, "full"), (21476, "full"), (21023, "full"), (31421, "full")])
 def test_grad_fuzz_regressions(seed, profile):
     # programs the grad fuzzer (tests/fuzz/grad.py) found wrong, checked
     # as it checks them; 21289 and 21476 return a view of an expanded

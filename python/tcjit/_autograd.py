@@ -1032,13 +1032,23 @@ class Plan:
         self.reads = {}      # ... -> the parameters that one reads
         self.stale_of = {}   # ... -> _Builder.stale of that one
         self.eager_reason = None
-        # the inputs the backward reads, saved with their versions checked
-        # by autograd (the replay reads them all)
-        self.inputs_used = [n.input_index for n in graph.inputs]
         # a replay draws the random numbers the forward drew only from the
         # same RNG state: kept at each forward of a graph that may draw
         self.random = any(n.op in _GENERIC for n in graph.nodes
                           if n.kind == "op")
+        # what a replay (torch's autograd over the graph's ops) computes:
+        # the differentiable outputs and what they are made of (every node
+        # where one may draw random numbers, which must be drawn in
+        # order), and the inputs those read, which the node saves with
+        # their versions checked as autograd would: not an input only the
+        # other nodes read (an int tensor that code after the node writes
+        # in place, which no eager op saved: fuzz seed 31421)
+        self.replay_nodes = None if self.random else self.made_of(
+            [self.grad_node(j) for j in self.diff_outputs])
+        self.replay_reads = {n.input_index for n in graph.inputs
+                             if self.replay_nodes is None
+                             or n.index in self.replay_nodes}
+        self.inputs_used = sorted(self.replay_reads)
         # the bases of views returned by the node in their outputs' place
         # (intermediate_views): fetched after the saved values
         self.bases = sorted({r for j, (k, r, _) in self.view_out.items()
@@ -1245,6 +1255,20 @@ class Plan:
             grads_in.setdefault(self.grad_node(j).index, []).append(f"go{j}")
         return grads_in
 
+    def made_of(self, nodes):
+        """Indices of nodes and of everything they are computed from
+        (operands and view bases)."""
+        seen, todo = set(), list(nodes)
+        while todo:
+            n = todo.pop()
+            if n.index in seen:
+                continue
+            seen.add(n.index)
+            todo.extend(n.args)
+            if n.base is not None:
+                todo.append(n.base)
+        return seen
+
     def grad_node(self, j):
         """The node whose gradient output j's is: its base where the node
         returns the base in its place (intermediate_views)."""
@@ -1389,15 +1413,15 @@ class Plan:
                     "a compiled graph that writes its inputs in place is "
                     "not supported yet; run this function without tcjit "
                     "for it")
-            for x, v in zip(inputs, ctx.versions):
-                if x._version != v:
+            for i, (x, v) in enumerate(zip(inputs, ctx.versions)):
+                if (i in self.replay_reads and v is not None
+                        and x._version != v):
                     raise RuntimeError(
                         "one of the variables needed for gradient "
                         "computation has been modified by an inplace "
                         f"operation: [{x.type()} {list(x.shape)}] is at "
                         f"version {x._version}; expected version {v} "
-                        "instead (tcjit: double backward of a compiled "
-                        "graph)")
+                        "instead")
         create = torch.is_grad_enabled()
         cuda = self.graph.device.type == "cuda"
         with torch.enable_grad(), torch.random.fork_rng(
@@ -1411,15 +1435,16 @@ class Plan:
             # extern may write it as a side effect the graph does not see
             # (torch.batch_norm's running statistics in training), which
             # the forward already did once
-            xs = [x if not isinstance(x, torch.Tensor)
+            xs = [None if i not in self.replay_reads
+                  else x if not isinstance(x, torch.Tensor)
                   else _replay_copy(x) if not x.requires_grad
                   else x if create
-                  else x.detach().requires_grad_() for x in inputs]
-            env = self.graph._values(xs)
-            outs = [env[self.grad_node(j).index]
-                    for j in range(len(self.graph.outputs))]
+                  else x.detach().requires_grad_()
+                  for i, x in enumerate(inputs)]
+            env = self.graph._values(xs, self.replay_nodes)
             present = [j for j in self.diff_outputs if gos[j] is not None]
-            need = [i for i in self.grad_inputs]
+            outs = {j: env[self.grad_node(j).index] for j in present}
+            need = [i for i in self.grad_inputs if i in self.replay_reads]
             grads = [None] * len(need)
             if present:
                 grads = torch.autograd.grad(
