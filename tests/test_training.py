@@ -1490,6 +1490,39 @@ def test_max_min_dim_gradient_goes_to_the_index(case):
     grads_like_eager(f, a.detach().requires_grad_())
 
 
+def test_saved_values_checked_where_read_and_freed_as_eager():
+    # the node's computed values for the backward are held with their
+    # versions and checked only by the backward that reads them: an
+    # output written in place after the node no longer breaks the
+    # backward of another output (fuzz seed 29034); they are freed by a
+    # backward that does not retain the graph, and a second backward
+    # raises torch's error
+    def f(a):
+        v = a.exp()                     # exp's rule reads v
+        return v, a.sin() * 2
+    a = rg(5, seed=1).requires_grad_()
+    v, w = tcjit.compile(f)(a)
+    v.add_(1)                           # v's version moves
+    (g,) = torch.autograd.grad(w.sum(), a, retain_graph=True)
+    torch.testing.assert_close(g, a.detach().cos() * 2)
+    with pytest.raises(RuntimeError, match="modified by an inplace"):
+        v.sum().backward()              # eager raises here too
+    with pytest.raises(RuntimeError, match="modified by an inplace"):
+        f(a)[0].add_(1).sum().backward()
+
+    v, w = tcjit.compile(f)(a)
+    node = v.grad_fn
+    assert node.held_saved
+    (v.sum() + w.sum()).backward(retain_graph=True)
+    assert node.held_saved             # retained
+    a.grad = None
+    (v.sum() + w.sum()).backward()
+    torch.testing.assert_close(a.grad, a.detach().exp() + a.detach().cos() * 2)
+    assert node.held_saved is None     # freed
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (v.sum() + w.sum()).backward()
+
+
 def test_replayed_backward_does_not_save_an_input_no_op_reads():
     # a graph whose backward replays it under torch's autograd (prod has no
     # rule here) had every graph input saved, among them an int input the
@@ -1528,7 +1561,8 @@ def test_views_of_one_element_of_an_expanded_input_stay_apart():
 @pytest.mark.parametrize("seed,profile", [
     (121, "full"), (1221, "small"), (1268, "small"), (1273, "small"),
     (1597, "small"), (20203, "full"), (20530, "full"), (20935, "full"),
-    (21289, "full"), (21476, "full"), (21023, "full"), (31421, "full")])
+    (21289, "full"), (21476, "full"), (21023, "full"), (31421, "full"),
+    (29034, "full")])
 def test_grad_fuzz_regressions(seed, profile):
     # programs the grad fuzzer (tests/fuzz/grad.py) found wrong, checked
     # as it checks them; 21289 and 21476 return a view of an expanded

@@ -1350,6 +1350,8 @@ class Plan:
             stale = self.stale
         _raise_stale(stale)
         st = self.saved_args(ctx, reads)
+        if ctx.held_saved and not _keep_graph():
+            ctx.held_saved = None
         nb = len(self.inputs_used) + self.nsaved
         prev = getattr(_TLS, "cur", None)
         _TLS.cur = self.kept_records(st[nb:], ctx)
@@ -1362,7 +1364,7 @@ class Plan:
             out[i] = gr
         return out
 
-    def saved_args(self, ctx, reads=None):
+    def saved_args(self, ctx, reads=None, values=True):
         """ctx.saved_tensors with the held inputs back in their places
         (_Node.forward): an input the graph writes that needs no grad is
         held outside save_for_backward, whose unpacking checks every
@@ -1372,23 +1374,34 @@ class Plan:
         reaches one of those: a local kept alive across a graph break
         (v0 = a0 @ a2; a0.add_(1)) made the node save a0 for v0's
         gradient, and a backward of the other outputs raised (grad fuzz
-        seed 22427)."""
+        seed 22427).  values=False: the computed values are not checked
+        (a replay reads only the inputs)."""
         st = list(ctx.saved_tensors)
-        held = getattr(ctx, "held", None)
-        if not held:
-            return st
+        held = getattr(ctx, "held", None) or {}
         for k, i in enumerate(self.inputs_used):
-            if i not in held:
-                continue
-            x, version = held[i]
-            if (reads is None or self.params[k] in reads) \
-                    and x._version != version:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation "
-                    "has been modified by an inplace operation: "
-                    f"[{x.type()} {list(x.shape)}] is at version "
-                    f"{x._version}; expected version {version} instead")
-            st.insert(k, x)
+            if i in held:
+                x, version = held[i]
+                _check_version(x, version, reads is None
+                               or self.params[k] in reads)
+                st.insert(k, x)
+        # the computed values (_Node.forward: held as well; released by
+        # a backward that does not retain the graph, as saved tensors are)
+        at = len(self.inputs_used)
+        got, held_saved = [], getattr(ctx, "held_saved", ())
+        if held_saved is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or "
+                "directly access saved tensors after they have already "
+                "been freed). Saved intermediate values of the graph are "
+                "freed when you call .backward() or autograd.grad(). "
+                "Specify retain_graph=True if you need to backward through "
+                "the graph a second time or if you need to access saved "
+                "tensors after calling backward.")
+        for m, (x, version) in enumerate(held_saved):
+            _check_version(x, version, values and version is not None and (
+                reads is None or self.params[at + m] in reads))
+            got.append(x)
+        st[at:at] = got
         return st
 
     def grad_out(self, gos, j):
@@ -1402,7 +1415,8 @@ class Plan:
         """torch's autograd over an eager replay of the graph: ops without
         a rule, and create_graph=True (double backward)."""
         if len(self.inputs_used) == self.graph_ninputs:
-            inputs = self.saved_args(ctx)[:self.graph_ninputs]
+            inputs = self.saved_args(ctx, values=False)
+            inputs = inputs[:self.graph_ninputs]
         else:
             # inputs the compiled backward does not read: kept by
             # reference, their versions checked here as autograd would
@@ -1488,6 +1502,22 @@ _EAGER_SAVES = {
 }
 
 
+# whether the running backward retains the graph (retain_graph=True):
+# the held values live on for the next one (torch >= 2.1; else kept)
+_keep_graph = getattr(torch._C._autograd,
+                      "_get_current_graph_task_keep_graph", lambda: True)
+
+
+def _check_version(x, version, read):
+    """Autograd's check of a saved tensor, where the backward reads it."""
+    if read and x._version != version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been "
+            f"modified by an inplace operation: [{x.type()} "
+            f"{list(x.shape)}] is at version {x._version}; expected "
+            f"version {version} instead")
+
+
 def _raise_stale(stale):
     """Eager's error where its backward reads a saved value that an
     in-place op wrote later (_Builder.read)."""
@@ -1568,11 +1598,21 @@ class _Node(torch.autograd.Function):
         # be a cycle the garbage collector cannot see)
         ctx.held = {i: (inputs[i], inputs[i]._version)
                     for i in plan.holdable if not inputs[i].requires_grad}
+        # the values the graph computed for the backward: held too, as
+        # detached aliases (no grad_fn: no reference cycle through ctx)
+        # with their versions, checked where a backward reads them
+        # (Plan.saved_args).  save_for_backward checks every saved tensor
+        # in any backward, and an output written in place after the node
+        # (v0.copy_(5); return v0) raised for a value that only the
+        # gradient of an output nobody asked for reads (fuzz seed 29034)
+        ctx.held_saved = [(t.detach(), t._version)
+                          if isinstance(t, torch.Tensor) else (t, None)
+                          for t in saved]
         if len(used) == len(inputs) and not ctx.held:
-            ctx.save_for_backward(*inputs, *saved, *kept)
+            ctx.save_for_backward(*inputs, *kept)
         else:
             ctx.save_for_backward(*[inputs[i] for i in used
-                                    if i not in ctx.held], *saved, *kept)
+                                    if i not in ctx.held], *kept)
             # for a double backward's replay; not an input the graph
             # writes: the write-back gives it a history through this node
             # (its CopyBackwards), and the node holding it would be a
