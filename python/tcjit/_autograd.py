@@ -1428,14 +1428,8 @@ class Plan:
                     "not supported yet; run this function without tcjit "
                     "for it")
             for i, (x, v) in enumerate(zip(inputs, ctx.versions)):
-                if (i in self.replay_reads and v is not None
-                        and x._version != v):
-                    raise RuntimeError(
-                        "one of the variables needed for gradient "
-                        "computation has been modified by an inplace "
-                        f"operation: [{x.type()} {list(x.shape)}] is at "
-                        f"version {x._version}; expected version {v} "
-                        "instead")
+                _check_version(x, v, i in self.replay_reads
+                               and v is not None)
         create = torch.is_grad_enabled()
         cuda = self.graph.device.type == "cuda"
         with torch.enable_grad(), torch.random.fork_rng(

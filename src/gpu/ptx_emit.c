@@ -2126,10 +2126,6 @@ shfl(em *e, reg d, reg v, int off)
     }
 }
 
-/* One reduction point r of body ph, accumulating into s->acc_v/acc_i.
- * reuse (persistent rows, may be NULL): reuse[i] >= 0 takes value i from
- * that instruction of an earlier pass at the same point instead of
- * emitting it. */
 /* The point at reduction index r of phase ph: its index (s->ridx64) and
  * its arguments' addresses (s->addr). */
 static void
@@ -2158,9 +2154,11 @@ red_point_addrs(body *s, const entry *en, const nest *lr, int ph, reg r,
     }
 }
 
-/* Phase ph's body at the point s->addr / s->ridx64 address: the values
- * of insts with reuse[i] >= 0 are those of inst reuse[i] (persistent rows),
- * those with pre[i] set were loaded before (hoisted loads). */
+/* Phase ph's body at the point s->addr / s->ridx64 address, accumulating
+ * into s->acc_v / acc_i.  reuse (persistent rows, may be NULL):
+ * reuse[i] >= 0 takes value i from that instruction of an earlier pass at
+ * the same point instead of emitting it; pre (may be NULL): pre[i] set is
+ * the value a load before the body gave (emit_red_points). */
 static void
 red_point_body(body *s, int ph, const int *reuse, const reg *pre)
 {
@@ -2182,6 +2180,7 @@ red_point_body(body *s, int ph, const int *reuse, const reg *pre)
     e->rn_hot = 0;
 }
 
+/* One reduction point r of body ph (reuse: red_point_body). */
 static void
 emit_red_point(body *s, const entry *en, const nest *lr, int ph, reg r,
                const reg *ooff, char *used, reg *roff, const int *reuse)
@@ -3217,6 +3216,37 @@ column_split(const tc_kernel *k, int sm_count)
     return n < 2 ? 1 : n;
 }
 
+/* The column tiles of reduction k, if any (column_tiles), with plan
+ * turned into theirs: split (column_split) or one pass of
+ * column_threads.  A few long rows that tc_red_schedule split as rows
+ * stay so.  Returns the rows per tile, or 0. */
+static int
+column_plan(const tc_kernel *k, const nest *lo, const nest *lr,
+            int sm_count, tc_red_plan *plan)
+{
+    int col = column_tiles(k, lo, lr, sm_count);
+    int64_t csplit = col ? column_split(k, sm_count) : 1;
+    if (csplit > 1) {
+        plan->nsplit = csplit;
+        plan->threads = COLUMN_SPLIT_THREADS;
+        plan->final_threads = (int)((csplit + 31) / 32 * 32);
+        plan->npasses = 2;
+        plan->passes[0] = (tc_red_pass){TC_RED_PASS_PARTIAL, 0};
+        plan->passes[1] = (tc_red_pass){TC_RED_PASS_FINAL, 0};
+        plan->persist = 0;
+        if (plan->sets[0] > 1) {
+            plan->sets[0] = COLUMN_SPLIT_SETS;
+        }
+        return k->numel >= 32 ? 32 : k->numel >= 16 ? 16 : 8;
+    }
+    if (col == 0 || plan->nsplit > 1) {
+        return 0;
+    }
+    plan->threads = column_threads(k->red_numel, col);
+    plan->persist = 0;
+    return col;
+}
+
 static int
 grid_for(int64_t work, int block, int sm_count, int per_sm)
 {
@@ -3424,28 +3454,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     en.lo = &lo;
     en.lr = &lr;
     en.column = k.nphases > 0 && !generic
-                ? column_tiles(&k, &lo, &lr, sm_count) : 0;
-    int64_t csplit = en.column ? column_split(&k, sm_count) : 1;
-    if (csplit > 1) {
-        en.column = k.numel >= 32 ? 32 : k.numel >= 16 ? 16 : 8;
-        plan.nsplit = csplit;
-        plan.threads = COLUMN_SPLIT_THREADS;
-        plan.final_threads = (int)((csplit + 31) / 32 * 32);
-        plan.npasses = 2;
-        plan.passes[0] = (tc_red_pass){TC_RED_PASS_PARTIAL, 0};
-        plan.passes[1] = (tc_red_pass){TC_RED_PASS_FINAL, 0};
-        plan.persist = 0;
-        if (plan.sets[0] > 1) {
-            plan.sets[0] = COLUMN_SPLIT_SETS;
-        }
-    }
-    else if (en.column && plan.nsplit > 1) {
-        en.column = 0;      /* a few long rows: split as rows */
-    }
-    else if (en.column) {
-        plan.threads = column_threads(k.red_numel, en.column);
-        plan.persist = 0;
-    }
+                ? column_plan(&k, &lo, &lr, sm_count, &plan) : 0;
     if (k.nphases == 0) {
         int bl = pw_block[variant];
         info->block = bl;
