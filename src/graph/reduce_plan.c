@@ -83,7 +83,10 @@ min64(int64_t a, int64_t b)
 /* Threads per row on a cross_thread target: a single row gets the
  * largest block (it is the whole device); rows that stay persistent with
  * twice block_rows threads but not with block_rows get that; else
- * enough warps for the row, at most block_rows. */
+ * enough warps for the row, at most block_rows, and when the rows are
+ * many (rows_busy), enough for row_points points each: a block's
+ * combine waits for all its threads, so smaller blocks keep more rows in
+ * flight. */
 static int
 row_threads(const tc_kernel *k, const tc_red_target *t)
 {
@@ -94,7 +97,11 @@ row_threads(const tc_kernel *k, const tc_red_target *t)
     if (k->red_numel > per && k->red_numel <= 2 * per) {
         return 2 * t->block_rows;
     }
-    int64_t b = cdiv(k->red_numel, t->warp) * t->warp;
+    int64_t n = k->red_numel;
+    if (t->row_points > 0 && k->numel >= t->rows_busy) {
+        n = cdiv(n, t->row_points);
+    }
+    int64_t b = cdiv(n, t->warp) * t->warp;
     return b < t->warp ? t->warp : b > t->block_rows ? t->block_rows : (int)b;
 }
 

@@ -137,6 +137,9 @@ typedef struct {
     int cross_thread;          /* rows over a block of threads */
     int warp;                  /* block sizes are multiples of this */
     int block_rows;            /* threads per block, many rows */
+    int64_t rows_busy;         /* with at least this many rows ... */
+    int row_points;            /* ... a row's threads take about this
+                                  many points each (0: no such rule) */
     int block_one_row;         /* threads per block, a single row */
     /* persistent rows (cross_thread targets) */
     int persist_points;        /* points per thread at most (0: never) */
