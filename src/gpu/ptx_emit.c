@@ -1289,6 +1289,9 @@ typedef struct entry {
     const nest *lo, *lr;/* the outer and reduction loop nests */
     int column;         /* reductions: rows per column tile (8, 16, 32;
                            column_tiles), 0: a block per row */
+    int nparts;         /* pointwise vector entry: independent parts, each
+                           with blocks of its own (vec_parts), when > 1 */
+    const int *part;    /* [ninsts] tc_kernel_parts */
     int maxntid;        /* threads per block at most (.maxntid), 0: 1024
                            for size-generic kernels and column tiles */
 } entry;
@@ -1738,6 +1741,8 @@ typedef struct {
     int *order, nload;  /* the loaded arguments by their first LOAD */
     int *pos;           /* [nargs] position in order */
     reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
+    const char *arg_in; /* [nargs] the arguments of the part being emitted
+                           (vec_parts), NULL: all */
 } vec_args;
 
 /* Element offset of argument a's lane 0, emitted once per iteration. */
@@ -1847,6 +1852,9 @@ vec_arg_load(vec_args *v, int a)
     int regs = 0;
     for (int q = v->pos[a] + 1; q < v->nload && regs < VEC_LOAD_AHEAD; q++) {
         int b = v->order[q];
+        if (v->arg_in != NULL && !v->arg_in[b]) {
+            continue;
+        }
         regs += v->l->st[b][v->l->nd - 1] == 1 ? v->vl : 1;
         vec_arg_load1(v, b);
     }
@@ -1881,6 +1889,179 @@ vec_rn(body *s, reg *val, int vl, int i)
         }
         emit_rn4(s->e, in->dtype, d, a, in->op == KOP_DIV ? b : NULL);
     }
+}
+
+/* One iteration of the vector loop: instruction by instruction, each for
+ * every lane; want[i] says which (NULL: all). */
+static void
+vec_body(vec_args *v, body *s, reg *val, const char *want)
+{
+    em *e = v->en->e;
+    const tc_kernel *k = v->en->k;
+    for (int i = 0; i < k->ninsts && !e->failed; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (want != NULL && !want[i]) {
+            continue;
+        }
+        if (in->op == KOP_LOAD) {
+            vec_arg_load(v, in->arg);
+        }
+        if (in->op == KOP_INDEX) {
+            vec_index(v, val, i, in->arg);
+            continue;
+        }
+        if ((in->op == KOP_DIV || in->op == KOP_SQRT) && is_float(in->dtype)
+            && e->rn_call && in->a >= 0 && in->a < i && in->b < i) {
+            vec_rn(s, val, v->vl, i);
+            continue;
+        }
+        for (int j = 0; j < v->vl && !e->failed; j++) {
+            s->val = val + (size_t)j * (size_t)(k->ninsts + 1);
+            if (in->op == KOP_LOAD) {
+                s->lane_in[in->arg] = v->lanes_in[MAX_LANES * in->arg + j];
+            }
+            emit_inst(s, i);
+            if (in->op == KOP_STORE) {
+                v->lanes_out[MAX_LANES * in->arg + j] = s->lane_out[in->arg];
+            }
+        }
+        if (in->op == KOP_STORE && v->early[in->arg]
+            && v->last_store[in->arg] == i && !e->failed) {
+            vec_arg_store(v, in->arg);
+        }
+    }
+    for (int a = 0; a < k->nargs && !e->failed; a++) {
+        if (v->stores[a] && !v->early[a]
+            && (want == NULL || want[v->last_store[a]])) {
+            vec_arg_store(v, a);
+        }
+    }
+}
+
+/* The vector loop from vector idx, stride vectors a step, while below
+ * nvec_op (an immediate or a register). */
+static void
+vec_loop(vec_args *v, body *s, reg *val, reg idx, reg stride,
+         const char *nvec_op, const char *want)
+{
+    entry *en = v->en;
+    em *e = en->e;
+    const char *it = en->wide ? "u64" : "u32";
+    int id = e->label++;
+    reg p = newreg(e, C_P);
+    out(e, "setp.ge.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
+    out(e, "@%s bra $vdone_%d;", R(p), id);
+    label(e, "vloop", id);
+    /* element offset of lane 0: vl * idx + offset (stride 1) or offset */
+    v->e4 = newreg(e, idx.c);
+    out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(v->e4), R(idx),
+        v->vl == 8 ? 3 : 2);
+    if (v->l->nd > 1) {
+        emit_coords(e, v->e4, v->l, en->wide, v->coord);
+    }
+    vec_body(v, s, val, want);
+    out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
+    out(e, "setp.lt.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
+    out(e, "@%s bra $vloop_%d;", R(p), id);
+    label(e, "vdone", id);
+}
+
+/* want[i]: instruction i is in part q or a shared value one of them
+ * reads; arg_in[a]: the part accesses argument a. */
+static void
+part_want(const tc_kernel *k, const int *part, int q, char *want,
+          char *arg_in)
+{
+    memset(arg_in, 0, (size_t)k->nargs + 1);
+    for (int i = 0; i < k->ninsts; i++) {
+        want[i] = part[i] == q;
+    }
+    for (int i = k->ninsts - 1; i >= 0; i--) {
+        const tc_kinst *in = &k->insts[i];
+        int ops[3] = {in->a, in->b, in->c};
+        for (int j = 0; j < 3 && want[i]; j++) {
+            if (ops[j] >= 0 && part[ops[j]] < 0) {
+                want[ops[j]] = 1;
+            }
+        }
+        if (want[i] && (in->op == KOP_LOAD || in->op == KOP_STORE)) {
+            arg_in[in->arg] = 1;
+        }
+    }
+}
+
+/* The vector loop of a kernel of independent parts (tc_kernel_parts: a
+ * horizontally fused one, like an optimizer step's): the grid is nparts
+ * equal ranges of blocks, and a block runs its range's part only.  With
+ * every member in every thread, the 12-member kernels of GPT-2's AdamW
+ * step kept 106 registers a thread (2 blocks an SM) and moved 2.8 TB/s
+ * on an H200, where Inductor's kernels, a block per tensor, moved ~3.9. */
+static void
+vec_parts(vec_args *v, body *s, reg *val)
+{
+    entry *en = v->en;
+    em *e = en->e;
+    const tc_kernel *k = en->k;
+    char *want = malloc((size_t)k->ninsts + 1);
+    char *arg_in = malloc((size_t)k->nargs + 1);
+    if (want == NULL || arg_in == NULL) {
+        fail(e, "out of memory");
+        goto done;
+    }
+    reg t = newreg(e, C_R), nt = newreg(e, C_R), ct = newreg(e, C_R),
+        nc = newreg(e, C_R), per = newreg(e, C_R), q = newreg(e, C_R),
+        lb = newreg(e, C_R);
+    out(e, "mov.u32 %s, %%tid.x;", R(t));
+    out(e, "mov.u32 %s, %%ntid.x;", R(nt));
+    out(e, "mov.u32 %s, %%ctaid.x;", R(ct));
+    out(e, "mov.u32 %s, %%nctaid.x;", R(nc));
+    /* blocks a part (the grid is nparts times that), the block's part and
+     * its block within the part */
+    out(e, "div.u32 %s, %s, %d;", R(per), R(nc), en->nparts);
+    out(e, "div.u32 %s, %s, %s;", R(q), R(ct), R(per));
+    out(e, "mul.lo.u32 %s, %s, %s;", R(lb), R(q), R(per));
+    out(e, "sub.u32 %s, %s, %s;", R(lb), R(ct), R(lb));
+    reg idx, stride;
+    if (en->wide) {
+        idx = newreg(e, C_RD);
+        stride = newreg(e, C_RD);
+        reg t64 = newreg(e, C_RD);
+        out(e, "mul.wide.u32 %s, %s, %s;", R(idx), R(lb), R(nt));
+        out(e, "cvt.u64.u32 %s, %s;", R(t64), R(t));
+        out(e, "add.u64 %s, %s, %s;", R(idx), R(idx), R(t64));
+        out(e, "mul.wide.u32 %s, %s, %s;", R(stride), R(per), R(nt));
+    }
+    else {
+        idx = newreg(e, C_R);
+        stride = newreg(e, C_R);
+        out(e, "mad.lo.u32 %s, %s, %s, %s;", R(idx), R(lb), R(nt), R(t));
+        out(e, "mul.lo.u32 %s, %s, %s;", R(stride), R(per), R(nt));
+    }
+    char nvec_op[24];
+    snprintf(nvec_op, sizeof(nvec_op), "%lld",
+             (long long)(k->numel / v->vl));
+    int end = e->label++;
+    for (int p = 0; p < en->nparts && !e->failed; p++) {
+        int next = e->label++;
+        reg pn = newreg(e, C_P);
+        out(e, "setp.ne.u32 %s, %s, %d;", R(pn), R(q), p);
+        out(e, "@%s bra $vpart_%d;", R(pn), next);
+        part_want(k, en->part, p, want, arg_in);
+        /* a part's registers are its own: nothing carries over */
+        for (int a = 0; a < k->nargs; a++) {
+            v->addr[a] = v->off[a] = NOREG;
+            v->loaded[a] = 0;
+        }
+        v->arg_in = arg_in;
+        vec_loop(v, s, val, idx, stride, nvec_op, want);
+        out(e, "bra $vpend_%d;", end);
+        label(e, "vpart", next);
+    }
+    label(e, "vpend", end);
+done:
+    v->arg_in = NULL;
+    free(want);
+    free(arg_in);
 }
 
 static void
@@ -1937,35 +2118,6 @@ emit_pointwise_vec(entry *en, const nest *l)
             }
         }
     }
-    reg idx, stride;
-    emit_gtid(e, en->wide, &idx, &stride);
-    reg idx0 = newreg(e, idx.c);
-    out(e, "mov.%s %s, %s;", it, R(idx0), R(idx));
-    /* vectors (numel / vl) and the elements they cover */
-    char nvec_op[24], nvec_el[24];
-    snprintf(nvec_op, sizeof(nvec_op), "%lld", (long long)nvec);
-    snprintf(nvec_el, sizeof(nvec_el), "%lld", (long long)(nvec * vl));
-    if (e->generic) {
-        reg nv = newreg(e, idx.c), ne = newreg(e, idx.c);
-        out(e, "shr.%s %s, %s, %d;", it, R(nv),
-            R(e->gnumel[en->wide != 0]), vl == 8 ? 3 : 2);
-        out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(ne), R(nv),
-            vl == 8 ? 3 : 2);
-        snprintf(nvec_op, sizeof(nvec_op), "%s", R(nv));
-        snprintf(nvec_el, sizeof(nvec_el), "%s", R(ne));
-    }
-    int id = e->label++;
-    reg p = newreg(e, C_P);
-    out(e, "setp.ge.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
-    out(e, "@%s bra $vdone_%d;", R(p), id);
-    label(e, "vloop", id);
-    /* element offset of lane 0: vl * idx + offset (stride 1) or offset */
-    v.e4 = newreg(e, idx.c);
-    out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(v.e4), R(idx),
-        vl == 8 ? 3 : 2);
-    if (l->nd > 1) {
-        emit_coords(e, v.e4, l, en->wide, v.coord);
-    }
     body s = {0};
     s.e = e;
     s.k = k;
@@ -1975,48 +2127,32 @@ emit_pointwise_vec(entry *en, const nest *l)
     s.lane_in = lin;
     s.lane_out = lout;
     s.store_pred = NOREG;
-    /* instruction by instruction, each for every lane */
-    for (int i = 0; i < k->ninsts && !e->failed; i++) {
-        const tc_kinst *in = &k->insts[i];
-        if (in->op == KOP_LOAD) {
-            vec_arg_load(&v, in->arg);
-        }
-        if (in->op == KOP_INDEX) {
-            vec_index(&v, val, i, in->arg);
-            continue;
-        }
-        if ((in->op == KOP_DIV || in->op == KOP_SQRT) && is_float(in->dtype)
-            && e->rn_call && in->a >= 0 && in->a < i && in->b < i) {
-            vec_rn(&s, val, vl, i);
-            continue;
-        }
-        for (int j = 0; j < vl && !e->failed; j++) {
-            s.val = val + (size_t)j * (size_t)(k->ninsts + 1);
-            if (in->op == KOP_LOAD) {
-                lin[in->arg] = v.lanes_in[MAX_LANES * in->arg + j];
-            }
-            emit_inst(&s, i);
-            if (in->op == KOP_STORE) {
-                v.lanes_out[MAX_LANES * in->arg + j] = lout[in->arg];
-            }
-        }
-        if (in->op == KOP_STORE && v.early[in->arg]
-            && v.last_store[in->arg] == i && !e->failed) {
-            vec_arg_store(&v, in->arg);
-        }
+    if (en->nparts > 1) {
+        vec_parts(&v, &s, val);
     }
-    for (int a = 0; a < k->nargs && !e->failed; a++) {
-        if (v.stores[a] && !v.early[a]) {
-            vec_arg_store(&v, a);
+    else {
+        reg idx, stride;
+        emit_gtid(e, en->wide, &idx, &stride);
+        reg idx0 = newreg(e, idx.c);
+        out(e, "mov.%s %s, %s;", it, R(idx0), R(idx));
+        /* vectors (numel / vl) and the elements they cover */
+        char nvec_op[24], nvec_el[24];
+        snprintf(nvec_op, sizeof(nvec_op), "%lld", (long long)nvec);
+        snprintf(nvec_el, sizeof(nvec_el), "%lld", (long long)(nvec * vl));
+        if (e->generic) {
+            reg nv = newreg(e, idx.c), ne = newreg(e, idx.c);
+            out(e, "shr.%s %s, %s, %d;", it, R(nv),
+                R(e->gnumel[en->wide != 0]), vl == 8 ? 3 : 2);
+            out(e, "shl.b%d %s, %s, %d;", en->wide ? 64 : 32, R(ne), R(nv),
+                vl == 8 ? 3 : 2);
+            snprintf(nvec_op, sizeof(nvec_op), "%s", R(nv));
+            snprintf(nvec_el, sizeof(nvec_el), "%s", R(ne));
         }
-    }
-    out(e, "add.%s %s, %s, %s;", it, R(idx), R(idx), R(stride));
-    out(e, "setp.lt.%s %s, %s, %s;", it, R(p), R(idx), nvec_op);
-    out(e, "@%s bra $vloop_%d;", R(p), id);
-    label(e, "vdone", id);
-    if (e->generic || k->numel % vl != 0) {
-        out(e, "add.%s %s, %s, %s;", it, R(idx0), R(idx0), nvec_el);
-        emit_pointwise_loop(en, l, idx0, stride);
+        vec_loop(&v, &s, val, idx, stride, nvec_op, NULL);
+        if (e->generic || k->numel % vl != 0) {
+            out(e, "add.%s %s, %s, %s;", it, R(idx0), R(idx0), nvec_el);
+            emit_pointwise_loop(en, l, idx0, stride);
+        }
     }
 done:
     free(v.addr);
@@ -3341,6 +3477,19 @@ generic_setup(const tc_kernel *k0, const nest *lo, const nest *lr, em *e,
     return 0;
 }
 
+/* Independent parts of k's vector entry (vec_parts) into part, or 1:
+ * static sizes and whole vectors only (no scalar tail), blocks blocks a
+ * part. */
+static int
+vec_nparts(const tc_kernel *k, int generic, int *part, int blocks)
+{
+    if (generic || part == NULL || k->numel % vec_lanes(k) != 0) {
+        return 1;
+    }
+    int n = tc_kernel_parts(k, part);
+    return n < 2 || (int64_t)n * blocks > INT_MAX ? 1 : n;
+}
+
 /* Emits one kernel (both variants when vectorizable) into mod, or with
  * generic (and not a split reduction) size-generic into a module of its
  * own, info->text. */
@@ -3360,6 +3509,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     sbuf own = {0}, own_ents = {0};
     unsigned own_funcs = 0;
     int64_t *sc_off = NULL;
+    int *part = NULL;
     e.sm = sm;
     e.math_flags = half_results(&k);
     e.funcs = funcs;
@@ -3480,6 +3630,10 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
              * way round (78 us capped, 88 uncapped) and keeps the cap. */
             info->grid_vec = grid_for(k.numel / vec_lanes(&k), bl, sm_count,
                                       INT_MAX / bl / sm_count);
+            part = malloc(sizeof(int) * ((size_t)k.ninsts + 1));
+            en.nparts = vec_nparts(&k, generic, part, info->grid_vec);
+            en.part = part;
+            info->grid_vec *= en.nparts > 1 ? en.nparts : 1;
             en.name = info->entry_vec;
             bd.kind = BODY_VEC;
             emit_entry(&en, mod, &bd);
@@ -3561,6 +3715,7 @@ done:
     free(e.g64);
     free(e.g32);
     free(sc_off);
+    free(part);
     tc_textbuf_free(&e.b);
     free(base);
     free(nc);

@@ -710,6 +710,130 @@ tc_kernel_rewrite(tc_kernel *k, tc_kwanted_fn wanted, tc_kexpand_fn expand,
     return 0;
 }
 
+/* ---- independent parts of a pointwise kernel ----------------------------- */
+
+static int
+uf_find(int *up, int i)
+{
+    while (up[i] != i) {
+        up[i] = up[up[i]];
+        i = up[i];
+    }
+    return i;
+}
+
+static void
+uf_union(int *up, int i, int j)
+{
+    i = uf_find(up, i);
+    j = uf_find(up, j);
+    if (i != j) {
+        up[i > j ? i : j] = i < j ? i : j;
+    }
+}
+
+/* Is argument a a scalar input: stride 0 in every loop dim, a buffer no
+ * argument of k writes? */
+static int
+scalar_input(const tc_kernel *k, int a)
+{
+    const tc_karg *ka = &k->args[a];
+    for (int d = 0; d < k->ndim; d++) {
+        if (ka->strides[d] != 0) {
+            return 0;
+        }
+    }
+    for (int b = 0; b < k->nargs; b++) {
+        if (k->args[b].is_output && k->args[b].buffer == ka->buffer) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Is instruction i shared (tc_kernel_parts)?  shared[] holds the answer
+ * for every operand (they precede i). */
+static int
+shared_value(const tc_kernel *k, const char *shared, int i)
+{
+    const tc_kinst *in = &k->insts[i];
+    switch (in->op) {
+    case KOP_CONST:
+    case KOP_INDEX:
+        return 1;
+    case KOP_LOAD:
+        return scalar_input(k, in->arg);
+    case KOP_STORE:
+        return 0;
+    default:
+        return (in->a < 0 || shared[in->a]) && (in->b < 0 || shared[in->b])
+               && (in->c < 0 || shared[in->c]);
+    }
+}
+
+int
+tc_kernel_parts(const tc_kernel *k, int *part)
+{
+    int n = k->ninsts;
+    if (k->nphases != 0) {
+        for (int i = 0; i < n; i++) {
+            part[i] = 0;
+        }
+        return n > 0;
+    }
+    int *up = malloc(sizeof(int) * (size_t)(n + 1));
+    int *first = malloc(sizeof(int) * (size_t)(k->nargs + 1));
+    char *shared = calloc((size_t)n + 1, 1);
+    int nparts = -1;
+    if (up == NULL || first == NULL || shared == NULL) {
+        goto done;
+    }
+    for (int a = 0; a < k->nargs; a++) {
+        first[a] = -1;      /* its first access (not a shared load) */
+    }
+    for (int i = 0; i < n; i++) {
+        const tc_kinst *in = &k->insts[i];
+        up[i] = i;
+        shared[i] = (char)shared_value(k, shared, i);
+        if (shared[i]) {
+            continue;
+        }
+        int ops[3] = {in->a, in->b, in->c};
+        for (int j = 0; j < 3; j++) {
+            if (ops[j] >= 0 && !shared[ops[j]]) {
+                uf_union(up, i, ops[j]);
+            }
+        }
+        if (in->op != KOP_LOAD && in->op != KOP_STORE) {
+            continue;
+        }
+        /* with the first access of every argument on the same buffer */
+        if (first[in->arg] < 0) {
+            first[in->arg] = i;
+        }
+        for (int a = 0; a < k->nargs; a++) {
+            if (first[a] >= 0
+                && k->args[a].buffer == k->args[in->arg].buffer) {
+                uf_union(up, i, first[a]);
+            }
+        }
+    }
+    /* number the roots by first appearance */
+    nparts = 0;
+    for (int i = 0; i < n; i++) {
+        part[i] = -1;
+        if (!shared[i]) {
+            int r = uf_find(up, i);
+            part[i] = r == i ? nparts++ : part[r];
+        }
+    }
+done:
+    free(up);
+    free(first);
+    free(shared);
+    return nparts;
+}
+
 /* ---- values shared between the bodies of a reduction kernel ------------- */
 
 int

@@ -285,6 +285,18 @@ int tc_kernel_lower_half_casts(tc_kernel *k);
  * loaded in one pass may differ from the same load in a later pass. */
 int tc_kernel_writes_its_input(const tc_kernel *k);
 
+/* Independent parts of a pointwise kernel (a horizontally fused one: an
+ * optimizer step's parameters, a grouped kernel's members).  part[i] is
+ * the part of instruction i, numbered by first appearance, or -1 for a
+ * shared value computed from constants, positions and scalar inputs only
+ * (every argument stride 0, a buffer the kernel does not write): each
+ * part that needs it computes it again.  Two instructions are in one part
+ * when one is an operand of the other (shared values aside) or both
+ * access one buffer, so no input is read by two parts and no part reads
+ * what another writes.  Returns the number of parts (0 for a kernel
+ * without instructions), -1 if out of memory.  Reduction kernels: 1. */
+int tc_kernel_parts(const tc_kernel *k, int *part);
+
 /* region[i] = 2p if instruction i is in pre_p, 2p + 1 if in body_p,
  * 2 nphases if in post (k validated; region has ninsts entries). */
 void tc_kernel_regions(const tc_kernel *k, int *region);
