@@ -1743,6 +1743,7 @@ typedef struct {
     reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
     const char *arg_in; /* [nargs] the arguments of the part being emitted
                            (vec_parts), NULL: all */
+    char *uniform;      /* [ninsts] the same value in every lane (vec_uniform) */
 } vec_args;
 
 /* Element offset of argument a's lane 0, emitted once per iteration. */
@@ -1891,8 +1892,45 @@ vec_rn(body *s, reg *val, int vl, int i)
     }
 }
 
+/* Which values are the same in every lane: constants, loads of an
+ * argument broadcast along the vector (stride 0: a per-row value like
+ * cross-entropy's loss scale or a layer norm's mean), and what only
+ * those compute.  The body computes them once, not once a lane: ptxas
+ * does not merge the lanes' copies (a div.rn is a branch to a slow
+ * path), and cross-entropy's backward over GPT-2's logits did 8 div.rn
+ * a vector where 2 give the same values. */
+static void
+vec_uniform(vec_args *v)
+{
+    const tc_kernel *k = v->en->k;
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        int u;
+        switch (in->op) {
+        case KOP_CONST:
+            u = 1;
+            break;
+        case KOP_LOAD:
+            u = v->l->st[in->arg][v->l->nd - 1] == 0;
+            break;
+        case KOP_STORE:
+        case KOP_INDEX:
+        case KOP_ACC:
+        case KOP_ACC_UPDATE:
+        case KOP_ACC_RESULT:
+            u = 0;
+            break;
+        default:
+            u = (in->a < 0 || v->uniform[in->a])
+                && (in->b < 0 || v->uniform[in->b])
+                && (in->c < 0 || v->uniform[in->c]);
+        }
+        v->uniform[i] = (char)u;
+    }
+}
+
 /* One iteration of the vector loop: instruction by instruction, each for
- * every lane; want[i] says which (NULL: all). */
+ * every lane (a uniform value once); want[i] says which (NULL: all). */
 static void
 vec_body(vec_args *v, body *s, reg *val, const char *want)
 {
@@ -1908,6 +1946,15 @@ vec_body(vec_args *v, body *s, reg *val, const char *want)
         }
         if (in->op == KOP_INDEX) {
             vec_index(v, val, i, in->arg);
+            continue;
+        }
+        if (v->uniform[i] && in->op != KOP_LOAD) {
+            size_t n = (size_t)(k->ninsts + 1);
+            s->val = val;
+            emit_inst(s, i);
+            for (int j = 1; j < v->vl; j++) {
+                val[(size_t)j * n + (size_t)i] = val[i];
+            }
             continue;
         }
         if ((in->op == KOP_DIV || in->op == KOP_SQRT) && is_float(in->dtype)
@@ -2085,12 +2132,13 @@ emit_pointwise_vec(entry *en, const nest *l)
     v.pos = calloc((size_t)na, sizeof(int));
     v.lanes_in = calloc((size_t)na * MAX_LANES, sizeof(reg));
     v.lanes_out = calloc((size_t)na * MAX_LANES, sizeof(reg));
+    v.uniform = calloc((size_t)k->ninsts + 1, 1);
     reg *val = calloc((size_t)vl * (size_t)(k->ninsts + 1), sizeof(reg));
     reg *lin = calloc((size_t)na, sizeof(reg));
     reg *lout = calloc((size_t)na, sizeof(reg));
     if (!v.addr || !v.off || !v.loads || !v.loaded || !v.stores || !v.early
         || !v.last_store || !v.order || !v.pos || !v.lanes_in
-        || !v.lanes_out || !val || !lin || !lout) {
+        || !v.lanes_out || !v.uniform || !val || !lin || !lout) {
         fail(e, "out of memory");
         goto done;
     }
@@ -2118,6 +2166,7 @@ emit_pointwise_vec(entry *en, const nest *l)
             }
         }
     }
+    vec_uniform(&v);
     body s = {0};
     s.e = e;
     s.k = k;
@@ -2166,6 +2215,7 @@ done:
     free(v.pos);
     free(v.lanes_in);
     free(v.lanes_out);
+    free(v.uniform);
     free(val);
     free(lin);
     free(lout);
