@@ -1558,11 +1558,31 @@ def test_views_of_one_element_of_an_expanded_input_stay_apart():
 
 
 
+def test_kept_extern_reading_a_tensor_written_in_place_breaks():
+    # a tensor the graph makes and writes in place, then an extern call
+    # whose backward is torch's own reads it (fuzz seed 24606): torch
+    # saves it at the version the call sees, the node sets its version to
+    # eager's afterwards, and the backward raised "modified by an inplace
+    # operation".  A graph break with the reason, and eager's gradient.
+    def f(a0, a1):
+        v0 = torch.rsqrt(a0.abs() + 1)
+        torch._foreach_add_([v0], [-1])
+        return v0 @ a1, v0
+
+    a0 = torch.tensor([2, -4, 4, 1, 2], dtype=torch.int8)
+    a1 = torch.tensor([[-0.7], [-0.7], [-0.4], [-0.9], [-0.7]])
+    grads_like_eager(f, a0, a1.requires_grad_())
+    tcjit.reset()
+    ex = tcjit.explain(f)(a0, a1)
+    assert any("reads a tensor the graph made and wrote in place" in str(r)
+               for r in ex.break_reasons), ex.break_reasons
+
+
 @pytest.mark.parametrize("seed,profile", [
     (121, "full"), (1221, "small"), (1268, "small"), (1273, "small"),
     (1597, "small"), (20203, "full"), (20530, "full"), (20935, "full"),
     (21289, "full"), (21476, "full"), (21023, "full"), (31421, "full"),
-    (29034, "full")])
+    (29034, "full"), (24606, "full")])
 def test_grad_fuzz_regressions(seed, profile):
     # programs the grad fuzzer (tests/fuzz/grad.py) found wrong, checked
     # as it checks them; 21289 and 21476 return a view of an expanded

@@ -1071,6 +1071,9 @@ class Plan:
             _log("graph_breaks", f"tcjit training: the backward of this graph "
                                  f"runs through torch's autograd: {b.reason}")
             return
+        self.reason = self.kept_reads_bumped(b.kept)
+        if self.reason:
+            return
         # what the backward reads: graph inputs from the call, computed
         # nodes as extra outputs of the forward
         inputs_used, saved = [], []
@@ -1122,6 +1125,32 @@ class Plan:
                       f"values, {len(b.recomputed)} recomputed, "
                       f"{len(b.kept)} kept extern calls:\n"
                       f"{self.backward_src}")
+
+    def kept_reads_bumped(self, kept):
+        """Why the graph cannot be compiled, or None: a kept extern call
+        (its backward is torch's own) that reads a tensor the graph makes
+        and writes in place (``bumped``: the node sets its version counter
+        to eager's after the call).  torch saves it at the version it has
+        when the call runs, and the node's setting it later makes
+        autograd's check raise in the backward (fuzz seed 24606:
+        ``v = rsqrt(x); v += 1; v @ w``).  Which version eager's call saw
+        depends on where the call is among the writes, which the graph
+        does not record."""
+        bumped = {self.graph.outputs[j].index for j, _ in self.bumped}
+        if not bumped:
+            return None
+
+        def root(n):
+            while n.base is not None:
+                n = n.base
+            return n.index
+        for n, _ in kept:
+            if any(root(a) in bumped for a in n.args):
+                return (f"an extern call whose backward is torch's own "
+                        f"({n.op}) reads a tensor the graph made and wrote "
+                        f"in place, whose version autograd checks against "
+                        f"the one the call saw (not compiled yet)")
+        return None
 
     def input_aliases(self):
         """Outputs that are an input or a view of one (x.t(), t.add_(x);
