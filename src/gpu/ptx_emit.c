@@ -3562,6 +3562,9 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     int *part = NULL;
     e.sm = sm;
     e.math_flags = half_results(&k);
+    if (k.nphases == 0 && sm >= 90) {
+        e.math_flags |= TC_PTX_MATH_RCP_NEWTON;
+    }
     e.funcs = funcs;
     int na = k.nargs > 0 ? k.nargs : 1;
     reg *base = calloc((size_t)na, sizeof(reg));
