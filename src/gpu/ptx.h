@@ -171,7 +171,8 @@ extern const tc_math_target tc_ptx_math_target;
 /* TC_PTX_MATH_RCP_NEWTON: TANH's reciprocal as rcp.approx.ftz and one fma
  * Newton step, equal to rcp.rn bit for bit on its operand's range (see
  * f32_tanh), without rcp.rn's branch to a slow path; for pointwise
- * kernels on sm_90+ (ptx_emit.c math_flags). */
+ * kernels on sm_90 to sm_99, where the equality was checked (an
+ * approximation of another architecture may differ; emit_kernel). */
 #define TC_PTX_MATH_RCP_NEWTON 2
 typedef void (*tc_ptx_printf)(void *ctx, const char *fmt, ...);
 int tc_ptx_f32_unary(tc_kop op, int sm, int flags, const char *d,

@@ -3562,7 +3562,7 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     int *part = NULL;
     e.sm = sm;
     e.math_flags = half_results(&k);
-    if (k.nphases == 0 && sm >= 90) {
+    if (k.nphases == 0 && sm >= 90 && sm < 100) {   /* checked on sm_90 */
         e.math_flags |= TC_PTX_MATH_RCP_NEWTON;
     }
     e.funcs = funcs;
