@@ -259,7 +259,7 @@ def test_generic_ptx_many_arguments_fit_the_parameter_space(tmp_path):
 # "sum_split" recomputed when unrolled reduction points took their loads
 # first (ptx_emit.c emit_red_points: the same adds in the same order).
 # "pointwise" recomputed when the vector entry computed values the same in
-# every lane (its constants) once instead of once a lane (vec_uniform).
+# every lane (its constants) once instead of once a lane (uniform_leaf).
 STATIC = {
     "pointwise": (lambda x, y: (x.sin() + y.cos()).relu() * 2 + 1,
                   lambda: (torch.randn(37, 64), torch.randn(64))),

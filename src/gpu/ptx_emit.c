@@ -1450,9 +1450,12 @@ reset_em(em *e, int sm)
     e->g32 = keep.g32;
 }
 
-/* Global thread index and grid stride (u32 or u64). */
+/* Global thread index and grid stride (u32 or u64).  With nparts > 1
+ * the grid is nparts equal ranges of blocks (vec_parts): *part is the
+ * block's range, and the index and stride are within it. */
 static void
-emit_gtid(em *e, int wide, reg *idx, reg *stride)
+emit_gtid_parts(em *e, int wide, int nparts, reg *part, reg *idx,
+                reg *stride)
 {
     reg t = newreg(e, C_R), nt = newreg(e, C_R), ct = newreg(e, C_R),
         nc = newreg(e, C_R);
@@ -1460,6 +1463,17 @@ emit_gtid(em *e, int wide, reg *idx, reg *stride)
     out(e, "mov.u32 %s, %%ntid.x;", R(nt));
     out(e, "mov.u32 %s, %%ctaid.x;", R(ct));
     out(e, "mov.u32 %s, %%nctaid.x;", R(nc));
+    if (nparts > 1) {
+        /* blocks a range, the block's range, its block within it */
+        reg per = newreg(e, C_R), lb = newreg(e, C_R);
+        *part = newreg(e, C_R);
+        out(e, "div.u32 %s, %s, %d;", R(per), R(nc), nparts);
+        out(e, "div.u32 %s, %s, %s;", R(*part), R(ct), R(per));
+        out(e, "mul.lo.u32 %s, %s, %s;", R(lb), R(*part), R(per));
+        out(e, "sub.u32 %s, %s, %s;", R(lb), R(ct), R(lb));
+        ct = lb;
+        nc = per;
+    }
     if (wide) {
         *idx = newreg(e, C_RD);
         *stride = newreg(e, C_RD);
@@ -1475,6 +1489,12 @@ emit_gtid(em *e, int wide, reg *idx, reg *stride)
         out(e, "mad.lo.u32 %s, %s, %s, %s;", R(*idx), R(ct), R(nt), R(t));
         out(e, "mul.lo.u32 %s, %s, %s;", R(*stride), R(nc), R(nt));
     }
+}
+
+static void
+emit_gtid(em *e, int wide, reg *idx, reg *stride)
+{
+    emit_gtid_parts(e, wide, 1, NULL, idx, stride);
 }
 
 static void
@@ -1743,7 +1763,8 @@ typedef struct {
     reg *lanes_in, *lanes_out;  /* [nargs * MAX_LANES] */
     const char *arg_in; /* [nargs] the arguments of the part being emitted
                            (vec_parts), NULL: all */
-    char *uniform;      /* [ninsts] the same value in every lane (vec_uniform) */
+    char *uniform;      /* [ninsts] the same value in every lane
+                           (uniform_leaf) */
 } vec_args;
 
 /* Element offset of argument a's lane 0, emitted once per iteration. */
@@ -1892,50 +1913,31 @@ vec_rn(body *s, reg *val, int vl, int i)
     }
 }
 
-/* Which values are the same in every lane: constants, loads of an
- * argument broadcast along the vector (stride 0: a per-row value like
- * cross-entropy's loss scale or a layer norm's mean), and what only
- * those compute.  The body computes them once, not once a lane: ptxas
- * does not merge the lanes' copies (a div.rn is a branch to a slow
- * path), and cross-entropy's backward over GPT-2's logits did 8 div.rn
- * a vector where 2 give the same values. */
-static void
-vec_uniform(vec_args *v)
+/* Which values are the same in every lane (tc_kernel_leaf_values with
+ * these leaves): constants and loads of an argument broadcast along the
+ * vector (stride 0: a per-row value like cross-entropy's loss scale or a
+ * layer norm's mean), not positions.  The body computes them once, not
+ * once a lane: ptxas does not merge the lanes' copies (a div.rn is a
+ * branch to a slow path), and cross-entropy's backward over GPT-2's
+ * logits did 8 div.rn a vector where 2 give the same values. */
+static int
+uniform_leaf(const tc_kernel *k, int i, void *ctx)
 {
-    const tc_kernel *k = v->en->k;
-    for (int i = 0; i < k->ninsts; i++) {
-        const tc_kinst *in = &k->insts[i];
-        int u;
-        switch (in->op) {
-        case KOP_CONST:
-            u = 1;
-            break;
-        case KOP_LOAD:
-            u = v->l->st[in->arg][v->l->nd - 1] == 0;
-            break;
-        case KOP_STORE:
-        case KOP_INDEX:
-        case KOP_ACC:
-        case KOP_ACC_UPDATE:
-        case KOP_ACC_RESULT:
-            u = 0;
-            break;
-        default:
-            u = (in->a < 0 || v->uniform[in->a])
-                && (in->b < 0 || v->uniform[in->b])
-                && (in->c < 0 || v->uniform[in->c]);
-        }
-        v->uniform[i] = (char)u;
-    }
+    const nest *l = ctx;
+    const tc_kinst *in = &k->insts[i];
+    return in->op == KOP_CONST
+           || (in->op == KOP_LOAD && l->st[in->arg][l->nd - 1] == 0);
 }
 
 /* One iteration of the vector loop: instruction by instruction, each for
- * every lane (a uniform value once); want[i] says which (NULL: all). */
+ * every lane (a uniform value once: uniform_leaf); want[i] says which
+ * (NULL: all). */
 static void
 vec_body(vec_args *v, body *s, reg *val, const char *want)
 {
     em *e = v->en->e;
     const tc_kernel *k = v->en->k;
+    size_t n = (size_t)(k->ninsts + 1);     /* values a lane */
     for (int i = 0; i < k->ninsts && !e->failed; i++) {
         const tc_kinst *in = &k->insts[i];
         if (want != NULL && !want[i]) {
@@ -1949,7 +1951,6 @@ vec_body(vec_args *v, body *s, reg *val, const char *want)
             continue;
         }
         if (v->uniform[i] && in->op != KOP_LOAD) {
-            size_t n = (size_t)(k->ninsts + 1);
             s->val = val;
             emit_inst(s, i);
             for (int j = 1; j < v->vl; j++) {
@@ -1963,7 +1964,7 @@ vec_body(vec_args *v, body *s, reg *val, const char *want)
             continue;
         }
         for (int j = 0; j < v->vl && !e->failed; j++) {
-            s->val = val + (size_t)j * (size_t)(k->ninsts + 1);
+            s->val = val + (size_t)j * n;
             if (in->op == KOP_LOAD) {
                 s->lane_in[in->arg] = v->lanes_in[MAX_LANES * in->arg + j];
             }
@@ -2055,35 +2056,8 @@ vec_parts(vec_args *v, body *s, reg *val)
         fail(e, "out of memory");
         goto done;
     }
-    reg t = newreg(e, C_R), nt = newreg(e, C_R), ct = newreg(e, C_R),
-        nc = newreg(e, C_R), per = newreg(e, C_R), q = newreg(e, C_R),
-        lb = newreg(e, C_R);
-    out(e, "mov.u32 %s, %%tid.x;", R(t));
-    out(e, "mov.u32 %s, %%ntid.x;", R(nt));
-    out(e, "mov.u32 %s, %%ctaid.x;", R(ct));
-    out(e, "mov.u32 %s, %%nctaid.x;", R(nc));
-    /* blocks a part (the grid is nparts times that), the block's part and
-     * its block within the part */
-    out(e, "div.u32 %s, %s, %d;", R(per), R(nc), en->nparts);
-    out(e, "div.u32 %s, %s, %s;", R(q), R(ct), R(per));
-    out(e, "mul.lo.u32 %s, %s, %s;", R(lb), R(q), R(per));
-    out(e, "sub.u32 %s, %s, %s;", R(lb), R(ct), R(lb));
-    reg idx, stride;
-    if (en->wide) {
-        idx = newreg(e, C_RD);
-        stride = newreg(e, C_RD);
-        reg t64 = newreg(e, C_RD);
-        out(e, "mul.wide.u32 %s, %s, %s;", R(idx), R(lb), R(nt));
-        out(e, "cvt.u64.u32 %s, %s;", R(t64), R(t));
-        out(e, "add.u64 %s, %s, %s;", R(idx), R(idx), R(t64));
-        out(e, "mul.wide.u32 %s, %s, %s;", R(stride), R(per), R(nt));
-    }
-    else {
-        idx = newreg(e, C_R);
-        stride = newreg(e, C_R);
-        out(e, "mad.lo.u32 %s, %s, %s, %s;", R(idx), R(lb), R(nt), R(t));
-        out(e, "mul.lo.u32 %s, %s, %s;", R(stride), R(per), R(nt));
-    }
+    reg q, idx, stride;
+    emit_gtid_parts(e, en->wide, en->nparts, &q, &idx, &stride);
     char nvec_op[24];
     snprintf(nvec_op, sizeof(nvec_op), "%lld",
              (long long)(k->numel / v->vl));
@@ -2166,7 +2140,7 @@ emit_pointwise_vec(entry *en, const nest *l)
             }
         }
     }
-    vec_uniform(&v);
+    tc_kernel_leaf_values(k, uniform_leaf, (void *)l, v.uniform);
     body s = {0};
     s.e = e;
     s.k = k;

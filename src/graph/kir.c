@@ -751,36 +751,46 @@ scalar_input(const tc_kernel *k, int a)
     return 1;
 }
 
-/* Is instruction i shared (tc_kernel_parts)?  shared[] holds the answer
- * for every operand (they precede i). */
-static int
-shared_value(const tc_kernel *k, const char *shared, int i)
+void
+tc_kernel_leaf_values(const tc_kernel *k, tc_kleaf_fn leaf, void *ctx,
+                      char *flag)
 {
-    const tc_kinst *in = &k->insts[i];
-    switch (in->op) {
-    case KOP_CONST:
-    case KOP_INDEX:
-        return 1;
-    case KOP_LOAD:
-        return scalar_input(k, in->arg);
-    case KOP_STORE:
-        return 0;
-    default:
-        return (in->a < 0 || shared[in->a]) && (in->b < 0 || shared[in->b])
-               && (in->c < 0 || shared[in->c]);
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        int f;
+        switch (in->op) {
+        case KOP_CONST:
+        case KOP_LOAD:
+        case KOP_INDEX:
+            f = leaf(k, i, ctx);
+            break;
+        case KOP_STORE:
+        case KOP_ACC:
+        case KOP_ACC_UPDATE:
+        case KOP_ACC_RESULT:
+            f = 0;
+            break;
+        default:
+            f = (in->a < 0 || flag[in->a]) && (in->b < 0 || flag[in->b])
+                && (in->c < 0 || flag[in->c]);
+        }
+        flag[i] = (char)f;
     }
+}
+
+/* Leaves of the parts' shared values: constants, positions, scalar
+ * inputs. */
+static int
+shared_leaf(const tc_kernel *k, int i, void *ctx)
+{
+    (void)ctx;
+    return k->insts[i].op != KOP_LOAD || scalar_input(k, k->insts[i].arg);
 }
 
 int
 tc_kernel_parts(const tc_kernel *k, int *part)
 {
     int n = k->ninsts;
-    if (k->nphases != 0) {
-        for (int i = 0; i < n; i++) {
-            part[i] = 0;
-        }
-        return n > 0;
-    }
     int *up = malloc(sizeof(int) * (size_t)(n + 1));
     int *first = malloc(sizeof(int) * (size_t)(k->nargs + 1));
     char *shared = calloc((size_t)n + 1, 1);
@@ -791,10 +801,10 @@ tc_kernel_parts(const tc_kernel *k, int *part)
     for (int a = 0; a < k->nargs; a++) {
         first[a] = -1;      /* its first access (not a shared load) */
     }
+    tc_kernel_leaf_values(k, shared_leaf, NULL, shared);
     for (int i = 0; i < n; i++) {
         const tc_kinst *in = &k->insts[i];
         up[i] = i;
-        shared[i] = (char)shared_value(k, shared, i);
         if (shared[i]) {
             continue;
         }

@@ -285,6 +285,15 @@ int tc_kernel_lower_half_casts(tc_kernel *k);
  * loaded in one pass may differ from the same load in a later pass. */
 int tc_kernel_writes_its_input(const tc_kernel *k);
 
+/* Values computed from leaves only: flag[i] = leaf(k, i, ctx) for a
+ * CONST, LOAD or INDEX instruction (the caller's rule), 0 for STORE and
+ * the accumulator ops, else whether every operand of i is flagged.
+ * Parts' shared values (tc_kernel_parts) and the PTX vector entry's
+ * lane-uniform ones are both this with other leaves. */
+typedef int (*tc_kleaf_fn)(const tc_kernel *k, int i, void *ctx);
+void tc_kernel_leaf_values(const tc_kernel *k, tc_kleaf_fn leaf, void *ctx,
+                           char *flag);
+
 /* Independent parts of a pointwise kernel (a horizontally fused one: an
  * optimizer step's parameters, a grouped kernel's members).  part[i] is
  * the part of instruction i, numbered by first appearance, or -1 for a
@@ -294,7 +303,7 @@ int tc_kernel_writes_its_input(const tc_kernel *k);
  * when one is an operand of the other (shared values aside) or both
  * access one buffer, so no input is read by two parts and no part reads
  * what another writes.  Returns the number of parts (0 for a kernel
- * without instructions), -1 if out of memory.  Reduction kernels: 1. */
+ * without instructions), -1 if out of memory. */
 int tc_kernel_parts(const tc_kernel *k, int *part);
 
 /* region[i] = 2p if instruction i is in pre_p, 2p + 1 if in body_p,
