@@ -8,6 +8,7 @@
 
 #include <structmember.h>
 
+#include "graph/kir.h"
 #include "graph/ops.h"
 #include "guards/tensor_keys.h"
 #include "jit/jit.h"
@@ -168,7 +169,7 @@ mod_counters(PyObject *m, PyObject *unused)
      * kernel_cache_*: the on-disk cache (docs/cache.md) */
     return Py_BuildValue(
         "{s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:l,s:d,s:l,s:l,s:d,"
-        "s:l,s:l,s:l,s:l,s:l,s:d}",
+        "s:l,s:l,s:l,s:l,s:l,s:d,s:l}",
         "frames_compiled",
         c->frames_compiled, "cache_hits", c->cache_hits, "cache_misses",
         c->cache_misses, "recompiles", c->recompiles, "graphs", c->graphs,
@@ -184,7 +185,9 @@ mod_counters(PyObject *m, PyObject *unused)
         "kernel_cache_hits", dc.hits, "kernel_cache_misses", dc.misses,
         "kernel_cache_writes", dc.writes, "kernel_cache_corrupt", dc.corrupt,
         "kernel_cache_evicted", dc.evicted,
-        "kernel_compile_seconds", tc_jit_compile_seconds());
+        "kernel_compile_seconds", tc_jit_compile_seconds(),
+        /* kernels whose softmax max and sum became one pass (kir.h) */
+        "online_softmax_kernels", tc_kernel_online_count(0));
 }
 
 static PyObject *
@@ -195,6 +198,7 @@ mod_reset(PyObject *m, PyObject *unused)
     }
     memset(&tc_stats, 0, sizeof(tc_stats));
     memset(&tc_tune_counters, 0, sizeof(tc_tune_counters));
+    (void)tc_kernel_online_count(1);
     tc_diskcache_reset_stats();
     tc_jit_forget_shared();
     Py_RETURN_NONE;

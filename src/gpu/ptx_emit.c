@@ -857,9 +857,59 @@ acc_identity(em *e, tc_acc_kind kind, tc_dtype dt, reg v, reg idx)
     char t[32];
     imm_text(t, sizeof(t), dt, f, i);
     out(e, "mov.%s %s, %s;", bty(dt), R(v), t);
-    if (idx.n >= 0) {
+    if (idx.n >= 0 && tc_acc_sems[kind].online) {
+        out(e, "mov.%s %s, 0f00000000;", bty(dt), R(idx));
+    }
+    else if (idx.n >= 0) {
         out(e, "mov.b64 %s, -1;", R(idx));
     }
+}
+
+/* The register of an accumulator's second component (ARG index, SOFTMAX
+ * sum), or NOREG. */
+static reg
+acc_second(em *e, tc_acc_kind kind, tc_dtype dt)
+{
+    if (tc_acc_components(kind) == 1) {
+        return NOREG;
+    }
+    return tc_acc_sems[kind].online ? newv(e, dt) : newreg(e, C_RD);
+}
+
+/* Bits of a component register in shared memory (8-byte slots). */
+static int
+comp_bits(reg v)
+{
+    return v.c == C_RD || v.c == C_FD ? 64 : 32;
+}
+
+/* SOFTMAX (kir.h, float32): (m, s) = comb((m, s), (bm, bs)); bs NOREG is
+ * a point's partial (bm, 1).  The exp is KOP_EXP's float32 exp. */
+static void
+acc_softmax(em *e, reg m, reg s, reg bm, reg bs)
+{
+    reg c1 = newv(e, TC_F32), c2 = newv(e, TC_F32), t = newv(e, TC_F32);
+    reg lo = newv(e, TC_F32), up = newv(e, TC_F32), keep = newv(e, TC_F32);
+    reg gt = newreg(e, C_P);
+    out(e, "mov.f32 %s, 0fFF7FFFFF;", R(lo));      /* -FLT_MAX */
+    emit_binop(e, KOP_MAX, TC_F32, c1, m, lo);
+    emit_binop(e, KOP_MAX, TC_F32, c2, bm, lo);
+    out(e, "sub.rn.f32 %s, %s, %s;", R(c2), R(c2), R(c1));
+    out(e, "abs.f32 %s, %s;", R(c2), R(c2));
+    out(e, "neg.f32 %s, %s;", R(c2), R(c2));
+    tc_ptx_f32_unary(KOP_EXP, e->sm, e->math_flags, R(t), R(c2),
+                     e->label++, out_cb, e);
+    out(e, "setp.gt.f32 %s, %s, %s;", R(gt), R(bm), R(m));
+    if (bs.n < 0) {
+        out(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", R(up), R(s), R(t));
+        out(e, "add.rn.f32 %s, %s, %s;", R(keep), R(s), R(t));
+    }
+    else {
+        out(e, "fma.rn.f32 %s, %s, %s, %s;", R(up), R(s), R(t), R(bs));
+        out(e, "fma.rn.f32 %s, %s, %s, %s;", R(keep), R(bs), R(t), R(s));
+    }
+    out(e, "selp.f32 %s, %s, %s, %s;", R(s), R(up), R(keep), R(gt));
+    emit_binop(e, KOP_MAX, TC_F32, m, m, bm);
 }
 
 /* (av, ai) = combine((av, ai), (bv, bi)), the rule of reduce_plan.h; also
@@ -871,6 +921,10 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
             reg bi)
 {
     const tc_acc_sem *sem = &tc_acc_sems[kind];
+    if (sem->online) {
+        acc_softmax(e, av, ai, bv, bi);
+        return;
+    }
     if (!sem->has_index) {
         tc_kop op = tc_acc_value_op(kind, dt);
         if (op == KOP_OR || op == KOP_AND) {   /* bool accumulators */
@@ -909,10 +963,11 @@ acc_combine(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg bv,
     out(e, "selp.b64 %s, %s, %s, %s;", R(ai), R(bi), R(ai), R(take));
 }
 
+/* ARG index or SOFTMAX sum */
 static int
-acc_has_index(tc_acc_kind kind)
+acc_has_second(tc_acc_kind kind)
 {
-    return tc_acc_sems[kind].has_index;
+    return tc_acc_components(kind) == 2;
 }
 
 /* ---- loop nests ------------------------------------------------------------ */
@@ -1216,7 +1271,7 @@ emit_inst(body *s, int i)
     case KOP_ACC: {
         tc_acc_kind kind = (tc_acc_kind)in->imm.i;
         s->acc_v[i] = newv(e, in->dtype);
-        s->acc_i[i] = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+        s->acc_i[i] = acc_second(e, kind, in->dtype);
         acc_identity(e, kind, in->dtype, s->acc_v[i], s->acc_i[i]);
         s->val[i] = s->acc_v[i];
         return;
@@ -1227,8 +1282,9 @@ emit_inst(body *s, int i)
             fail(e, "%s: ACC_UPDATE without accumulator", s->k->name);
             return;
         }
-        acc_combine(e, (tc_acc_kind)acc->imm.i, acc->dtype, s->acc_v[in->a],
-                    s->acc_i[in->a], b, s->ridx64);
+        tc_acc_kind kind = (tc_acc_kind)acc->imm.i;
+        acc_combine(e, kind, acc->dtype, s->acc_v[in->a], s->acc_i[in->a], b,
+                    tc_acc_sems[kind].online ? NOREG : s->ridx64);
         return;
     }
     case KOP_ACC_RESULT: {
@@ -1237,7 +1293,12 @@ emit_inst(body *s, int i)
             fail(e, "%s: ACC_RESULT without accumulator", s->k->name);
             return;
         }
-        if (in->imm.i == 1 && s->acc_i[in->a].n >= 0) {
+        if (in->imm.i == 1 && tc_acc_sems[acc->imm.i].online) {
+            s->val[i] = newv(e, acc->dtype);
+            out(e, "mov.%s %s, %s;", bty(acc->dtype), R(s->val[i]),
+                R(s->acc_i[in->a]));
+        }
+        else if (in->imm.i == 1 && s->acc_i[in->a].n >= 0) {
             reg v = s->acc_i[in->a];
             if (in->dtype != TC_I64) {
                 reg d = newv(e, in->dtype);
@@ -2243,6 +2304,10 @@ ptx_red_target(int sm_count, int variant)
         .split_fill = 8 * (int64_t)sm_count,
         .split_max_chunks = 4096,
         .split_min_chunks = 4,
+        /* online softmax (kir_online.c) for looped rows: cross-entropy's
+         * forward over [4096, 50304] on an H200 reads its logits once
+         * instead of twice */
+        .online = 1,
     };
     /* max-autotune candidates (ptx.h tc_ptx_emit_variant) */
     switch (variant) {
@@ -2548,7 +2613,7 @@ acc_sets_init(em *e, const tc_kernel *k, int ph, reg *const *accs,
             }
             tc_acc_kind kind = (tc_acc_kind)in->imm.i;
             accs[u][i] = newv(e, in->dtype);
-            acci[u][i] = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+            acci[u][i] = acc_second(e, kind, in->dtype);
             acc_identity(e, kind, in->dtype, accs[u][i], acci[u][i]);
         }
     }
@@ -2584,7 +2649,8 @@ fold_warps(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg tv,
     reg q = newreg(e, C_P);
     out(e, "ld.shared.b%d %s, [smem+%d];", w, R(av), off);
     if (ai.n >= 0) {
-        out(e, "ld.shared.b64 %s, [smem+%d];", R(ai), off + 8 * nwarps);
+        out(e, "ld.shared.b%d %s, [smem+%d];", comp_bits(ai), R(ai),
+            off + 8 * nwarps);
     }
     out(e, "shr.u32 %s, %s, 5;", R(nw), R(ntid));
     out(e, "mov.u32 %s, 1;", R(wp));
@@ -2595,7 +2661,8 @@ fold_warps(em *e, tc_acc_kind kind, tc_dtype dt, reg av, reg ai, reg tv,
     out(e, "mad.lo.u32 %s, %s, 8, %s;", R(sa), R(wp), R(sa));
     out(e, "ld.shared.b%d %s, [%s+%d];", w, R(tv), R(sa), off);
     if (ai.n >= 0) {
-        out(e, "ld.shared.b64 %s, [%s+%d];", R(ti), R(sa), off + 8 * nwarps);
+        out(e, "ld.shared.b%d %s, [%s+%d];", comp_bits(ti), R(ti), R(sa),
+            off + 8 * nwarps);
     }
     acc_combine(e, kind, dt, av, ai, tv, ti);
     out(e, "add.u32 %s, %s, 1;", R(wp), R(wp));
@@ -2650,9 +2717,9 @@ block_combine(em *e, const tc_kernel *k, int b, int end, int off,
             continue;
         }
         tc_acc_kind kind = (tc_acc_kind)in->imm.i;
-        int hasi = acc_has_index(kind);
+        int hasi = acc_has_second(kind);
         reg tv = newv(e, in->dtype);
-        reg ti = hasi ? newreg(e, C_RD) : NOREG;
+        reg ti = acc_second(e, kind, in->dtype);
         for (int x = 16; x >= col; x /= 2) {
             shfl(e, tv, acc_v[i], x);
             if (hasi) {
@@ -2667,8 +2734,8 @@ block_combine(em *e, const tc_kernel *k, int b, int end, int off,
         out(e, "@%s st.shared.b%d [%s+%d], %s;", R(first), w, R(wslot), o,
             R(acc_v[i]));
         if (hasi) {
-            out(e, "@%s st.shared.b64 [%s+%d], %s;", R(first), R(wslot),
-                o + n, R(acc_i[i]));
+            out(e, "@%s st.shared.b%d [%s+%d], %s;", R(first),
+                comp_bits(acc_i[i]), R(wslot), o + n, R(acc_i[i]));
         }
         o += n * (hasi ? 2 : 1);
     }
@@ -2683,10 +2750,10 @@ block_combine(em *e, const tc_kernel *k, int b, int end, int off,
             continue;
         }
         tc_acc_kind kind = (tc_acc_kind)in->imm.i;
-        int hasi = acc_has_index(kind);
+        int hasi = acc_has_second(kind);
         int w = acc_v[i].c == C_RD || acc_v[i].c == C_FD ? 64 : 32;
         reg tv = newv(e, in->dtype);
-        reg ti = hasi ? newreg(e, C_RD) : NOREG;
+        reg ti = acc_second(e, kind, in->dtype);
         if (ntid.n >= 0) {
             fold_warps(e, kind, in->dtype, acc_v[i], acc_i[i], tv, ti, ntid,
                        o, nwarps);
@@ -2701,7 +2768,7 @@ block_combine(em *e, const tc_kernel *k, int b, int end, int off,
             out(e, "ld.shared.b%d %s, [%s+%d];", w, R(dv), at,
                 o + 8 * col * wp);
             if (hasi) {
-                out(e, "ld.shared.b64 %s, [%s+%d];", R(di), at,
+                out(e, "ld.shared.b%d %s, [%s+%d];", comp_bits(di), R(di), at,
                     o + n + 8 * col * wp);
             }
             if (wp > 0) {
@@ -2767,7 +2834,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
         for (int i = rb[p]; i < re[p]; i++) {
             if (k->insts[i].op == KOP_ACC) {
                 total += 8 * nwarps * lanes
-                         * (acc_has_index((tc_acc_kind)k->insts[i].imm.i) ? 2
+                         * (acc_has_second((tc_acc_kind)k->insts[i].imm.i) ? 2
                                                                           : 1);
             }
         }
@@ -3012,7 +3079,7 @@ emit_reduction(entry *en, const nest *lo, const nest *lr,
                 }
                 tc_acc_kind kind = (tc_acc_kind)in->imm.i;
                 reg tv = newv(e, in->dtype);
-                reg ti = acc_has_index(kind) ? newreg(e, C_RD) : NOREG;
+                reg ti = acc_has_second(kind) ? newreg(e, C_RD) : NOREG;
                 int w = tv.c == C_RD || tv.c == C_FD ? 64 : 32;
                 out(e, "ld.global.b%d %s, [%s+%lld];", w, R(tv), R(a),
                     (long long)sc_off[i]);
@@ -3621,6 +3688,22 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
     }
     else {
         sanitize(info->entry, sizeof(info->entry) - 4, k.name);
+    }
+    /* softmax's max and sum in one pass where the plan reads rows from
+     * memory twice (not column tiles: their renderer has no SOFTMAX);
+     * after the parameter numbering, so its constants are literals */
+    tc_red_plan probe = plan;       /* column_plan changes its plan */
+    if (k.nphases > 1 && tc_red_wants_online(&k, &target, &plan)
+        && (generic || column_plan(&k, &lo, &lr, sm_count, &probe) == 0)) {
+        int r = tc_kernel_online_softmax(&k);
+        if (r < 0) {
+            snprintf(err, errlen, "tcjit gpu: out of memory");
+            goto done;
+        }
+        if (r > 0 && tc_red_schedule(&k, 0, &target, &plan) < 0) {
+            snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);
+            goto done;
+        }
     }
     /* 32-bit index math if every index and offset fits in 31 bits */
     int64_t lim = (int64_t)1 << 31;

@@ -2371,14 +2371,38 @@ reduce_logsumexp(tc_graph *g, int x, unsigned mask, int keepdim, char *err,
     return PW2("add", PW1("log", s), ms);
 }
 
+/* Row i's loss, log(sum_j exp(x_ij - m_i)) + (m_i - x_it), with m_i the
+ * row's max as eager's log_softmax has it: no guard for infinite maxes
+ * (a row with a +inf score, or of -inf only, is NaN, as eager's), and
+ * (m_i - x_it) added last: with scores of 1e30 the loss is still the
+ * log of the sum, not 0.  nll is -x_it (0 where ignored).  The gradient
+ * does not flow through m (its two uses cancel), so the backward is
+ * exp(x - m) / sum minus the one-hot: one pass over the scores. */
+static int
+cross_entropy_rows(tc_graph *g, int x, int nll, char *err, size_t errlen)
+{
+    int m = reduce_node(g, "amax", x, 1u << 1, 1, g->nodes[x].dtype, err,
+                        errlen);
+    if (m < 0) {
+        return -1;
+    }
+    g->nodes[m].requires_grad = TC_GRAD_STOP;
+    int e = PW1("exp", PW2("sub", x, m));
+    int s = e < 0 ? -1 : reduce_node(g, "sum", e, 1u << 1, 0,
+                                     g->nodes[x].dtype, err, errlen);
+    int ms = squeeze_mask(g, m, 1u << 1, 2, err, errlen);
+    return PW2("add", PW1("log", s), PW2("add", ms, nll));
+}
+
 /* F.cross_entropy of [N, C] float scores with class-index targets, no
  * weight and no smoothing (reduction 0 none, 1 mean, 2 sum), as each
- * row's logsumexp minus its target's score: the logsumexp is a row
- * reduction of ours, the score an nll_loss extern over the scores
- * themselves (-x[i, t[i]], 0 where t[i] is ignore_index), which checks
- * the targets as eager's cross_entropy does.  The backward is then
- * exp(x - logsumexp) minus the one-hot, one pass over the scores from
- * the saved row statistics; the extern's recomputed the softmax (three). */
+ * row's log-sum-exp minus its target's score: the sum a row reduction
+ * of ours, the score an nll_loss extern over the scores themselves
+ * (-x[i, t[i]], 0 where t[i] is ignore_index), which checks the targets
+ * as eager's cross_entropy does.  The backward is then exp(x - max) /
+ * sum minus the one-hot, one pass over the scores from the saved row
+ * statistics; the extern's recomputed the softmax (three).  float16 /
+ * bfloat16 scores take logsumexp's composite (its roundings). */
 int
 tc_graph_cross_entropy(tc_graph *g, int x, int t, int reduction,
                        int64_t ignore_index, char *err, size_t errlen)
@@ -2388,14 +2412,27 @@ tc_graph_cross_entropy(tc_graph *g, int x, int t, int reduction,
     xa[TC_XA_LOSS_IGNORE_INDEX] = ignore_index;
     int in[3] = {x, t, -1};
     int nll = tc_graph_extern(g, "nll_loss", 2, in, xa, 0.0, err, errlen);
-    int lse = nll < 0 ? -1 : reduce_logsumexp(g, x, 1u << 1, 0, err, errlen);
     int valid = PW2("ne", t, tc_graph_scalar_int(g, ignore_index));
-    in[0] = valid;
-    in[1] = lse;
-    in[2] = tc_graph_scalar_float(g, 0.0);
-    int kept = valid < 0 || lse < 0 ? -1 : tc_graph_op(g, "where", 3, in,
-                                                       TC_F32, err, errlen);
-    int row = PW2("add", kept, nll);
+    int row = -1;
+    const tc_layout *l = &g->nodes[x].layout;
+    if (nll >= 0 && !tc_dtype_is_reduced_float(g->nodes[x].dtype)
+        && reduced_numel(l, 1u << 1) > 0 && tc_layout_numel(l) > 0) {
+        in[0] = valid;
+        in[1] = cross_entropy_rows(g, x, nll, err, errlen);
+        in[2] = tc_graph_scalar_float(g, 0.0);
+        row = valid < 0 || in[1] < 0 ? -1 : tc_graph_op(g, "where", 3, in,
+                                                        TC_F32, err, errlen);
+    }
+    else if (nll >= 0) {
+        int lse = reduce_logsumexp(g, x, 1u << 1, 0, err, errlen);
+        in[0] = valid;
+        in[1] = lse;
+        in[2] = tc_graph_scalar_float(g, 0.0);
+        int kept = valid < 0 || lse < 0 ? -1 : tc_graph_op(g, "where", 3, in,
+                                                           TC_F32, err,
+                                                           errlen);
+        row = PW2("add", kept, nll);
+    }
     if (row < 0 || reduction == 0) {
         return row;
     }

@@ -285,7 +285,10 @@ kb_acc_result(tc_kbuilder *kb, int acc, int component)
     if (acc < 0 || acc >= kb->k->ninsts || kb->k->insts[acc].op != KOP_ACC) {
         return -1;
     }
-    tc_dtype dt = component ? TC_I64 : kb->k->insts[acc].dtype;
+    const tc_kinst *in = &kb->k->insts[acc];
+    /* component 1: ARGMAX / ARGMIN's index, SOFTMAX's sum (kir.h) */
+    tc_dtype dt = component == 0 || in->imm.i == TC_ACC_SOFTMAX ? in->dtype
+                                                                : TC_I64;
     int v = kb_emit(kb, KOP_ACC_RESULT, dt, acc, -1, -1);
     if (v >= 0) {
         kb->k->insts[v].imm.i = component;
@@ -509,7 +512,8 @@ kp_signature(kbuf *b, const tc_kernel *k)
 }
 
 static const char *const acc_names[TC_ACC_NKINDS] = {
-    "sum", "prod", "max", "min", "argmax", "argmin", "any", "all"};
+    "sum", "prod", "max", "min", "argmax", "argmin", "any", "all",
+    "softmax"};
 
 static const char *
 acc_name(int64_t kind)
@@ -528,8 +532,10 @@ kp_acc(kbuf *b, const tc_kernel *k, int i)
     }
     const tc_kinst *acc = &k->insts[in->a];
     if (in->op == KOP_ACC_RESULT) {
-        kp(b, "%s v%d = v%d.%s;\n", ctype(in->dtype), i, in->a,
-           in->imm.i ? "index" : "value");
+        const char *comp = acc->imm.i == TC_ACC_SOFTMAX
+                               ? (in->imm.i ? "sum" : "max")
+                               : (in->imm.i ? "index" : "value");
+        kp(b, "%s v%d = v%d.%s;\n", ctype(in->dtype), i, in->a, comp);
         return;
     }
     switch (acc->imm.i) {
@@ -548,6 +554,9 @@ kp_acc(kbuf *b, const tc_kernel *k, int i)
     case TC_ACC_ARGMAX:
     case TC_ACC_ARGMIN:
         kp(b, "v%d.update(v%d, r);\n", in->a, in->b);
+        break;
+    case TC_ACC_SOFTMAX:
+        kp(b, "v%d.update(v%d);\n", in->a, in->b);
         break;
     default:
         kp(b, "v%d = %s(v%d, v%d);\n", in->a, acc_name(acc->imm.i), in->a,

@@ -52,6 +52,8 @@ typedef enum {
  *   ARGMIN    (+inf, -1)   same with <                 0: value, 1: index
  *   ANY       false        acc | x   (bool)            0: value
  *   ALL       true         acc & x   (bool)            0: value
+ *   SOFTMAX   (-inf, 0)    online max and sum of exp   0: max m,
+ *             (float32 only; see below)                1: sum s
  * Integer/float identities of MAX/MIN are the dtype's lowest/highest value
  * (-inf/+inf for floats, false/true for bool).  r is the linear index of
  * the current point of the reduction domain (row-major over the kernel's
@@ -60,7 +62,21 @@ typedef enum {
  * Combining partial accumulators (threads, vector lanes, blocks) must use
  * the same rule: SUM/PROD add/multiply partials; MAX/MIN NaN-propagating;
  * ARGMAX/ARGMIN pick the larger (smaller) value, NaN over non-NaN, and the
- * smaller index on ties (so the result equals a sequential scan). */
+ * smaller index on ties (so the result equals a sequential scan).
+ *
+ * SOFTMAX (Inductor's online softmax; made only by
+ * tc_kernel_online_softmax from a MAX phase and a later sum of exp(x -
+ * max)) keeps the running max m (NaN-propagating) and s = sum of exp(x -
+ * m) over the points seen, rescaled whenever m grows.  Both components
+ * have the accumulator dtype.  A point x is the partial (x, 1); partials
+ * (m1, s1), (m2, s2) combine as
+ *     t = exp(-|max(m2, lowest) - max(m1, lowest)|)
+ *     s = m2 > m1 ? s1 t + s2 : s1 + s2 t,   m = max(m1, m2)
+ * (lowest: the dtype's lowest finite value, so that an empty partial, m =
+ * -inf, contributes nothing and never makes inf - inf).  When the final
+ * m is finite, s is sum exp(x - m) (rounded differently from two passes);
+ * when m is +-inf, s is unspecified (the rewrite selects the two-pass
+ * result from m alone); a NaN point makes both NaN. */
 typedef enum {
     TC_ACC_SUM,
     TC_ACC_PROD,
@@ -70,6 +86,7 @@ typedef enum {
     TC_ACC_ARGMIN,
     TC_ACC_ANY,
     TC_ACC_ALL,
+    TC_ACC_SOFTMAX,
     TC_ACC_NKINDS
 } tc_acc_kind;
 
@@ -280,6 +297,20 @@ int tc_kernel_decompose_math(tc_kernel *k, const tc_math_target *t,
  * to and from float32) into int32 / float32 bit manipulation, for targets
  * without native conversions (kir_half.c).  Returns 0 or -1. */
 int tc_kernel_lower_half_casts(tc_kernel *k);
+
+/* One pass instead of two (kir_online.c): a float32 MAX phase over
+ * values x, and a later phase that only sums exp(x - c) with c the max
+ * (softmax, log_softmax) or where(|max| == inf, 0, max) (cross-entropy,
+ * logsumexp), become one SOFTMAX accumulator: the sum phase disappears
+ * and its result is computed from the accumulator's two components, with
+ * the two-pass result where the max is infinite.  Applied by a target
+ * whose schedule reads such rows from memory twice (reduce_plan.h
+ * tc_red_wants_online).  Returns the number of phases removed (0: k
+ * unchanged), or -1 (out of memory; k unchanged). */
+int tc_kernel_online_softmax(tc_kernel *k);
+/* Kernels it rewrote since the last reset (tcjit.counters()
+ * "online_softmax_kernels"); reset != 0 zeroes the count. */
+long tc_kernel_online_count(int reset);
 
 /* Does an output of k share its buffer with an input?  Then a value
  * loaded in one pass may differ from the same load in a later pass. */

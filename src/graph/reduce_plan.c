@@ -18,7 +18,20 @@ const tc_acc_sem tc_acc_sems[TC_ACC_NKINDS] = {
     [TC_ACC_ARGMIN] = {TC_ACC_ID_HIGHEST, KOP_MIN, KOP_AND, 1, 0},
     [TC_ACC_ANY] = {TC_ACC_ID_ZERO, KOP_OR, KOP_OR, 0, 0},
     [TC_ACC_ALL] = {TC_ACC_ID_ONE, KOP_AND, KOP_AND, 0, 0},
+    [TC_ACC_SOFTMAX] = {TC_ACC_ID_LOWEST, KOP_MAX, KOP_OR, 0, 0, 1},
 };
+
+int
+tc_acc_components(tc_acc_kind kind)
+{
+    return tc_acc_sems[kind].has_index || tc_acc_sems[kind].online ? 2 : 1;
+}
+
+tc_dtype
+tc_acc_component_dtype(tc_acc_kind kind, tc_dtype dt, int c)
+{
+    return c == 0 || tc_acc_sems[kind].online ? dt : TC_I64;
+}
 
 tc_kop
 tc_acc_value_op(tc_acc_kind kind, tc_dtype dt)
@@ -147,6 +160,18 @@ stores_before_combine(const tc_kernel *k)
     return 0;
 }
 
+static int
+has_online_acc(const tc_kernel *k)
+{
+    for (int i = 0; i < k->ninsts; i++) {
+        const tc_kinst *in = &k->insts[i];
+        if (in->op == KOP_ACC && tc_acc_sems[in->imm.i].online) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Chunks per row (reduce_plan.h "Split rows"): rows few and long enough;
  * each chunk at least split_chunk points (the last range may be shorter),
  * at most split_max_chunks of them (and split_fill / rows).  0: none. */
@@ -161,6 +186,9 @@ split_rows(const tc_kernel *k, int64_t red_outer, const tc_red_target *t,
     }
     if ((!t->split_any_kernel || t->cross_thread)
         && (k->nphases != 1 || stores_before_combine(k))) {
+        return 1;
+    }
+    if (has_online_acc(k)) {
         return 1;
     }
     int64_t cap = t->split_max_chunks;
@@ -322,7 +350,17 @@ tc_red_scratch_layout(const tc_kernel *k, const tc_red_plan *p, int64_t *slot)
         if (slot != NULL) {
             slot[i] = total;
         }
-        total += per * (tc_acc_sems[in->imm.i].has_index ? 2 : 1);
+        total += per * tc_acc_components((tc_acc_kind)in->imm.i);
     }
     return total;
+}
+
+int
+tc_red_wants_online(const tc_kernel *k, const tc_red_target *t,
+                    const tc_red_plan *p)
+{
+    if (k->nphases < 2 || t->online == 0 || p->nsplit > 1) {
+        return 0;
+    }
+    return t->online == 2 || p->persist == 0;
 }

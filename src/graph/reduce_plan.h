@@ -46,6 +46,12 @@
  * nor blocks a real one.  An update is a combine with a larger index r,
  * so a target may render updates with its combine.
  *
+ * SOFTMAX (online: the running max, component 0, and the sum of exp(x -
+ * max), component 1, of the accumulator dtype; float32 only): kir.h's
+ * rule.  A target renders it with its own float32 exp (the same function
+ * as KOP_EXP's where it has one); updates are combines with the partial
+ * (x, 1).  Identity (-inf, 0).
+ *
  * Float SUM accumulators are summed in several partial sums, never one
  * sequential chain (kir.h); `cascade` marks them (tc_red_plan.levels). */
 typedef enum {
@@ -61,6 +67,7 @@ typedef struct {
     tc_kop bool_op;      /* ... on TC_BOOL accumulators */
     int has_index;       /* ARGMAX / ARGMIN */
     int greater;         /* index kinds: better(b, a) is b > a (else b < a) */
+    int online;          /* SOFTMAX: component 1 is a sum of the acc dtype */
 } tc_acc_sem;
 
 extern const tc_acc_sem tc_acc_sems[TC_ACC_NKINDS];
@@ -71,6 +78,11 @@ tc_kop tc_acc_value_op(tc_acc_kind kind, tc_dtype dt);
 /* The identity in both representations: *f for float dtypes (+-inf for
  * LOWEST / HIGHEST), *i for integer and bool dtypes. */
 void tc_acc_identity(tc_acc_kind kind, tc_dtype dt, double *f, int64_t *i);
+
+/* Components of an accumulator (1, or 2 for the index and SOFTMAX kinds)
+ * and the dtype of component c (ARG index: TC_I64). */
+int tc_acc_components(tc_acc_kind kind);
+tc_dtype tc_acc_component_dtype(tc_acc_kind kind, tc_dtype dt, int c);
 
 /* Is this accumulator cascaded (float SUM)? */
 int tc_acc_cascaded(tc_acc_kind kind, tc_dtype dt);
@@ -174,6 +186,9 @@ typedef struct {
                                   softmax) */
     int split_outer_dim;       /* chunks are ranges of the outermost
                                   reduction dim (else interleaved) */
+    /* online softmax (kir.h tc_kernel_online_softmax) */
+    int online;                /* 0 never, 1 rows read twice from memory
+                                  (looped), 2 always; never split rows */
 } tc_red_target;
 
 typedef struct {
@@ -210,5 +225,13 @@ int64_t tc_red_scratch_layout(const tc_kernel *k, const tc_red_plan *p,
  * kernel (p zeroed). */
 int tc_red_schedule(const tc_kernel *k, int64_t red_outer,
                     const tc_red_target *t, tc_red_plan *p);
+
+/* Does target t want k's max-then-sum-of-exp phases in one pass
+ * (tc_kernel_online_softmax), k scheduled as p?  Only where the second
+ * pass would read its row from memory again: a looped row (a persistent
+ * one is in registers) that is not split (SOFTMAX partials are never
+ * split: split_rows keeps such kernels whole). */
+int tc_red_wants_online(const tc_kernel *k, const tc_red_target *t,
+                        const tc_red_plan *p);
 
 #endif

@@ -757,7 +757,9 @@ is_minus_own_max(const tc_kernel *k, const int *vn, int i)
         return 0;
     }
     const tc_kinst *acc = &k->insts[res->a];
-    if (acc->imm.i != TC_ACC_MAX || acc->dtype != TC_F32) {
+    /* SOFTMAX's component 0 is the max too (kir_online.c) */
+    if ((acc->imm.i != TC_ACC_MAX && acc->imm.i != TC_ACC_SOFTMAX)
+        || acc->dtype != TC_F32) {
         return 0;
     }
     int updates = 0;

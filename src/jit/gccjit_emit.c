@@ -25,6 +25,7 @@
 #include "../runtime/diskcache.h"
 
 #include <errno.h>
+#include <float.h>
 #include <libgccjit.h>
 #include <math.h>
 #include <pthread.h>
@@ -230,6 +231,11 @@ cpu_variant(int v)
     case 3:             /* larger chunks of split full reductions */
         t.split_chunk = 65536;
         t.split_min_points = 131072;
+        break;
+    case 4:             /* softmax's max and sum in one pass (an online
+                           max-and-sum, kir_online.c): rows longer than
+                           the caches read once less */
+        t.online = 2;
         break;
     default:
         break;
@@ -1465,6 +1471,27 @@ is_arg_kind(tc_acc_kind kind)
     return tc_acc_sems[kind].has_index;
 }
 
+/* ARG kinds' index or SOFTMAX's sum: lane_i, res_i hold it */
+static int
+has_second(tc_acc_kind kind)
+{
+    return tc_acc_components(kind) == 2;
+}
+
+static T *
+second_type(emitter *e, const acc_info *a)
+{
+    return e->vt[tc_acc_component_dtype(a->kind, a->dt, 1)];
+}
+
+/* the second component's identity: index -1, sum 0 */
+static R *
+second_identity(emitter *e, const acc_info *a)
+{
+    return tc_acc_sems[a->kind].online ? fconst(e, a->dt, 0.0)
+                                       : iconst(e, e->t_i64, -1);
+}
+
 static gcc_jit_lvalue *
 new_local(red_state *s, T *t, const char *what)
 {
@@ -1541,6 +1568,35 @@ acc_value_step(emitter *e, const acc_info *a, R *v, R *x)
     }
 }
 
+/* SOFTMAX (kir.h): (m, s) = comb((m, s), (bm, bs)); an update is the
+ * combine with (x, 1).  The exp is libm's expf: this kind is made only
+ * for max-autotune's online variant on the CPU, where a call per point
+ * is acceptable for what it is (a candidate timed against the default). */
+static void
+acc_softmax(emitter *e, gcc_jit_block *blk, const acc_info *a,
+            gcc_jit_lvalue *m, gcc_jit_lvalue *s, R *bm, R *bs)
+{
+    tc_dtype dt = a->dt;
+    R *lo = fconst(e, dt, -FLT_MAX);
+    R *m1 = acc_minmax(e, KOP_MAX, dt, lo, lv(m));
+    R *m2 = acc_minmax(e, KOP_MAX, dt, lo, bm);
+    R *d = emit_binary(e, KOP_SUB, dt, m2, m1, 0);
+    R *ad = fcall1(e, "fabs", dt, d);
+    R *t = fcall1(e, "exp", dt, gcc_jit_context_new_unary_op(
+                                    e->ctx, NULL, GCC_JIT_UNARY_OP_MINUS,
+                                    e->vt[dt], ad));
+    R *gt = cmp(e, GCC_JIT_COMPARISON_GT, bm, lv(m));
+    R *up = emit_binary(e, KOP_ADD, dt,
+                        emit_binary(e, KOP_MUL, dt, lv(s), t, 0), bs, 0);
+    R *keep = emit_binary(e, KOP_ADD, dt, lv(s),
+                          emit_binary(e, KOP_MUL, dt, bs, t, 0), 0);
+    /* s first: both assignments read the old m */
+    gcc_jit_block_add_assignment(blk, NULL, s,
+                                 select_bits(e, dt, gt, up, keep));
+    gcc_jit_block_add_assignment(blk, NULL, m,
+                                 acc_minmax(e, KOP_MAX, dt, lv(m), bm));
+}
+
 /* Element update: (v, iv) = upd((v, iv), x at index r). */
 static void
 acc_update(emitter *e, gcc_jit_block *blk, const acc_info *a,
@@ -1548,6 +1604,10 @@ acc_update(emitter *e, gcc_jit_block *blk, const acc_info *a,
            R *x, R *r)
 {
     R *cv = lv(v);
+    if (tc_acc_sems[a->kind].online) {
+        acc_softmax(e, blk, a, v, iv, x, fconst(e, a->dt, 1.0));
+        return;
+    }
     if (!is_arg_kind(a->kind)) {
         gcc_jit_block_add_assignment(blk, NULL, v, acc_value_step(e, a, cv,
                                                                   x));
@@ -1580,6 +1640,10 @@ acc_combine(emitter *e, gcc_jit_block *blk, const acc_info *a,
             R *bv, R *bi)
 {
     R *cv = lv(v);
+    if (tc_acc_sems[a->kind].online) {
+        acc_softmax(e, blk, a, v, iv, bv, bi);
+        return;
+    }
     if (!is_arg_kind(a->kind)) {
         gcc_jit_block_add_assignment(blk, NULL, v, acc_value_step(e, a, cv,
                                                                   bv));
@@ -1619,10 +1683,10 @@ lanes_reset(red_state *s, gcc_jit_block *blk, const acc_info *a,
     for (int j = 0; j < a->nl; j++) {
         R *jj = iconst(e, e->t_i64, j);
         gcc_jit_block_add_assignment(blk, NULL, lane_lv(e, arr, jj), id);
-        if (is_arg_kind(a->kind) && arr == a->lane_v) {
+        if (has_second(a->kind) && arr == a->lane_v) {
             gcc_jit_block_add_assignment(blk, NULL,
                                          lane_lv(e, a->lane_i, jj),
-                                         iconst(e, e->t_i64, -1));
+                                         second_identity(e, a));
         }
     }
 }
@@ -1643,7 +1707,7 @@ lanes_fold(red_state *s, gcc_jit_block *blk, const acc_info *a,
            gcc_jit_lvalue *arr)
 {
     emitter *e = s->e;
-    int arg = is_arg_kind(a->kind);
+    int arg = has_second(a->kind);
     for (int step = a->nl / 2; step >= 1; step /= 2) {
         if (step >= TC_FOLD_LOOP) {
             gcc_jit_lvalue *j = new_local(s, e->t_i64, "jfold");
@@ -1686,9 +1750,12 @@ state_slot(red_state *s, R *state, R *c, int ai, gcc_jit_lvalue **v,
                                     iconst(e, e->t_i64, s->slot[a->inst])));
     T *pt = gcc_jit_type_get_pointer(e->vt[a->dt]);
     *v = gcc_jit_rvalue_dereference(cast(e, p, pt), NULL);
-    *iv = is_arg_kind(a->kind)
-              ? gcc_jit_context_new_array_access(
-                    e->ctx, NULL, p, iconst(e, e->t_i64, s->plan.nsplit))
+    /* the second component's slot (8 bytes, as the value's) */
+    R *p2 = ptr_offset(e, p, iconst(e, e->t_i64, s->plan.nsplit));
+    *iv = has_second(a->kind)
+              ? gcc_jit_rvalue_dereference(
+                    cast(e, p2, gcc_jit_type_get_pointer(second_type(e, a))),
+                    NULL)
               : NULL;
 }
 
@@ -1732,8 +1799,8 @@ red_emit_region(red_state *s, gcc_jit_block *blk, int from, int to,
         if (in->op == KOP_ACC_UPDATE) {
             acc_info *a = &s->acc[s->acc_of[in->a]];
             acc_update(e, blk, a, s->take, lane_lv(e, a->lane_v, s->lane),
-                       is_arg_kind(a->kind) ? lane_lv(e, a->lane_i, s->lane)
-                                            : NULL,
+                       has_second(a->kind) ? lane_lv(e, a->lane_i, s->lane)
+                                           : NULL,
                        s->val[in->b], s->ridx);
             continue;
         }
@@ -2139,7 +2206,7 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
         if (a->phase != p) {
             continue;
         }
-        R *res_v, *res_i = iconst(e, i64, -1);
+        R *res_v, *res_i = second_identity(e, a);
         if (a->fsum && s->cascade > 0) {
             blk = lanes_fold(s, blk, a, a->tot[s->cascade - 1]);
             res_v = lane_at(e, a->tot[s->cascade - 1], iconst(e, i64, 0));
@@ -2147,7 +2214,7 @@ red_emit_phase(red_state *s, gcc_jit_block *blk, int p, R *lo0, R *hi0)
         else {
             blk = lanes_fold(s, blk, a, a->lane_v);
             res_v = lane_at(e, a->lane_v, iconst(e, i64, 0));
-            if (is_arg_kind(a->kind)) {
+            if (has_second(a->kind)) {
                 res_i = lane_at(e, a->lane_i, iconst(e, i64, 0));
             }
         }
@@ -2218,9 +2285,10 @@ red_locals(red_state *s)
         T *t = e->vt[a->dt];
         a->lane_v = new_local(s, gcc_jit_context_new_array_type(
                                      e->ctx, NULL, t, TC_LANES), "lane");
-        a->lane_i = is_arg_kind(a->kind)
+        a->lane_i = has_second(a->kind)
                         ? new_local(s, gcc_jit_context_new_array_type(
-                                           e->ctx, NULL, e->t_i64, TC_LANES),
+                                           e->ctx, NULL, second_type(e, a),
+                                           TC_LANES),
                                     "lanei")
                         : NULL;
         for (int k = 0; k < TC_RED_MAX_LEVELS; k++) {
@@ -2231,7 +2299,7 @@ red_locals(red_state *s)
                                 : NULL;
         }
         a->res_v = new_local(s, t, "acc");
-        a->res_i = new_local(s, e->t_i64, "acci");
+        a->res_i = new_local(s, second_type(e, a), "acci");
     }
     for (int k = 0; k < TC_RED_MAX_LEVELS; k++) {
         s->cnt[k] = new_local(s, e->t_i64, "cnt");
@@ -2520,9 +2588,9 @@ check_reduction(const tc_kernel *k, const tc_red_plan *plan, int *acc_of,
             const acc_info *a = &acc[acc_of[in->a]];
             int comp = (int)in->imm.i;
             if ((region[i] & 1) || region[i] <= 2 * a->phase + 1
-                || comp < 0 || comp > 1
-                || (comp == 1 && !is_arg_kind(a->kind))
-                || in->dtype != (comp ? TC_I64 : a->dt)) {
+                || comp < 0 || comp >= tc_acc_components(a->kind)
+                || in->dtype != tc_acc_component_dtype(a->kind, a->dt,
+                                                       comp)) {
                 goto bad;
             }
         }
@@ -2766,11 +2834,23 @@ const tc_math_target tc_jit_math_target = {
      [KOP_TANH] = TC_MATH_F64, [KOP_ERF] = TC_MATH_F64,
      [KOP_POW] = TC_MATH_F32 | TC_MATH_F64}};
 
+/* Does the target of this compile want k's softmax phases in one pass?
+ * (Before the math is decomposed: the rewrite looks for KOP_EXP.)  Never
+ * in a split kernel: its passes were planned from k (tc_loop_build). */
+static int
+online_wanted(const tc_kernel *k, const tc_loop *l)
+{
+    tc_red_plan p;
+    return k->nphases > 1 && cpu_target->online && l->nchunks == 0
+           && tc_red_schedule(k, l->sizes[l->ndim], cpu_target, &p) == 0
+           && tc_red_wants_online(k, cpu_target, &p);
+}
+
 /* Fills exact (float32 transcendentals decomposed, full range) and, when
  * the kernel has float32 sin/cos, a fast variant with its flag. */
 static int
-make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
-              kernel_variants *kv, int params)
+make_variants(const tc_kernel *k, const tc_loop *l, tc_kernel *exact,
+              tc_kernel *fast, kernel_variants *kv, int params)
 {
     memset(exact, 0, sizeof(*exact));
     memset(fast, 0, sizeof(*fast));
@@ -2783,6 +2863,12 @@ make_variants(const tc_kernel *k, tc_kernel *exact, tc_kernel *fast,
     if (params) {
         tc_kernel_number_params(exact);
         tc_kernel_number_params(fast);
+    }
+    /* after the numbering: the constants it adds are literals */
+    if (online_wanted(k, l)
+        && (tc_kernel_online_softmax(exact) < 0
+            || tc_kernel_online_softmax(fast) < 0)) {
+        return -1;
     }
     if (tc_kernel_lower_half_casts(exact) < 0
         || tc_kernel_lower_half_casts(fast) < 0
@@ -2911,7 +2997,8 @@ emit_all(emitter *e, const tc_plan *plan, const tc_jit_code *code,
         }
         tc_kernel exact, fast;
         kernel_variants kv;
-        int rc = make_variants(k, &exact, &fast, &kv, e->generic);
+        int rc = make_variants(k, &code->loops[i], &exact, &fast, &kv,
+                               e->generic);
         if (rc < 0) {
             snprintf(err, errlen, "tcjit cpu: out of memory");
         }

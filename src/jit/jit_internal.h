@@ -136,7 +136,7 @@ tc_jit_code *tc_jit_code_compile(const tc_plan *plan, int variant,
                                  char *err, size_t errlen);
 /* variant: 0 the default schedule; 1 .. TC_JIT_VARIANTS - 1 the
  * max-autotune candidates (gccjit_emit.c cpu_variant). */
-#define TC_JIT_VARIANTS 4
+#define TC_JIT_VARIANTS 5
 
 /* autotune.c: max-autotune.  Compiles plan, the configuration taken from
  * the table on disk (../runtime/tunetable.h) or found by timing the
