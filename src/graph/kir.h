@@ -248,7 +248,8 @@ int tc_kbuf_put(tc_kbuf *t, tc_kop op, tc_dtype dt, int a, int b, int c);
 
 /* A rewriting pass: for each instruction, expand() appends its
  * replacement to t (operands mapped through map) and returns the new value
- * id, or returns TC_KEEP to copy the instruction unchanged.  The driver
+ * id, or returns TC_KEEP to copy the instruction unchanged, or -1 having
+ * appended nothing (the instruction is dropped; no kept one may use it).  The driver
  * remaps operands and phase boundaries and replaces k's instructions.
  * wanted() says whether an instruction is rewritten at all; if none is, k
  * is left alone.  Both get ctx.  Returns 0 or -1 (out of memory; k

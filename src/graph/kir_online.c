@@ -179,58 +179,55 @@ put_sum_result(tc_kbuf *t, const online_match *m, const int *map)
     return res;
 }
 
-/* k rebuilt without m's sum phase. */
+/* The rewrite as a tc_kernel_rewrite pass: the sum's body and
+ * accumulator vanish (nothing appended, no value), its result becomes
+ * put_sum_result, the max's accumulator changes kind. */
+typedef struct {
+    const tc_kernel *k;
+    const int *region;
+    const online_match *m;
+} online_ctx;
+
+static int
+online_wanted(const tc_kinst *in, void *ctx)
+{
+    const online_ctx *c = ctx;
+    int i = (int)(in - c->k->insts);
+    return c->region[i] == 2 * c->m->phase + 1 || i == c->m->acc_sum
+           || i == c->m->acc_max
+           || (in->op == KOP_ACC_RESULT && in->a == c->m->acc_sum);
+}
+
+static int
+online_expand(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
+{
+    const online_ctx *c = ctx;
+    int i = (int)(in - c->k->insts);
+    if (in->op == KOP_ACC_RESULT) {
+        return put_sum_result(t, c->m, map);
+    }
+    if (i != c->m->acc_max) {
+        return -1;
+    }
+    int r = tc_kbuf_put(t, KOP_ACC, in->dtype, -1, -1, -1);
+    if (!t->failed) {
+        t->v[r].imm.i = TC_ACC_SOFTMAX;
+    }
+    return r;
+}
+
+/* k rewritten, then the sum's phase (now an empty body) dropped. */
 static int
 apply(tc_kernel *k, const int *region, const online_match *m)
 {
-    int *map = malloc(sizeof(int) * (size_t)k->ninsts);
-    int *start = malloc(sizeof(int) * (size_t)(k->ninsts + 1));
-    tc_kbuf t = {0};
-    int q = m->phase;
-    for (int i = 0; map && start && i < k->ninsts && !t.failed; i++) {
-        const tc_kinst *in = &k->insts[i];
-        start[i] = t.n;
-        map[i] = -1;
-        if (region[i] == 2 * q + 1 || i == m->acc_sum) {
-            continue;
-        }
-        if (in->op == KOP_ACC_RESULT && in->a == m->acc_sum) {
-            map[i] = put_sum_result(&t, m, map);
-            continue;
-        }
-        int r = tc_kbuf_put(&t, in->op, in->dtype, -1, -1, -1);
-        if (t.failed) {
-            break;
-        }
-        t.v[r] = *in;
-        t.v[r].a = in->a >= 0 ? map[in->a] : -1;
-        t.v[r].b = in->b >= 0 ? map[in->b] : -1;
-        t.v[r].c = in->c >= 0 ? map[in->c] : -1;
-        if (i == m->acc_max) {
-            t.v[r].imm.i = TC_ACC_SOFTMAX;
-        }
-        map[i] = r;
-    }
-    free(map);
-    if (map == NULL || start == NULL || t.failed) {
-        free(t.v);
-        free(start);
+    online_ctx c = {k, region, m};
+    if (tc_kernel_rewrite(k, online_wanted, online_expand, &c) < 0) {
         return -1;
     }
-    start[k->ninsts] = t.n;
-    int np = 0;
-    for (int p = 0; p < k->nphases; p++) {
-        if (p != q) {
-            k->phases[np].begin = start[k->phases[p].begin];
-            k->phases[np].end = start[k->phases[p].end];
-            np++;
-        }
+    for (int p = m->phase; p + 1 < k->nphases; p++) {
+        k->phases[p] = k->phases[p + 1];
     }
-    k->nphases = np;
-    free(start);
-    free(k->insts);
-    k->insts = t.v;
-    k->ninsts = t.n;
+    k->nphases--;
     return 0;
 }
 
