@@ -174,6 +174,13 @@ extern const tc_math_target tc_ptx_math_target;
  * kernels on sm_90 to sm_99, where the equality was checked (an
  * approximation of another architecture may differ; emit_kernel). */
 #define TC_PTX_MATH_RCP_NEWTON 2
+/* TC_PTX_MATH_EXP_NONPOS: EXP of an argument <= 0 (or NaN) whose result
+ * need not reproduce the CPU mirror: the same reduction, then
+ * ex2.approx.ftz of the reduced argument instead of the polynomial (its
+ * 2 ulp, flushed to 0 below e^-87); 15 instructions instead of 25.  For
+ * the online softmax accumulator's factors (ptx_emit.c acc_softmax),
+ * whose rounding differs from the two-pass sum's anyway. */
+#define TC_PTX_MATH_EXP_NONPOS 4
 typedef void (*tc_ptx_printf)(void *ctx, const char *fmt, ...);
 int tc_ptx_f32_unary(tc_kop op, int sm, int flags, const char *d,
                      const char *x, int uid, tc_ptx_printf pr, void *ctx);

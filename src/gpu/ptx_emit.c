@@ -884,21 +884,23 @@ comp_bits(reg v)
 }
 
 /* SOFTMAX (kir.h, float32): (m, s) = comb((m, s), (bm, bs)); bs NOREG is
- * a point's partial (bm, 1).  The exp is KOP_EXP's float32 exp. */
+ * a point's partial (bm, 1).  The factor's exp (argument <= 0) takes the
+ * hardware's ex2 after the usual reduction (TC_PTX_MATH_EXP_NONPOS): it
+ * is most of the work a point costs here, and the kernel should be as
+ * fast as its one read of the row. */
 static void
 acc_softmax(em *e, reg m, reg s, reg bm, reg bs)
 {
-    reg c1 = newv(e, TC_F32), c2 = newv(e, TC_F32), t = newv(e, TC_F32);
+    reg c2 = newv(e, TC_F32), t = newv(e, TC_F32);
     reg lo = newv(e, TC_F32), up = newv(e, TC_F32), keep = newv(e, TC_F32);
     reg gt = newreg(e, C_P);
     out(e, "mov.f32 %s, 0fFF7FFFFF;", R(lo));      /* -FLT_MAX */
-    emit_binop(e, KOP_MAX, TC_F32, c1, m, lo);
     emit_binop(e, KOP_MAX, TC_F32, c2, bm, lo);
-    out(e, "sub.rn.f32 %s, %s, %s;", R(c2), R(c2), R(c1));
+    out(e, "sub.rn.f32 %s, %s, %s;", R(c2), R(c2), R(m));
     out(e, "abs.f32 %s, %s;", R(c2), R(c2));
     out(e, "neg.f32 %s, %s;", R(c2), R(c2));
-    tc_ptx_f32_unary(KOP_EXP, e->sm, e->math_flags, R(t), R(c2),
-                     e->label++, out_cb, e);
+    tc_ptx_f32_unary(KOP_EXP, e->sm, e->math_flags | TC_PTX_MATH_EXP_NONPOS,
+                     R(t), R(c2), e->label++, out_cb, e);
     out(e, "setp.gt.f32 %s, %s, %s;", R(gt), R(bm), R(m));
     if (bs.n < 0) {
         out(e, "fma.rn.f32 %s, %s, %s, 0f3F800000;", R(up), R(s), R(t));
@@ -3699,6 +3701,9 @@ emit_kernel(const tc_kernel *k0, int idx, int sm, int sm_count, int variant,
         if (r < 0) {
             snprintf(err, errlen, "tcjit gpu: out of memory");
             goto done;
+        }
+        if (r > 0) {
+            tc_kernel_online_note();
         }
         if (r > 0 && tc_red_schedule(&k, 0, &target, &plan) < 0) {
             snprintf(err, errlen, "tcjit gpu: %s: bad kernel shape", k.name);

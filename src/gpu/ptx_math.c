@@ -297,6 +297,33 @@ f32_exp(pp *p, const char *d, const char *x, int sm)
     PL("selp.f32 %s, %s, %%m3, %%o0;", d, x);
 }
 
+/* exp(x) for x <= 0 or NaN (TC_PTX_MATH_EXP_NONPOS): the reduction x =
+ * n ln2 + r of f32_exp, 2^(r log2e) by the hardware (|r log2e| <= 0.5:
+ * relative error about 2^-22), times 2^n built in the exponent field (n
+ * >= -126 after the clamp at -87, where e^x is still a normal float);
+ * 0 below -87, NaN for NaN (the setp is false for it). */
+static void
+f32_exp_nonpos(pp *p, const char *d, const char *x, int sm)
+{
+    char a[16];
+    /* NaN-propagating clamp (sm_80+); older targets fix NaN at the end */
+    PL("max%s.f32 %%m0, %s, 0fC2AE0000;", sm >= 80 ? ".NaN" : "", x);
+    f32_exp_reduce(p, 0, 0, 1, 2);
+    PL("mul.rn.f32 %%m1, %%m1, %s;", fi(a, TC_F32M_LOG2E));
+    PL("ex2.approx.ftz.f32 %%m3, %%m1;");
+    PL("add.s32 %%n0, %%n0, 127;");
+    PL("shl.b32 %%n0, %%n0, 23;");
+    PL("mov.b32 %%m4, %%n0;");
+    PL("mul.rn.f32 %%m3, %%m3, %%m4;");
+    PL("setp.lt.f32 %%o0, %s, 0fC2AE0000;", x);         /* -87 */
+    PL("selp.f32 %%m3, 0f00000000, %%m3, %%o0;");
+    if (sm < 80) {
+        PL("setp.nan.f32 %%o0, %s, %s;", x, x);
+        PL("selp.f32 %%m3, %s, %%m3, %%o0;", x);
+    }
+    PL("mov.f32 %s, %%m3;", d);
+}
+
 static void
 f32_log(pp *p, const char *d, const char *x)
 {
@@ -411,7 +438,12 @@ tc_ptx_f32_unary(tc_kop op, int sm, int flags, const char *d, const char *x,
         }
         break;
     case KOP_EXP:
-        f32_exp(p, d, x, sm);
+        if (flags & TC_PTX_MATH_EXP_NONPOS) {
+            f32_exp_nonpos(p, d, x, sm);
+        }
+        else {
+            f32_exp(p, d, x, sm);
+        }
         break;
     case KOP_LOG:
         f32_log(p, d, x);

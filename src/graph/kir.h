@@ -70,10 +70,11 @@ typedef enum {
  * m) over the points seen, rescaled whenever m grows.  Both components
  * have the accumulator dtype.  A point x is the partial (x, 1); partials
  * (m1, s1), (m2, s2) combine as
- *     t = exp(-|max(m2, lowest) - max(m1, lowest)|)
+ *     t = exp(-|max(m2, lowest) - m1|)
  *     s = m2 > m1 ? s1 t + s2 : s1 + s2 t,   m = max(m1, m2)
- * (lowest: the dtype's lowest finite value, so that an empty partial, m =
- * -inf, contributes nothing and never makes inf - inf).  When the final
+ * (lowest: the dtype's lowest finite value, so that m2 = m1 = -inf makes
+ * t = 0, not exp(NaN): a partial whose m is -inf has s = 0, and keeps
+ * it).  When the final
  * m is finite, s is sum exp(x - m) (rounded differently from two passes);
  * when m is +-inf, s is unspecified (the rewrite selects the two-pass
  * result from m alone); a NaN point makes both NaN. */
@@ -309,8 +310,13 @@ int tc_kernel_lower_half_casts(tc_kernel *k);
  * tc_red_wants_online).  Returns the number of phases removed (0: k
  * unchanged), or -1 (out of memory; k unchanged). */
 int tc_kernel_online_softmax(tc_kernel *k);
-/* Kernels it rewrote since the last reset (tcjit.counters()
- * "online_softmax_kernels"); reset != 0 zeroes the count. */
+/* Would it rewrite k?  (Reads k only.) */
+int tc_kernel_online_applies(const tc_kernel *k);
+/* tcjit.counters()["online_softmax_kernels"]: a target notes each kernel
+ * it compiles (or loads from its cache) in the online form, in the
+ * process that runs it (CPU compile workers are forked processes);
+ * reset != 0 zeroes the count. */
+void tc_kernel_online_note(void);
 long tc_kernel_online_count(int reset);
 
 /* Does an output of k share its buffer with an input?  Then a value

@@ -231,9 +231,10 @@ apply(tc_kernel *k, const int *region, const online_match *m)
     return 0;
 }
 
-/* One rewrite: 1 done, 0 none found, -1 out of memory. */
+/* One rewrite (apply != 0) or only the search: 1 found (and done), 0
+ * none found, -1 out of memory. */
 static int
-online_once(tc_kernel *k)
+online_once(tc_kernel *k, int do_apply)
 {
     int n = k->ninsts;
     int *region = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -249,7 +250,7 @@ online_once(tc_kernel *k)
     for (int i = 0; i < n && rc == 0; i++) {
         online_match m;
         if (k->insts[i].op == KOP_ACC && match_sum(k, region, vn, i, &m)) {
-            rc = apply(k, region, &m) < 0 ? -1 : 1;
+            rc = do_apply && apply(k, region, &m) < 0 ? -1 : 1;
         }
     }
     free(region);
@@ -257,25 +258,39 @@ online_once(tc_kernel *k)
     return rc;
 }
 
+static int
+eligible(const tc_kernel *k)
+{
+    return k->nphases >= 2 && k->red_numel > 0
+           && !tc_kernel_writes_its_input(k);
+}
+
 int
 tc_kernel_online_softmax(tc_kernel *k)
 {
-    if (k->nphases < 2 || k->red_numel <= 0
-        || tc_kernel_writes_its_input(k)) {
+    if (!eligible(k)) {
         return 0;
     }
     int removed = 0;
     for (;;) {
-        int rc = online_once(k);
-        if (rc < 0) {
-            return -1;
-        }
-        if (rc == 0) {
-            if (removed > 0) {
-                __atomic_add_fetch(&online_kernels, 1, __ATOMIC_RELAXED);
-            }
-            return removed;
+        int rc = online_once(k, 1);
+        if (rc <= 0) {
+            return rc < 0 ? -1 : removed;
         }
         removed++;
     }
+}
+
+int
+tc_kernel_online_applies(const tc_kernel *k)
+{
+    /* the search only reads k (the cast is for online_once's shared
+     * signature) */
+    return eligible(k) && online_once((tc_kernel *)k, 0) == 1;
+}
+
+void
+tc_kernel_online_note(void)
+{
+    __atomic_add_fetch(&online_kernels, 1, __ATOMIC_RELAXED);
 }

@@ -1577,10 +1577,8 @@ acc_softmax(emitter *e, gcc_jit_block *blk, const acc_info *a,
             gcc_jit_lvalue *m, gcc_jit_lvalue *s, R *bm, R *bs)
 {
     tc_dtype dt = a->dt;
-    R *lo = fconst(e, dt, -FLT_MAX);
-    R *m1 = acc_minmax(e, KOP_MAX, dt, lo, lv(m));
-    R *m2 = acc_minmax(e, KOP_MAX, dt, lo, bm);
-    R *d = emit_binary(e, KOP_SUB, dt, m2, m1, 0);
+    R *m2 = acc_minmax(e, KOP_MAX, dt, fconst(e, dt, -FLT_MAX), bm);
+    R *d = emit_binary(e, KOP_SUB, dt, m2, lv(m), 0);
     R *ad = fcall1(e, "fabs", dt, d);
     R *t = fcall1(e, "exp", dt, gcc_jit_context_new_unary_op(
                                     e->ctx, NULL, GCC_JIT_UNARY_OP_MINUS,
@@ -3707,6 +3705,15 @@ tc_jit_code_compile(const tc_plan *plan, int variant, char *err,
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = compile_locked(plan, code, err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        /* here, not where the kernel is rewritten: that may be a forked
+         * compile worker */
+        const tc_kernel *k = &plan->kernels[i];
+        if (online_wanted(k, &code->loops[i])
+            && tc_kernel_online_applies(k)) {
+            tc_kernel_online_note();
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     compile_seconds += (double)(t1.tv_sec - t0.tv_sec)
                        + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
