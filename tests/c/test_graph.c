@@ -18,6 +18,7 @@
 #include "schedule.h"
 #include "textbuf.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -651,6 +652,21 @@ acc_init(accst *s, int kind, tc_dtype dt)
         s->lane[l] = z;
     }
     s->v = z;
+    if (kind == TC_ACC_SOFTMAX) {   /* (max, sum) = (-inf, 0) */
+        s->v.f = -INFINITY;
+        s->lane[0].f = 0;
+    }
+}
+
+/* kir.h's SOFTMAX combine of (v, lane[0]) with the partial (m2, s2). */
+static void
+softmax_combine(accst *s, double m2, double s2)
+{
+    double m1 = s->v.f, s1 = s->lane[0].f;
+    double d = (float)(nan_max(m2, -FLT_MAX, 1) - m1);
+    double t = (float)exp(-fabs(d));
+    s->lane[0].f = (float)(m2 > m1 ? s1 * t + s2 : s1 + s2 * t);
+    s->v.f = nan_max(m1, m2, 1);
 }
 
 static void
@@ -681,6 +697,9 @@ acc_update(accst *s, int kind, tc_dtype dt, val x, int64_t r)
     case TC_ACC_ALL:
         s->v.i &= x.i != 0;
         break;
+    case TC_ACC_SOFTMAX:
+        softmax_combine(s, x.f, 1.0);
+        break;
     case TC_ACC_MAX:
     case TC_ACC_MIN:
         if (is_nan_val(dt, s->v)) {
@@ -709,6 +728,9 @@ static val
 acc_result(accst *s, int kind, tc_dtype dt, int comp)
 {
     val r;
+    if (kind == TC_ACC_SOFTMAX) {
+        return comp ? s->lane[0] : s->v;
+    }
     if (comp) {
         r.i = s->index < 0 ? 0 : s->index;
         return r;
@@ -2073,6 +2095,116 @@ test_reduce_plan(void)
  * becomes a host graph run first and a device graph; a 0-d host value a
  * kernel reads crosses by a copy; a host tensor that is not 0-d read by a
  * kernel is eager's device error. */
+/* ---- online softmax (kir_online.c) ----------------------------------- */
+
+/* Row r of a [10, 37] input: one edge case each (kir_online.c's table). */
+static double
+online_input(int r, int c)
+{
+    double x = (double)((r * 37 + c) * 7919 % 41 - 20) / 3.0;
+    switch (r) {
+    case 1: return c == 5 ? INFINITY : x;
+    case 2: return c == 0 || c == 36 ? INFINITY : x;
+    case 3: return -INFINITY;
+    case 4: return c < 36 ? -INFINITY : x;
+    case 5: return c == 11 ? NAN : x;
+    case 6: return c == 0 ? -INFINITY : x;
+    case 7: return -FLT_MAX;
+    case 8: return 2.5;
+    case 9: return c % 2 ? 80.0 : -80.0;
+    default: return x;
+    }
+}
+
+static int
+same_or_close(double a, double b)
+{
+    if (isnan(a) || isnan(b)) {
+        return isnan(a) && isnan(b);
+    }
+    if (isinf(a) || isinf(b)) {
+        return a == b;
+    }
+    return fabs(a - b) <= 1e-5 * fabs(b) + 1e-6;
+}
+
+/* The plan of out run as scheduled and with every kernel rewritten: one
+ * phase fewer (removed phases in all: want), the same output. */
+static void
+check_online(const char *what, tc_graph *g, int out, int want)
+{
+    tc_plan *p = plan_of(g, 1, &out);
+    if (p == NULL) {
+        return;
+    }
+    val in[370];
+    for (int i = 0; i < 370; i++) {
+        in[i].f = (float)online_input(i / 37, i % 37);
+    }
+    val *inputs[1] = {in};
+    val **ref = run_plan(p, inputs);
+    int removed = 0;
+    for (int k = 0; k < p->nkernels; k++) {
+        int before = p->kernels[k].nphases;
+        CHECK(tc_kernel_online_applies(&p->kernels[k])
+                  == (tc_kernel_online_softmax(&p->kernels[k]) > 0),
+              "%s: applies != rewrites", what);
+        removed += before - p->kernels[k].nphases;
+        check_regions(&p->kernels[k]);
+    }
+    CHECK(removed == want, "%s: %d phases removed, want %d", what, removed,
+          want);
+    val **got = run_plan(p, inputs);
+    for (int b = 0; b < p->nbuffers; b++) {
+        if (p->buffers[b].kind != TC_BUF_OUTPUT) {
+            continue;
+        }
+        int64_t n = storage_extent(&p->buffers[b].layout);
+        for (int64_t i = 0; i < n; i++) {
+            CHECK(same_or_close(got[b][i].f, ref[b][i].f),
+                  "%s: element %lld: %g, two passes %g", what, (long long)i,
+                  got[b][i].f, ref[b][i].f);
+        }
+    }
+    free_bufs(p, ref);
+    free_bufs(p, got);
+    tc_plan_free(p);
+}
+
+static void
+test_online_softmax(void)
+{
+    char err[256] = "";
+    int64_t s2[2] = {10, 37};
+    for (int log = 0; log < 2; log++) {
+        tc_graph *g = tc_graph_new();
+        int x = input(g, TC_F32, 2, s2, NULL);
+        int y = tc_graph_softmax(g, x, -1, 0, TC_F32, log, err, sizeof(err));
+        check_online(log ? "log_softmax" : "softmax", g, y, 1);
+        tc_graph_free(g);
+    }
+    /* logsumexp: the guarded max, where(|m| == inf, 0, m) */
+    tc_graph *g = tc_graph_new();
+    int x = input(g, TC_F32, 2, s2, NULL);
+    tc_reduce_args a = {.ndims = 1, .dims = {1}};
+    int y = tc_graph_reduce(g, "logsumexp", x, &a, err, sizeof(err));
+    CHECK(y >= 0, "logsumexp: %s", err);
+    check_online("logsumexp", g, y, 1);
+    tc_graph_free(g);
+    /* sum(exp(2x - max(x))): not the max's values, left alone */
+    g = tc_graph_new();
+    x = input(g, TC_F32, 2, s2, NULL);
+    tc_reduce_args keep = {.ndims = 1, .dims = {1}, .keepdim = 1};
+    int m = tc_graph_reduce(g, "amax", x, &keep, err, sizeof(err));
+    int two = tc_graph_scalar_float(g, 2.0);
+    int e = op(g, "exp", op(g, "sub", op(g, "mul", x, two, -1), m, -1), -1,
+               -1);
+    y = tc_graph_reduce(g, "sum", e, &a, err, sizeof(err));
+    CHECK(m >= 0 && y >= 0, "sum of exp: %s", err);
+    check_online("other values", g, y, 0);
+    tc_graph_free(g);
+}
+
 static void
 test_split_host(void)
 {
@@ -2177,6 +2309,7 @@ main(void)
     test_math_targets();
     test_textbuf();
     test_reduce_plan();
+    test_online_softmax();
     test_split_host();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
