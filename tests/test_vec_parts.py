@@ -8,7 +8,11 @@ buffer one writes and another reads.  Shared scalars (0-dim inputs,
 constants, positions) are computed again by each part.  On the CPU
 machine the dumped modules must show the expected number of parts and
 assemble with ptxas; on CUDA every case is compared with eager, with the
-inputs it mutates."""
+inputs it mutates.
+
+The CPU emits each part as a function of its own, called in turn over the
+range a thread gets (gccjit_emit.c emit_parts): every case and shape on
+the CPU too, against eager."""
 import pytest
 import torch
 
@@ -140,3 +144,21 @@ def test_parts_cuda(name, dt, shp):
     torch.testing.assert_close(got, exp, **tol)
     for a, b in zip(ins, ref_ins):                      # mutated inputs
         torch.testing.assert_close(a, b, **tol)
+
+
+@pytest.mark.parametrize("shp", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("name", list(CASES))
+def test_parts_cpu(name, dt, shp):
+    fn, n, _ = CASES[name]
+    tcjit.reset()
+    ins = _inputs(n, shp, dt, "cpu")
+    ref_ins = [t.clone() for t in ins]
+    got = tcjit.compile(fn)(*ins)
+    exp = fn(*ref_ins)
+    tol = dict(rtol=2e-2, atol=2e-2) if dt == torch.bfloat16 else {}
+    torch.testing.assert_close(got, exp, **tol)
+    for a, b in zip(ins, ref_ins):                      # mutated inputs
+        torch.testing.assert_close(a, b, **tol)
+    assert tcjit.counters()["eager_fallbacks"] == 0

@@ -869,6 +869,49 @@ tc_kernel_writes_its_input(const tc_kernel *k)
     return 0;
 }
 
+typedef struct {
+    const tc_kernel *k;
+    const int *part;
+    int p;
+} part_ctx;
+
+static int
+other_part(const tc_kinst *in, void *ctx)
+{
+    const part_ctx *c = ctx;
+    int q = c->part[in - c->k->insts];
+    return q >= 0 && q != c->p;
+}
+
+static int
+drop_inst(tc_kbuf *t, const tc_kinst *in, const int *map, void *ctx)
+{
+    (void)t;
+    (void)in;
+    (void)map;
+    (void)ctx;
+    return -1;
+}
+
+int
+tc_kernel_part(const tc_kernel *k, const int *part, int p, tc_kernel *out)
+{
+    *out = *k;
+    out->insts = malloc(sizeof(tc_kinst) * (size_t)(k->ninsts + 1));
+    if (out->insts == NULL) {
+        return -1;
+    }
+    memcpy(out->insts, k->insts, sizeof(tc_kinst) * (size_t)k->ninsts);
+    /* other_part reads the original's instructions: same indices */
+    part_ctx c = {out, part, p};
+    if (tc_kernel_rewrite(out, other_part, drop_inst, &c) < 0) {
+        free(out->insts);
+        out->insts = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 void
 tc_kernel_regions(const tc_kernel *k, int *region)
 {

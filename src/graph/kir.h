@@ -344,6 +344,12 @@ void tc_kernel_leaf_values(const tc_kernel *k, tc_kleaf_fn leaf, void *ctx,
  * without instructions), -1 if out of memory. */
 int tc_kernel_parts(const tc_kernel *k, int *part);
 
+/* Part p of k alone (part from tc_kernel_parts): its instructions and
+ * the shared values, in order, into *out (k's fields, insts malloc'd;
+ * the arguments are k's, the other parts' simply unused).  0 or -1. */
+int tc_kernel_part(const tc_kernel *k, const int *part, int p,
+                   tc_kernel *out);
+
 /* region[i] = 2p if instruction i is in pre_p, 2p + 1 if in body_p,
  * 2 nphases if in post (k validated; region has ninsts entries). */
 void tc_kernel_regions(const tc_kernel *k, int *region);

@@ -1348,9 +1348,13 @@ emit_nest(loop_state *ls, const tc_loop *l, gcc_jit_param **params,
     return -1;  /* not reached: nd >= 1 */
 }
 
+/* A kernel function (args, begin, end); *out (when not NULL) gets it,
+ * kind says whether it is exported (a plan's kernel) or internal (a part
+ * its exported wrapper calls, emit_parts). */
 static int
 emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
-            const char *fname, char *err, size_t errlen)
+            const char *fname, enum gcc_jit_function_kind kind,
+            gcc_jit_function **out, char *err, size_t errlen)
 {
     gcc_jit_context *c = e->ctx;
     const tc_kernel *k = kv->exact;
@@ -1360,7 +1364,10 @@ emit_kernel(emitter *e, const kernel_variants *kv, const tc_loop *l,
         gcc_jit_context_new_param(c, NULL, e->t_i64, "end"),
     };
     gcc_jit_function *fn = gcc_jit_context_new_function(
-        c, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, fname, 3, params, 0);
+        c, NULL, kind, e->t_void, fname, 3, params, 0);
+    if (out != NULL) {
+        *out = fn;
+    }
     int nval = k->ninsts;
     if (kv->fast != NULL && kv->fast->ninsts > nval) {
         nval = kv->fast->ninsts;
@@ -2903,6 +2910,15 @@ set_options(gcc_jit_context *c, int kind)
                                    2);
     gcc_jit_context_add_command_line_option(c, "-ftree-vectorize");
     gcc_jit_context_add_command_line_option(c, "-fvect-cost-model=dynamic");
+    /* The arguments are separate pointers that may alias (an in-place
+     * update writes the buffer it reads), so GCC vectorizes a loop only
+     * behind runtime overlap checks, one per pair of a store and another
+     * access; past its default of 10 pairs it keeps the scalar loop.  An
+     * Adam update (4 arrays read, 3 written) is 15 pairs: 5.9 ms scalar,
+     * 2.6 ms vectorized for 4M elements on the 2-core machine (eager
+     * 5.5-6.7).  Equal pointers pass the checks (same step, distance 0). */
+    gcc_jit_context_add_command_line_option(
+        c, "--param=vect-max-version-for-alias-checks=64");
 #ifdef LIBGCCJIT_HAVE_gcc_jit_context_set_bool_print_errors_to_stderr
     gcc_jit_context_set_bool_print_errors_to_stderr(c, 0);
 #endif
@@ -2975,6 +2991,95 @@ static void name_kernels(const tc_plan *plan, const int *idx, int n,
                          char *out, size_t len);
 static int inject_failure(const tc_kernel *k);
 
+/* Kernel k as function `name` (its variants made here). */
+static int
+emit_one(emitter *e, const tc_kernel *k, const tc_loop *l, const char *name,
+         enum gcc_jit_function_kind kind, gcc_jit_function **out, char *err,
+         size_t errlen)
+{
+    tc_kernel exact, fast;
+    kernel_variants kv;
+    int rc = make_variants(k, l, &exact, &fast, &kv, e->generic);
+    if (rc < 0) {
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+    }
+    else {
+        rc = k->nphases > 0
+                 ? emit_reduction_kernel(e, kv.exact, l, name, err, errlen)
+                 : emit_kernel(e, &kv, l, name, kind, out, err, errlen);
+    }
+    variants_clear(&exact, &fast);
+    return rc;
+}
+
+/* A pointwise kernel of independent parts (kir.h tc_kernel_parts: a
+ * horizontally fused group, an optimizer step's parameters) as one
+ * internal function per part and an exported `name` calling them in
+ * turn over its range.  One loop over every member at once streams all
+ * their arrays together: the same-shape members of a group sit at the
+ * same offsets modulo the page, so their elements compete for the same
+ * L1 sets (16 Adam updates of [256, 1024] on the 2-core machine: 70 ms
+ * in one loop, 5.7 ms one member at a time).  Size-generic kernels keep
+ * one loop (their parameter constants are numbered over the whole
+ * kernel).  Returns 1 (emitted), 0 (not parted: emit k as it is), -1. */
+static int
+emit_parts(emitter *e, const tc_kernel *k, const tc_loop *l,
+           const char *name, char *err, size_t errlen)
+{
+    if (k->nphases > 0 || e->generic) {
+        return 0;
+    }
+    int *part = malloc(sizeof(int) * (size_t)(k->ninsts + 1));
+    int np = part != NULL ? tc_kernel_parts(k, part) : -1;
+    if (np <= 1) {
+        free(part);
+        if (np < 0) {
+            snprintf(err, errlen, "tcjit cpu: out of memory");
+        }
+        return np < 0 ? -1 : 0;
+    }
+    gcc_jit_function **fns = calloc((size_t)np, sizeof(*fns));
+    int rc = fns != NULL ? 0 : -1;
+    for (int p = 0; p < np && rc == 0; p++) {
+        tc_kernel kp;
+        char pname[48];
+        snprintf(pname, sizeof(pname), "%s_part%d", name, p);
+        rc = tc_kernel_part(k, part, p, &kp);
+        if (rc == 0) {
+            rc = emit_one(e, &kp, l, pname, GCC_JIT_FUNCTION_INTERNAL,
+                          &fns[p], err, errlen);
+            free(kp.insts);
+        }
+    }
+    if (rc == 0) {
+        gcc_jit_param *params[3] = {
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_voidpp, "args"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "begin"),
+            gcc_jit_context_new_param(e->ctx, NULL, e->t_i64, "end"),
+        };
+        gcc_jit_function *fn = gcc_jit_context_new_function(
+            e->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED, e->t_void, name, 3,
+            params, 0);
+        gcc_jit_block *b = gcc_jit_function_new_block(fn, "parts");
+        R *args[3];
+        for (int a = 0; a < 3; a++) {
+            args[a] = gcc_jit_param_as_rvalue(params[a]);
+        }
+        for (int p = 0; p < np; p++) {
+            gcc_jit_block_add_eval(b, NULL, gcc_jit_context_new_call(
+                                                e->ctx, NULL, fns[p], 3,
+                                                args));
+        }
+        gcc_jit_block_end_with_void_return(b, NULL);
+    }
+    else if (err[0] == '\0') {
+        snprintf(err, errlen, "tcjit cpu: out of memory");
+    }
+    free(fns);
+    free(part);
+    return rc < 0 ? -1 : 1;
+}
+
 /* Emits kernels idx[0..n) of plan (their loop nests built, prepare). */
 static int
 emit_all(emitter *e, const tc_plan *plan, const tc_jit_code *code,
@@ -2993,23 +3098,14 @@ emit_all(emitter *e, const tc_plan *plan, const tc_jit_code *code,
             snprintf(err, errlen, "tcjit cpu: out of memory");
             return -1;
         }
-        tc_kernel exact, fast;
-        kernel_variants kv;
-        int rc = make_variants(k, &code->loops[i], &exact, &fast, &kv,
-                               e->generic);
-        if (rc < 0) {
-            snprintf(err, errlen, "tcjit cpu: out of memory");
+        char name[32];
+        snprintf(name, sizeof(name), "tc_k%d", i);
+        int rc = emit_parts(e, k, &code->loops[i], name, err, errlen);
+        if (rc == 0) {
+            rc = emit_one(e, k, &code->loops[i], name,
+                          GCC_JIT_FUNCTION_EXPORTED, NULL, err, errlen);
         }
-        else {
-            char name[32];
-            snprintf(name, sizeof(name), "tc_k%d", i);
-            rc = k->nphases > 0
-                     ? emit_reduction_kernel(e, kv.exact, &code->loops[i],
-                                             name, err, errlen)
-                     : emit_kernel(e, &kv, &code->loops[i], name, err,
-                                   errlen);
-        }
-        variants_clear(&exact, &fast);
+        rc = rc < 0 ? -1 : 0;
         free(e->dimv);
         e->dimv = NULL;
         e->generic = 0;
