@@ -128,37 +128,32 @@ def test_parts_half(tmp_path):
     assert _parts("".join(open(f).read() for f in files if f.endswith("sm90.ptx"))) == 4
 
 
-@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
-@pytest.mark.parametrize("shp", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.float64],
-                         ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("name", list(CASES))
-def test_parts_cuda(name, dt, shp):
+def _check(name, dt, shp, dev):
+    """Case name compiled against eager, results and mutated inputs."""
     fn, n, _ = CASES[name]
     tcjit.reset()
-    ins = _inputs(n, shp, dt, "cuda")
+    ins = _inputs(n, shp, dt, dev)
     ref_ins = [t.clone() for t in ins]
     got = tcjit.compile(fn)(*ins)
     exp = fn(*ref_ins)
-    tol = dict(rtol=2e-3, atol=2e-3) if dt == torch.float16 else {}
-    torch.testing.assert_close(got, exp, **tol)
-    for a, b in zip(ins, ref_ins):                      # mutated inputs
-        torch.testing.assert_close(a, b, **tol)
-
-
-@pytest.mark.parametrize("shp", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64],
-                         ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("name", list(CASES))
-def test_parts_cpu(name, dt, shp):
-    fn, n, _ = CASES[name]
-    tcjit.reset()
-    ins = _inputs(n, shp, dt, "cpu")
-    ref_ins = [t.clone() for t in ins]
-    got = tcjit.compile(fn)(*ins)
-    exp = fn(*ref_ins)
-    tol = dict(rtol=2e-2, atol=2e-2) if dt == torch.bfloat16 else {}
+    tol = dict(rtol=2e-2, atol=2e-2) if dt in (torch.float16, torch.bfloat16) \
+        else {}
     torch.testing.assert_close(got, exp, **tol)
     for a, b in zip(ins, ref_ins):                      # mutated inputs
         torch.testing.assert_close(a, b, **tol)
     assert tcjit.counters()["eager_fallbacks"] == 0
+
+
+# float16 on CUDA, bfloat16 on the CPU (its half type there)
+DEVICE_DTYPES = [
+    pytest.param(dev, dt, id=f"{dev}-{str(dt)[6:]}", marks=pytest.mark.skipif(
+        dev == "cuda" and not HAS_CUDA, reason="no CUDA device"))
+    for dev, half in (("cuda", torch.float16), ("cpu", torch.bfloat16))
+    for dt in (torch.float32, half, torch.float64)]
+
+
+@pytest.mark.parametrize("shp", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dev,dt", DEVICE_DTYPES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_parts_run(name, dev, dt, shp):
+    _check(name, dt, shp, dev)
