@@ -787,8 +787,15 @@ compile_entry(tc_entry *e, tc_graph *g, tc_iframe *f, tc_code_state *st,
 {
     PyCodeObject *co = f->f_code;
     char err[256];
-    if (tc_graph_optimize(g) < 0 || tc_graph_unfuse_bias(g, err,
-                                                         sizeof(err)) < 0) {
+    /* a linear's bias into the pointwise kernel after it: for cuBLAS's
+     * larger tiles without the bias epilogue (extern.c).  Not on the CPU,
+     * where MKL's addmm is no slower than its mm (GPT-2's MLP product
+     * [256, 256] x [256, 1024]: 0.79 ms against 1.05 in the training
+     * step) and the pointwise kernel reads the product either way; but
+     * where the CPU graphs' PTX is dumped, as the GPU would have it */
+    if (tc_graph_optimize(g) < 0
+        || ((device >= 0 || tc_config.ptx_dump_dir != NULL)
+            && tc_graph_unfuse_bias(g, err, sizeof(err)) < 0)) {
         PyErr_NoMemory();
         return -1;
     }
